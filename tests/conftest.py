@@ -1,0 +1,33 @@
+"""Every test runs on CPU, from a fixed seed, in its own working directory."""
+
+import os
+
+# Hide any GPU before torch initialises CUDA: the suite is CPU-only by design.
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import settings
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Shared CI machines are noisy: judge hypothesis examples by value, not by time.
+settings.register_profile("cs_lightning", deadline=None, max_examples=25)
+settings.load_profile("cs_lightning")
+
+
+@pytest.fixture(autouse=True)
+def _deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed every generator and keep Lightning's logs out of the checkout."""
+    random.seed(0)
+    torch.manual_seed(0)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture()
+def repo() -> Path:
+    """Root of the checkout, for tests that read examples or the README."""
+    return REPO
