@@ -1,0 +1,410 @@
+"""`cs-lightning`: one YAML file runs a training.
+
+``cs-lightning fit|validate|test|predict --config run.yaml`` is Lightning's own
+``LightningCLI`` (every trainer option, ``--print_config``, several ``--config`` files),
+with three top-level keys added:
+
+* ``optimizer:`` one optimizer, as ``{AdamW: {lr: 3.0e-4}}`` (Cerebras Model Zoo) or
+  ``{class_path: torch.optim.AdamW, init_args: {...}}`` (Lightning);
+* ``schedulers:`` a list of closed-form schedulers in either spelling, e.g.
+  ``[{SequentialLR: {schedulers: [{LinearLR: {...}}, {CosineDecayLR: {...}}]}}]``;
+  each one steps every optimizer step;
+* ``imports:`` modules to import before anything is resolved: dotted module names, or
+  ``.py`` files relative to the YAML file that lists them. This is how a model class or a
+  custom scheduler living next to the config is found by name.
+
+Both blocks are checked completely before anything is built or written, and become
+factories that run in ``configure_optimizers``, after the model is materialized.
+``cs-lightning schedule --config run.yaml`` draws or tabulates the configured schedules
+without building the model. Any mistake in the configuration ends the program with one
+line naming the YAML key path and the fix, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import re
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import MethodType
+from typing import Any, Optional
+
+import torch
+from jsonargparse import get_loader
+from lightning.pytorch import LightningModule
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from cs_lightning import schedulers as cs_schedulers
+from cs_lightning.optimizers import (
+    OptimizerFactory,
+    SpecError,
+    check_arguments,
+    optimizer_factory,
+    split_spec,
+)
+
+SchedulersFactory = Callable[[torch.optim.Optimizer], list]
+
+# Blocks whose values are themselves schedulers, walked with their own key paths.
+_NESTED_LIST, _NESTED_ONE = "schedulers", "scheduler"
+
+
+# --------------------------------------------------------------------------- imports
+
+
+def load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
+    """One YAML config file as a dict (jsonargparse's loader: `3e-4` is a float)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(key, f"file {str(path)!r} does not exist; fix: check the path")
+    data = get_loader("yaml")(path.read_text())
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(key, f"{str(path)!r} holds {type(data).__name__}, not a mapping of keys")
+    return data
+
+
+def import_entry(entry: str, base: Path, key: str) -> None:
+    """Import a dotted module, or a `.py` file relative to `base`, under its file stem."""
+    try:
+        if not entry.endswith(".py"):
+            importlib.import_module(entry)
+            return
+        path = (base / entry).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no file {str(path)!r}")
+        loaded = sys.modules.get(path.stem)
+        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == path:
+            return
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[path.stem]
+            raise
+    except (ImportError, FileNotFoundError, SyntaxError) as err:
+        raise SpecError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
+                        "or a .py path relative to this YAML file") from None
+
+
+def config_paths(argv: Sequence[str]) -> list[Path]:
+    """The `--config`/`-c` files named in `argv`, in order."""
+    paths = []
+    for i, arg in enumerate(argv):
+        if arg in ("--config", "-c") and i + 1 < len(argv):
+            paths.append(Path(argv[i + 1]))
+        elif arg.startswith("--config="):
+            paths.append(Path(arg.split("=", 1)[1]))
+    return paths
+
+
+def run_imports(argv: Sequence[str]) -> None:
+    """Import every `imports:` entry of every config file, before parsing resolves names."""
+    for path in config_paths(argv):
+        if not path.is_file():
+            continue  # the parser reports the missing file with its own key
+        entries = load_yaml(path).get("imports") or []
+        if isinstance(entries, str):
+            entries = [entries]
+        for i, entry in enumerate(entries):
+            import_entry(str(entry), path.parent, f"imports[{i}]")
+
+
+# ------------------------------------------------------------------------ schedulers
+
+
+def _resolve_scheduler(name: str, key: str) -> type:
+    try:
+        return cs_schedulers.resolve(name)
+    except (ValueError, TypeError, ImportError, AttributeError) as err:
+        raise SpecError(key, f"{err}; fix: use a scheduler name from cs_lightning.schedulers "
+                        "or import your module with imports:") from None
+
+
+def _is_legacy(block: Any) -> bool:
+    """Model Zoo's older flat form `{scheduler: Linear, arg: ...}`; `build` reads it as is."""
+    return isinstance(block, Mapping) and _NESTED_ONE in block and len(block) > 1 and \
+        isinstance(block[_NESTED_ONE], str)
+
+
+def _scheduler_block(block: Any, key: str) -> Any:
+    """One block in either spelling -> Cerebras shape `{Name: args}`, names and args checked."""
+    if _is_legacy(block):
+        return block
+    name, args, args_key = split_spec(block, key, "scheduler")
+    cls = _resolve_scheduler(name, key)
+    check_arguments(cls, args, args_key, supplied=frozenset({"optimizer"}))
+    if isinstance(args.get(_NESTED_LIST), list):
+        args[_NESTED_LIST] = [_scheduler_block(child, f"{args_key}.{_NESTED_LIST}[{i}]")
+                              for i, child in enumerate(args[_NESTED_LIST])]
+    if isinstance(args.get(_NESTED_ONE), Mapping):
+        args[_NESTED_ONE] = _scheduler_block(args[_NESTED_ONE], f"{args_key}.{_NESTED_ONE}")
+    return {name: args}
+
+
+def schedulers_factory(spec: Any, make_optimizer: OptimizerFactory,
+                       key: str = "schedulers") -> SchedulersFactory:
+    """Validate a `schedulers:` block now (on a throwaway optimizer); return `optimizer -> list`."""
+    items = spec if isinstance(spec, list) else [spec]
+    blocks = [_scheduler_block(item, f"{key}[{i}]") for i, item in enumerate(items)]
+    probe = make_optimizer([torch.nn.Parameter(torch.zeros(1))])
+    for i, block in enumerate(blocks):
+        try:
+            cs_schedulers.build(block, probe)
+        except (ValueError, TypeError) as err:
+            raise SpecError(f"{key}[{i}]", f"{err}; fix: correct this scheduler's arguments") from None
+
+    def build(optimizer: torch.optim.Optimizer) -> list:
+        return [s for block in blocks for s in cs_schedulers.build(block, optimizer)]
+
+    return build
+
+
+def run_factories(config: Mapping[str, Any]) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
+    """The optimizer and scheduler factories of a parsed config, fully validated."""
+    optimizer_spec, scheduler_spec = config.get("optimizer"), config.get("schedulers")
+    make_optimizer = optimizer_factory(optimizer_spec) if optimizer_spec is not None else None
+    if scheduler_spec in (None, []):
+        return make_optimizer, None
+    if make_optimizer is None:
+        raise SpecError("schedulers", "schedulers need an optimizer to act on; "
+                        "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
+    return make_optimizer, schedulers_factory(scheduler_spec, make_optimizer)
+
+
+def attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
+                      make_schedulers: SchedulersFactory | None) -> None:
+    """Give `model` a `configure_optimizers` that builds from the factories when Lightning calls it.
+
+    Lightning calls it after the strategy has materialized the model, so the optimizer
+    sees the real parameters. Closed-form schedulers step every optimizer step.
+    """
+    def configure_optimizers(self: LightningModule) -> Any:
+        optimizer = make_optimizer([p for p in self.parameters() if p.requires_grad])
+        if make_schedulers is None:
+            return optimizer
+        configs = [{"scheduler": s, "interval": "step", "frequency": 1} for s in make_schedulers(optimizer)]
+        return [optimizer], configs
+
+    if type(model).configure_optimizers is not LightningModule.configure_optimizers:
+        warnings.warn(f"{type(model).__name__}.configure_optimizers is replaced by the YAML optimizer: block",
+                      stacklevel=2)
+    model.configure_optimizers = MethodType(configure_optimizers, model)
+
+
+# ----------------------------------------------------------------------- error lines
+
+_NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class 'NoneType'>|Given value)")
+
+
+def _flatten(message: str) -> str:
+    """jsonargparse's nested report -> its informative lines, joined on one line."""
+    lines = [line.strip().lstrip("- ").strip() for line in message.splitlines()]
+    return " ".join(line for line in lines if line and not _NOISE.match(line))
+
+
+def _parser_error_line(message: str) -> str:
+    """An argparse/jsonargparse error message -> `key: problem; fix: ...`."""
+    unknown = re.search(r"does not accept option '([^']+)'", message) or \
+        re.search(r"[Uu]nrecognized arguments: (\S+)", message)
+    if unknown:
+        return f"{unknown.group(1)}: unknown key; fix: remove it or correct its spelling " \
+               "(see cs-lightning fit --help)"
+    keyed = re.match(r'Parser key "([^"]+)":\s*(.*)', message, flags=re.DOTALL)
+    if not keyed:
+        return f"{_flatten(message)}; fix: see cs-lightning --help"
+    key, detail = keyed.group(1), _flatten(keyed.group(2))
+    if key == "config":
+        return f"config: {detail}; fix: check the path given to --config"
+    class_problem = re.match(r"Problem with given class_path '([^']+)':\s*(.*)", detail)
+    if not class_problem:
+        return f"{key}: {detail}; fix: correct this value"
+    class_path, problem = class_problem.groups()
+    option = re.search(r"Option '([^']+)' is not accepted", problem)
+    if option:
+        return f"{key}.init_args.{option.group(1)}: {class_path} has no such argument; " \
+               "fix: remove it or correct its spelling"
+    return f"{key}.class_path: cannot load {class_path!r} ({problem}); " \
+           "fix: check the dotted path, and list the module or .py file under imports:"
+
+
+def _instantiation_error_line(config: Mapping[str, Any], err: Exception) -> str:
+    """A model/data constructor failed: say which key, from the class_path in the report."""
+    text = _flatten(str(err))
+    for key in ("model", "data"):
+        section = config.get(key)
+        class_path = getattr(section, "class_path", None) or (section.get("class_path")
+                                                                 if isinstance(section, Mapping) else None)
+        if class_path and class_path in str(err):
+            return f"{key}.init_args: {class_path.rsplit('.', 1)[-1]} failed to build: " \
+                   f"{text.split(' Given value')[0]}; fix: correct {key}.init_args"
+    return f"trainer: {type(err).__name__}: {text}; fix: correct the trainer: block"
+
+
+# ------------------------------------------------------------------------------- CLI
+
+
+class _HeldRecords(logging.Filter):
+    """Hold a logger's records back; `release()` replays them, `drop()` forgets them.
+
+    Seeding logs "Seed set to N" before the model is built; when building then fails on a
+    configuration mistake, that line would spoil the one-line error.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.logger, self.records = logging.getLogger(name), []
+        self.logger.addFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
+
+    def drop(self) -> None:
+        self.logger.removeFilter(self)
+
+    def release(self) -> None:
+        self.drop()
+        for record in self.records:
+            self.logger.handle(record)
+
+
+class CSLightningCLI(LightningCLI):
+    """LightningCLI with Cerebras-style `optimizer:`/`schedulers:` blocks and an `imports:` key.
+
+    Defaults that differ from LightningCLI: seed 0 (reproducible unless told otherwise), no
+    auto-configured optimizer (ours is built after materialization), and parse errors
+    raised rather than printed, so `main` can print them as one line.
+    """
+
+    def __init__(self, args: Any = None, **kwargs: Any) -> None:
+        kwargs.setdefault("trainer_defaults", {"strategy": "auto"})
+        kwargs.setdefault("seed_everything_default", 0)
+        kwargs.setdefault("auto_configure_optimizers", False)
+        kwargs.setdefault("parser_kwargs", {"exit_on_error": False})
+        self.make_optimizer: OptimizerFactory | None = None
+        self.make_schedulers: SchedulersFactory | None = None
+        self._seed_log: _HeldRecords | None = None
+        super().__init__(args=args, **kwargs)
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument("--optimizer", type=Optional[Any], default=None,
+                            help="Optimizer, {Name: {args}} or class_path/init_args; built after the model.")
+        parser.add_argument("--schedulers", type=Optional[Any], default=None,
+                            help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args.")
+        parser.add_argument("--imports", type=Optional[list[str]], default=None,
+                            help="Modules, or .py files relative to the config, imported before parsing.")
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
+        super().parse_arguments(parser, args)
+        config = self.config.get(str(self.config.get("subcommand")), self.config)
+        self.make_optimizer, self.make_schedulers = run_factories(config)
+        self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
+
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except (ValueError, TypeError, RuntimeError) as err:
+            self._seed_log.drop()
+            config = self.config.get(str(self.subcommand), self.config)
+            raise SpecError("", _instantiation_error_line(config, err)) from err
+        self._seed_log.release()
+        if self.make_optimizer is not None:
+            attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
+
+
+# -------------------------------------------------------------------- schedule command
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage, so errors stay one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SpecError("schedule", f"{message}; fix: see cs-lightning schedule --help")
+
+
+def _merged(paths: Sequence[Path]) -> dict[str, Any]:
+    """Config files merged like repeated --config: later files override earlier keys."""
+    def merge(base: dict, extra: Mapping) -> dict:
+        for key, value in extra.items():
+            base[key] = merge(dict(base.get(key) or {}), value) \
+                if isinstance(value, Mapping) and isinstance(base.get(key), Mapping) else value
+        return base
+
+    merged: dict[str, Any] = {}
+    for path in paths:
+        merge(merged, load_yaml(path))
+    return merged
+
+
+def schedule_command(argv: Sequence[str]) -> None:
+    """`cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]`."""
+    parser = _OneLineParser(prog="cs-lightning schedule",
+                            description="Draw or tabulate the configured schedules without building the model.")
+    parser.add_argument("-c", "--config", action="append", required=True, help="YAML file(s), as for fit")
+    parser.add_argument("--steps", type=int, default=None, help="steps to show (default: trainer.max_steps)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--out", default=None, help="write a picture here (png, pdf, svg)")
+    output.add_argument("--table", action="store_true", help="print a table (the default)")
+    opts = parser.parse_args(list(argv))
+    paths = [Path(p) for p in opts.config]
+    for i, path in enumerate(paths):
+        load_yaml(path, key=f"config[{i}]")
+    run_imports([arg for path in paths for arg in ("--config", str(path))])
+    config = _merged(paths)
+    make_optimizer, make_schedulers = run_factories(config)
+    if make_schedulers is None:
+        raise SpecError("schedulers", "no schedulers in the config, nothing to draw; "
+                        "fix: add a schedulers: block")
+    steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
+    if not isinstance(steps, int) or steps <= 0:
+        raise SpecError("trainer.max_steps", f"need a positive number of steps, got {steps!r}; "
+                        "fix: pass --steps N or set trainer.max_steps")
+    schedulers = make_schedulers(make_optimizer([torch.nn.Parameter(torch.zeros(1))]))
+    if opts.out:
+        cs_schedulers.plot(schedulers, steps, out=opts.out)
+        print(f"wrote {opts.out} ({steps} steps)")
+    else:
+        print(cs_schedulers.table(schedulers, steps))
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Entry point of the `cs-lightning` console script; returns the exit code.
+
+    Configuration mistakes print one line (`cs-lightning: error: <key path>: ... fix: ...`)
+    and return 2 before anything is written; errors during training propagate as usual.
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        if argv[:1] == ["schedule"]:
+            schedule_command(argv[1:])
+            return 0
+        run_imports(argv)
+        with warnings.catch_warnings():
+            # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
+            warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+            CSLightningCLI(args=argv)
+    except SpecError as err:
+        return _fail(str(err).lstrip(": "))
+    except argparse.ArgumentError as err:
+        return _fail(_parser_error_line(str(err)))
+    except SystemExit as exit_:  # --help, --print_config
+        return exit_.code if isinstance(exit_.code, int) else 0
+    return 0
+
+
+def _fail(line: str) -> int:
+    print(f"cs-lightning: error: {' '.join(line.split())}", file=sys.stderr)
+    return 2

@@ -1,0 +1,141 @@
+"""Optimizers from a YAML block, built only when the parameters exist.
+
+Two spellings are accepted for the same thing::
+
+    optimizer: {AdamW: {lr: 3.0e-4, weight_decay: 0.1}}          # Cerebras Model Zoo
+    optimizer: {class_path: torch.optim.AdamW,                     # Lightning / jsonargparse
+                init_args: {lr: 3.0e-4, weight_decay: 0.1}}
+
+`optimizer_factory` checks the block completely, up front (the name resolves, every
+argument exists, the optimizer accepts the values), and returns a function of the
+parameters. The optimizer itself is built later, in ``configure_optimizers``, after the
+model is materialized: binding parameters at parse time, as Lightning's own
+auto-configured optimizer does, would bind placeholders of a deferred model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+
+OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
+
+
+class SpecError(ValueError):
+    """A YAML block is wrong; `key` is its dotted key path, the message says the fix."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.problem = message
+
+
+def torch_optimizers() -> dict[str, type[torch.optim.Optimizer]]:
+    """Every optimizer class that ``torch.optim`` exports, by lowercase name."""
+    found = {}
+    for name in dir(torch.optim):
+        obj = getattr(torch.optim, name)
+        if inspect.isclass(obj) and issubclass(obj, torch.optim.Optimizer) and obj is not torch.optim.Optimizer:
+            found[name.lower()] = obj
+    return found
+
+
+def import_dotted(path: str) -> Any:
+    """`package.module.Name` -> the object; ImportError/AttributeError if it is not there."""
+    module_name, _, attr = path.rpartition(".")
+    if not module_name:
+        raise ImportError(f"{path!r} is not a dotted path such as 'package.module.Name'")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Optimizer]:
+    """A torch optimizer by name (case-insensitive) or dotted import path."""
+    if "." in name:
+        try:
+            cls = import_dotted(name)
+        except (ImportError, AttributeError) as err:
+            raise SpecError(key, f"cannot import optimizer {name!r} ({err}); "
+                            "fix: give a torch.optim name such as AdamW or an importable dotted path") from None
+        if not (inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer)):
+            raise SpecError(key, f"{name!r} is not a torch.optim.Optimizer subclass; fix: name an optimizer class")
+        return cls
+    known = torch_optimizers()
+    if name.lower() in known:
+        return known[name.lower()]
+    names = sorted(cls.__name__ for cls in known.values())
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"known: {', '.join(names)}"
+    raise SpecError(key, f"unknown optimizer {name!r}; fix: {hint}")
+
+
+def split_spec(spec: Any, key: str, what: str) -> tuple[str, dict[str, Any], str]:
+    """One `{Name: {args}}`, `{class_path:, init_args:}` or bare `Name` block -> (name, args, args key path)."""
+    if isinstance(spec, str):
+        return spec, {}, key
+    if not isinstance(spec, Mapping):
+        raise SpecError(key, f"expected a mapping such as {{AdamW: {{lr: 0.001}}}}, got {spec!r}; "
+                        f"fix: write the {what} as {{Name: {{args}}}} or class_path/init_args")
+    if "class_path" in spec:
+        extra = set(spec) - {"class_path", "init_args"}
+        if extra:
+            raise SpecError(f"{key}.{sorted(extra)[0]}", "unexpected key next to class_path; "
+                            "fix: keep only class_path and init_args")
+        args = spec.get("init_args") or {}
+        if not isinstance(args, Mapping):
+            raise SpecError(f"{key}.init_args", f"expected a mapping of arguments, got {args!r}")
+        return str(spec["class_path"]), dict(args), f"{key}.init_args"
+    if len(spec) != 1:
+        raise SpecError(key, f"expected exactly one {what} name, got keys {sorted(spec)}; "
+                        f"fix: write {{Name: {{args}}}} with a single name")
+    (name, args), = spec.items()
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise SpecError(f"{key}.{name}", f"expected a mapping of arguments, got {args!r}; "
+                        f"fix: write {name}: {{arg: value, ...}}")
+    return str(name), dict(args), f"{key}.{name}"
+
+
+def check_arguments(cls: type, args: Mapping[str, Any], key: str, supplied: frozenset[str] = frozenset()) -> None:
+    """Every argument in `args` exists in `cls`'s signature, and the required ones are given.
+
+    `supplied` names the parameters we pass ourselves (``params``, ``optimizer``).
+    """
+    params = [p for p in inspect.signature(cls).parameters.values() if p.name not in supplied]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for arg in args:
+        if arg not in names:
+            close = difflib.get_close_matches(arg, names, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(names)}"
+            raise SpecError(f"{key}.{arg}", f"{cls.__name__} has no argument {arg!r}; fix: {hint}")
+    missing = [p.name for p in params
+               if p.default is p.empty and p.kind is not p.VAR_POSITIONAL and p.name not in args]
+    if missing:
+        raise SpecError(key, f"{cls.__name__} needs {', '.join(missing)}; fix: add "
+                        + ", ".join(f"{m}: <value>" for m in missing))
+
+
+def optimizer_factory(spec: Any, key: str = "optimizer") -> OptimizerFactory:
+    """Validate an optimizer block now; return `params -> optimizer` for later.
+
+    Raises `SpecError` (a ValueError) naming the YAML key path and the fix.
+    """
+    name, args, args_key = split_spec(spec, key, "optimizer")
+    cls = resolve_optimizer(name, key)
+    check_arguments(cls, args, args_key, supplied=frozenset({"params"}))
+    try:  # let the optimizer judge the values itself, on a throwaway parameter
+        cls([torch.nn.Parameter(torch.zeros(1))], **args)
+    except (ValueError, TypeError) as err:
+        raise SpecError(args_key, f"{cls.__name__} rejects {args}: {err}; fix: correct the value") from None
+
+    def build(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        return cls(params, **args)
+
+    return build
