@@ -40,9 +40,9 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from cs_lightning import schedulers as cs_schedulers
+from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import (
     OptimizerFactory,
-    SpecError,
     check_arguments,
     optimizer_factory,
     split_spec,
@@ -61,12 +61,12 @@ def load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     """One YAML config file as a dict (jsonargparse's loader: `3e-4` is a float)."""
     path = Path(path)
     if not path.is_file():
-        raise SpecError(key, f"file {str(path)!r} does not exist; fix: check the path")
+        raise ConfigError(key, f"file {str(path)!r} does not exist; fix: check the path")
     data = get_loader("yaml")(path.read_text())
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise SpecError(key, f"{str(path)!r} holds {type(data).__name__}, not a mapping of keys")
+        raise ConfigError(key, f"{str(path)!r} holds {type(data).__name__}, not a mapping of keys")
     return data
 
 
@@ -91,7 +91,7 @@ def import_entry(entry: str, base: Path, key: str) -> None:
             del sys.modules[path.stem]
             raise
     except (ImportError, FileNotFoundError, SyntaxError) as err:
-        raise SpecError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
+        raise ConfigError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
                         "or a .py path relative to this YAML file") from None
 
 
@@ -125,7 +125,7 @@ def _resolve_scheduler(name: str, key: str) -> type:
     try:
         return cs_schedulers.resolve(name)
     except (ValueError, TypeError, ImportError, AttributeError) as err:
-        raise SpecError(key, f"{err}; fix: use a scheduler name from cs_lightning.schedulers "
+        raise ConfigError(key, f"{err}; fix: use a scheduler name from cs_lightning.schedulers "
                         "or import your module with imports:") from None
 
 
@@ -141,7 +141,8 @@ def _scheduler_block(block: Any, key: str) -> Any:
         return block
     name, args, args_key = split_spec(block, key, "scheduler")
     cls = _resolve_scheduler(name, key)
-    check_arguments(cls, args, args_key, supplied=frozenset({"optimizer"}))
+    # Required arguments are left to `build`, which may infer some (SequentialLR's milestones).
+    check_arguments(cls, args, args_key, supplied=frozenset({"optimizer"}), require=False)
     if isinstance(args.get(_NESTED_LIST), list):
         args[_NESTED_LIST] = [_scheduler_block(child, f"{args_key}.{_NESTED_LIST}[{i}]")
                               for i, child in enumerate(args[_NESTED_LIST])]
@@ -160,7 +161,7 @@ def schedulers_factory(spec: Any, make_optimizer: OptimizerFactory,
         try:
             cs_schedulers.build(block, probe)
         except (ValueError, TypeError) as err:
-            raise SpecError(f"{key}[{i}]", f"{err}; fix: correct this scheduler's arguments") from None
+            raise ConfigError(f"{key}[{i}]", f"{err}; fix: correct this scheduler's arguments") from None
 
     def build(optimizer: torch.optim.Optimizer) -> list:
         return [s for block in blocks for s in cs_schedulers.build(block, optimizer)]
@@ -175,7 +176,7 @@ def run_factories(config: Mapping[str, Any]) -> tuple[OptimizerFactory | None, S
     if scheduler_spec in (None, []):
         return make_optimizer, None
     if make_optimizer is None:
-        raise SpecError("schedulers", "schedulers need an optimizer to act on; "
+        raise ConfigError("schedulers", "schedulers need an optimizer to act on; "
                         "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
     return make_optimizer, schedulers_factory(scheduler_spec, make_optimizer)
 
@@ -316,7 +317,7 @@ class CSLightningCLI(LightningCLI):
         except (ValueError, TypeError, RuntimeError) as err:
             self._seed_log.drop()
             config = self.config.get(str(self.subcommand), self.config)
-            raise SpecError("", _instantiation_error_line(config, err)) from err
+            raise ConfigError("", _instantiation_error_line(config, err)) from err
         self._seed_log.release()
         if self.make_optimizer is not None:
             attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
@@ -329,7 +330,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage, so errors stay one line."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError("schedule", f"{message}; fix: see cs-lightning schedule --help")
+        raise ConfigError("schedule", f"{message}; fix: see cs-lightning schedule --help")
 
 
 def _merged(paths: Sequence[Path]) -> dict[str, Any]:
@@ -363,11 +364,11 @@ def schedule_command(argv: Sequence[str]) -> None:
     config = _merged(paths)
     make_optimizer, make_schedulers = run_factories(config)
     if make_schedulers is None:
-        raise SpecError("schedulers", "no schedulers in the config, nothing to draw; "
+        raise ConfigError("schedulers", "no schedulers in the config, nothing to draw; "
                         "fix: add a schedulers: block")
     steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
     if not isinstance(steps, int) or steps <= 0:
-        raise SpecError("trainer.max_steps", f"need a positive number of steps, got {steps!r}; "
+        raise ConfigError("trainer.max_steps", f"need a positive number of steps, got {steps!r}; "
                         "fix: pass --steps N or set trainer.max_steps")
     schedulers = make_schedulers(make_optimizer([torch.nn.Parameter(torch.zeros(1))]))
     if opts.out:
@@ -396,8 +397,8 @@ def main(args: Sequence[str] | None = None) -> int:
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
             CSLightningCLI(args=argv)
-    except SpecError as err:
-        return _fail(str(err).lstrip(": "))
+    except ConfigError as err:
+        return _fail(str(err))
     except argparse.ArgumentError as err:
         return _fail(_parser_error_line(str(err)))
     except SystemExit as exit_:  # --help, --print_config

@@ -11,3 +11,11 @@ class DeferredInitError(CSLightningError, RuntimeError):
 
 class DeferredInitWarning(UserWarning):
     """Deferred initialization fell back to eager work, or found something suspicious."""
+
+
+class ConfigError(CSLightningError, ValueError):
+    """A YAML configuration is wrong: ``key`` is its dotted key path, the message says the fix."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key

@@ -23,16 +23,9 @@ from typing import Any
 
 import torch
 
+from cs_lightning.errors import ConfigError
+
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
-
-
-class SpecError(ValueError):
-    """A YAML block is wrong; `key` is its dotted key path, the message says the fix."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
-        self.problem = message
 
 
 def torch_optimizers() -> dict[str, type[torch.optim.Optimizer]]:
@@ -59,10 +52,10 @@ def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Opt
         try:
             cls = import_dotted(name)
         except (ImportError, AttributeError) as err:
-            raise SpecError(key, f"cannot import optimizer {name!r} ({err}); "
+            raise ConfigError(key, f"cannot import optimizer {name!r} ({err}); "
                             "fix: give a torch.optim name such as AdamW or an importable dotted path") from None
         if not (inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer)):
-            raise SpecError(key, f"{name!r} is not a torch.optim.Optimizer subclass; fix: name an optimizer class")
+            raise ConfigError(key, f"{name!r} is not a torch.optim.Optimizer subclass; fix: name an optimizer class")
         return cls
     known = torch_optimizers()
     if name.lower() in known:
@@ -70,7 +63,7 @@ def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Opt
     names = sorted(cls.__name__ for cls in known.values())
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}?" if close else f"known: {', '.join(names)}"
-    raise SpecError(key, f"unknown optimizer {name!r}; fix: {hint}")
+    raise ConfigError(key, f"unknown optimizer {name!r}; fix: {hint}")
 
 
 def split_spec(spec: Any, key: str, what: str) -> tuple[str, dict[str, Any], str]:
@@ -78,31 +71,32 @@ def split_spec(spec: Any, key: str, what: str) -> tuple[str, dict[str, Any], str
     if isinstance(spec, str):
         return spec, {}, key
     if not isinstance(spec, Mapping):
-        raise SpecError(key, f"expected a mapping such as {{AdamW: {{lr: 0.001}}}}, got {spec!r}; "
+        raise ConfigError(key, f"expected a mapping such as {{AdamW: {{lr: 0.001}}}}, got {spec!r}; "
                         f"fix: write the {what} as {{Name: {{args}}}} or class_path/init_args")
     if "class_path" in spec:
         extra = set(spec) - {"class_path", "init_args"}
         if extra:
-            raise SpecError(f"{key}.{sorted(extra)[0]}", "unexpected key next to class_path; "
+            raise ConfigError(f"{key}.{sorted(extra)[0]}", "unexpected key next to class_path; "
                             "fix: keep only class_path and init_args")
         args = spec.get("init_args") or {}
         if not isinstance(args, Mapping):
-            raise SpecError(f"{key}.init_args", f"expected a mapping of arguments, got {args!r}")
+            raise ConfigError(f"{key}.init_args", f"expected a mapping of arguments, got {args!r}")
         return str(spec["class_path"]), dict(args), f"{key}.init_args"
     if len(spec) != 1:
-        raise SpecError(key, f"expected exactly one {what} name, got keys {sorted(spec)}; "
+        raise ConfigError(key, f"expected exactly one {what} name, got keys {sorted(spec)}; "
                         f"fix: write {{Name: {{args}}}} with a single name")
     (name, args), = spec.items()
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
-        raise SpecError(f"{key}.{name}", f"expected a mapping of arguments, got {args!r}; "
+        raise ConfigError(f"{key}.{name}", f"expected a mapping of arguments, got {args!r}; "
                         f"fix: write {name}: {{arg: value, ...}}")
     return str(name), dict(args), f"{key}.{name}"
 
 
-def check_arguments(cls: type, args: Mapping[str, Any], key: str, supplied: frozenset[str] = frozenset()) -> None:
-    """Every argument in `args` exists in `cls`'s signature, and the required ones are given.
+def check_arguments(cls: type, args: Mapping[str, Any], key: str, supplied: frozenset[str] = frozenset(),
+                    require: bool = True) -> None:
+    """Every argument in `args` exists in `cls`'s signature, and (if `require`) the required ones are given.
 
     `supplied` names the parameters we pass ourselves (``params``, ``optimizer``).
     """
@@ -114,18 +108,18 @@ def check_arguments(cls: type, args: Mapping[str, Any], key: str, supplied: froz
         if arg not in names:
             close = difflib.get_close_matches(arg, names, n=1)
             hint = f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(names)}"
-            raise SpecError(f"{key}.{arg}", f"{cls.__name__} has no argument {arg!r}; fix: {hint}")
+            raise ConfigError(f"{key}.{arg}", f"{cls.__name__} has no argument {arg!r}; fix: {hint}")
     missing = [p.name for p in params
                if p.default is p.empty and p.kind is not p.VAR_POSITIONAL and p.name not in args]
-    if missing:
-        raise SpecError(key, f"{cls.__name__} needs {', '.join(missing)}; fix: add "
+    if require and missing:
+        raise ConfigError(key, f"{cls.__name__} needs {', '.join(missing)}; fix: add "
                         + ", ".join(f"{m}: <value>" for m in missing))
 
 
 def optimizer_factory(spec: Any, key: str = "optimizer") -> OptimizerFactory:
     """Validate an optimizer block now; return `params -> optimizer` for later.
 
-    Raises `SpecError` (a ValueError) naming the YAML key path and the fix.
+    Raises `ConfigError` (a ValueError) naming the YAML key path and the fix.
     """
     name, args, args_key = split_spec(spec, key, "optimizer")
     cls = resolve_optimizer(name, key)
@@ -133,7 +127,7 @@ def optimizer_factory(spec: Any, key: str = "optimizer") -> OptimizerFactory:
     try:  # let the optimizer judge the values itself, on a throwaway parameter
         cls([torch.nn.Parameter(torch.zeros(1))], **args)
     except (ValueError, TypeError) as err:
-        raise SpecError(args_key, f"{cls.__name__} rejects {args}: {err}; fix: correct the value") from None
+        raise ConfigError(args_key, f"{cls.__name__} rejects {args}: {err}; fix: correct the value") from None
 
     def build(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
         return cls(params, **args)
