@@ -1,0 +1,83 @@
+"""Argument checks shared by the schedulers: each raises with the argument's name and value.
+
+A schedule is validated once, in its constructor, so a bad argument is reported where it
+was written instead of surfacing later as a nan, an inf or a silently constant value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from numbers import Integral, Real
+from typing import Any
+
+
+def _where(owner: str, name: str, value: Any) -> str:
+    return f"{owner}: got {name}={value!r}"
+
+
+def number(owner: str, name: str, value: Any) -> float:
+    """A finite real number (bool excluded: `True` as a learning rate is a typo)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{_where(owner, name, value)}; {name} must be a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{_where(owner, name, value)}; {name} must be finite")
+    return float(value)
+
+
+def positive(owner: str, name: str, value: Any) -> float:
+    """A finite number > 0."""
+    if number(owner, name, value) <= 0:
+        raise ValueError(f"{_where(owner, name, value)}; {name} must be > 0")
+    return float(value)
+
+
+def integer(owner: str, name: str, value: Any, minimum: int) -> int:
+    """An int >= minimum (a float such as 10.0 is refused: lengths count steps)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{_where(owner, name, value)}; {name} must be an int")
+    if value < minimum:
+        raise ValueError(f"{_where(owner, name, value)}; {name} must be >= {minimum}")
+    return int(value)
+
+
+def flag(owner: str, name: str, value: Any) -> bool:
+    """A bool."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{_where(owner, name, value)}; {name} must be True or False")
+    return value
+
+
+def choice(owner: str, name: str, value: Any, allowed: Sequence[str]) -> str:
+    """One of a few strings."""
+    if value not in allowed:
+        raise ValueError(f"{_where(owner, name, value)}; {name} must be one of {list(allowed)}")
+    return value
+
+
+def milestones(owner: str, name: str, value: Any, minimum: int = 1) -> list[int]:
+    """A list of strictly increasing ints >= minimum."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{_where(owner, name, value)}; {name} must be a list of ints")
+    steps = [integer(owner, f"{name}[{i}]", m, minimum) for i, m in enumerate(value)]
+    for i in range(1, len(steps)):
+        if steps[i] <= steps[i - 1]:
+            raise ValueError(
+                f"{_where(owner, name, list(value))}; {name} must be strictly increasing "
+                f"({name}[{i}]={steps[i]} after {steps[i - 1]})"
+            )
+    return steps
+
+
+def numbers(owner: str, name: str, value: Any) -> list[float]:
+    """A non-empty list of finite numbers."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
+        raise TypeError(f"{_where(owner, name, value)}; {name} must be a non-empty list of numbers")
+    return [number(owner, f"{name}[{i}]", v) for i, v in enumerate(value)]
+
+
+def function(owner: str, name: str, value: Any) -> Any:
+    """A callable (a function of the step tensor)."""
+    if not callable(value):
+        raise TypeError(f"{_where(owner, name, value)}; {name} must be a function of the step tensor")
+    return value

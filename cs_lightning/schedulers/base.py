@@ -1,0 +1,442 @@
+"""Base classes of the closed-form schedulers.
+
+A schedule is a pure function of the step, ``value = f(last_epoch)``, written as torch ops
+in ``_get_closed_form()``. The same function serves three uses:
+
+* stepping: ``step()`` writes ``f(k)`` into every targeted ``param_group[key]``;
+* vectorized evaluation: ``values(steps)`` runs it once on a 1-D step tensor;
+* composition: a parent (``SequentialLR``, ``ChainedScheduler``, ...) evaluates a child's
+  closed form at the step it hands to that child.
+
+``step()`` stays cheap because values are evaluated a block of steps at a time (one
+vectorized call of the closed form), so a step is a list lookup and a write per group.
+Values are float32, as the same schedule computes on a CS-X (and in cerebras.pytorch).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
+
+from cs_lightning.schedulers import _checks
+
+Tags = str | None | Sequence[str | None]
+
+# Steps evaluated per vectorized call of the closed form while stepping.
+_BLOCK = 1024
+
+
+class ClosedFormError(TypeError):
+    """A ``_get_closed_form`` that cannot be evaluated on a tensor of steps."""
+
+
+class _Alias:
+    """An argument name of an LR class that stores into its generic twin's attribute.
+
+    ``LinearLR`` takes ``initial_learning_rate`` where ``LinearWD`` takes ``initial_val``;
+    both closed forms read ``initial_val``, and both names read and write the same value.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else getattr(obj, self.target)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj, self.target, value)
+
+
+def f32(value: float) -> Tensor:
+    """A 0-d float32 constant, for closed forms that need a tensor operand."""
+    return torch.tensor(value, dtype=torch.float32)
+
+
+def _tag_set(owner: str, tags: Any) -> set[str | None] | None:
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        return {tags}
+    if not isinstance(tags, (list, tuple, set)):
+        raise TypeError(
+            f"{owner}: got param_group_tags={tags!r}; give a tag, a list of tags or None"
+        )
+    for tag in tags:
+        if tag is not None and not isinstance(tag, str):
+            raise TypeError(f"{owner}: got param_group_tags={tags!r}; tags are strings or None")
+    unique = set(tags)
+    if len(unique) != len(tags):
+        raise ValueError(f"{owner}: got param_group_tags={tags!r}; each tag may appear once")
+    return unique
+
+
+def _group_tags(group: dict) -> set:
+    tags = group.get("tags", {None})
+    return {tags} if isinstance(tags, str) else set(tags)
+
+
+class Scheduler(_TorchLRScheduler):
+    """A schedule of one optimizer setting (``param_group_key``), in closed form.
+
+    Subclass ``LRScheduler`` or ``WeightDecayScheduler``, store your arguments, call
+    ``super().__init__(optimizer, total_iters=..., last_epoch=...)`` and override
+    ``_get_closed_form()``: torch ops on ``self.last_epoch`` (a tensor of steps), no Python
+    ``if``/``min``/``int()`` on it; ``torch.where`` selects between branches.
+
+    Args:
+        optimizer: the optimizer whose param groups receive the values.
+        total_iters: the schedule's length, where it has one (used to infer
+            ``SequentialLR`` milestones).
+        last_epoch: the step before the first one; ``-1`` starts at step 0.
+        param_group_tags: schedule only the groups whose ``tags`` include one of these
+            (``None``: every group; ``[None]``: the groups without tags).
+    """
+
+    param_group_key: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        total_iters: int | None = None,
+        last_epoch: int = -1,
+        param_group_tags: Tags = None,
+    ) -> None:
+        owner = type(self).__name__
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"{owner}: got optimizer={optimizer!r}; pass a torch.optim.Optimizer")
+        if not self.param_group_key:
+            raise TypeError(f"{owner}: subclass LRScheduler or WeightDecayScheduler, not Scheduler")
+        if total_iters is not None:
+            _checks.integer(owner, "total_iters", total_iters, 1)
+        _checks.integer(owner, "last_epoch", last_epoch, -1)
+        self.optimizer = optimizer
+        self.total_iters = total_iters
+        self.param_group_tags = _tag_set(owner, param_group_tags)
+        self._probe: Tensor | None = None
+        self._tensor_values = False
+        self._bind_groups()
+        self.base_lrs = [group.get(self.param_group_key) for group in optimizer.param_groups]
+        self._step = last_epoch + 1
+        self._check_closed_form()
+        self._write(self._row(self._step))
+
+    def _arg(self, check: Callable[..., Any], name: str, value: Any, *extra: Any) -> Any:
+        """Run an argument check, naming the argument as this class spells it."""
+        return check(type(self).__name__, _public_name(type(self), name), value, *extra)
+
+    # -- the closed form -------------------------------------------------------------
+
+    def _get_closed_form(self) -> Tensor:
+        """The schedule's value at ``self.last_epoch``, as torch ops (override this)."""
+        older_name = getattr(self, "_get_closed_form_lr", None)
+        if older_name is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} must override _get_closed_form() (torch ops on "
+                "self.last_epoch)"
+            )
+        return older_name()
+
+    @property
+    def last_epoch(self) -> Tensor:
+        """The step as an int64 tensor: 0-d when stepping, 1-D inside ``values()``."""
+        probe = self._probe
+        return torch.tensor(self._step) if probe is None else probe
+
+    @last_epoch.setter
+    def last_epoch(self, step: int | Tensor) -> None:
+        self._step = int(step)
+
+    def _closed_form_at(self, steps: Tensor) -> Tensor:
+        """Evaluate the closed form with ``last_epoch`` = ``steps`` (any shape), float32."""
+        saved, self._probe = self._probe, steps
+        try:
+            value = self._get_closed_form()
+        finally:
+            self._probe = saved
+        value = torch.as_tensor(value).to(torch.float32)
+        if value.shape not in (torch.Size(), steps.shape):
+            raise ClosedFormError(
+                f"{type(self).__name__}._get_closed_form returned shape {tuple(value.shape)} "
+                f"for steps of shape {tuple(steps.shape)}; return one value per step"
+            )
+        return value.expand(steps.shape)
+
+    def _evaluate(self, steps: Tensor) -> Tensor:
+        """Values of the targeted groups at ``steps``: shape ``steps.shape + (targets,)``."""
+        return self._closed_form_at(steps).unsqueeze(-1) * self._scales
+
+    def _check_closed_form(self) -> None:
+        """Fail now, naming the class, if the closed form branches in Python on the step."""
+        start = self._step
+        try:
+            self._fill_block(start)
+        except Exception as error:
+            try:
+                self._evaluate(torch.tensor(start))
+            except Exception:
+                raise error from None
+            raise self._python_control_flow(error) from error
+        for offset in (0, len(self._block) - 1):
+            single = self._evaluate(torch.tensor(start + offset)).tolist()
+            if not all(
+                math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-30) or a == b or (a != a and b != b)
+                for a, b in zip(single, self._block[offset])
+            ):
+                raise self._python_control_flow(
+                    f"step {start + offset} gives {single} alone but {self._block[offset]} "
+                    "among other steps"
+                )
+
+    def _python_control_flow(self, cause: object) -> ClosedFormError:
+        return ClosedFormError(
+            f"{type(self).__name__}._get_closed_form cannot be evaluated on a tensor of steps "
+            f"({cause}). It must use torch ops only on self.last_epoch: no Python if/min/max/"
+            "int()/.item() on it; write branches as torch.where(condition, a, b)"
+        )
+
+    # -- param groups ------------------------------------------------------------------
+
+    def _bind_groups(self) -> None:
+        groups = self.optimizer.param_groups
+        tags = self.param_group_tags
+        self._targets = [
+            i for i, group in enumerate(groups) if tags is None or tags & _group_tags(group)
+        ]
+        if not self._targets:
+            available = set().union(*(_group_tags(group) for group in groups))
+            raise ValueError(
+                f"{type(self).__name__}: got param_group_tags={sorted(tags, key=str)}, which "
+                f"match no param group; the groups' tags are {sorted(available, key=str)}"
+            )
+        self._scales = torch.tensor(self._group_scales(), dtype=torch.float32)
+
+    def _group_scales(self) -> list[float]:
+        """One multiplier per targeted group (ScalePerParam overrides this)."""
+        return [1.0] * len(self._targets)
+
+    def _fill_block(self, start: int) -> None:
+        self._block = self._evaluate(torch.arange(start, start + _BLOCK)).tolist()
+        self._block_start = start
+
+    def _row(self, step: int) -> list[float]:
+        index = step - self._block_start
+        if 0 <= index < len(self._block):
+            return self._block[index]
+        self._fill_block(step)
+        return self._block[0]
+
+    def _write(self, row: list[float]) -> None:
+        self._last_values = row
+        groups = self.optimizer.param_groups
+        key = self.param_group_key
+        if not self._tensor_values:
+            for index, value in zip(self._targets, row):
+                groups[index][key] = value
+            return
+        for index, value in zip(self._targets, row):
+            held = groups[index][key]
+            if isinstance(held, Tensor):
+                held.fill_(value)
+            else:
+                groups[index][key] = torch.tensor(
+                    value, dtype=torch.float32, device=_group_device(groups[index])
+                )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A changed argument makes the block of precomputed values stale.
+        super().__setattr__(name, value)
+        if name[0] != "_" and name != "last_epoch":
+            self.__dict__["_block"] = []
+            self.__dict__["_block_start"] = 0
+
+    # -- public API ---------------------------------------------------------------------
+
+    def step(self, epoch: None = None) -> None:
+        """Advance one optimizer step and write the new value into the param groups."""
+        if epoch is not None:
+            raise TypeError(
+                f"{type(self).__name__}.step: got epoch={epoch!r}; closed-form schedulers count "
+                "their own steps (use load_state_dict to jump)"
+            )
+        self._step += 1
+        self._write(self._row(self._step))
+
+    def values(self, steps: int | Iterable[int] | Tensor) -> Tensor:
+        """The schedule at many steps at once, changing nothing.
+
+        Args:
+            steps: step indices (a 1-D int tensor, a range or a list), or an int ``n`` for
+                ``range(n)``.
+
+        Returns:
+            A float32 tensor of shape ``(len(steps), len(optimizer.param_groups))``; groups
+            this scheduler does not target hold nan.
+        """
+        steps = _as_steps(type(self).__name__, steps)
+        out = torch.full((len(steps), len(self.optimizer.param_groups)), math.nan)
+        out[:, self._targets] = self._evaluate(steps)
+        return out
+
+    def set_tensor_values(self, enabled: bool) -> None:
+        """Hold each targeted value as a 0-d float32 tensor updated in place (for compiled
+        steps: no recompiles as it changes), or, by default, as a Python float."""
+        self._tensor_values = _checks.flag(type(self).__name__, "enabled", enabled)
+        self._write(self._last_values)
+
+    def get_last_value(self) -> list[float | None]:
+        """The values written last, one per param group (None where not targeted)."""
+        out: list[float | None] = [None] * len(self.optimizer.param_groups)
+        for index, value in zip(self._targets, self._last_values):
+            out[index] = value
+        return out
+
+    def get_last_lr(self) -> list[float | None]:
+        """torch's name for ``get_last_value``."""
+        return self.get_last_value()
+
+    def get_lr(self) -> list[float | None]:
+        """The current values (closed-form schedulers have no separate 'next' value)."""
+        return self.get_last_value()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The step and the arguments (nested schedulers as their own state dicts)."""
+        state: dict[str, Any] = {"last_epoch": self._step}
+        for name in _saved_fields(self):
+            state[name] = _to_state(getattr(self, name))
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume exactly where ``state_dict`` was taken; ``state_dict`` is not modified."""
+        owner = type(self).__name__
+        expected = {"last_epoch", *_saved_fields(self)}
+        if set(state_dict) != expected:
+            raise ValueError(
+                f"{owner}.load_state_dict: got keys {sorted(state_dict)}, expected "
+                f"{sorted(expected)} (a state dict from another scheduler class?)"
+            )
+        for name in expected - {"last_epoch"}:
+            _load_field(self, name, state_dict[name])
+        if "param_group_tags" in expected:
+            self._bind_groups()
+        self._step = _checks.integer(owner, "last_epoch", state_dict["last_epoch"], 0)
+        self._block = []
+        self._write(self._row(self._step))
+
+
+class LRScheduler(Scheduler):
+    """A closed-form schedule of the learning rate (``param_group["lr"]``)."""
+
+    param_group_key: ClassVar[str] = "lr"
+
+
+class WeightDecayScheduler(Scheduler):
+    """A closed-form schedule of the weight decay (``param_group["weight_decay"]``)."""
+
+    param_group_key: ClassVar[str] = "weight_decay"
+
+
+def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
+    """Lightning's scheduler config for a closed-form scheduler: step every optimizer step.
+
+    A closed-form schedule counts optimizer steps (its lengths are in steps), while
+    Lightning steps a bare scheduler once per epoch; ``configure_optimizers`` can return
+    ``{"optimizer": opt, "lr_scheduler": lightning_config(s)}``. ``overrides`` (e.g.
+    ``name=...``) are added to the config.
+    """
+    return {"scheduler": scheduler, "interval": "step", "frequency": 1, **overrides}
+
+
+def _group_device(group: dict) -> torch.device:
+    params = group.get("params") or []
+    return params[0].device if params else torch.device("cpu")
+
+
+def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> Tensor:
+    if isinstance(steps, int) and not isinstance(steps, bool):
+        steps = range(_checks.integer(owner, "steps", steps, 0))
+    tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))
+    if tensor.ndim != 1 or (tensor.numel() and tensor.is_floating_point()):
+        raise TypeError(f"{owner}.values: got steps of shape {tuple(tensor.shape)} and dtype "
+                        f"{tensor.dtype}; pass a 1-D sequence of int steps")
+    tensor = tensor.to(torch.int64)
+    if tensor.numel() and int(tensor.min()) < 0:
+        raise ValueError(f"{owner}.values: got a negative step ({int(tensor.min())}); steps start at 0")
+    return tensor
+
+
+@functools.cache
+def _public_name(cls: type, name: str) -> str:
+    """``initial_learning_rate`` for ``initial_val`` on an LR class; ``name`` otherwise."""
+    for klass in cls.__mro__:
+        for attribute, value in vars(klass).items():
+            if isinstance(value, _Alias) and value.target == name:
+                return attribute
+    return name
+
+
+@functools.cache
+def _state_fields(cls: type) -> tuple[str, ...]:
+    """The constructor's argument names, which ``state_dict`` saves under the same names."""
+    skip = {"self", "optimizer", "last_epoch"}
+    return tuple(
+        name
+        for name, parameter in inspect.signature(cls.__init__).parameters.items()
+        if name not in skip
+        and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+    )
+
+
+def _saved_fields(scheduler: Scheduler) -> list[str]:
+    """Arguments the instance keeps under their own name, except functions."""
+    return [
+        name
+        for name in _state_fields(type(scheduler))
+        if hasattr(scheduler, name) and _is_state(getattr(scheduler, name))
+    ]
+
+
+def _children(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(item, Scheduler) for item in value
+    )
+
+
+def _is_state(value: Any) -> bool:
+    """Arguments worth saving: data and nested schedulers, not functions."""
+    return isinstance(value, Scheduler) or _children(value) or not callable(value)
+
+
+def _to_state(value: Any) -> Any:
+    if isinstance(value, Scheduler):
+        return value.state_dict()
+    if _children(value):
+        return [child.state_dict() for child in value]
+    if isinstance(value, set):
+        return sorted(value, key=str)
+    return copy.deepcopy(value)
+
+
+def _load_field(scheduler: Scheduler, name: str, saved: Any) -> None:
+    current = getattr(scheduler, name)
+    if isinstance(current, Scheduler):
+        current.load_state_dict(saved)
+    elif _children(current):
+        if len(saved) != len(current):
+            raise ValueError(
+                f"{type(scheduler).__name__}.load_state_dict: got {len(saved)} states for "
+                f"{name}, which has {len(current)} schedulers"
+            )
+        for child, child_state in zip(current, saved):
+            child.load_state_dict(child_state)
+    elif name == "param_group_tags":
+        scheduler.param_group_tags = _tag_set(type(scheduler).__name__, saved)
+    else:
+        setattr(scheduler, name, copy.deepcopy(saved))

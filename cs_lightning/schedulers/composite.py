@@ -1,0 +1,203 @@
+"""Composition: SequentialLR, ChainedScheduler/ChainedLR, ScalePerParamLR and WD twins.
+
+A parent evaluates its children's closed forms at the steps it hands them, so any
+scheduler (custom ones included) composes, and children never step the optimizer. The
+children are built on the same optimizer first; the parent writes its own values last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from cs_lightning.schedulers import _checks
+from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler
+
+
+def _check_children(parent: Scheduler, name: str, children: Sequence[Scheduler]) -> None:
+    """Children share the parent's optimizer, key and tags, and scale no group themselves."""
+    owner = type(parent).__name__
+    for index, child in enumerate(children):
+        where = f"{owner}: {name}[{index}] ({type(child).__name__})"
+        if child.optimizer is not parent.optimizer:
+            raise ValueError(f"{where} is built on another optimizer; build it on the same one")
+        if child.param_group_key != parent.param_group_key:
+            raise ValueError(
+                f"{where} schedules {child.param_group_key!r}, not {parent.param_group_key!r}; "
+                f"compose {parent.param_group_key!r} schedulers only"
+            )
+        if child.param_group_tags != parent.param_group_tags:
+            raise ValueError(
+                f"{where} has param_group_tags={child.param_group_tags}, the parent "
+                f"{parent.param_group_tags}; give both the same tags"
+            )
+        if not bool((child._scales == 1.0).all()):
+            raise ValueError(f"{where} scales groups; make ScalePerParam the outermost scheduler")
+
+
+def _scheduler_list(owner: str, name: str, value: object) -> list[Scheduler]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise TypeError(f"{owner}: got {name}={value!r}; give a non-empty list of schedulers")
+    for index, child in enumerate(value):
+        if not isinstance(child, Scheduler):
+            raise TypeError(
+                f"{owner}: got {name}[{index}]={child!r}; give cs_lightning schedulers"
+            )
+    return list(value)
+
+
+class _Composite(Scheduler):
+    """A scheduler whose closed form evaluates other schedulers' closed forms."""
+
+    def _children(self) -> tuple[str, list[Scheduler]]:
+        """The argument holding the children, and the children."""
+        raise NotImplementedError
+
+    def _bind_groups(self) -> None:
+        super()._bind_groups()
+        _check_children(self, *self._children())
+
+
+class _Sequential(_Composite):
+    r"""Closed form of SequentialLR / SequentialWD: one child after the other.
+
+    .. math:: v_k = f_j(k - m_{j-1}) \quad \text{for } m_{j-1} \le k < m_j
+        \quad (m_{-1} = 0, m_n = \infty)
+
+    :math:`f_j` = ``schedulers`` (each counts from its own step 0), :math:`m_j` =
+    ``milestones`` (strictly increasing, one fewer than the schedulers).
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        schedulers: Sequence[Scheduler],
+        milestones: Sequence[int],
+        last_epoch: int = -1,
+        param_group_tags: Tags = None,
+    ) -> None:
+        owner = type(self).__name__
+        self.schedulers = _scheduler_list(owner, "schedulers", schedulers)
+        self.milestones = _checks.milestones(owner, "milestones", milestones)
+        if len(self.milestones) != len(self.schedulers) - 1:
+            raise ValueError(
+                f"{owner}: got {len(self.milestones)} milestones for {len(self.schedulers)} "
+                "schedulers; give one milestone fewer than schedulers"
+            )
+        super().__init__(optimizer, last_epoch=last_epoch, param_group_tags=param_group_tags)
+
+    def _children(self) -> tuple[str, list[Scheduler]]:
+        return "schedulers", self.schedulers
+
+    def _get_closed_form(self) -> Tensor:
+        k = self.last_epoch
+        value = self.schedulers[0]._closed_form_at(k)
+        for milestone, child in zip(self.milestones, self.schedulers[1:]):
+            shifted = child._closed_form_at(torch.clamp(k - milestone, min=0))
+            value = torch.where(k < milestone, value, shifted)
+        return value
+
+
+class _Chained(_Composite):
+    r"""Closed form of ChainedScheduler / ChainedLR / ChainedWD: a product of schedules.
+
+    .. math:: v_k = f_0(k) \prod_{j \ge 1} \frac{f_j(k)}{f_j^{\mathrm{init}}}
+
+    :math:`f_j` = ``schedulers`` (all at step :math:`k`; the optimizer is theirs);
+    :math:`f_j^{\mathrm{init}}` is a later child's initial value argument
+    (``initial_learning_rate`` | ``initial_val``), or its value at step 0 if it has none.
+    """
+
+    def __init__(self, schedulers: Sequence[Scheduler], param_group_tags: Tags = None) -> None:
+        self.schedulers = _scheduler_list(type(self).__name__, "schedulers", schedulers)
+        self._bases = [_initial_value(self, child) for child in self.schedulers[1:]]
+        super().__init__(self.schedulers[0].optimizer, param_group_tags=param_group_tags)
+
+    def _children(self) -> tuple[str, list[Scheduler]]:
+        return "schedulers", self.schedulers
+
+    def _get_closed_form(self) -> Tensor:
+        k = self.last_epoch
+        value = self.schedulers[0]._closed_form_at(k)
+        for child, base in zip(self.schedulers[1:], self._bases):
+            value = torch.mul(value, torch.div(child._closed_form_at(k), base))
+        return value
+
+
+def _initial_value(parent: Scheduler, child: Scheduler) -> float:
+    initial = getattr(child, "initial_val", None)
+    if initial is None:
+        initial = float(child._closed_form_at(torch.tensor(0)))
+    if initial == 0:
+        raise ValueError(
+            f"{type(parent).__name__}: {type(child).__name__} starts at 0, so its relative change "
+            "is undefined; put it first in the chain"
+        )
+    return initial
+
+
+class _ScalePerParam(_Composite):
+    r"""Closed form of ScalePerParamLR / ScalePerParamWD: one schedule, scaled per group.
+
+    .. math:: v_{k,g} = a_g \, f(k)
+
+    :math:`f` = ``scheduler``, :math:`a_g` = group :math:`g`'s ``adjust_learning_rate``
+    (else ``adjust_val``, else 1), read at construction; the weight-decay twin reads the
+    same keys, as cerebras.pytorch 2.10 does.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Scheduler,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.scheduler = _scheduler_list(type(self).__name__, "scheduler", [scheduler])[0]
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _children(self) -> tuple[str, list[Scheduler]]:
+        return "scheduler", [self.scheduler]
+
+    def _group_scales(self) -> list[float]:
+        groups = self.optimizer.param_groups
+        return [
+            _checks.number(
+                type(self).__name__,
+                f"param_groups[{index}]['adjust_learning_rate']",
+                groups[index].get("adjust_learning_rate", groups[index].get("adjust_val", 1.0)),
+            )
+            for index in self._targets
+        ]
+
+    def _get_closed_form(self) -> Tensor:
+        return self.scheduler._closed_form_at(self.last_epoch)
+
+
+class SequentialLR(_Sequential, LRScheduler):
+    """Learning-rate schedulers one after the other (see ``_Sequential``)."""
+
+
+class ChainedLR(_Chained, LRScheduler):
+    """A product of learning-rate schedules (see ``_Chained``)."""
+
+
+class ChainedScheduler(ChainedLR):
+    """torch's name for ChainedLR."""
+
+
+class ScalePerParamLR(_ScalePerParam, LRScheduler):
+    """A learning-rate schedule scaled per param group (see ``_ScalePerParam``)."""
+
+
+class SequentialWD(_Sequential, WeightDecayScheduler):
+    """Weight-decay schedulers one after the other (see ``_Sequential``)."""
+
+
+class ChainedWD(_Chained, WeightDecayScheduler):
+    """A product of weight-decay schedules (see ``_Chained``)."""
+
+
+class ScalePerParamWD(_ScalePerParam, WeightDecayScheduler):
+    """A weight-decay schedule scaled per param group (see ``_ScalePerParam``)."""

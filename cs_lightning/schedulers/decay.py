@@ -1,0 +1,594 @@
+"""Decay curves: constant, polynomial, exponential, inverse-time, cosine, lambda.
+
+Each curve is one closed form in a generic class (``_Polynomial``, ...) written with the
+weight-decay argument names (``initial_val``, ``end_val``); the ``*WD`` class is that class
+with its key, the ``*LR`` class renames the arguments (``initial_learning_rate``, ...).
+In the formulas, :math:`k` is the step. The operations run in float32 in the same order as
+cerebras.pytorch 2.10, so the values agree with it to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from cs_lightning.schedulers import _checks
+from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, f32
+
+
+class _Constant(Scheduler):
+    r"""Closed form of ConstantLR / ConstantWD.
+
+    .. math:: v_k = v
+
+    :math:`v` = ``learning_rate`` | ``val``. ``total_iters`` only gives the stage length
+    to a ``SequentialLR`` that infers its milestones.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        val: float,
+        total_iters: int | None = None,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.val = self._arg(_checks.number, "val", val)
+        super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        return f32(self.val)
+
+
+class _Polynomial(Scheduler):
+    r"""Closed form of PolynomialLR / PolynomialWD (LinearLR / LinearWD: power 1).
+
+    .. math::
+        v_k = \begin{cases}
+            (v_0 - v_T)\,(1 - k / T)^{p} + v_T & k < T \\
+            v_T & k \ge T
+        \end{cases}
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`v_T` =
+    ``end_learning_rate`` | ``end_val``, :math:`T` = ``total_iters``, :math:`p` = ``power``.
+    ``cycle`` is accepted as in cerebras.pytorch 2.10, where it changes nothing: before
+    :math:`T` its cycle count is 1 and from :math:`T` on the end value holds.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        end_val: float,
+        total_iters: int,
+        power: float = 1.0,
+        cycle: bool = False,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.end_val = self._arg(_checks.number, "end_val", end_val)
+        self.power = self._arg(_checks.positive, "power", power)
+        self.cycle = self._arg(_checks.flag, "cycle", cycle)
+        self._arg(_checks.integer, "total_iters", total_iters, 1)
+        super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        k = self.last_epoch
+        decayed = (
+            torch.sub(1, torch.div(k, self.total_iters))
+            .pow(self.power)
+            .mul(self.initial_val - self.end_val)
+            .add(self.end_val)
+        )
+        return torch.where(k >= self.total_iters, f32(self.end_val), decayed)
+
+
+class _Linear(_Polynomial):
+    """PolynomialLR / PolynomialWD with power 1."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        end_val: float,
+        total_iters: int,
+        cycle: bool = False,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, initial_val, end_val, total_iters, 1.0, cycle, param_group_tags)
+
+
+class _Exponential(Scheduler):
+    r"""Closed form of ExponentialLR / ExponentialWD.
+
+    .. math:: v_k = v_0 \, r^{k / T} \quad (\text{staircase: } r^{\lfloor k / T \rfloor})
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`r` = ``decay_rate``,
+    :math:`T` = ``total_iters`` (the decay period; the decay goes on past it).
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        total_iters: int,
+        decay_rate: float,
+        staircase: bool = False,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.decay_rate = self._arg(_checks.positive, "decay_rate", decay_rate)
+        self.staircase = self._arg(_checks.flag, "staircase", staircase)
+        self._arg(_checks.integer, "total_iters", total_iters, 1)
+        super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        power = torch.div(self.last_epoch, self.total_iters)
+        if self.staircase:
+            power = power.floor()
+        return torch.pow(self.decay_rate, power).mul(self.initial_val)
+
+
+class _InverseExponentialTimeDecay(Scheduler):
+    r"""Closed form of InverseExponentialTimeDecayLR / InverseExponentialTimeDecayWD.
+
+    .. math:: v_k = \frac{v_0}{1 + r \, k^{e} / T}
+        \quad (\text{staircase: } \lfloor k^{e} / T \rfloor)
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`e` =
+    ``step_exponent``, :math:`T` = ``total_iters``, :math:`r` = ``decay_rate``.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        step_exponent: int,
+        total_iters: int,
+        decay_rate: float,
+        staircase: bool = False,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.step_exponent = self._arg(_checks.positive, "step_exponent", step_exponent)
+        self.decay_rate = self._arg(_checks.positive, "decay_rate", decay_rate)
+        self.staircase = self._arg(_checks.flag, "staircase", staircase)
+        self._arg(_checks.integer, "total_iters", total_iters, 1)
+        super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        alpha = torch.div(torch.pow(self.last_epoch.float(), self.step_exponent), self.total_iters)
+        if self.staircase:
+            alpha = alpha.floor()
+        return torch.div(f32(self.initial_val), alpha.mul(self.decay_rate).add(1.0))
+
+
+class _InverseSquareRootDecay(Scheduler):
+    r"""Closed form of InverseSquareRootDecayLR / InverseSquareRootDecayWD.
+
+    .. math:: v_k = \frac{v_0 \, s}{\sqrt{\max(k, W)}}
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`s` = ``scale``,
+    :math:`W` = ``warmup_steps`` (the value holds at :math:`v_0 s / \sqrt{W}` until then).
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float = 1.0,
+        scale: float = 1.0,
+        warmup_steps: float = 1.0,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.scale = self._arg(_checks.number, "scale", scale)
+        self.warmup_steps = self._arg(_checks.positive, "warmup_steps", warmup_steps)
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        held = torch.maximum(f32(self.warmup_steps), self.last_epoch)
+        return torch.div(f32(self.scale), torch.sqrt(held)).mul(self.initial_val)
+
+
+class _CosineDecay(Scheduler):
+    r"""Closed form of CosineDecayLR / CosineDecayWD.
+
+    .. math:: v_k = v_T + (v_0 - v_T) \, \tfrac12 \left(1 + \cos\frac{\pi \min(k, T)}{T}\right)
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`v_T` =
+    ``end_learning_rate`` | ``end_val``, :math:`T` = ``total_iters``.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        end_val: float,
+        total_iters: int,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.end_val = self._arg(_checks.number, "end_val", end_val)
+        self._arg(_checks.integer, "total_iters", total_iters, 1)
+        super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        step = torch.minimum(f32(self.total_iters), self.last_epoch)
+        progress = torch.div(math.pi, self.total_iters).mul(step).cos().add(1).mul(0.5)
+        return progress.mul(self.initial_val - self.end_val).add(self.end_val)
+
+
+class _CosineAnnealing(Scheduler):
+    r"""Closed form of CosineAnnealingLR / CosineAnnealingWD.
+
+    .. math:: v_k = \eta + (v_0 - \eta) \, \tfrac12 \left(1 + \cos\frac{\pi k}{T}\right)
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`T` = ``T_max``,
+    :math:`\eta` = ``eta_min``. Periodic: back at :math:`v_0` at :math:`2T`.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        T_max: int,
+        eta_min: float = 0.0,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.T_max = self._arg(_checks.integer, "T_max", T_max, 1)
+        self.eta_min = self._arg(_checks.number, "eta_min", eta_min)
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        wave = torch.div(self.last_epoch, self.T_max).mul(math.pi).cos().add(1).div(2)
+        return wave.mul(self.initial_val - self.eta_min).add(self.eta_min)
+
+
+class _CosineAnnealingWarmRestarts(Scheduler):
+    r"""Closed form of CosineAnnealingWarmRestarts / CosineAnnealingWarmRestartsWD.
+
+    .. math::
+        v_k = \eta + (v_0 - \eta) \, \tfrac12 \left(1 + \cos\frac{\pi t_k}{T_i}\right),
+        \quad T_i = T_0 m^{i}, \quad t_k = k - T_0 \frac{m^{i} - 1}{m - 1}
+
+    where period :math:`i` is the one containing :math:`k` (for :math:`m = 1`:
+    :math:`t_k = k \bmod T_0`). :math:`v_0` = ``initial_learning_rate`` | ``initial_val``,
+    :math:`T_0` = ``T_0``, :math:`m` = ``T_mult`` (an int >= 1), :math:`\eta` = ``eta_min``.
+    As torch's CosineAnnealingWarmRestarts; cerebras.pytorch 2.10 refuses ``T_mult != 1``
+    and from :math:`T_0` on holds a constant per period instead of restarting the cosine.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        T_0: int,
+        T_mult: int = 1,
+        eta_min: float = 0.0,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.T_0 = self._arg(_checks.integer, "T_0", T_0, 1)
+        self.T_mult = self._arg(_checks.integer, "T_mult", T_mult, 1)
+        self.eta_min = self._arg(_checks.number, "eta_min", eta_min)
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _period(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        """(t_k, T_i) as exact integers."""
+        t0, m = self.T_0, self.T_mult
+        if m == 1:
+            return torch.remainder(k, t0), torch.full_like(k, t0)
+        # Float logarithms can land one period off at a restart; integers settle it.
+        guess = torch.floor(torch.log1p(k.double() * (m - 1) / t0) / math.log(m)).long()
+        start = t0 * (torch.pow(m, guess) - 1) // (m - 1)
+        guess = torch.where(k < start, guess - 1, guess)
+        start = t0 * (torch.pow(m, guess + 1) - 1) // (m - 1)
+        period = torch.where(k >= start, guess + 1, guess)
+        begin = t0 * (torch.pow(m, period) - 1) // (m - 1)
+        return k - begin, t0 * torch.pow(m, period)
+
+    def _get_closed_form(self) -> Tensor:
+        t_cur, t_i = self._period(self.last_epoch)
+        wave = torch.div(t_cur, t_i).mul(math.pi).cos().add(1).div(2)
+        return wave.mul(self.initial_val - self.eta_min).add(self.eta_min)
+
+
+class _Multiplicative(Scheduler):
+    r"""Closed form of MultiplicativeLR / MultiplicativeWD.
+
+    .. math:: v_k = v_0 \, c^{k}
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`c` = ``coefficient``.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        coefficient: float,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.coefficient = self._arg(_checks.positive, "coefficient", coefficient)
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        return torch.pow(f32(self.coefficient), self.last_epoch).mul(self.initial_val)
+
+
+StepFunction = Callable[[Tensor], Tensor]
+
+
+class _Lambda(Scheduler):
+    r"""Closed form of LambdaLR / LambdaWD.
+
+    .. math:: v_k = v_0 \, f(k)
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`f` = ``lr_lambda`` |
+    ``wd_lambda``: your function of the step tensor, in torch ops (it also receives a 1-D
+    tensor of steps). cerebras.pytorch 2.10 hard-codes a demo function instead.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        wd_lambda: StepFunction,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.wd_lambda = self._arg(_checks.function, "wd_lambda", wd_lambda)
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        return torch.mul(f32(self.initial_val), self.wd_lambda(self.last_epoch))
+
+
+# -- learning rate -------------------------------------------------------------------
+
+
+class ConstantLR(_Constant, LRScheduler):
+    """A constant learning rate (see ``_Constant``)."""
+
+    learning_rate = _Alias("val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        learning_rate: float,
+        total_iters: int | None = None,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, learning_rate, total_iters, param_group_tags)
+
+
+class PolynomialLR(_Polynomial, LRScheduler):
+    """Polynomial decay of the learning rate (see ``_Polynomial``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+    end_learning_rate = _Alias("end_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        end_learning_rate: float,
+        total_iters: int,
+        power: float = 1.0,
+        cycle: bool = False,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(
+            optimizer, initial_learning_rate, end_learning_rate, total_iters, power, cycle,
+            param_group_tags,
+        )
+
+
+class LinearLR(_Linear, LRScheduler):
+    """Linear warmup or decay of the learning rate (see ``_Polynomial``, power 1)."""
+
+    initial_learning_rate = _Alias("initial_val")
+    end_learning_rate = _Alias("end_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        end_learning_rate: float,
+        total_iters: int,
+        cycle: bool = False,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(
+            optimizer, initial_learning_rate, end_learning_rate, total_iters, cycle,
+            param_group_tags,
+        )
+
+
+class ExponentialLR(_Exponential, LRScheduler):
+    """Exponential decay of the learning rate (see ``_Exponential``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        total_iters: int,
+        decay_rate: float,
+        staircase: bool = False,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(
+            optimizer, initial_learning_rate, total_iters, decay_rate, staircase, param_group_tags
+        )
+
+
+class InverseExponentialTimeDecayLR(_InverseExponentialTimeDecay, LRScheduler):
+    """Inverse-time decay of the learning rate (see ``_InverseExponentialTimeDecay``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        step_exponent: int,
+        total_iters: int,
+        decay_rate: float,
+        staircase: bool = False,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(
+            optimizer, initial_learning_rate, step_exponent, total_iters, decay_rate, staircase,
+            param_group_tags,
+        )
+
+
+class InverseSquareRootDecayLR(_InverseSquareRootDecay, LRScheduler):
+    """Inverse-square-root decay of the learning rate (see ``_InverseSquareRootDecay``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float = 1.0,
+        scale: float = 1.0,
+        warmup_steps: float = 1.0,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, initial_learning_rate, scale, warmup_steps, param_group_tags)
+
+
+class CosineDecayLR(_CosineDecay, LRScheduler):
+    """Cosine decay of the learning rate, then constant (see ``_CosineDecay``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+    end_learning_rate = _Alias("end_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        end_learning_rate: float,
+        total_iters: int,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(
+            optimizer, initial_learning_rate, end_learning_rate, total_iters, param_group_tags
+        )
+
+
+class CosineAnnealingLR(_CosineAnnealing, LRScheduler):
+    """Periodic cosine annealing of the learning rate (see ``_CosineAnnealing``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        T_max: int,
+        eta_min: float = 0.0,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, initial_learning_rate, T_max, eta_min, param_group_tags)
+
+
+class CosineAnnealingWarmRestarts(_CosineAnnealingWarmRestarts, LRScheduler):
+    """Cosine annealing with warm restarts (see ``_CosineAnnealingWarmRestarts``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        T_0: int,
+        T_mult: int = 1,
+        eta_min: float = 0.0,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, initial_learning_rate, T_0, T_mult, eta_min, param_group_tags)
+
+
+class MultiplicativeLR(_Multiplicative, LRScheduler):
+    """The learning rate times a coefficient per step (see ``_Multiplicative``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        coefficient: float,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, initial_learning_rate, coefficient, param_group_tags)
+
+
+class LambdaLR(_Lambda, LRScheduler):
+    """The learning rate times your function of the step (see ``_Lambda``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+    lr_lambda = _Alias("wd_lambda")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        lr_lambda: StepFunction,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, initial_learning_rate, lr_lambda, param_group_tags)
+
+
+# -- weight decay: the generic argument names ----------------------------------------
+
+
+class ConstantWD(_Constant, WeightDecayScheduler):
+    """A constant weight decay (see ``_Constant``)."""
+
+
+class PolynomialWD(_Polynomial, WeightDecayScheduler):
+    """Polynomial decay of the weight decay (see ``_Polynomial``)."""
+
+
+class LinearWD(_Linear, WeightDecayScheduler):
+    """Linear change of the weight decay (see ``_Polynomial``, power 1)."""
+
+
+class ExponentialWD(_Exponential, WeightDecayScheduler):
+    """Exponential decay of the weight decay (see ``_Exponential``)."""
+
+
+class InverseExponentialTimeDecayWD(_InverseExponentialTimeDecay, WeightDecayScheduler):
+    """Inverse-time decay of the weight decay (see ``_InverseExponentialTimeDecay``)."""
+
+
+class InverseSquareRootDecayWD(_InverseSquareRootDecay, WeightDecayScheduler):
+    """Inverse-square-root decay of the weight decay (see ``_InverseSquareRootDecay``)."""
+
+
+class CosineDecayWD(_CosineDecay, WeightDecayScheduler):
+    """Cosine decay of the weight decay, then constant (see ``_CosineDecay``)."""
+
+
+class CosineAnnealingWD(_CosineAnnealing, WeightDecayScheduler):
+    """Periodic cosine annealing of the weight decay (see ``_CosineAnnealing``)."""
+
+
+class CosineAnnealingWarmRestartsWD(_CosineAnnealingWarmRestarts, WeightDecayScheduler):
+    """Cosine annealing of the weight decay with warm restarts."""
+
+
+class MultiplicativeWD(_Multiplicative, WeightDecayScheduler):
+    """The weight decay times a coefficient per step (see ``_Multiplicative``)."""
+
+
+class LambdaWD(_Lambda, WeightDecayScheduler):
+    """The weight decay times your function of the step (see ``_Lambda``)."""

@@ -1,0 +1,344 @@
+"""Stock ``torch.optim.lr_scheduler`` instances -> closed-form cs_lightning schedulers.
+
+An existing Lightning project returns torch schedulers from ``configure_optimizers``.
+Under ``strategy="csx"`` they are replaced by closed-form equivalents from this package's
+catalogue, built on the same optimizer and at the same step, which give the learning rates
+torch's own stepping gives (to float32 rounding: the catalogue computes in float32, as a
+CS-X does).
+
+Converted: StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR, PolynomialLR,
+ConstantLR, OneCycleLR and CyclicLR (with ``cycle_momentum=False``),
+CosineAnnealingWarmRestarts, SequentialLR, ChainedScheduler, LambdaLR whose function works
+on a step tensor, and MultiplicativeLR whose factor does not change with the step.
+Everything else (ReduceLROnPlateau, Python-only lambdas, momentum cycling, custom classes)
+is not convertible: `convert_scheduler` says why in one warning and the torch scheduler
+keeps running on the host, or, with ``strict=True``, raises `NotConvertible`.
+
+Param groups with different base learning rates are handled by scaling one schedule per
+group (`GroupScaledLR`) where torch's schedule is proportional to the base rate.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch.optim import lr_scheduler as torch_lr
+
+from cs_lightning import schedulers as cs
+from cs_lightning.schedulers.base import ClosedFormError, LRScheduler, Scheduler
+
+# Steps at which a MultiplicativeLR factor is probed for being constant.
+_PROBE_STEPS = 256
+
+
+class NotConvertible(ValueError):
+    """A torch scheduler that has no closed-form equivalent; the message says why."""
+
+
+class HostSchedulerWarning(UserWarning):
+    """A torch scheduler stays on the host (not closed form) under the csx strategy."""
+
+
+class GroupScaledLR(cs.ScalePerParamLR):
+    r"""A schedule scaled by a given factor per param group.
+
+    .. math:: v_{k,g} = s_g \, f(k)
+
+    :math:`f` = ``scheduler``, :math:`s_g` = ``scales[g]``. ScalePerParamLR reads its
+    factors from the param groups; this takes them as an argument, so converting a torch
+    scheduler whose groups have different base learning rates leaves the groups untouched.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Scheduler,
+                 scales: Sequence[float]) -> None:
+        if len(scales) != len(optimizer.param_groups):
+            raise ValueError(f"GroupScaledLR: got scales={list(scales)} for "
+                             f"{len(optimizer.param_groups)} param groups; give one per group")
+        self.scales = [float(s) for s in scales]
+        super().__init__(optimizer, scheduler)
+
+    def _group_scales(self) -> list[float]:
+        return [self.scales[index] for index in self._targets]
+
+
+class _Plan:
+    """A conversion before it is built: a spec per class, and one scale per param group."""
+
+    def __init__(self, name: str, args: dict[str, Any], scales: list[float],
+                 children: list[_Plan] | None = None) -> None:
+        self.name, self.args, self.scales, self.children = name, args, scales, children or []
+
+    def describe(self) -> str:
+        args = {k: v for k, v in self.args.items() if not callable(v)}
+        inner = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+        children = ", ".join(child.describe() for child in self.children)
+        body = ", ".join(part for part in (f"[{children}]" if children else "", inner) if part)
+        return f"{self.name}({body})"
+
+    def build(self, optimizer: torch.optim.Optimizer) -> Scheduler:
+        """The cs_lightning scheduler (unscaled: `convert_scheduler` adds the group scales)."""
+        cls = getattr(cs, self.name)
+        if self.name == "ChainedScheduler":
+            return cls([child.build(optimizer) for child in self.children])
+        if self.name == "SequentialLR":
+            return cls(optimizer, [child.build(optimizer) for child in self.children], **self.args)
+        return cls(optimizer, **self.args)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else repr(value)
+
+
+# ---------------------------------------------------------------------------- per class
+
+
+def _bases(scheduler: torch_lr.LRScheduler) -> list[float]:
+    return [float(b) for b in scheduler.base_lrs]
+
+
+def _proportional(scheduler: Any, bases: Sequence[float], why: str | None) -> list[float]:
+    """Per-group scales relative to group 0; `why` says what breaks proportionality, if anything."""
+    if all(b == bases[0] for b in bases):
+        return [1.0] * len(bases)
+    if why is not None:
+        raise NotConvertible(f"its param groups start from different learning rates {list(bases)} "
+                             f"and {why}, so no one schedule scales to every group")
+    if bases[0] == 0:
+        raise NotConvertible(f"param group 0 has base learning rate 0, so groups {list(bases)} "
+                             "are not multiples of it")
+    return [b / bases[0] for b in bases]
+
+
+def _plain(name: str, scheduler: Any, why: str | None = None, **args: Any) -> _Plan:
+    """A single catalogue class started at group 0's base learning rate."""
+    bases = _bases(scheduler)
+    scales = _proportional(scheduler, bases, why)
+    return _Plan(name, {k: (v(bases[0]) if callable(v) and k != "lr_lambda" else v)
+                        for k, v in args.items()}, scales)
+
+
+def _step(s: torch_lr.StepLR) -> _Plan:
+    return _plain("StepLR", s, initial_learning_rate=lambda b: b, step_size=s.step_size, gamma=s.gamma)
+
+
+def _multistep(s: torch_lr.MultiStepLR) -> _Plan:
+    if any(count > 1 for count in s.milestones.values()):
+        raise NotConvertible(f"a milestone repeats ({dict(s.milestones)}), multiplying by gamma "
+                             "more than once there")
+    return _plain("MultiStepLR", s, initial_learning_rate=lambda b: b, gamma=s.gamma,
+                  milestones=sorted(s.milestones))
+
+
+def _exponential(s: torch_lr.ExponentialLR) -> _Plan:
+    return _plain("ExponentialLR", s, initial_learning_rate=lambda b: b, total_iters=1, decay_rate=s.gamma)
+
+
+def _cosine(s: torch_lr.CosineAnnealingLR) -> _Plan:
+    why = f"eta_min={s.eta_min} is not 0" if s.eta_min else None
+    return _plain("CosineAnnealingLR", s, why, initial_learning_rate=lambda b: b, T_max=s.T_max,
+                  eta_min=float(s.eta_min))
+
+
+def _warm_restarts(s: torch_lr.CosineAnnealingWarmRestarts) -> _Plan:
+    why = f"eta_min={s.eta_min} is not 0" if s.eta_min else None
+    return _plain("CosineAnnealingWarmRestarts", s, why, initial_learning_rate=lambda b: b, T_0=s.T_0,
+                  T_mult=s.T_mult, eta_min=float(s.eta_min))
+
+
+def _linear(s: torch_lr.LinearLR) -> _Plan:
+    return _plain("LinearLR", s, initial_learning_rate=lambda b: b * s.start_factor,
+                  end_learning_rate=lambda b: b * s.end_factor, total_iters=s.total_iters)
+
+
+def _polynomial(s: torch_lr.PolynomialLR) -> _Plan:
+    return _plain("PolynomialLR", s, initial_learning_rate=lambda b: b, end_learning_rate=0.0,
+                  total_iters=s.total_iters, power=float(s.power))
+
+
+def _constant(s: torch_lr.ConstantLR) -> _Plan:
+    if s.total_iters == 0:
+        return _plain("ConstantLR", s, learning_rate=lambda b: b)
+    return _plain("PiecewiseConstantLR", s, learning_rates=lambda b: [b * s.factor, b],
+                  milestones=[s.total_iters])
+
+
+def _same_function(functions: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
+    if any(f is not functions[0] for f in functions):
+        raise NotConvertible("its param groups have different lr_lambda functions")
+    return functions[0]
+
+
+def _lambda(s: torch_lr.LambdaLR) -> _Plan:
+    return _plain("LambdaLR", s, initial_learning_rate=lambda b: b, lr_lambda=_same_function(s.lr_lambdas))
+
+
+def _multiplicative(s: torch_lr.MultiplicativeLR) -> _Plan:
+    factor = _same_function(s.lr_lambdas)
+    steps = torch.arange(1, _PROBE_STEPS + 1)
+    try:
+        on_tensor = torch.as_tensor(factor(steps), dtype=torch.float64).expand(steps.shape)
+    except Exception as err:  # any failure means: a Python-only function
+        raise NotConvertible(f"its lr_lambda does not work on a tensor of steps ({err})") from None
+    on_ints = torch.tensor([float(factor(int(k))) for k in steps], dtype=torch.float64)
+    if not (torch.equal(on_tensor, on_ints) and bool((on_ints == on_ints[0]).all())):
+        raise NotConvertible("its factor changes with the step, and a running product of "
+                             "step-dependent factors has no closed form; use LambdaLR with the "
+                             "product written out")
+    return _plain("MultiplicativeLR", s, initial_learning_rate=lambda b: b, coefficient=float(on_ints[0]))
+
+
+def _no_momentum_cycling(s: Any) -> None:
+    if s.cycle_momentum:
+        raise NotConvertible("it also cycles the optimizer's momentum (cycle_momentum=True), "
+                             "which a learning-rate schedule cannot do; pass cycle_momentum=False "
+                             "to convert it")
+
+
+def _cyclic(s: torch_lr.CyclicLR) -> _Plan:
+    _no_momentum_cycling(s)
+    if s._scale_fn_custom is not None:
+        raise NotConvertible("it has a custom scale_fn (a Python function of the cycle)")
+    up = round(s.total_size * s.step_ratio)
+    down = round(s.total_size) - up
+    bases, peaks = _bases(s), [float(m) for m in s.max_lrs]
+    same_shape = all(math.isclose(p * bases[0], peaks[0] * b, rel_tol=1e-12) for b, p in zip(bases, peaks))
+    scales = _proportional(s, bases, None if same_shape else f"max_lr/base_lr differs per group {peaks}")
+    return _Plan("CyclicLR", {"base_lr": bases[0], "max_lr": peaks[0], "step_size_up": up,
+                              "step_size_down": down, "mode": s.mode, "gamma": float(s.gamma)}, scales)
+
+
+def _one_cycle(s: torch_lr.OneCycleLR) -> _Plan:
+    _no_momentum_cycling(s)
+    group = s.optimizer.param_groups[0]
+    phases = s._schedule_phases
+    peaks = [float(g["max_lr"]) for g in s.optimizer.param_groups]
+    scales = _proportional(s, peaks, None)
+    return _Plan("OneCycleLR", {
+        "initial_learning_rate": float(group["initial_lr"]), "max_lr": peaks[0],
+        "total_steps": s.total_steps, "pct_start": (phases[0]["end_step"] + 1) / s.total_steps,
+        "final_div_factor": float(group["initial_lr"]) / float(group["min_lr"]),
+        "three_phase": len(phases) == 3, "anneal_strategy": s._anneal_func_type}, scales)
+
+
+def _common_scales(children: list[_Plan]) -> list[float]:
+    scales = children[0].scales
+    if any(not all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(c.scales, scales)) for c in children):
+        raise NotConvertible("its schedulers scale the param groups differently")
+    return scales
+
+
+# torch schedulers that pick up at a SequentialLR milestone from their own step 0.
+_RESTART_AT_MILESTONE = (torch_lr.StepLR, torch_lr.MultiStepLR, torch_lr.ExponentialLR,
+                         torch_lr.CosineAnnealingLR, torch_lr.LinearLR, torch_lr.PolynomialLR,
+                         torch_lr.ConstantLR, torch_lr.LambdaLR, torch_lr.CyclicLR, torch_lr.OneCycleLR,
+                         torch_lr.CosineAnnealingWarmRestarts)
+
+
+def _sequential(s: torch_lr.SequentialLR) -> _Plan:
+    for index, child in enumerate(s._schedulers[1:], start=1):
+        if not isinstance(child, _RESTART_AT_MILESTONE):
+            raise NotConvertible(f"schedulers[{index}] ({type(child).__name__}) continues from the "
+                                 "learning rate before its milestone instead of restarting")
+    children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
+    return _Plan("SequentialLR", {"milestones": list(s._milestones)}, _common_scales(children), children)
+
+
+# torch schedulers whose step multiplies the current learning rate (chainable form).
+_MULTIPLICATIVE = (torch_lr.StepLR, torch_lr.MultiStepLR, torch_lr.ExponentialLR, torch_lr.LinearLR,
+                   torch_lr.PolynomialLR, torch_lr.ConstantLR, torch_lr.MultiplicativeLR)
+
+
+def _chained(s: torch_lr.ChainedScheduler) -> _Plan:
+    for index, child in enumerate(s._schedulers[1:], start=1):
+        multiplies = isinstance(child, _MULTIPLICATIVE) or \
+            isinstance(child, torch_lr.CosineAnnealingLR) and child.eta_min == 0
+        if not multiplies:
+            raise NotConvertible(f"schedulers[{index}] ({type(child).__name__}) sets the learning rate "
+                                 "instead of multiplying it, so the chain is not a product of schedules")
+    children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
+    return _Plan("ChainedScheduler", {}, _common_scales(children), children)
+
+
+_CONVERTERS: dict[type, Callable[[Any], _Plan]] = {
+    torch_lr.StepLR: _step, torch_lr.MultiStepLR: _multistep, torch_lr.ExponentialLR: _exponential,
+    torch_lr.CosineAnnealingLR: _cosine, torch_lr.LinearLR: _linear, torch_lr.PolynomialLR: _polynomial,
+    torch_lr.ConstantLR: _constant, torch_lr.OneCycleLR: _one_cycle, torch_lr.CyclicLR: _cyclic,
+    torch_lr.CosineAnnealingWarmRestarts: _warm_restarts, torch_lr.SequentialLR: _sequential,
+    torch_lr.ChainedScheduler: _chained, torch_lr.LambdaLR: _lambda,
+    torch_lr.MultiplicativeLR: _multiplicative,
+}
+
+
+def _plan(scheduler: Any, where: str = "") -> _Plan:
+    converter = _CONVERTERS.get(type(scheduler))  # exact type: a subclass may change the formula
+    if converter is None:
+        if isinstance(scheduler, torch_lr.ReduceLROnPlateau):
+            raise NotConvertible("it reacts to a monitored metric, which no function of the step can")
+        raise NotConvertible(f"{type(scheduler).__qualname__} is not a stock torch scheduler with a "
+                             "known closed form")
+    try:
+        return converter(scheduler)
+    except NotConvertible as err:
+        prefix = f"{where} ({type(scheduler).__name__}): " if where else ""
+        raise NotConvertible(prefix + str(err)) from None
+
+
+# -------------------------------------------------------------------------------- public
+
+
+def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | None:
+    """The closed-form equivalent of a torch LR scheduler, built on its optimizer, at its step.
+
+    Args:
+        scheduler: a ``torch.optim.lr_scheduler`` instance (a cs_lightning scheduler is
+            returned as is).
+        strict: raise `NotConvertible` instead of warning when there is no closed form.
+
+    Returns:
+        The new scheduler, which has already written its current values into the
+        optimizer's param groups (one info line says what was converted into what), or
+        None when the scheduler is not convertible (after one `HostSchedulerWarning`
+        saying why; keep stepping the torch scheduler then).
+    """
+    if isinstance(scheduler, Scheduler):
+        return scheduler
+    name = type(scheduler).__name__
+    try:
+        plan = _plan(scheduler)
+        converted = plan.build(scheduler.optimizer)
+    except (NotConvertible, ClosedFormError) as err:
+        message = f"torch {name} is not converted to a closed form: {err}"
+        if strict:
+            raise NotConvertible(message) from None
+        warnings.warn(f"{message}; it keeps running on the host, step by step", HostSchedulerWarning,
+                      stacklevel=2)
+        return None
+    if any(scale != 1.0 for scale in plan.scales):
+        converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
+    for _ in range(int(scheduler.last_epoch)):
+        converted.step()
+    rank_zero_info(f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
+                   + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else ""))
+    return converted
+
+
+def convert_lightning_configs(configs: Sequence[Any], *, strict: bool = False) -> None:
+    """Replace, in place, the torch schedulers of Lightning's ``LRSchedulerConfig`` list.
+
+    Meant for the strategy, right after Lightning has read ``configure_optimizers``
+    (``trainer.strategy.lr_scheduler_configs``). Each config keeps its ``interval`` and
+    ``frequency``: a converted scheduler steps exactly when the torch one did.
+    """
+    for config in configs:
+        converted = convert_scheduler(config.scheduler, strict=strict)
+        if converted is not None:
+            config.scheduler = converted
+
+
+__all__ = ["GroupScaledLR", "HostSchedulerWarning", "NotConvertible", "convert_lightning_configs",
+           "convert_scheduler", "LRScheduler"]

@@ -1,0 +1,222 @@
+"""Schedulers by name, and from the Cerebras Model Zoo YAML shapes.
+
+``resolve`` finds a scheduler class by name, case-insensitively, over every subclass of
+``Scheduler`` defined or imported so far (custom ones included), or by dotted import path.
+``build`` turns a YAML block into schedulers on an optimizer::
+
+    {LinearLR: {initial_learning_rate: 0.0, end_learning_rate: 2.0e-4, total_iters: 100}}
+    [{LinearLR: {...}}, {CosineDecayWD: {...}}]                  # several schedulers
+    {SequentialLR: {schedulers: [{LinearLR: {...}}, {CosineDecayLR: {...}}]}}
+    {ScalePerParamLR: {scheduler: {CosineDecayLR: {...}}}}
+    [{scheduler: Linear, ...}, {scheduler: CosineDecay, ...}]    # legacy: one sequence
+    {class_path: cs_lightning.schedulers.LinearLR, init_args: {...}}
+
+Missing ``SequentialLR`` milestones are the running sum of the children's
+``total_iters``; given ones must agree with them. Errors name the YAML key path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from cs_lightning.schedulers.base import Scheduler
+from cs_lightning.schedulers.composite import _Sequential
+
+
+def _concrete(cls: type) -> bool:
+    return (
+        bool(cls.param_group_key)
+        and not cls.__name__.startswith("_")
+        and (cls._get_closed_form is not Scheduler._get_closed_form
+             or hasattr(cls, "_get_closed_form_lr"))
+    )
+
+
+def _catalogue() -> dict[str, list[type[Scheduler]]]:
+    """Every concrete scheduler class alive now, by lower-case name."""
+    found: dict[str, list[type[Scheduler]]] = {}
+    pending = list(Scheduler.__subclasses__())
+    seen: set[type] = set()
+    while pending:
+        cls = pending.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        pending.extend(cls.__subclasses__())
+        if _concrete(cls):
+            found.setdefault(cls.__name__.lower(), []).append(cls)
+    return found
+
+
+def _import(path: str) -> Any:
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"scheduler {path!r} cannot be imported: {error}") from None
+
+
+def resolve(name: str) -> type[Scheduler]:
+    """The scheduler class called ``name`` (any case; ``Linear`` finds ``LinearLR``), or at
+    the dotted import path ``name``."""
+    if not isinstance(name, str):
+        raise TypeError(f"got scheduler name {name!r}; give the class name as a string")
+    if "." in name:
+        cls = _import(name)
+        if not (isinstance(cls, type) and issubclass(cls, Scheduler) and _concrete(cls)):
+            raise TypeError(
+                f"{name!r} is {cls!r}, not a closed-form scheduler class; subclass "
+                "cs_lightning.schedulers.LRScheduler or WeightDecayScheduler"
+            )
+        return cls
+    catalogue = _catalogue()
+    matches = catalogue.get(name.lower()) or catalogue.get(name.lower() + "lr")
+    if not matches:
+        known = sorted(cls.__name__ for classes in catalogue.values() for cls in classes)
+        close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
+        hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(known)}"
+        raise ValueError(f"unknown scheduler {name!r}; {hint} (or give a dotted import path)")
+    if len(matches) > 1:
+        paths = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in matches)
+        raise ValueError(
+            f"scheduler name {name!r} is ambiguous: {', '.join(paths)}; give the dotted path"
+        )
+    return matches[0]
+
+
+def build(spec: Any, optimizer: torch.optim.Optimizer) -> list[Scheduler]:
+    """Schedulers on ``optimizer`` from a Cerebras-style YAML block (always a list)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"build: got optimizer={optimizer!r}; pass a torch.optim.Optimizer")
+    if _is_legacy(spec):
+        return [_build_legacy(spec, optimizer, "schedulers")]
+    if isinstance(spec, Sequence) and not isinstance(spec, str):
+        return [_build_one(item, optimizer, f"schedulers[{i}]") for i, item in enumerate(spec)]
+    return [_build_one(spec, optimizer, "schedulers")]
+
+
+def _is_legacy(spec: Any) -> bool:
+    items = [spec] if isinstance(spec, Mapping) else spec
+    return (
+        isinstance(items, Sequence)
+        and not isinstance(items, str)
+        and bool(items)
+        and all(isinstance(item, Mapping) and "scheduler" in item for item in items)
+        and all(isinstance(item["scheduler"], str) for item in items)
+    )
+
+
+def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Scheduler:
+    """``[{scheduler: Linear, ...}, ...]``: one schedule, or a sequence of them."""
+    items = [spec] if isinstance(spec, Mapping) else list(spec)
+    children = [
+        {item["scheduler"]: {k: v for k, v in item.items() if k != "scheduler"}}
+        for item in items
+    ]
+    if len(children) == 1:
+        return _build_one(children[0], optimizer, f"{path}[0]")
+    first = resolve(next(iter(children[0])))
+    sequence = "SequentialLR" if first.param_group_key == "lr" else "SequentialWD"
+    return _build_one({sequence: {"schedulers": children}}, optimizer, path)
+
+
+def _name_and_args(spec: Any, path: str) -> tuple[str, dict[str, Any]]:
+    if isinstance(spec, Mapping) and "class_path" in spec:
+        extra = set(spec) - {"class_path", "init_args"}
+        if extra:
+            raise ValueError(f"{path}: unexpected keys {sorted(extra)} next to class_path")
+        return spec["class_path"], dict(spec.get("init_args") or {})
+    if not isinstance(spec, Mapping) or len(spec) != 1:
+        raise ValueError(
+            f"{path}: got {spec!r}; a scheduler is written {{Name: {{argument: value}}}}, "
+            "one per mapping (use a list for several)"
+        )
+    ((name, args),) = spec.items()
+    if args is not None and not isinstance(args, Mapping):
+        raise ValueError(f"{path}.{name}: got {args!r}; the arguments must be a mapping")
+    return name, dict(args or {})
+
+
+def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Scheduler:
+    name, args = _name_and_args(spec, path)
+    path = f"{path}.{name}"
+    cls = _resolve_at(name, path)
+    parameters = inspect.signature(cls.__init__).parameters
+    unknown = sorted(set(args) - set(parameters) - {"self"})
+    if unknown or "optimizer" in args:
+        accepted = [p for p in parameters if p not in ("self", "optimizer")]
+        bad = unknown or ["optimizer"]
+        close = difflib.get_close_matches(bad[0], accepted, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"{path}: unknown argument {bad[0]!r}{hint}; {cls.__name__} takes {accepted}")
+    tags = args.get("param_group_tags")
+    for child_key in ("schedulers", "scheduler"):
+        if child_key in args and child_key in parameters:
+            args[child_key] = _build_children(args[child_key], optimizer, tags, f"{path}.{child_key}")
+    if issubclass(cls, _Sequential) and isinstance(args.get("schedulers"), list):
+        args["milestones"] = _milestones(args["schedulers"], args.get("milestones"), path)
+    if "optimizer" in parameters:
+        args["optimizer"] = optimizer
+    try:
+        return cls(**args)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{path}: {error}") from error
+
+
+def _resolve_at(name: str, path: str) -> type[Scheduler]:
+    try:
+        return resolve(name)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{path}: {error}") from None
+
+
+def _build_children(
+    spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path: str
+) -> Scheduler | list[Scheduler]:
+    """Nested specs, built on the same optimizer; they inherit the parent's tags."""
+    if isinstance(spec, Mapping):
+        return _build_one(_with_tags(spec, tags, path), optimizer, path)
+    if not isinstance(spec, Sequence) or isinstance(spec, str):
+        raise ValueError(f"{path}: got {spec!r}; give a list of {{Name: {{arguments}}}}")
+    return [
+        _build_one(_with_tags(item, tags, f"{path}[{i}]"), optimizer, f"{path}[{i}]")
+        for i, item in enumerate(spec)
+    ]
+
+
+def _with_tags(spec: Any, tags: Any, path: str) -> Any:
+    if tags is None:
+        return spec
+    name, args = _name_and_args(spec, path)
+    args.setdefault("param_group_tags", tags)
+    return {name: args}
+
+
+def _milestones(children: list[Scheduler], given: Any, path: str) -> Any:
+    """The running sum of the children's ``total_iters``, checked against ``given``."""
+    lengths = [child.total_iters for child in children[:-1]]
+    if given is None:
+        for index, length in enumerate(lengths):
+            if length is None:
+                raise ValueError(
+                    f"{path}: milestones are missing and schedulers[{index}] "
+                    f"({type(children[index]).__name__}) has no total_iters; give milestones"
+                )
+        return [sum(lengths[: i + 1]) for i in range(len(lengths))]
+    if isinstance(given, Sequence) and len(given) == len(lengths):
+        starts = [0, *given]
+        for index, length in enumerate(lengths):
+            if length is not None and starts[index + 1] - starts[index] != length:
+                raise ValueError(
+                    f"{path}: got milestones={list(given)}, but schedulers[{index}] "
+                    f"({type(children[index]).__name__}) lasts total_iters={length} steps, so "
+                    f"milestone {index} should be {starts[index] + length}; fix one or drop "
+                    "milestones to infer them"
+                )
+    return given

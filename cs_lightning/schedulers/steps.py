@@ -1,0 +1,164 @@
+"""Staircase schedules: StepLR, MultiStepLR, PiecewiseConstantLR and their WD twins.
+
+As in ``decay``, a generic class holds the closed form with the weight-decay argument
+names and the LR class renames them; :math:`k` is the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from cs_lightning.schedulers import _checks
+from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, f32
+
+
+class _Step(Scheduler):
+    r"""Closed form of StepLR / StepWD.
+
+    .. math:: v_k = v_0 \, \gamma^{\lfloor k / S \rfloor}
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`S` = ``step_size``,
+    :math:`\gamma` = ``gamma``.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        step_size: int,
+        gamma: float,
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.step_size = self._arg(_checks.integer, "step_size", step_size, 1)
+        self.gamma = self._arg(_checks.positive, "gamma", gamma)
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        periods = torch.div(self.last_epoch, self.step_size).floor()
+        return torch.pow(f32(self.gamma), periods).mul(self.initial_val)
+
+
+class _MultiStep(Scheduler):
+    r"""Closed form of MultiStepLR / MultiStepWD.
+
+    .. math:: v_k = v_0 \, \gamma^{\#\{j : k \ge m_j\}}
+
+    :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`\gamma` = ``gamma``,
+    :math:`m_j` = ``milestones`` (strictly increasing steps).
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_val: float,
+        gamma: float,
+        milestones: Sequence[int],
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
+        self.gamma = self._arg(_checks.positive, "gamma", gamma)
+        self.milestones = self._arg(_checks.milestones, "milestones", milestones)
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        k = self.last_epoch
+        value = f32(self.initial_val)
+        for milestone in self.milestones:
+            value = torch.where(k < milestone, value, value * self.gamma)
+        return value
+
+
+class _PiecewiseConstant(Scheduler):
+    r"""Closed form of PiecewiseConstantLR / PiecewiseConstantWD.
+
+    .. math:: v_k = v_j \quad \text{for } m_{j-1} \le k < m_j \quad (m_{-1} = 0, m_n = \infty)
+
+    :math:`v_j` = ``learning_rates`` | ``vals`` (one more than the milestones),
+    :math:`m_j` = ``milestones`` (strictly increasing steps).
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        vals: Sequence[float],
+        milestones: Sequence[int],
+        param_group_tags: Tags = None,
+    ) -> None:
+        self.vals = self._arg(_checks.numbers, "vals", vals)
+        self.milestones = self._arg(_checks.milestones, "milestones", milestones)
+        if len(self.vals) != len(self.milestones) + 1:
+            raise ValueError(
+                f"{type(self).__name__}: got {len(self.vals)} values for "
+                f"{len(self.milestones)} milestones; give one value more than milestones"
+            )
+        super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _get_closed_form(self) -> Tensor:
+        k = self.last_epoch
+        value = f32(self.vals[0])
+        for milestone, val in zip(self.milestones, self.vals[1:]):
+            value = torch.where(k < milestone, value, f32(val))
+        return value
+
+
+class StepLR(_Step, LRScheduler):
+    """The learning rate times ``gamma`` every ``step_size`` steps (see ``_Step``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        step_size: int,
+        gamma: float,
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, initial_learning_rate, step_size, gamma, param_group_tags)
+
+
+class MultiStepLR(_MultiStep, LRScheduler):
+    """The learning rate times ``gamma`` at each milestone (see ``_MultiStep``)."""
+
+    initial_learning_rate = _Alias("initial_val")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        initial_learning_rate: float,
+        gamma: float,
+        milestones: Sequence[int],
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, initial_learning_rate, gamma, milestones, param_group_tags)
+
+
+class PiecewiseConstantLR(_PiecewiseConstant, LRScheduler):
+    """A constant learning rate between milestones (see ``_PiecewiseConstant``)."""
+
+    learning_rates = _Alias("vals")
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        learning_rates: Sequence[float],
+        milestones: Sequence[int],
+        param_group_tags: Tags = None,
+    ) -> None:
+        super().__init__(optimizer, learning_rates, milestones, param_group_tags)
+
+
+class StepWD(_Step, WeightDecayScheduler):
+    """The weight decay times ``gamma`` every ``step_size`` steps (see ``_Step``)."""
+
+
+class MultiStepWD(_MultiStep, WeightDecayScheduler):
+    """The weight decay times ``gamma`` at each milestone (see ``_MultiStep``)."""
+
+
+class PiecewiseConstantWD(_PiecewiseConstant, WeightDecayScheduler):
+    """A constant weight decay between milestones (see ``_PiecewiseConstant``)."""
