@@ -1,0 +1,93 @@
+"""CSXModule: the Cerebras Model Zoo Trainer's ``model`` / ``optimizer`` / ``schedulers`` callables as a LightningModule.
+
+The model is built in ``configure_model`` (recorded, then materialized once under the csx
+strategy), the optimizer and schedulers in ``configure_optimizers``, after the weights exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from lightning.pytorch import LightningModule
+from lightning.pytorch.utilities.types import OptimizerLRScheduler
+from torch import nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LRScheduler
+from typing_extensions import override
+
+__all__ = ["CSXModule"]
+
+
+class CSXModule(LightningModule):
+    """Train a model given as the three callables of the Cerebras Model Zoo Trainer.
+
+    Args:
+        model: called with no arguments, returns the ``nn.Module``. Without ``loss`` its
+            ``forward(batch)`` returns the loss; with ``loss``, batches are ``(inputs, targets)``
+            and the loss is ``loss(model(inputs), targets)``.
+        optimizer: called with the built model, returns its optimizer (an optimizer instance is
+            accepted too when the model is an instance).
+        schedulers: each called with the optimizer, returns a scheduler; all step every
+            optimizer step, as in the Cerebras Trainer.
+        loss: optional ``loss(outputs, targets) -> Tensor``.
+    """
+
+    def __init__(
+        self,
+        model: Callable[[], nn.Module] | nn.Module,
+        optimizer: Callable[[nn.Module], Optimizer] | Optimizer,
+        schedulers: Sequence[Callable[[Optimizer], LRScheduler]] = (),
+        loss: Callable[[Any, Any], torch.Tensor] | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in (("model", model), ("optimizer", optimizer), ("loss", loss)):
+            if value is not None and not callable(value) and not isinstance(value, (nn.Module, Optimizer)):
+                raise TypeError(f"CSXModule({name}={value!r}) must be callable; pass a function such as lambda: ...")
+        if isinstance(schedulers, (str, bytes)) or not all(callable(s) for s in schedulers):
+            raise TypeError(
+                f"CSXModule(schedulers={schedulers!r}) must be a list of callables taking the optimizer,"
+                " e.g. [lambda optimizer: LinearLR(optimizer, ...)]"
+            )
+        if isinstance(optimizer, Optimizer) and not isinstance(model, nn.Module):
+            raise TypeError(
+                "CSXModule(optimizer=<Optimizer instance>) needs the model's parameters, which do not exist"
+                " before model() runs; pass optimizer=lambda model: ...(model.parameters(), ...)"
+            )
+        self.model: nn.Module | None = model if isinstance(model, nn.Module) else None
+        self._model_fn = None if isinstance(model, nn.Module) else model
+        self._optimizer = optimizer
+        self._schedulers = list(schedulers)
+        self._loss = loss
+
+    @override
+    def configure_model(self) -> None:
+        if self.model is None:
+            self.model = self._model_fn()
+
+    @override
+    def forward(self, batch: Any) -> torch.Tensor:
+        """The loss of one batch."""
+        if self._loss is None:
+            return self.model(batch)
+        inputs, targets = batch
+        return self._loss(self.model(inputs), targets)
+
+    @override
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = self(batch)
+        self.log("train_loss", loss)
+        return loss
+
+    @override
+    def validation_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = self(batch)
+        self.log("val_loss", loss)
+        return loss
+
+    @override
+    def configure_optimizers(self) -> OptimizerLRScheduler:
+        optimizer = self._optimizer if isinstance(self._optimizer, Optimizer) else self._optimizer(self.model)
+        schedulers = [{"scheduler": make(optimizer), "interval": "step"} for make in self._schedulers]
+        return [optimizer], schedulers

@@ -1,0 +1,90 @@
+"""CSXDDPStrategy: N emulated CS-X systems trained data-parallel through Lightning's DDP."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+import torch.distributed
+from lightning.fabric.strategies import _StrategyRegistry
+from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from typing_extensions import override
+
+from cs_lightning.strategies.system import CSXSystem
+
+
+class CSXDDPStrategy(CSXSystem, DDPStrategy):
+    """Train on N CS-X systems data-parallel (gloo on CPU, NCCL on CUDA), on one node or many.
+
+    Each process materializes its own replica; replicas built from the same seed are already
+    identical, so instead of broadcasting the weights the ranks compare a checksum of them and
+    broadcast only when they differ (with a warning). :attr:`weights_broadcast` says which
+    happened.
+
+    Args:
+        trace_check, compile, compile_backend, init_mode: as for :class:`~cs_lightning.strategies.CSXStrategy`.
+        **kwargs: passed to :class:`~lightning.pytorch.strategies.DDPStrategy` (and on to
+            ``DistributedDataParallel``).
+    """
+
+    strategy_name = "csx_ddp"
+
+    def __init__(
+        self,
+        *,
+        trace_check: bool = True,
+        compile: bool = False,
+        compile_backend: str | Any = "inductor",
+        init_mode: str = "exact",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            trace_check=trace_check, compile=compile, compile_backend=compile_backend, init_mode=init_mode, **kwargs
+        )
+        self.weights_broadcast: bool | None = None
+
+    @override
+    def _setup_model(self, model: nn.Module) -> DistributedDataParallel:
+        """Wrap in DDP without its initial weight broadcast when the replicas already agree."""
+        self.weights_broadcast = not _replicas_identical(model)
+        if self.weights_broadcast:
+            rank_zero_warn(
+                "The model replicas differ across ranks (were they built from different seeds?);"
+                " broadcasting rank 0's weights. Seed every rank alike to skip the broadcast."
+            )
+        device_ids = self.determine_ddp_device_ids()
+        kwargs = {"init_sync": self.weights_broadcast, **self._ddp_kwargs}
+        # as in DDPStrategy: build the wrapper on a side stream on CUDA
+        with torch.cuda.stream(torch.cuda.Stream()) if device_ids is not None else nullcontext():
+            return DistributedDataParallel(module=model, device_ids=device_ids, **kwargs)
+
+    @classmethod
+    @override
+    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
+        strategy_registry.register(cls.strategy_name, cls, description=cls.__doc__.splitlines()[0], override=True)
+
+
+def _replicas_identical(model: nn.Module) -> bool:
+    """Compare a checksum of every parameter's and buffer's bits across ranks (a few bytes each, no weights)."""
+    tensors = [t.detach() for t in (*model.parameters(), *model.buffers())]
+    local = torch.stack([_bit_sum(t) for t in tensors]) if tensors else torch.zeros(1, dtype=torch.int64)
+    device = local.device if torch.distributed.get_backend() != "nccl" else tensors[0].device
+    local = local.to(device)
+    gathered = [torch.empty_like(local) for _ in range(torch.distributed.get_world_size())]
+    torch.distributed.all_gather(gathered, local)
+    return all(torch.equal(gathered[0], other) for other in gathered[1:])
+
+
+def _bit_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum of the tensor's raw bit patterns (wrapping int64): differs when any bit differs, almost surely."""
+    flat = tensor.contiguous().view(-1)
+    if flat.is_floating_point() or flat.is_complex():
+        flat = flat.view(_SAME_WIDTH_INT[flat.element_size()])
+    return flat.to(torch.int64).sum()
+
+
+_SAME_WIDTH_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}

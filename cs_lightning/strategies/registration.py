@@ -1,0 +1,83 @@
+"""Teach Lightning the "csx" names: accelerator and strategies, resolved like its own.
+
+Lightning resolves ``strategy=`` and ``accelerator=`` independently, and a strategy picked by
+name cannot see how many devices were asked for. Two small hooks in Lightning's accelerator
+connector close the gap, at the points where Lightning itself picks or falls back:
+
+* a strategy chosen automatically for the csx accelerator is ``"csx"``;
+* a csx strategy makes the accelerator csx (backed by the device type Lightning picked:
+  ``accelerator="cpu"`` with ``strategy="csx"`` means systems backed by the CPU), and
+  ``"csx"`` asked for more than one process becomes its data-parallel sibling, same options.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from lightning.pytorch.accelerators import AcceleratorRegistry, CPUAccelerator, CUDAAccelerator
+from lightning.pytorch.strategies import StrategyRegistry
+from lightning.pytorch.trainer.connectors.accelerator_connector import _AcceleratorConnector
+
+from cs_lightning.accelerator import CSXAccelerator
+from cs_lightning.strategies.csx import CSXStrategy
+from cs_lightning.strategies.csx_ddp import CSXDDPStrategy
+from cs_lightning.strategies.system import CSXSystem
+
+_BACKING_NAMES = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda"}
+
+
+def register() -> None:
+    """Register ``"csx"`` (accelerator and strategy) and ``"csx_ddp"`` with Lightning; safe to call twice."""
+    CSXAccelerator.register_accelerators(AcceleratorRegistry)
+    CSXStrategy.register_strategies(StrategyRegistry)
+    CSXDDPStrategy.register_strategies(StrategyRegistry)
+    connector = _AcceleratorConnector
+    if not getattr(connector._init_strategy, "_csx", False):
+        connector._choose_strategy = _csx_for_csx_accelerator(connector._choose_strategy)
+        connector._init_strategy = _csx_system(connector._init_strategy)
+
+
+def _csx_for_csx_accelerator(choose: Callable[[_AcceleratorConnector], object]) -> Callable[..., object]:
+    @functools.wraps(choose)
+    def choose_strategy(self: _AcceleratorConnector) -> object:
+        return CSXStrategy.strategy_name if isinstance(self.accelerator, CSXAccelerator) else choose(self)
+
+    return choose_strategy
+
+
+def _csx_system(init: Callable[[_AcceleratorConnector], None]) -> Callable[[_AcceleratorConnector], None]:
+    @functools.wraps(init)
+    def init_strategy(self: _AcceleratorConnector) -> None:
+        init(self)
+        if not isinstance(self.strategy, CSXSystem):
+            return
+        if not isinstance(self.accelerator, CSXAccelerator):
+            self.accelerator = CSXAccelerator(backing=_backing_name(self.accelerator))
+        # Lightning picks autocast's device from this flag: it must be the backing device type.
+        self._accelerator_flag = self.accelerator.backing
+        processes = len(self._parallel_devices) * self._num_nodes_flag
+        by_name = isinstance(self._strategy_flag, str)
+        if isinstance(self.strategy, CSXStrategy) and processes > 1:
+            if not by_name:
+                raise ValueError(
+                    f"CSXStrategy emulates one system, but devices={self._devices_flag!r} and"
+                    f" num_nodes={self._num_nodes_flag} ask for {processes}; pass strategy='csx' or"
+                    " CSXDDPStrategy(...) for data-parallel systems, or devices=1."
+                )
+            self.strategy = CSXDDPStrategy(**self.strategy.csx_options)
+        elif isinstance(self.strategy, CSXStrategy) and by_name:
+            self.strategy._root_device = self._parallel_devices[0]
+
+    init_strategy._csx = True  # type: ignore[attr-defined]
+    return init_strategy
+
+
+def _backing_name(accelerator: object) -> str:
+    name = _BACKING_NAMES.get(type(accelerator))
+    if name is None:
+        raise ValueError(
+            f"strategy='csx' emulates CS-X systems on CPU or CUDA devices, but the accelerator is"
+            f" {type(accelerator).__name__}; pass accelerator='csx', 'cpu' or 'cuda'."
+        )
+    return name

@@ -1,0 +1,299 @@
+"""What makes a Lightning strategy a CS-X system; shared by the single and data-parallel strategies.
+
+* Lazy model: ``configure_model()`` and ``trainer.init_module()`` record instead of allocating;
+  the model is materialized once, on the root device in the precision's dtype, straight
+  from the checkpoint when ``fit``/``validate``/... get a ``ckpt_path`` (no random init then).
+* Lazy factories: ``configure_optimizers()`` runs after materialization; a closed-form
+  scheduler returned bare steps every optimizer step.
+* Traced execution: the first training step captures the model's forward as one graph, or
+  fails before training with the file and line that would not capture; ``compile=True``
+  compiles forward and optimizer update, with learning rates held as in-place tensors.
+* Step closures run at the end of each step; the time to first loss is measured and reported.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Generator, Mapping
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.fabric.utilities.types import _PATH
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.strategies import Strategy
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities.types import STEP_OUTPUT
+from torch import nn
+from torch.optim import Optimizer
+from typing_extensions import override
+
+from cs_lightning import trace
+from cs_lightning.step_closure import StepClosureCallback
+from cs_lightning.time_to_first_loss import TimeToFirstLoss
+
+INIT_MODES = ("exact", "independent")
+
+# Parameter dtype per Lightning precision; the others keep float32 weights.
+_WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
+
+
+class CSXSystem(Strategy):
+    """Base of the CS-X strategies: lazy model, lazy factories, traced step, step closures, time to first loss.
+
+    Args:
+        trace_check: capture the first step's forward as one graph and fail early when it cannot be.
+        compile: compile forward and optimizer update with ``torch.compile`` for speed.
+        compile_backend: the ``torch.compile`` backend used when ``compile=True``.
+        init_mode: ``"exact"`` (weights bit-identical to eager construction) or ``"independent"``
+            (each tensor depends only on the seed and its name: faster, same across ranks).
+    """
+
+    def __init__(
+        self,
+        *,
+        trace_check: bool = True,
+        compile: bool = False,
+        compile_backend: str | Callable[..., Any] = "inductor",
+        init_mode: str = "exact",
+        **kwargs: Any,
+    ) -> None:
+        if init_mode not in INIT_MODES:
+            raise ValueError(f"init_mode={init_mode!r} is not supported; use one of {INIT_MODES}")
+        for name, flag in (("trace_check", trace_check), ("compile", compile)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name}={flag!r} must be a bool (True or False)")
+        super().__init__(**kwargs)
+        self.trace_check = trace_check
+        self.compile = compile
+        self.compile_backend = compile_backend
+        self.init_mode = init_mode
+        self._time_to_first_loss: TimeToFirstLoss | None = None
+        self._recorded = False
+        self._check_pending = False
+        self._compiled: ExitStack | None = None
+
+    @property
+    def csx_options(self) -> dict[str, Any]:
+        """The CS-X options this strategy was built with (what its data-parallel sibling takes too)."""
+        return {
+            "trace_check": self.trace_check,
+            "compile": self.compile,
+            "compile_backend": self.compile_backend,
+            "init_mode": self.init_mode,
+        }
+
+    @override
+    def connect(self, model: LightningModule) -> None:
+        """Start the time-to-first-loss clock here: the first thing ``fit()`` does with the strategy."""
+        started = time.perf_counter()
+        super().connect(model)
+        trainer = model._trainer
+        if trainer is None or trainer.state.fn != TrainerFn.FITTING:
+            return
+        self._time_to_first_loss = _callback(trainer, TimeToFirstLoss)
+        self._time_to_first_loss.start(at=started)
+        _callback(trainer, StepClosureCallback)
+
+    @override
+    @contextmanager
+    def tensor_init_context(self, empty_init: bool | None = None) -> Generator[None, None, None]:
+        """Record modules built here (``configure_model``, ``trainer.init_module``) instead of allocating them."""
+        from cs_lightning import deferred
+
+        started = time.perf_counter()
+        with deferred.recording(), self.precision_plugin.tensor_init_context():
+            yield
+        self._recorded = True
+        self._add_phase("construct", time.perf_counter() - started)
+
+    @override
+    def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
+        """Memory-map a local checkpoint, so weights are read once, straight into the model."""
+        if type(self.checkpoint_io) is not TorchCheckpointIO or not os.path.isfile(checkpoint_path):
+            return super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+        return torch.load(checkpoint_path, map_location="cpu", mmap=True, weights_only=weights_only)
+
+    @override
+    def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
+        """A recorded model is materialized from the checkpoint's weights: none is initialized, none loaded twice."""
+        module = self.lightning_module
+        if not self._is_recorded(module):
+            super().load_model_state_dict(checkpoint, strict=strict)
+            return
+        state_dict = checkpoint["state_dict"]
+        if strict:
+            _check_keys(module, state_dict)
+        self._materialize(module, state_dict)
+
+    @override
+    def setup(self, trainer: Trainer) -> None:
+        """Materialize a recorded model (if no checkpoint did) before Lightning moves and wraps it."""
+        module = self.lightning_module
+        if self._is_recorded(module):
+            self._materialize(module, None)
+        super().setup(trainer)
+        if trainer.state.fn != TrainerFn.FITTING:
+            return
+        if self.compile:
+            self._compile(module)
+        self._check_pending = self.trace_check and not self.compile
+
+    @override
+    def setup_optimizers(self, trainer: Trainer) -> None:
+        """A closed-form scheduler returned bare steps every optimizer step: its arguments count steps."""
+        module = self.lightning_module
+        own = module.__dict__.get("configure_optimizers")
+        configure = module.configure_optimizers
+        module.configure_optimizers = lambda: _step_closed_form(configure())
+        try:
+            super().setup_optimizers(trainer)
+        finally:
+            if own is None:
+                del module.configure_optimizers
+            else:
+                module.configure_optimizers = own
+
+    @override
+    def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
+        """The first step runs captured as one graph: the check costs no extra step."""
+        if not self._check_pending:
+            return super().training_step(*args, **kwargs)
+        self._check_pending = False
+        with trace.captured(_trace_targets(self.lightning_module), on_first_call=self._trace_timer()):
+            return super().training_step(*args, **kwargs)
+
+    @override
+    def optimizer_step(
+        self,
+        optimizer: Optimizer,
+        closure: Callable[[], Any],
+        model: LightningModule | nn.Module | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Under ``compile=True`` Lightning's closure runs as usual and the parameter update runs compiled."""
+        if not self.compile:
+            return super().optimizer_step(optimizer, closure, model, **kwargs)
+        with _compiled_update(optimizer, self.compile_backend):
+            return super().optimizer_step(optimizer, closure, model, **kwargs)
+
+    @override
+    def teardown(self) -> None:
+        if self._compiled is not None:
+            self._compiled.close()
+            self._compiled = None
+        super().teardown()
+
+    def _is_recorded(self, module: nn.Module | None) -> bool:
+        if module is None or not self._recorded:
+            return False
+        from cs_lightning import deferred
+
+        return deferred.is_deferred(module)
+
+    def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None) -> None:
+        from cs_lightning import deferred
+
+        started = time.perf_counter()
+        dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
+        deferred.materialize(module, self.root_device, dtype, state_dict, mode=self.init_mode)
+        self._add_phase("materialize", time.perf_counter() - started)
+
+    def _compile(self, module: LightningModule) -> None:
+        """Capture forward for the whole fit; closed-form schedules write their values in place."""
+        from cs_lightning.schedulers import Scheduler
+
+        for config in self.lr_scheduler_configs:
+            if isinstance(config.scheduler, Scheduler):
+                config.scheduler.set_tensor_values(True)
+        self._compiled = ExitStack()
+        self._compiled.enter_context(
+            trace.captured(
+                _trace_targets(module),
+                backend=self.compile_backend,
+                fullgraph=self.trace_check,
+                on_first_call=self._trace_timer(),
+            )
+        )
+
+    def _trace_timer(self) -> Callable[[float], None]:
+        return lambda seconds: self._add_phase("trace", seconds)
+
+    def _add_phase(self, name: str, seconds: float) -> None:
+        if self._time_to_first_loss is not None:
+            self._time_to_first_loss.add_phase(name, seconds)
+
+
+def _callback(trainer: Trainer, kind: type) -> Any:
+    """The trainer's callback of this kind, added if the user did not pass one."""
+    for callback in trainer.callbacks:
+        if isinstance(callback, kind):
+            return callback
+    callback = kind()
+    trainer.callbacks.append(callback)
+    return callback
+
+
+def _trace_targets(module: LightningModule) -> list[nn.Module]:
+    """The forwards a step may call first: the LightningModule's own, and its children holding weights.
+
+    Children without parameters (metrics, losses) are left out: they are host-side bookkeeping.
+    """
+    targets: list[nn.Module] = []
+    if type(module).forward is not LightningModule.forward:
+        targets.append(module)
+    targets += [child for child in module.children() if next(child.parameters(), None) is not None]
+    return targets
+
+
+def _check_keys(module: nn.Module, state_dict: Mapping[str, Any]) -> None:
+    expected, found = set(module.state_dict()), set(state_dict)
+    missing, unexpected = sorted(expected - found), sorted(found - expected)
+    if missing or unexpected:
+        raise RuntimeError(
+            f"Error(s) in loading state_dict for {type(module).__name__}: missing keys {missing},"
+            f" unexpected keys {unexpected}. Load a checkpoint of this model, or set"
+            " `strict_loading = False` on the LightningModule to initialize the missing ones."
+        )
+
+
+def _step_closed_form(conf: Any) -> Any:
+    """``configure_optimizers()`` output with each bare closed-form scheduler set to ``interval="step"``."""
+    if isinstance(conf, Mapping) and "lr_scheduler" in conf:
+        return {**conf, "lr_scheduler": _per_step(conf["lr_scheduler"])}
+    if isinstance(conf, (list, tuple)):
+        if len(conf) == 2 and isinstance(conf[0], list) and all(isinstance(o, Optimizer) for o in conf[0]):
+            schedulers = conf[1] if isinstance(conf[1], list) else [conf[1]]
+            return conf[0], [_per_step(s) for s in schedulers]
+        return type(conf)(_step_closed_form(c) for c in conf)
+    return conf
+
+
+def _per_step(scheduler: Any) -> Any:
+    from cs_lightning.schedulers import Scheduler
+
+    return {"scheduler": scheduler, "interval": "step"} if isinstance(scheduler, Scheduler) else scheduler
+
+
+@contextmanager
+def _compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) -> Generator[None, None, None]:
+    """Within the block ``optimizer.step(closure)`` runs the closure eagerly, then a compiled update."""
+    update = optimizer.__dict__.get("_csx_compiled_update")
+    if update is None:
+        update = optimizer._csx_compiled_update = torch.compile(optimizer.step, backend=backend)
+
+    def step(closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        update(**kwargs)
+        return loss
+
+    optimizer.step = step
+    try:
+        yield
+    finally:
+        del optimizer.step

@@ -1,0 +1,86 @@
+"""Time to first loss: seconds from the start of ``fit()`` until the first loss is known.
+
+It is the number deferred initialization exists to shorten. The callback works with any
+strategy: it splits the time into *setup* (until the first training batch starts) and the
+*first step* (that batch, through its optimizer step). The csx strategy starts the clock
+earlier (when ``fit()`` hands it the model) and adds its own phases: construct, materialize
+and trace.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.types import STEP_OUTPUT
+from typing_extensions import override
+
+__all__ = ["TimeToFirstLoss"]
+
+
+class TimeToFirstLoss(Callback):
+    """Report the time to first loss once: one log line, and ``ttfl/*`` metrics to the loggers.
+
+    After the first step, :attr:`metrics` holds the seconds per phase (keys ``ttfl/total``,
+    ``ttfl/setup``, ``ttfl/first_step`` and any phase a strategy added) and ``ttfl/loss``.
+    """
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, float] = {}
+        self._start: float | None = None
+        self._first_step_start: float | None = None
+        self._phases: dict[str, float] = {}
+        self._reported = False
+
+    def start(self, at: float | None = None) -> None:
+        """Start the clock (now, or at the ``time.perf_counter()`` value ``at``) unless it runs already."""
+        if self._start is None:
+            self._start = time.perf_counter() if at is None else at
+
+    def add_phase(self, name: str, seconds: float) -> None:
+        """Add ``seconds`` to a named part of the time to first loss (e.g. ``"materialize"``)."""
+        if seconds < 0:
+            raise ValueError(f"add_phase(seconds={seconds}) must be >= 0: phases are durations")
+        self._phases[name] = self._phases.get(name, 0.0) + seconds
+
+    @override
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if stage == "fit":
+            self.start()
+
+    @override
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+        if not self._reported and self._first_step_start is None:
+            self._first_step_start = time.perf_counter()
+
+    @override
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
+    ) -> None:
+        if self._reported or self._start is None or self._first_step_start is None:
+            return
+        end = time.perf_counter()
+        self._reported = True
+        self.metrics = {
+            "ttfl/total": end - self._start,
+            "ttfl/setup": self._first_step_start - self._start,
+            "ttfl/first_step": end - self._first_step_start,
+            **{f"ttfl/{name}": seconds for name, seconds in self._phases.items()},
+        }
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if loss is not None:
+            self.metrics["ttfl/loss"] = float(loss)  # the one host read this callback makes
+        rank_zero_info(self._line())
+        for logger in trainer.loggers:
+            logger.log_metrics(self.metrics, step=trainer.global_step)
+
+    def _line(self) -> str:
+        parts = {name.removeprefix("ttfl/"): value for name, value in self.metrics.items()}
+        detail = ", ".join(f"{name} {parts[name]:.2f} s" for name in self._phases)
+        loss = f"; first loss {parts['loss']:.6g}" if "loss" in parts else ""
+        return (
+            f"Time to first loss: {parts['total']:.2f} s (setup {parts['setup']:.2f} s"
+            f" + first step {parts['first_step']:.2f} s{'; ' + detail if detail else ''}){loss}"
+        )

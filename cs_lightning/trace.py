@@ -1,0 +1,131 @@
+"""Capture a model's forward as one graph, as a CS-X system compiles the whole step.
+
+:func:`captured` makes the outermost forward call of the given modules run through
+TorchDynamo. With the ``"eager"`` backend the captured graph runs the very same torch ops as
+eager PyTorch, so the first step is the check itself (no extra step, no RNG or BatchNorm
+drift, losses bit-identical); with ``fullgraph=True`` anything that would split the graph
+(data-dependent Python control flow) or read a value to the host mid-step (``.item()``,
+``.tolist()``) raises :class:`GraphBreakError` naming the user's file and line before the
+step runs. Other backends (``"inductor"``) compile for speed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["GraphBreakError", "captured"]
+
+_HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
+
+
+class GraphBreakError(RuntimeError):
+    """The model's forward cannot be captured as one graph; the message names file, line and fix."""
+
+
+@contextmanager
+def captured(
+    modules: Sequence[nn.Module],
+    *,
+    backend: str | Callable[..., Any] = "eager",
+    fullgraph: bool = True,
+    on_first_call: Callable[[float], None] | None = None,
+) -> Iterator[None]:
+    """Within the block, each module's outermost forward call is captured by TorchDynamo.
+
+    Calls nested inside a captured call are part of its graph. ``on_first_call`` receives
+    the seconds the first captured call took (capture plus execution). The modules'
+    ``forward`` is restored on exit, also on error.
+    """
+    timer = _FirstCallTimer(on_first_call)
+    patched = [(module, module.__dict__.get("forward")) for module in modules]
+    try:
+        for module, _ in patched:
+            module.forward = _captured_forward(module.forward, backend, fullgraph, timer)
+        yield
+    finally:
+        for module, own_forward in reversed(patched):
+            if own_forward is None:
+                del module.forward
+            else:
+                module.forward = own_forward
+
+
+class _FirstCallTimer:
+    def __init__(self, report: Callable[[float], None] | None) -> None:
+        self.report = report
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        if self.report is None:
+            yield
+            return
+        start = time.perf_counter()
+        yield
+        report, self.report = self.report, None
+        report(time.perf_counter() - start)
+
+
+def _captured_forward(
+    forward: Callable[..., Any], backend: str | Callable[..., Any], fullgraph: bool, timer: _FirstCallTimer
+) -> Callable[..., Any]:
+    inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
+    compiled = torch.compile(forward, backend=_no_host_reads(inner) if fullgraph else inner, fullgraph=fullgraph)
+
+    def capturing_forward(*args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():  # nested in a captured call: part of the outer graph
+            return forward(*args, **kwargs)
+        with timer.timing():
+            try:
+                return compiled(*args, **kwargs)
+            except torch._dynamo.exc.BackendCompilerFailed as error:
+                if isinstance(error.inner_exception, GraphBreakError):
+                    raise error.inner_exception from None
+                raise
+            except torch._dynamo.exc.TorchDynamoException as error:
+                raise GraphBreakError(_explain(error)) from error
+
+    return capturing_forward
+
+
+_HOST_READS = ("item", "tolist", "numpy", "__bool__", "__float__", "__int__")
+
+
+def _no_host_reads(backend: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a backend so a graph that reads a tensor's value to the host is rejected, with its line."""
+
+    def checked(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        for node in graph.graph.nodes:
+            if node.op == "call_method" and node.target in _HOST_READS:
+                raise GraphBreakError(
+                    f"The training step reads a tensor's value to the host mid-step (`.{node.target}()`),"
+                    " which a CS-X system cannot do inside a step:\n"
+                    f"{node.meta.get('stack_trace', '').rstrip()}\n"
+                    "Fix: keep the value a tensor (torch ops, torch.where), or read it after the step with"
+                    f" cs_lightning.step_closure.\n{_HOW_TO_DISABLE}"
+                )
+        return backend(graph, example_inputs)
+
+    return checked
+
+
+def _explain(error: torch._dynamo.exc.TorchDynamoException) -> str:
+    """Say what broke the graph, where in the user's code, and how to fix or skip the check."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    reason = lines[0] if lines else type(error).__name__
+    hints = [line.removeprefix("Hint:").strip() for line in lines if line.startswith("Hint:")]
+    fix = hints[0] if hints else "make the forward branch-free (torch.where, torch.cond) and free of host reads"
+    frames = list(getattr(error, "real_stack", None) or [])
+    where = ""
+    if frames:
+        frame = frames[-1]
+        where = f'\n  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n    {(frame.line or "").strip()}'
+    return (
+        f"The training step does not capture as one graph, as a CS-X system requires: {reason}{where}\n"
+        f"Fix: {fix}\n{_HOW_TO_DISABLE}"
+    )

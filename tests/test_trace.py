@@ -1,0 +1,142 @@
+"""The trace check: one graph or an early error naming the user's file and line."""
+
+import inspect
+
+import pytest
+import torch
+from lightning.pytorch import LightningModule, Trainer
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from cs_lightning import CSXStrategy, GraphBreakError
+from cs_lightning.trace import captured
+
+
+class Branchy(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        if y.sum() > 0:
+            y = y * 2
+        return y
+
+
+class Reads(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.linear(x).abs().max().item()
+        return self.linear(x) / scale
+
+
+class Wrapper(nn.Module):
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) + 1
+
+
+def _line_of(cls: type, text: str) -> int:
+    lines, first = inspect.getsourcelines(cls)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_data_dependent_branch_is_rejected_with_file_and_line() -> None:
+    model = Branchy()
+    with pytest.raises(GraphBreakError) as error, captured([model]):
+        model(torch.randn(2, 4))
+    message = str(error.value)
+    assert f'File "{__file__}", line {_line_of(Branchy, "if y.sum() > 0:")}' in message
+    assert "if y.sum() > 0:" in message
+    assert "CSXStrategy(trace_check=False)" in message
+    assert "torch.where" in message or "torch.cond" in message
+
+
+def test_item_in_forward_is_rejected_with_its_line() -> None:
+    model = Reads()
+    with pytest.raises(GraphBreakError, match=rf"line {_line_of(Reads, '.item()')}"), captured([model]):
+        model(torch.randn(2, 4))
+
+
+def test_nested_module_is_part_of_the_outer_graph_and_errors_point_inside_it() -> None:
+    model = Wrapper(Branchy())
+    with pytest.raises(GraphBreakError, match=rf"line {_line_of(Branchy, 'if y.sum() > 0:')}"):
+        with captured([model, model.inner]):
+            model(torch.randn(2, 4))
+
+
+def test_captured_forward_is_bit_identical_to_eager_forward_and_backward() -> None:
+    model = Wrapper(nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Dropout(0.5), nn.Linear(16, 4)))
+    x = torch.randn(8, 4)
+    torch.manual_seed(1)
+    eager = model(x)
+    eager.sum().backward()
+    eager_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch.manual_seed(1)
+    with captured([model]):
+        traced = model(x)
+    traced.sum().backward()
+    assert torch.equal(eager, traced)
+    assert all(torch.equal(a, p.grad) for a, p in zip(eager_grads, model.parameters()))
+    assert torch.equal(torch.get_rng_state(), _rng_after_one_eager_call(model, x))
+
+
+def _rng_after_one_eager_call(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    torch.manual_seed(1)
+    model(x)
+    return torch.get_rng_state()
+
+
+def test_forward_is_restored_after_the_block_even_on_error() -> None:
+    model = Branchy()
+    with pytest.raises(GraphBreakError), captured([model]):
+        model(torch.randn(2, 4))
+    assert "forward" not in model.__dict__
+    assert model.forward.__func__ is Branchy.forward
+
+
+def test_first_call_time_is_reported_once() -> None:
+    seconds = []
+    model = Wrapper(nn.Linear(4, 4))
+    with captured([model], on_first_call=seconds.append):
+        model(torch.randn(2, 4))
+        model(torch.randn(2, 4))
+    assert len(seconds) == 1 and seconds[0] > 0
+
+
+class BranchyLightning(LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = Branchy()
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.body(batch[0]).sum()
+        self.log("loss", loss)
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def _fit(strategy: CSXStrategy) -> BranchyLightning:
+    model = BranchyLightning()
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    trainer = Trainer(strategy=strategy, max_steps=2, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(model, data)
+    return model
+
+
+def test_csx_rejects_the_step_before_training_and_trains_with_the_check_off() -> None:
+    with pytest.raises(GraphBreakError, match=rf'{__file__}", line {_line_of(Branchy, "if y.sum() > 0:")}'):
+        _fit(CSXStrategy())
+    model = _fit(CSXStrategy(trace_check=False))
+    assert model.trainer.global_step == 2
