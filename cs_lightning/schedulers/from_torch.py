@@ -30,7 +30,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.optim import lr_scheduler as torch_lr
 
 from cs_lightning import schedulers as cs
-from cs_lightning.schedulers.base import ClosedFormError, LRScheduler, Scheduler
+from cs_lightning.schedulers.base import ClosedFormError, Scheduler
 
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
@@ -101,7 +101,7 @@ def _bases(scheduler: torch_lr.LRScheduler) -> list[float]:
     return [float(b) for b in scheduler.base_lrs]
 
 
-def _proportional(scheduler: Any, bases: Sequence[float], why: str | None) -> list[float]:
+def _proportional(bases: Sequence[float], why: str | None) -> list[float]:
     """Per-group scales relative to group 0; `why` says what breaks proportionality, if anything."""
     if all(b == bases[0] for b in bases):
         return [1.0] * len(bases)
@@ -114,57 +114,74 @@ def _proportional(scheduler: Any, bases: Sequence[float], why: str | None) -> li
     return [b / bases[0] for b in bases]
 
 
-def _plain(name: str, scheduler: Any, why: str | None = None, **args: Any) -> _Plan:
-    """A single catalogue class started at group 0's base learning rate."""
+def _plain(name: str, scheduler: Any, args: Callable[[float], dict[str, Any]], why: str | None = None) -> _Plan:
+    """One catalogue class, its arguments computed from group 0's base learning rate."""
     bases = _bases(scheduler)
-    scales = _proportional(scheduler, bases, why)
-    return _Plan(name, {k: (v(bases[0]) if callable(v) and k != "lr_lambda" else v)
-                        for k, v in args.items()}, scales)
+    return _Plan(name, args(bases[0]), _proportional(bases, why))
 
 
 def _step(s: torch_lr.StepLR) -> _Plan:
-    return _plain("StepLR", s, initial_learning_rate=lambda b: b, step_size=s.step_size, gamma=s.gamma)
+    return _plain("StepLR", s, lambda b: {"initial_learning_rate": b, "step_size": s.step_size,
+                                          "gamma": s.gamma})
 
 
 def _multistep(s: torch_lr.MultiStepLR) -> _Plan:
     if any(count > 1 for count in s.milestones.values()):
         raise NotConvertible(f"a milestone repeats ({dict(s.milestones)}), multiplying by gamma "
                              "more than once there")
-    return _plain("MultiStepLR", s, initial_learning_rate=lambda b: b, gamma=s.gamma,
-                  milestones=sorted(s.milestones))
+    return _plain("MultiStepLR", s, lambda b: {"initial_learning_rate": b, "gamma": s.gamma,
+                                               "milestones": sorted(s.milestones)})
+
+
+def _geometric(b: float, gamma: float) -> dict[str, Any]:
+    r"""ExponentialLR arguments for :math:`b\,\gamma^k`, written as :math:`b\,r^{k/T}` with
+    :math:`r = \gamma^T \approx 1/2`.
+
+    The catalogue computes in float32, where :math:`\gamma` itself is rounded by up to
+    6e-8 and ``pow`` multiplies that error by :math:`k` (4e-6 after 1,000 steps of
+    :math:`\gamma = 0.995`). Rounding :math:`r` instead costs :math:`k/T` times as much,
+    and the exponent :math:`k/T` is exact to float32 rounding, so the values stay within
+    float32 precision of torch's float64 ones.
+    """
+    if gamma <= 0 or gamma == 1:
+        return {"initial_learning_rate": b, "total_iters": 1, "decay_rate": gamma}
+    period = max(1, round(math.log(0.5) / math.log(gamma)))
+    return {"initial_learning_rate": b, "total_iters": period, "decay_rate": gamma ** period}
 
 
 def _exponential(s: torch_lr.ExponentialLR) -> _Plan:
-    return _plain("ExponentialLR", s, initial_learning_rate=lambda b: b, total_iters=1, decay_rate=s.gamma)
+    return _plain("ExponentialLR", s, lambda b: _geometric(b, s.gamma))
 
 
 def _cosine(s: torch_lr.CosineAnnealingLR) -> _Plan:
-    why = f"eta_min={s.eta_min} is not 0" if s.eta_min else None
-    return _plain("CosineAnnealingLR", s, why, initial_learning_rate=lambda b: b, T_max=s.T_max,
-                  eta_min=float(s.eta_min))
+    return _plain("CosineAnnealingLR", s, lambda b: {"initial_learning_rate": b, "T_max": s.T_max,
+                                                     "eta_min": float(s.eta_min)},
+                  f"eta_min={s.eta_min} is not 0" if s.eta_min else None)
 
 
 def _warm_restarts(s: torch_lr.CosineAnnealingWarmRestarts) -> _Plan:
-    why = f"eta_min={s.eta_min} is not 0" if s.eta_min else None
-    return _plain("CosineAnnealingWarmRestarts", s, why, initial_learning_rate=lambda b: b, T_0=s.T_0,
-                  T_mult=s.T_mult, eta_min=float(s.eta_min))
+    return _plain("CosineAnnealingWarmRestarts", s,
+                  lambda b: {"initial_learning_rate": b, "T_0": s.T_0, "T_mult": s.T_mult,
+                             "eta_min": float(s.eta_min)},
+                  f"eta_min={s.eta_min} is not 0" if s.eta_min else None)
 
 
 def _linear(s: torch_lr.LinearLR) -> _Plan:
-    return _plain("LinearLR", s, initial_learning_rate=lambda b: b * s.start_factor,
-                  end_learning_rate=lambda b: b * s.end_factor, total_iters=s.total_iters)
+    return _plain("LinearLR", s, lambda b: {"initial_learning_rate": b * s.start_factor,
+                                            "end_learning_rate": b * s.end_factor,
+                                            "total_iters": s.total_iters})
 
 
 def _polynomial(s: torch_lr.PolynomialLR) -> _Plan:
-    return _plain("PolynomialLR", s, initial_learning_rate=lambda b: b, end_learning_rate=0.0,
-                  total_iters=s.total_iters, power=float(s.power))
+    return _plain("PolynomialLR", s, lambda b: {"initial_learning_rate": b, "end_learning_rate": 0.0,
+                                                "total_iters": s.total_iters, "power": float(s.power)})
 
 
 def _constant(s: torch_lr.ConstantLR) -> _Plan:
     if s.total_iters == 0:
-        return _plain("ConstantLR", s, learning_rate=lambda b: b)
-    return _plain("PiecewiseConstantLR", s, learning_rates=lambda b: [b * s.factor, b],
-                  milestones=[s.total_iters])
+        return _plain("ConstantLR", s, lambda b: {"learning_rate": b})
+    return _plain("PiecewiseConstantLR", s, lambda b: {"learning_rates": [b * s.factor, b],
+                                                       "milestones": [s.total_iters]})
 
 
 def _same_function(functions: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
@@ -174,7 +191,8 @@ def _same_function(functions: Sequence[Callable[..., Any]]) -> Callable[..., Any
 
 
 def _lambda(s: torch_lr.LambdaLR) -> _Plan:
-    return _plain("LambdaLR", s, initial_learning_rate=lambda b: b, lr_lambda=_same_function(s.lr_lambdas))
+    function = _same_function(s.lr_lambdas)
+    return _plain("LambdaLR", s, lambda b: {"initial_learning_rate": b, "lr_lambda": function})
 
 
 def _multiplicative(s: torch_lr.MultiplicativeLR) -> _Plan:
@@ -189,7 +207,7 @@ def _multiplicative(s: torch_lr.MultiplicativeLR) -> _Plan:
         raise NotConvertible("its factor changes with the step, and a running product of "
                              "step-dependent factors has no closed form; use LambdaLR with the "
                              "product written out")
-    return _plain("MultiplicativeLR", s, initial_learning_rate=lambda b: b, coefficient=float(on_ints[0]))
+    return _plain("ExponentialLR", s, lambda b: _geometric(b, float(on_ints[0])))
 
 
 def _no_momentum_cycling(s: Any) -> None:
@@ -207,7 +225,7 @@ def _cyclic(s: torch_lr.CyclicLR) -> _Plan:
     down = round(s.total_size) - up
     bases, peaks = _bases(s), [float(m) for m in s.max_lrs]
     same_shape = all(math.isclose(p * bases[0], peaks[0] * b, rel_tol=1e-12) for b, p in zip(bases, peaks))
-    scales = _proportional(s, bases, None if same_shape else f"max_lr/base_lr differs per group {peaks}")
+    scales = _proportional(bases, None if same_shape else f"max_lr/base_lr differs per group {peaks}")
     return _Plan("CyclicLR", {"base_lr": bases[0], "max_lr": peaks[0], "step_size_up": up,
                               "step_size_down": down, "mode": s.mode, "gamma": float(s.gamma)}, scales)
 
@@ -217,7 +235,7 @@ def _one_cycle(s: torch_lr.OneCycleLR) -> _Plan:
     group = s.optimizer.param_groups[0]
     phases = s._schedule_phases
     peaks = [float(g["max_lr"]) for g in s.optimizer.param_groups]
-    scales = _proportional(s, peaks, None)
+    scales = _proportional(peaks, None)
     return _Plan("OneCycleLR", {
         "initial_learning_rate": float(group["initial_lr"]), "max_lr": peaks[0],
         "total_steps": s.total_steps, "pct_start": (phases[0]["end_step"] + 1) / s.total_steps,
@@ -248,20 +266,36 @@ def _sequential(s: torch_lr.SequentialLR) -> _Plan:
     return _Plan("SequentialLR", {"milestones": list(s._milestones)}, _common_scales(children), children)
 
 
-# torch schedulers whose step multiplies the current learning rate (chainable form).
+# torch schedulers whose step multiplies the current learning rate (chainable form), so
+# that a chain of them is the product of their closed forms. (CosineAnnealingLR is not one:
+# past T_max its recursion adds instead of multiplying.)
 _MULTIPLICATIVE = (torch_lr.StepLR, torch_lr.MultiStepLR, torch_lr.ExponentialLR, torch_lr.LinearLR,
                    torch_lr.PolynomialLR, torch_lr.ConstantLR, torch_lr.MultiplicativeLR)
 
 
 def _chained(s: torch_lr.ChainedScheduler) -> _Plan:
-    for index, child in enumerate(s._schedulers[1:], start=1):
-        multiplies = isinstance(child, _MULTIPLICATIVE) or \
-            isinstance(child, torch_lr.CosineAnnealingLR) and child.eta_min == 0
-        if not multiplies:
-            raise NotConvertible(f"schedulers[{index}] ({type(child).__name__}) sets the learning rate "
-                                 "instead of multiplying it, so the chain is not a product of schedules")
+    r"""torch multiplies :math:`b\,\prod_j f_j(k)/b`; ChainedScheduler multiplies
+    :math:`f_0(k)\prod_{j\ge1} f_j(k)/f_j^{\mathrm{init}}`, so the groups' scales take the
+    difference :math:`\prod_{j\ge1} f_j^{\mathrm{init}}/b`."""
+    if len(s._schedulers) == 1:
+        return _plan(s._schedulers[0], "schedulers[0]")
+    for index, child in enumerate(s._schedulers):
+        if not isinstance(child, _MULTIPLICATIVE):
+            raise NotConvertible(f"schedulers[{index}] ({type(child).__name__}) does not just multiply "
+                                 "the learning rate, so the chain is not a product of schedules")
     children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
-    return _Plan("ChainedScheduler", {}, _common_scales(children), children)
+    correction = math.prod(_initial(child) / _bases(torch_child)[0]
+                           for child, torch_child in zip(children[1:], s._schedulers[1:]))
+    scales = [scale * correction for scale in _common_scales(children)]
+    return _Plan("ChainedScheduler", {}, scales, children)
+
+
+def _initial(plan: _Plan) -> float:
+    """The value ChainedScheduler divides a later child by: its initial argument, else f(0)."""
+    args = plan.args
+    if "initial_learning_rate" in args:  # ExponentialLR, also for torch MultiplicativeLR
+        return args["initial_learning_rate"]
+    return args["learning_rate"] if "learning_rate" in args else args["learning_rates"][0]
 
 
 _CONVERTERS: dict[type, Callable[[Any], _Plan]] = {
@@ -289,6 +323,13 @@ def _plan(scheduler: Any, where: str = "") -> _Plan:
 
 
 # -------------------------------------------------------------------------------- public
+
+
+def _steps_taken(scheduler: Any) -> int:
+    """How many times the torch scheduler has stepped (ChainedScheduler keeps no count)."""
+    if isinstance(scheduler, torch_lr.ChainedScheduler):
+        return _steps_taken(scheduler._schedulers[0])
+    return int(scheduler.last_epoch)
 
 
 def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | None:
@@ -320,7 +361,7 @@ def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | No
         return None
     if any(scale != 1.0 for scale in plan.scales):
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
-    for _ in range(int(scheduler.last_epoch)):
+    for _ in range(_steps_taken(scheduler)):
         converted.step()
     rank_zero_info(f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
                    + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else ""))
@@ -341,4 +382,4 @@ def convert_lightning_configs(configs: Sequence[Any], *, strict: bool = False) -
 
 
 __all__ = ["GroupScaledLR", "HostSchedulerWarning", "NotConvertible", "convert_lightning_configs",
-           "convert_scheduler", "LRScheduler"]
+           "convert_scheduler"]
