@@ -26,33 +26,26 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
 import re
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MethodType
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 from jsonargparse import get_loader
-from lightning.pytorch import LightningModule
+from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.errors import ConfigError
-from cs_lightning.optimizers import (
-    OptimizerFactory,
-    check_arguments,
-    optimizer_factory,
-    split_spec,
-)
+from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
+from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 SchedulersFactory = Callable[[torch.optim.Optimizer], list]
-
-# Blocks whose values are themselves schedulers, walked with their own key paths.
-_NESTED_LIST, _NESTED_ONE = "schedulers", "scheduler"
-
 
 # --------------------------------------------------------------------------- imports
 
@@ -121,50 +114,36 @@ def run_imports(argv: Sequence[str]) -> None:
 # ------------------------------------------------------------------------ schedulers
 
 
-def _resolve_scheduler(name: str, key: str) -> type:
+def _class_paths(spec: Any) -> set[str]:
+    """Every `class_path` value anywhere in a nested YAML block."""
+    if isinstance(spec, Mapping):
+        found = {spec["class_path"]} if isinstance(spec.get("class_path"), str) else set()
+        return found.union(*(_class_paths(value) for value in spec.values()))
+    if isinstance(spec, list):
+        return set().union(*(_class_paths(item) for item in spec))
+    return set()
+
+
+def schedulers_factory(spec: Any, make_optimizer: OptimizerFactory) -> SchedulersFactory:
+    """Validate a `schedulers:` block now, on a throwaway optimizer; return `optimizer -> list`.
+
+    `build` reads both spellings and names the key path (`schedulers[0].SequentialLR...`)
+    in its errors; they become `ConfigError`s with that key.
+    """
     try:
-        return cs_schedulers.resolve(name)
-    except (ValueError, TypeError, ImportError, AttributeError) as err:
-        raise ConfigError(key, f"{err}; fix: use a scheduler name from cs_lightning.schedulers "
-                        "or import your module with imports:") from None
-
-
-def _is_legacy(block: Any) -> bool:
-    """Model Zoo's older flat form `{scheduler: Linear, arg: ...}`; `build` reads it as is."""
-    return isinstance(block, Mapping) and _NESTED_ONE in block and len(block) > 1 and \
-        isinstance(block[_NESTED_ONE], str)
-
-
-def _scheduler_block(block: Any, key: str) -> Any:
-    """One block in either spelling -> Cerebras shape `{Name: args}`, names and args checked."""
-    if _is_legacy(block):
-        return block
-    name, args, args_key = split_spec(block, key, "scheduler")
-    cls = _resolve_scheduler(name, key)
-    # Required arguments are left to `build`, which may infer some (SequentialLR's milestones).
-    check_arguments(cls, args, args_key, supplied=frozenset({"optimizer"}), require=False)
-    if isinstance(args.get(_NESTED_LIST), list):
-        args[_NESTED_LIST] = [_scheduler_block(child, f"{args_key}.{_NESTED_LIST}[{i}]")
-                              for i, child in enumerate(args[_NESTED_LIST])]
-    if isinstance(args.get(_NESTED_ONE), Mapping):
-        args[_NESTED_ONE] = _scheduler_block(args[_NESTED_ONE], f"{args_key}.{_NESTED_ONE}")
-    return {name: args}
-
-
-def schedulers_factory(spec: Any, make_optimizer: OptimizerFactory,
-                       key: str = "schedulers") -> SchedulersFactory:
-    """Validate a `schedulers:` block now (on a throwaway optimizer); return `optimizer -> list`."""
-    items = spec if isinstance(spec, list) else [spec]
-    blocks = [_scheduler_block(item, f"{key}[{i}]") for i, item in enumerate(items)]
-    probe = make_optimizer([torch.nn.Parameter(torch.zeros(1))])
-    for i, block in enumerate(blocks):
-        try:
-            cs_schedulers.build(block, probe)
-        except (ValueError, TypeError) as err:
-            raise ConfigError(f"{key}[{i}]", f"{err}; fix: correct this scheduler's arguments") from None
+        cs_schedulers.build(spec, make_optimizer([torch.nn.Parameter(torch.zeros(1))]))
+    except (ValueError, TypeError) as err:
+        message = str(err)
+        key, sep, problem = message.partition(": ")
+        if not (sep and key.startswith("schedulers")):
+            key, problem = "schedulers", message
+        # `build` names a class_path block by its class path; the YAML key there is init_args.
+        for class_path in sorted(_class_paths(spec), key=len, reverse=True):
+            key = key.replace(f".{class_path}", ".init_args")
+        raise ConfigError(key, problem) from None
 
     def build(optimizer: torch.optim.Optimizer) -> list:
-        return [s for block in blocks for s in cs_schedulers.build(block, optimizer)]
+        return cs_schedulers.build(spec, optimizer)
 
     return build
 
@@ -192,8 +171,7 @@ def attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
         optimizer = make_optimizer([p for p in self.parameters() if p.requires_grad])
         if make_schedulers is None:
             return optimizer
-        configs = [{"scheduler": s, "interval": "step", "frequency": 1} for s in make_schedulers(optimizer)]
-        return [optimizer], configs
+        return [optimizer], [cs_schedulers.lightning_config(s) for s in make_schedulers(optimizer)]
 
     if type(model).configure_optimizers is not LightningModule.configure_optimizers:
         warnings.warn(f"{type(model).__name__}.configure_optimizers is replaced by the YAML optimizer: block",
@@ -287,7 +265,7 @@ class CSLightningCLI(LightningCLI):
     """
 
     def __init__(self, args: Any = None, **kwargs: Any) -> None:
-        kwargs.setdefault("trainer_defaults", {"strategy": "auto"})
+        kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss()]})
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("parser_kwargs", {"exit_on_error": False})
@@ -297,9 +275,10 @@ class CSLightningCLI(LightningCLI):
         super().__init__(args=args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_argument("--optimizer", type=Optional[Any], default=None,
+        # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.
+        parser.add_argument("--optimizer", type=Optional[Union[dict, str]], default=None,
                             help="Optimizer, {Name: {args}} or class_path/init_args; built after the model.")
-        parser.add_argument("--schedulers", type=Optional[Any], default=None,
+        parser.add_argument("--schedulers", type=Optional[Union[list, dict]], default=None,
                             help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args.")
         parser.add_argument("--imports", type=Optional[list[str]], default=None,
                             help="Modules, or .py files relative to the config, imported before parsing.")
@@ -321,6 +300,26 @@ class CSLightningCLI(LightningCLI):
         self._seed_log.release()
         if self.make_optimizer is not None:
             attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
+
+    def after_fit(self) -> None:
+        if self.trainer.is_global_zero:
+            print(run_summary(self.trainer))
+
+
+def run_summary(trainer: Trainer) -> str:
+    """One line after training: final loss, time to first loss, checkpoint path."""
+    metrics = trainer.callback_metrics
+    losses = [k for k in ("train_loss", "loss") if k in metrics] or \
+        sorted(k for k in metrics if "loss" in k and not k.startswith(("val", "test", "ttfl")))
+    loss = f"final {losses[0]} {float(metrics[losses[0]]):.4f}" if losses else "no loss logged"
+    timers = [c for c in trainer.callbacks if isinstance(c, TimeToFirstLoss) and "ttfl/total" in c.metrics]
+    ttfl = f"time to first loss {timers[0].metrics['ttfl/total']:.2f} s" if timers else "no time to first loss"
+    saver = trainer.checkpoint_callback
+    path = saver and (saver.last_model_path or saver.best_model_path)
+    if path and not os.path.relpath(path).startswith(".."):
+        path = os.path.relpath(path)
+    checkpoint = f"checkpoint {path}" if path else "no checkpoint"
+    return f"Done: {loss} | {ttfl} | {checkpoint}"
 
 
 # -------------------------------------------------------------------- schedule command

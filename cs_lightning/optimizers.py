@@ -53,7 +53,7 @@ def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Opt
             cls = import_dotted(name)
         except (ImportError, AttributeError) as err:
             raise ConfigError(key, f"cannot import optimizer {name!r} ({err}); "
-                            "fix: give a torch.optim name such as AdamW or an importable dotted path") from None
+                              "fix: give a torch.optim name such as AdamW or an importable dotted path") from None
         if not (inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer)):
             raise ConfigError(key, f"{name!r} is not a torch.optim.Optimizer subclass; fix: name an optimizer class")
         return cls
@@ -66,41 +66,39 @@ def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Opt
     raise ConfigError(key, f"unknown optimizer {name!r}; fix: {hint}")
 
 
-def split_spec(spec: Any, key: str, what: str) -> tuple[str, dict[str, Any], str]:
-    """One `{Name: {args}}`, `{class_path:, init_args:}` or bare `Name` block -> (name, args, args key path)."""
+def _split(spec: Any, key: str) -> tuple[str, dict[str, Any], str]:
+    """`{Name: {args}}`, `{class_path:, init_args:}` or a bare `Name` -> (name, args, key path of args)."""
     if isinstance(spec, str):
         return spec, {}, key
     if not isinstance(spec, Mapping):
         raise ConfigError(key, f"expected a mapping such as {{AdamW: {{lr: 0.001}}}}, got {spec!r}; "
-                        f"fix: write the {what} as {{Name: {{args}}}} or class_path/init_args")
+                          "fix: write {Name: {args}} or class_path/init_args")
     if "class_path" in spec:
         extra = set(spec) - {"class_path", "init_args"}
         if extra:
             raise ConfigError(f"{key}.{sorted(extra)[0]}", "unexpected key next to class_path; "
-                            "fix: keep only class_path and init_args")
+                              "fix: keep only class_path and init_args")
         args = spec.get("init_args") or {}
         if not isinstance(args, Mapping):
-            raise ConfigError(f"{key}.init_args", f"expected a mapping of arguments, got {args!r}")
+            raise ConfigError(f"{key}.init_args", f"expected a mapping of arguments, got {args!r}; "
+                              "fix: write init_args: {arg: value, ...}")
         return str(spec["class_path"]), dict(args), f"{key}.init_args"
     if len(spec) != 1:
-        raise ConfigError(key, f"expected exactly one {what} name, got keys {sorted(spec)}; "
-                        f"fix: write {{Name: {{args}}}} with a single name")
-    (name, args), = spec.items()
-    if args is None:
-        args = {}
-    if not isinstance(args, Mapping):
+        raise ConfigError(key, f"expected exactly one optimizer name, got keys {sorted(spec)}; "
+                          "fix: write {Name: {args}} with a single name")
+    ((name, args),) = spec.items()
+    if args is not None and not isinstance(args, Mapping):
         raise ConfigError(f"{key}.{name}", f"expected a mapping of arguments, got {args!r}; "
-                        f"fix: write {name}: {{arg: value, ...}}")
-    return str(name), dict(args), f"{key}.{name}"
+                          f"fix: write {name}: {{arg: value, ...}}")
+    return str(name), dict(args or {}), f"{key}.{name}"
 
 
-def check_arguments(cls: type, args: Mapping[str, Any], key: str, supplied: frozenset[str] = frozenset(),
-                    require: bool = True) -> None:
-    """Every argument in `args` exists in `cls`'s signature, and (if `require`) the required ones are given.
+def _check_arguments(cls: type, args: Mapping[str, Any], key: str) -> None:
+    """Every argument in `args` exists in `cls`'s signature, and the required ones are given.
 
-    `supplied` names the parameters we pass ourselves (``params``, ``optimizer``).
+    The first parameter (the parameters to optimize) is ours to supply.
     """
-    params = [p for p in inspect.signature(cls).parameters.values() if p.name not in supplied]
+    params = list(inspect.signature(cls).parameters.values())[1:]
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return
     names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
@@ -111,9 +109,9 @@ def check_arguments(cls: type, args: Mapping[str, Any], key: str, supplied: froz
             raise ConfigError(f"{key}.{arg}", f"{cls.__name__} has no argument {arg!r}; fix: {hint}")
     missing = [p.name for p in params
                if p.default is p.empty and p.kind is not p.VAR_POSITIONAL and p.name not in args]
-    if require and missing:
+    if missing:
         raise ConfigError(key, f"{cls.__name__} needs {', '.join(missing)}; fix: add "
-                        + ", ".join(f"{m}: <value>" for m in missing))
+                          + ", ".join(f"{m}: <value>" for m in missing))
 
 
 def optimizer_factory(spec: Any, key: str = "optimizer") -> OptimizerFactory:
@@ -121,9 +119,9 @@ def optimizer_factory(spec: Any, key: str = "optimizer") -> OptimizerFactory:
 
     Raises `ConfigError` (a ValueError) naming the YAML key path and the fix.
     """
-    name, args, args_key = split_spec(spec, key, "optimizer")
+    name, args, args_key = _split(spec, key)
     cls = resolve_optimizer(name, key)
-    check_arguments(cls, args, args_key, supplied=frozenset({"params"}))
+    _check_arguments(cls, args, args_key)
     try:  # let the optimizer judge the values itself, on a throwaway parameter
         cls([torch.nn.Parameter(torch.zeros(1))], **args)
     except (ValueError, TypeError) as err:

@@ -52,7 +52,7 @@ class DigitsData(L.LightningDataModule):
 
 
 class DigitClassifier(L.LightningModule):
-    """Two 3x3 convolutions, a pooling and a linear read-out: about 7k parameters."""
+    """Two 3x3 convolutions, a pooling and a linear read-out: about 10k parameters."""
 
     def __init__(self, channels: int = 16, num_classes: int = 10) -> None:
         super().__init__()

@@ -1,0 +1,187 @@
+"""cs-lightning: YAML in both spellings trains with the closed-form schedule, mistakes are one line."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+from conftest import REPO
+from cs_lightning import schedulers
+from cs_lightning.cli import main
+
+DIGITS_PY = REPO / "examples" / "image_classifier" / "image_classifier.py"
+STEPS = 12
+PEAK, END, WARMUP, DECAY = 0.01, 0.001, 4, 8
+
+LINEAR = {"initial_learning_rate": 0.0, "end_learning_rate": PEAK, "total_iters": WARMUP}
+COSINE = {"initial_learning_rate": PEAK, "end_learning_rate": END, "total_iters": DECAY}
+CEREBRAS = {
+    "optimizer": {"AdamW": {"lr": PEAK, "weight_decay": 0.01}},
+    "schedulers": [{"SequentialLR": {"schedulers": [{"LinearLR": LINEAR}, {"CosineDecayLR": COSINE}]}}],
+}
+CLASS_PATH = {
+    "optimizer": {"class_path": "torch.optim.AdamW", "init_args": {"lr": PEAK, "weight_decay": 0.01}},
+    "schedulers": [{
+        "class_path": "cs_lightning.schedulers.SequentialLR",
+        "init_args": {"schedulers": [
+            {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": LINEAR},
+            {"class_path": "cs_lightning.schedulers.CosineDecayLR", "init_args": COSINE},
+        ]},
+    }],
+}
+
+
+def digits_run(root: Path, **blocks: Any) -> dict[str, Any]:
+    """A small, fast training config on the shipped digits, logging every step to `root`."""
+    config = {
+        "imports": [str(DIGITS_PY)],
+        "model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"channels": 4}},
+        "data": {"class_path": "image_classifier.DigitsData", "init_args": {"batch_size": 16}},
+        "trainer": {
+            "max_steps": STEPS, "log_every_n_steps": 1, "limit_val_batches": 0,
+            "enable_progress_bar": False, "enable_model_summary": False, "default_root_dir": str(root),
+            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(root)}},
+            "callbacks": [{"class_path": "lightning.pytorch.callbacks.LearningRateMonitor",
+                           "init_args": {"logging_interval": "step"}}],
+        },
+    }
+    config.update(copy.deepcopy(blocks))
+    return config
+
+
+def write(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def metrics(root: Path) -> dict[str, dict[int, float]]:
+    """metrics.csv of the (single) run under `root`: column -> {step: value}."""
+    (path,) = root.glob("lightning_logs/version_*/metrics.csv")
+    table: dict[str, dict[int, float]] = {}
+    for row in csv.DictReader(path.open()):
+        for column, value in row.items():
+            if value and column not in ("step", "epoch"):
+                table.setdefault(column, {})[int(row["step"])] = float(value)
+    return table
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[int, float]]]:
+    """The same training written in the Cerebras shape and in class_path form."""
+    found = {}
+    for name, blocks in (("cerebras", CEREBRAS), ("class_path", CLASS_PATH)):
+        root = tmp_path_factory.mktemp(name)
+        assert main(["fit", "--config", str(write(root / "run.yaml", digits_run(root, **blocks)))]) == 0
+        found[name] = metrics(root)
+    return found
+
+
+def test_logged_learning_rates_equal_the_closed_form_at_every_step(runs) -> None:
+    logged = runs["cerebras"]["lr-AdamW"]
+    assert sorted(logged) == list(range(STEPS))
+    probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
+    (scheduler,) = schedulers.build(CEREBRAS["schedulers"][0], probe)
+    closed_form = scheduler.values(range(STEPS))[:, 0].tolist()
+    assert [logged[k] for k in range(STEPS)] == closed_form
+    # ...and that closed form is warmup-then-cosine, milestone inferred at WARMUP (float64 formula).
+    for k in range(STEPS):
+        t = min(k - WARMUP, DECAY)
+        expected = PEAK * k / WARMUP if k < WARMUP else END + (PEAK - END) * 0.5 * (1 + math.cos(math.pi * t / DECAY))
+        assert logged[k] == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def test_class_path_form_gives_identical_losses_and_rates(runs) -> None:
+    cerebras, class_path = runs["cerebras"], runs["class_path"]
+    assert len(cerebras["train_loss"]) == STEPS
+    assert class_path["train_loss"] == cerebras["train_loss"]
+    assert class_path["lr-AdamW"] == cerebras["lr-AdamW"]
+    losses = [cerebras["train_loss"][k] for k in sorted(cerebras["train_loss"])]
+    assert losses[-1] < losses[0]
+
+
+# --------------------------------------------------------------------------- bad YAML
+
+SEQ_OK = [{"LinearLR": LINEAR}, {"CosineDecayLR": COSINE}]
+# case -> (blocks replacing the good config's, key path the line must start with, words of the fix)
+BAD = {
+    "unknown scheduler": (
+        {"schedulers": [{"SequentialLR": {"schedulers": [{"LinearLR": LINEAR}, {"CosineDecayLRR": COSINE}]}}]},
+        "schedulers[0].SequentialLR.schedulers[1].CosineDecayLRR", "closest: CosineDecayLR"),
+    "unknown optimizer": ({"optimizer": {"AdamWW": {"lr": 0.1}}}, "optimizer", "did you mean AdamW"),
+    "bad scheduler argument": (
+        {"schedulers": [{"LinearLR": {"initial_lr": 0.0, "end_learning_rate": 0.1, "total_iters": 4}}]},
+        "schedulers[0].LinearLR", "did you mean 'initial_learning_rate'"),
+    "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
+    "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
+    "inconsistent milestones": (
+        {"schedulers": [{"SequentialLR": {"schedulers": SEQ_OK, "milestones": [7]}}]},
+        "schedulers[0].SequentialLR", "milestone 0 should be 4"),
+    "bad nested class_path argument": (
+        {"schedulers": [{"class_path": "cs_lightning.schedulers.SequentialLR", "init_args": {"schedulers": [
+            {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": {**LINEAR, "warmup": 3}}]}}]},
+        "schedulers[0].init_args.schedulers[0].init_args", "unknown argument 'warmup'"),
+    "schedulers without optimizer": ({"optimizer": None}, "schedulers", "add an optimizer: block"),
+    "missing imports file": ({"imports": ["no_such_module.py"]}, "imports[0]", "relative to this YAML file"),
+    "unknown trainer key": ({"trainer": {"max_stepz": 3}}, "trainer.max_stepz", "correct its spelling"),
+    "bad trainer value": ({"trainer": {"max_steps": "many"}}, "trainer.max_steps", "Expected a <class 'int'>"),
+    "unknown model class": (
+        {"model": {"class_path": "image_classifier.NoSuchModel"}}, "model.class_path", "list the module"),
+    "bad model argument": (
+        {"model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"colour": 1}}},
+        "model.init_args.colour", "correct its spelling"),
+    "data constructor rejects a value": (
+        {"data": {"class_path": "image_classifier.DigitsData", "init_args": {"val_fraction": 2.0}}},
+        "data.init_args", "val_fraction must be in (0, 1)"),
+}
+
+
+def _files(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_yaml_exits_2_with_one_line_naming_the_key(case: str, tmp_path: Path, capfd) -> None:
+    blocks, key, hint = BAD[case]
+    config = {**digits_run(tmp_path, **CEREBRAS), **blocks}
+    if "trainer" in blocks:
+        config["trainer"] = {**digits_run(tmp_path)["trainer"], **blocks["trainer"]}
+    path = write(tmp_path / "run.yaml", config)
+    before = _files(tmp_path)
+    code = main(["fit", "--config", str(path)])
+    out, err = capfd.readouterr()
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"cs-lightning: error: {key}: "), err
+    assert hint in err and "Traceback" not in err
+    assert _files(tmp_path) == before
+
+
+def test_missing_config_file_is_one_line(tmp_path: Path, capfd) -> None:
+    assert main(["fit", "--config", "nowhere.yaml"]) == 2
+    out, err = capfd.readouterr()
+    assert err.startswith("cs-lightning: error: config: ") and "nowhere.yaml" in err
+    assert len(err.strip().splitlines()) == 1
+    assert _files(tmp_path) == set()
+
+
+def test_console_script_error_is_one_line_on_stderr(tmp_path: Path) -> None:
+    """The installed command, in a fresh process: exit 2, one line, no traceback, no files."""
+    blocks, key, _ = BAD["data constructor rejects a value"]
+    path = write(tmp_path / "run.yaml", {**digits_run(tmp_path, **CEREBRAS), **blocks})
+    script = Path(sys.executable).with_name("cs-lightning")
+    result = subprocess.run([str(script), "fit", "--config", str(path)], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"cs-lightning: error: {key}: ")
+    assert _files(tmp_path) == {Path("run.yaml")}
