@@ -1,0 +1,186 @@
+"""Stock torch schedulers converted to closed forms give torch's own learning rates."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.optim import lr_scheduler as L
+
+from cs_lightning import schedulers as cs
+from cs_lightning.schedulers.from_torch import (
+    GroupScaledLR,
+    HostSchedulerWarning,
+    NotConvertible,
+    convert_lightning_configs,
+    convert_scheduler,
+)
+
+STEPS = 1000
+
+
+def _optimizer(*lrs: float) -> torch.optim.Optimizer:
+    groups = [{"params": [torch.nn.Parameter(torch.zeros(1))], "lr": lr} for lr in lrs]
+    return torch.optim.SGD(groups, lr=lrs[0])
+
+
+def _ramp_then_decay(k):
+    k = torch.as_tensor(k)
+    return torch.where(k < 100, (k + 1) / 100, 0.999 ** (k - 99))
+
+
+# Each stock scheduler, with the arguments a project would pass.
+CASES = {
+    "StepLR": lambda o: L.StepLR(o, step_size=30, gamma=0.7),
+    "MultiStepLR": lambda o: L.MultiStepLR(o, milestones=[100, 350, 700], gamma=0.3),
+    "ExponentialLR": lambda o: L.ExponentialLR(o, gamma=0.995),
+    "CosineAnnealingLR": lambda o: L.CosineAnnealingLR(o, T_max=300, eta_min=1e-4),
+    "LinearLR": lambda o: L.LinearLR(o, start_factor=0.05, end_factor=1.0, total_iters=400),
+    "PolynomialLR": lambda o: L.PolynomialLR(o, total_iters=800, power=2.0),
+    "ConstantLR": lambda o: L.ConstantLR(o, factor=0.25, total_iters=150),
+    "OneCycleLR": lambda o: L.OneCycleLR(o, max_lr=0.5, total_steps=STEPS + 1, cycle_momentum=False),
+    "OneCycleLR-3phase-linear": lambda o: L.OneCycleLR(o, max_lr=0.5, total_steps=STEPS + 1, three_phase=True,
+                                                       anneal_strategy="linear", cycle_momentum=False),
+    "CyclicLR": lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=120, step_size_down=80,
+                                     cycle_momentum=False),
+    "CyclicLR-triangular2": lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=120,
+                                                 mode="triangular2", cycle_momentum=False),
+    "CyclicLR-exp_range": lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=120, mode="exp_range",
+                                               gamma=0.998, cycle_momentum=False),
+    "CosineAnnealingWarmRestarts": lambda o: L.CosineAnnealingWarmRestarts(o, T_0=50, T_mult=2, eta_min=1e-3),
+    "SequentialLR": lambda o: L.SequentialLR(o, [L.LinearLR(o, start_factor=0.01, total_iters=100),
+                                                 L.CosineAnnealingLR(o, T_max=900)], milestones=[100]),
+    "ChainedScheduler": lambda o: L.ChainedScheduler([L.ConstantLR(o, factor=0.1, total_iters=20),
+                                                      L.ExponentialLR(o, gamma=0.998),
+                                                      L.LinearLR(o, start_factor=0.5, total_iters=50)]),
+    "LambdaLR": lambda o: L.LambdaLR(o, _ramp_then_decay),
+    "MultiplicativeLR": lambda o: L.MultiplicativeLR(o, lambda step: 0.997),
+}
+
+# The catalogue computes in float32 (as a CS-X does), torch in float64. Against the
+# schedule's peak, float32 keeps the difference below 1e-6 everywhere but in CyclicLR's
+# exp_range mode, whose closed form raises the float32-rounded gamma to the power k
+# (gamma=0.998: up to 5.2e-6 of the peak). Near zero (a cosine reaching 0, a polynomial's
+# end) relative differences grow by cancellation; the absolute ones stay this small.
+TOLERANCE = {"CyclicLR-exp_range": 1e-5}
+
+
+def _torch_and_converted(make, lrs):
+    """Learning rates per step of torch's own stepping and of the converted scheduler."""
+    reference_opt, converted_opt = _optimizer(*lrs), _optimizer(*lrs)
+    reference = make(reference_opt)
+    converted = convert_scheduler(make(converted_opt), strict=True)
+    expected, got = [], []
+    for _ in range(STEPS):
+        expected.append([float(g["lr"]) for g in reference_opt.param_groups])
+        got.append([float(g["lr"]) for g in converted_opt.param_groups])
+        reference_opt.step()
+        reference.step()
+        converted.step()
+    return torch.tensor(expected, dtype=torch.float64), torch.tensor(got, dtype=torch.float64), converted
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_converted_schedule_equals_torch_stepping(name):
+    expected, got, converted = _torch_and_converted(CASES[name], (0.1,))
+    assert isinstance(converted, cs.Scheduler)
+    peak = expected.abs().max()
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=TOLERANCE.get(name, 1e-6) * peak)
+
+
+@pytest.mark.parametrize("name", ["StepLR", "LinearLR", "ConstantLR", "SequentialLR", "ChainedScheduler",
+                                  "LambdaLR", "MultiplicativeLR"])
+def test_param_groups_with_different_base_rates(name):
+    expected, got, converted = _torch_and_converted(CASES[name], (0.1, 0.02))
+    assert isinstance(converted, GroupScaledLR)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6 * expected.abs().max())
+
+
+def test_values_match_stepping_and_groups_are_left_alone():
+    optimizer = _optimizer(0.1, 0.02)
+    converted = convert_scheduler(L.StepLR(optimizer, step_size=3, gamma=0.5))
+    assert set(optimizer.param_groups[1]) == set(_optimizer(0.1, 0.02).param_groups[1]) | {"initial_lr"}
+    table = converted.values(range(7))
+    torch.testing.assert_close(table[:, 1], torch.tensor([0.02] * 3 + [0.01] * 3 + [0.005]), rtol=1e-6, atol=0)
+
+
+def test_conversion_starts_at_the_torch_schedulers_step():
+    optimizer = _optimizer(1.0)
+    scheduler = L.ExponentialLR(optimizer, gamma=0.5)
+    for _ in range(3):
+        optimizer.step()
+        scheduler.step()
+    converted = convert_scheduler(scheduler)
+    assert math.isclose(optimizer.param_groups[0]["lr"], 0.125, rel_tol=1e-6)
+    converted.step()
+    assert math.isclose(optimizer.param_groups[0]["lr"], 0.0625, rel_tol=1e-6)
+
+
+def test_conversion_says_what_it_built_in_one_info_line(caplog):
+    with caplog.at_level("INFO"):
+        convert_scheduler(L.StepLR(_optimizer(0.1), step_size=30, gamma=0.7))
+    assert [r.getMessage() for r in caplog.records if r.levelname == "INFO"] == [
+        "cs_lightning: torch StepLR converted to the closed form StepLR(initial_learning_rate=0.1, step_size=30, "
+        "gamma=0.7)"]
+
+
+NOT_CONVERTIBLE = {
+    "ReduceLROnPlateau": (lambda o: L.ReduceLROnPlateau(o), "monitored metric"),
+    "python-only lambda": (lambda o: L.LambdaLR(o, lambda k: 1.0 if k < 10 else 0.1), "tensor of steps"),
+    "math on a step": (lambda o: L.LambdaLR(o, lambda k: math.exp(-k / 100)), "tensor of steps"),
+    "step-dependent factor": (lambda o: L.MultiplicativeLR(o, lambda k: 1 - 1e-4 * k), "changes with the step"),
+    "OneCycleLR cycling momentum": (lambda o: L.OneCycleLR(o, max_lr=0.1, total_steps=100), "cycle_momentum"),
+    "CyclicLR cycling momentum": (lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1), "cycle_momentum"),
+    "custom scale_fn": (lambda o: L.CyclicLR(o, 0.01, 0.1, scale_fn=lambda c: 0.5 ** c, cycle_momentum=False),
+                        "scale_fn"),
+    "chain with a cosine": (lambda o: L.ChainedScheduler([L.ExponentialLR(o, 0.9), L.CosineAnnealingLR(o, 10)]),
+                            "does not just multiply"),
+    "sequence continuing a rate": (lambda o: L.SequentialLR(o, [L.ConstantLR(o, 0.5, 5),
+                                                                L.MultiplicativeLR(o, lambda k: 0.9)], [5]),
+                                   "continues from the learning rate"),
+}
+
+
+@pytest.mark.parametrize("name", NOT_CONVERTIBLE)
+def test_not_convertible_warns_once_and_keeps_torch_stepping(name):
+    make, reason = NOT_CONVERTIBLE[name]
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1, momentum=0.9)
+    scheduler = make(optimizer)
+    before = [dict(g) for g in optimizer.param_groups]
+    with pytest.warns(HostSchedulerWarning, match=reason) as caught:
+        assert convert_scheduler(scheduler) is None
+    assert len(caught) == 1
+    assert [dict(g) for g in optimizer.param_groups] == before
+
+
+@pytest.mark.parametrize("name", ["ReduceLROnPlateau", "python-only lambda"])
+def test_strict_raises_instead(name):
+    make, reason = NOT_CONVERTIBLE[name]
+    with pytest.raises(NotConvertible, match=reason):
+        convert_scheduler(make(_optimizer(0.1)), strict=True)
+
+
+def test_different_shapes_per_group_are_not_convertible():
+    scheduler = L.CosineAnnealingLR(_optimizer(0.1, 0.02), T_max=10, eta_min=1e-3)
+    with pytest.raises(NotConvertible, match="eta_min"):
+        convert_scheduler(scheduler, strict=True)
+
+
+def test_closed_form_schedulers_pass_through():
+    scheduler = cs.StepLR(_optimizer(0.1), initial_learning_rate=0.1, step_size=2, gamma=0.5)
+    assert convert_scheduler(scheduler) is scheduler
+
+
+def test_lightning_configs_keep_their_interval():
+    from lightning.pytorch.utilities.types import LRSchedulerConfig
+
+    optimizer = _optimizer(0.1)
+    plateau = L.ReduceLROnPlateau(optimizer)
+    configs = [LRSchedulerConfig(L.StepLR(optimizer, 2), interval="epoch", frequency=3),
+               LRSchedulerConfig(plateau, monitor="val_loss", reduce_on_plateau=True)]
+    with pytest.warns(HostSchedulerWarning):
+        convert_lightning_configs(configs)
+    assert isinstance(configs[0].scheduler, cs.StepLR)
+    assert (configs[0].interval, configs[0].frequency) == ("epoch", 3)
+    assert configs[1].scheduler is plateau
