@@ -31,6 +31,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning import trace
+from cs_lightning.schedulers import Scheduler
 from cs_lightning.step_closure import StepClosureCallback
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
@@ -203,8 +204,6 @@ class CSXSystem(Strategy):
 
     def _compile(self, module: LightningModule) -> None:
         """Capture forward for the whole fit; closed-form schedules write their values in place."""
-        from cs_lightning.schedulers import Scheduler
-
         for config in self.lr_scheduler_configs:
             if isinstance(config.scheduler, Scheduler):
                 config.scheduler.set_tensor_values(True)
@@ -272,8 +271,6 @@ def _step_closed_form(conf: Any) -> Any:
 
 
 def _per_step(scheduler: Any) -> Any:
-    from cs_lightning.schedulers import Scheduler
-
     return {"scheduler": scheduler, "interval": "step"} if isinstance(scheduler, Scheduler) else scheduler
 
 

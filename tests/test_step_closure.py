@@ -1,0 +1,125 @@
+"""step_closure: host reads deferred to the end of the step, run once, in order."""
+
+from typing import Any
+
+import pytest
+import torch
+from lightning.pytorch.loggers import CSVLogger
+from torch.overrides import TorchFunctionMode
+
+from cs_lightning import StepClosureCallback, step_closure
+from cs_lightning.step_closure import deferred_to_step_end
+from lightning_models import Regressor, fit
+
+
+def test_outside_a_step_the_call_runs_at_once() -> None:
+    @step_closure
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    assert torch.equal(double(torch.tensor(3.0)), torch.tensor(6.0))
+
+
+def test_inside_a_step_calls_wait_for_its_end_and_keep_their_order() -> None:
+    seen: list[tuple[str, float]] = []
+
+    @step_closure
+    def record(name: str, value: torch.Tensor) -> None:
+        seen.append((name, value.item()))
+
+    with deferred_to_step_end():
+        assert record("a", torch.tensor(1.0)) is None
+        record(name="b", value=torch.tensor(2.0))
+        assert seen == []
+    assert seen == [("a", 1.0), ("b", 2.0)]
+
+
+def test_a_failed_step_drops_its_closures_and_restores_the_state() -> None:
+    seen = []
+    record = step_closure(seen.append)
+    with pytest.raises(KeyError), deferred_to_step_end():
+        record(torch.tensor(1.0))
+        raise KeyError("step failed")
+    assert seen == []
+    record(torch.tensor(2.0))  # no step open any more: runs at once
+    assert seen == [torch.tensor(2.0)]
+
+
+def test_tensors_reach_the_closure_on_the_host() -> None:
+    seen = []
+    record = step_closure(lambda tree: seen.append(tree))
+    with deferred_to_step_end():
+        record({"loss": torch.tensor(1.0, requires_grad=True) * 2, "n": 3})
+    assert seen[0]["n"] == 3
+    assert seen[0]["loss"].device.type == "cpu" and not seen[0]["loss"].requires_grad
+
+
+def test_not_a_function_is_rejected() -> None:
+    with pytest.raises(TypeError, match=r"step_closure decorates a function, got 3"):
+        step_closure(3)
+
+
+class _ClosureModel(Regressor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ran_at: list[tuple[int, int]] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self._report(batch_idx, loss)
+        return loss
+
+    @step_closure
+    def _report(self, batch_idx: int, loss: torch.Tensor) -> None:
+        self.ran_at.append((batch_idx, self.trainer.global_step))
+
+
+@pytest.mark.parametrize("strategy", ["csx", "auto"])
+def test_in_training_closures_run_after_the_optimizer_step(strategy: str) -> None:
+    callbacks = [] if strategy == "csx" else [StepClosureCallback()]
+    model = _ClosureModel()
+    fit(model, strategy, steps=3, callbacks=callbacks)
+    assert model.ran_at == [(0, 1), (1, 2), (2, 3)]  # global_step already counts the step's update
+
+
+class _HostReads(TorchFunctionMode):
+    """Counts reads of tensor values to the host (item, float, bool, tolist, numpy, cpu)."""
+
+    READS = {"item", "__float__", "__int__", "__bool__", "tolist", "numpy", "cpu"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.count += getattr(func, "__name__", "") in self.READS
+        return func(*args, **(kwargs or {}))
+
+
+
+
+def test_logging_adds_no_host_read_on_steps_that_do_not_log() -> None:
+    reads_per_step: list[int] = []
+
+    class Counting(Regressor):
+        """Counts host reads from one batch start to the next (logging happens after the batch end hook)."""
+
+        def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+            self._stop_counting()
+            self._mode = _HostReads().__enter__()
+
+        def on_train_end(self) -> None:
+            self._stop_counting()
+
+        def _stop_counting(self) -> None:
+            if getattr(self, "_mode", None) is not None:
+                self._mode.__exit__(None, None, None)
+                reads_per_step.append(self._mode.count)
+                self._mode = None
+
+    # SGD: no step counter for the optimizer itself to read
+    fit(Counting(optimizer="sgd"), "csx", steps=8, log_every_n_steps=4, logger=CSVLogger("logs"))
+    # step 0 reads the first loss (time to first loss); steps 3 and 7 write the log
+    quiet = [count for step, count in enumerate(reads_per_step) if step not in (0, 3, 7)]
+    assert quiet == [0] * 5
+    assert reads_per_step[0] >= 1 and reads_per_step[3] >= 1 and reads_per_step[7] >= 1

@@ -1,0 +1,57 @@
+"""TimeToFirstLoss: one log line and ttfl/* metrics at the first loss, with any strategy."""
+
+import csv
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch.loggers import CSVLogger
+
+from cs_lightning import TimeToFirstLoss
+from lightning_models import Losses, Regressor, fit
+
+
+def test_with_the_default_strategy(caplog: pytest.LogCaptureFixture) -> None:
+    clock = TimeToFirstLoss()
+    with caplog.at_level(logging.INFO):
+        _, losses = fit(Regressor(), "auto", steps=3, callbacks=[clock], logger=CSVLogger("logs"))
+    assert set(clock.metrics) == {"ttfl/total", "ttfl/setup", "ttfl/first_step", "ttfl/loss"}
+    assert clock.metrics["ttfl/loss"] == losses.values[0].item()
+    assert clock.metrics["ttfl/total"] == pytest.approx(clock.metrics["ttfl/setup"] + clock.metrics["ttfl/first_step"])
+    assert all(value > 0 for name, value in clock.metrics.items() if name != "ttfl/loss")
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
+    assert len(lines) == 1 and f"first loss {losses.values[0].item():.6g}" in lines[0]
+    rows = list(csv.DictReader(Path("logs/lightning_logs/version_0/metrics.csv").open()))
+    assert float(rows[0]["ttfl/total"]) == pytest.approx(clock.metrics["ttfl/total"])
+
+
+def test_phases_a_strategy_adds_are_reported_and_logged() -> None:
+    clock = TimeToFirstLoss()
+    clock.add_phase("materialize", 0.25)
+    clock.add_phase("materialize", 0.25)
+    fit(Regressor(), "auto", steps=1, callbacks=[clock])
+    assert clock.metrics["ttfl/materialize"] == 0.5
+    assert "materialize 0.50 s" in clock._line()
+
+
+def test_the_clock_starts_once_and_reports_once() -> None:
+    clock = TimeToFirstLoss()
+    clock.start(at=0.0)
+    clock.start()  # already running: ignored
+    fit(Regressor(), "auto", steps=3, callbacks=[clock])
+    first = dict(clock.metrics)
+    assert first["ttfl/setup"] > 0  # measured from the given start
+    fit(Regressor(), "auto", steps=2, callbacks=[clock])
+    assert clock.metrics == first
+
+
+def test_csx_reports_without_being_asked(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        fit(Regressor(), "csx", steps=1)
+    assert sum(r.getMessage().startswith("Time to first loss") for r in caplog.records) == 1
+
+
+def test_negative_phase_is_rejected() -> None:
+    with pytest.raises(ValueError, match=r"seconds=-1"):
+        TimeToFirstLoss().add_phase("trace", -1)
