@@ -1,0 +1,642 @@
+"""Cerebras Model Zoo YAML -> cs-lightning YAML (`cs-lightning convert modelzoo.yaml -o run.yaml`).
+
+Two Model Zoo layouts are read:
+
+* the Trainer config of Model Zoo 2.x::
+
+      trainer:
+        init: {backend, model, optimizer, schedulers, precision, loop, checkpoint,
+               logging, callbacks, seed, ...}
+        fit: {train_dataloader, val_dataloader, ckpt_path}
+
+* the legacy layout: ``train_input``, ``eval_input``, ``model``, ``optimizer``
+  (``optimizer_type``, ``learning_rate`` as a float or a list of
+  ``{scheduler: Linear, ...}``, ...) and ``runconfig``.
+
+The result is a LightningCLI config for ``cs-lightning fit``: ``seed_everything``,
+``trainer`` (Lightning's own arguments), ``optimizer`` and ``schedulers`` (Cerebras
+shapes, canonical class names, every SequentialLR's milestones written out) and
+``ckpt_path``. Every leaf of the source is either mapped or listed as unmapped, with the
+reason, in the `Report` and in a comment block at the end of the written YAML (comments
+keep the file valid for ``cs-lightning fit``). Nothing is dropped silently.
+
+`convert` is a pure function of the parsed YAML; `convert_file` reads and writes files;
+`main_convert` is the command line. Mistakes (unknown scheduler, inconsistent milestones,
+not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path; the command
+prints that as one line and exits with code 2, writing nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+import yaml
+
+from cs_lightning.errors import ConfigError
+from cs_lightning.optimizers import torch_optimizers
+
+CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
+
+# Model Zoo's mixed-precision formats -> Lightning precision strings.
+_PRECISION = {"bfloat16": "bf16-mixed", "cbfloat16": "bf16-mixed", "float16": "16-mixed"}
+
+# Where cerebras.pytorch's optimizer defaults differ from torch.optim's: written out, so
+# a config that relied on the Cerebras default keeps its numbers.
+_CEREBRAS_OPTIMIZER_DEFAULTS = {
+    "adam": {"eps": 1e-6},
+    "adamw": {"eps": 1e-6, "weight_decay": 0.0},
+}
+
+# Model Zoo optimizer argument spellings -> torch.optim's.
+_OPTIMIZER_ALIASES = {"learning_rate": "lr", "weight_decay_rate": "weight_decay"}
+
+# Legacy scheduler argument spellings (Model Zoo 1.x) -> cerebras.pytorch 2.x names,
+# applied only where the scheduler class has the new name and not the old one.
+_SCHEDULER_ALIASES = {
+    "total_iters": ("steps", "decay_steps"),
+    "initial_learning_rate": ("learning_rate", "base_lr"),
+    "base_lr": ("learning_rate", "initial_learning_rate"),
+    "learning_rates": ("values",),
+    "milestones": ("boundaries",),
+}
+
+# Why a whole section has no counterpart, by its key path prefix (longest match wins).
+_REASONS = {
+    "trainer.init.model": "Model Zoo model: write a LightningModule and set model: class_path",
+    "model": "Model Zoo model: write a LightningModule and set model: class_path",
+    "trainer.fit.train_dataloader": "Model Zoo data processor: write a LightningDataModule "
+                                    "(its batch size is one micro-batch)",
+    "trainer.fit.val_dataloader": "Model Zoo data processor: write a LightningDataModule",
+    "train_input": "Model Zoo data processor: write a LightningDataModule (its batch size is one micro-batch)",
+    "eval_input": "Model Zoo data processor: write a LightningDataModule",
+    "trainer.init.callbacks": "Model Zoo callback: add a Lightning callback under trainer.callbacks",
+    "trainer.init.loggers": "Model Zoo logger: set trainer.logger",
+    "trainer.init.sparsity": "weight sparsity is not emulated by cs-lightning",
+    "trainer.init.backend": "Cerebras cluster setting: no counterpart in the emulated CS-X",
+}
+_DEFAULT_REASON = "no cs-lightning counterpart"
+
+
+@dataclass
+class Report:
+    """What `convert` did: every source leaf is in `mapped` or in `unmapped`."""
+
+    source: str
+    layout: str
+    mapped: list[tuple[str, str]] = field(default_factory=list)
+    unmapped: list[tuple[str, Any, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def format(self) -> str:
+        """The human-readable report `cs-lightning convert` prints at the end."""
+        lines = [f"converted {self.source} ({self.layout} layout): "
+                 f"{len(self.mapped)} keys mapped, {len(self.unmapped)} unmapped"]
+        lines += [f"  {src} -> {dst}" for src, dst in self.mapped]
+        if self.unmapped:
+            lines.append("unmapped (marked at the end of the output file):")
+            lines += [f"  {key}: {_flow(value)}  # {why}" for key, value, why in self.unmapped]
+        if self.notes:
+            lines.append("notes:")
+            lines += [f"  - {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- source
+
+
+def _join(prefix: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{prefix}[{key}]"
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+def _under(path: str, prefix: str) -> bool:
+    """Whether key path `path` is `prefix` or lies below it."""
+    return path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
+
+
+def _leaves(value: Any, path: str) -> list[tuple[str, Any]]:
+    """Key paths of every leaf; lists are leaves unless they hold mappings."""
+    if isinstance(value, Mapping) and value:
+        return [leaf for key, child in value.items() for leaf in _leaves(child, _join(path, key))]
+    if isinstance(value, list) and any(isinstance(item, Mapping) for item in value):
+        return [leaf for i, child in enumerate(value) for leaf in _leaves(child, _join(path, i))]
+    return [(path, value)]
+
+
+class _Source:
+    """The Model Zoo config being read; remembers which key paths were used."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = config
+        self.used: set[str] = set()
+        self.reasons: dict[str, str] = {}
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """Value at a dotted key path (mappings only), or `default`."""
+        node: Any = self.config
+        for key in path.split("."):
+            if not isinstance(node, Mapping) or key not in node:
+                return default
+            node = node[key]
+        return node
+
+    def use(self, path: str) -> None:
+        """Mark `path` and everything below it as converted."""
+        self.used.add(path)
+
+    def why(self, path: str, reason: str) -> None:
+        """Say why `path` (and what is below it) stays unmapped."""
+        self.reasons[path] = reason
+
+    def reason(self, path: str) -> str:
+        """The most specific reason known for an unmapped key path."""
+        reasons = {**_REASONS, **self.reasons}
+        matches = [prefix for prefix in reasons if _under(path, prefix)]
+        return reasons[max(matches, key=len)] if matches else _DEFAULT_REASON
+
+    def unused(self) -> list[tuple[str, Any]]:
+        """Every leaf not converted, in file order."""
+        return [(path, value) for path, value in _leaves(self.config, "")
+                if not any(_under(path, used) for used in self.used)]
+
+
+class _Output:
+    """The cs-lightning config being written, and the report of where each value came from."""
+
+    def __init__(self, source: _Source, report: Report) -> None:
+        self.config: dict[str, Any] = {}
+        self.source = source
+        self.report = report
+
+    def set(self, dst: str, value: Any, src: str | None) -> None:
+        node = self.config
+        *parents, last = dst.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+        if src is not None:
+            self.record(src, dst)
+
+    def record(self, src: str, dst: str) -> None:
+        """Say that the source key `src` (and all below it) went into `dst`."""
+        self.source.use(src)
+        self.report.mapped.append((src, dst))
+
+    def take(self, src: str, dst: str, check: type | tuple[type, ...] | None = None) -> Any:
+        """Copy the source value at `src` (if present) to `dst`; returns it."""
+        value = self.source.get(src)
+        if value is None:
+            return None
+        if check is not None and (isinstance(value, bool) or not isinstance(value, check)):
+            raise ConfigError(src, f"expected {_type_names(check)}, got {value!r}; fix: correct this value")
+        self.set(dst, value, src)
+        return value
+
+
+def _type_names(check: type | tuple[type, ...]) -> str:
+    types = check if isinstance(check, tuple) else (check,)
+    return " or ".join(t.__name__ for t in types)
+
+
+# ---------------------------------------------------------------------- shared parts
+
+
+def _precision(out: _Output, enabled_key: str, type_key: str) -> None:
+    """Mixed-precision switch and format -> trainer.precision."""
+    enabled, fp16_type = out.source.get(enabled_key), out.source.get(type_key)
+    if enabled is None and fp16_type is None:
+        return
+    if enabled is False:
+        out.set("trainer.precision", "32-true", enabled_key)
+        if fp16_type is not None:
+            out.record(type_key, "trainer.precision")
+        return
+    fp16_type = fp16_type or "float16"  # cerebras.pytorch's default half type
+    if fp16_type not in _PRECISION:
+        raise ConfigError(type_key, f"unknown half-precision type {fp16_type!r}; "
+                        f"fix: use one of {sorted(_PRECISION)}")
+    out.set("trainer.precision", _PRECISION[fp16_type], type_key)
+    if enabled is not None:
+        out.record(enabled_key, "trainer.precision")
+    if fp16_type == "cbfloat16":
+        out.report.notes.append("cbfloat16 is a CS-X format; bf16-mixed is the closest Lightning precision")
+    if fp16_type == "float16":
+        out.report.notes.append("16-mixed needs a GPU; on CPU use bf16-mixed")
+
+
+def _clipping(out: _Output, prefix: str) -> None:
+    """max_gradient_norm / max_gradient_value -> trainer.gradient_clip_val/_algorithm."""
+    norm, value = f"{prefix}.max_gradient_norm", f"{prefix}.max_gradient_value"
+    if out.source.get(norm) is not None and out.source.get(value) is not None:
+        raise ConfigError(prefix, "both max_gradient_norm and max_gradient_value are set; "
+                        "fix: keep one (Lightning clips one way)")
+    for key, algorithm in ((norm, "norm"), (value, "value")):
+        if out.take(key, "trainer.gradient_clip_val", (int, float)) is not None:
+            out.set("trainer.gradient_clip_algorithm", algorithm, None)
+
+
+def _loop(out: _Output, keys: Mapping[str, str]) -> None:
+    """Steps, epochs, evaluation cadence and gradient accumulation -> trainer.*.
+
+    Model Zoo counts optimizer steps; Lightning's val_check_interval counts batches,
+    so an integer eval_frequency is multiplied by grad_accum_steps.
+    """
+    get = out.source.get
+    accum = out.take(keys["grad_accum_steps"], "trainer.accumulate_grad_batches", int) or 1
+    if accum > 1:
+        out.report.notes.append(f"grad_accum_steps={accum}: Model Zoo's batch_size is the global batch, "
+                                f"a Lightning batch is one micro-batch: use batch_size / {accum} in your DataModule")
+    if out.take(keys["max_steps"], "trainer.max_steps", int) is None:
+        out.take(keys["num_steps"], "trainer.max_steps", int)
+    out.take(keys["num_epochs"], "trainer.max_epochs", int)
+    frequency = get(keys["eval_frequency"])
+    if isinstance(frequency, bool) or not isinstance(frequency, (int, float, type(None))):
+        raise ConfigError(keys["eval_frequency"], f"expected a number of steps, got {frequency!r}")
+    if isinstance(frequency, int):
+        out.set("trainer.val_check_interval", frequency * accum, keys["eval_frequency"])
+        out.set("trainer.check_val_every_n_epoch", None, None)
+    elif isinstance(frequency, float):
+        out.set("trainer.val_check_interval", frequency, keys["eval_frequency"])
+    out.take(keys["eval_steps"], "trainer.limit_val_batches", int)
+
+
+def _checkpoint_every(out: _Output, key: str) -> None:
+    steps = out.source.get(key)
+    if steps is None:
+        return
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
+        raise ConfigError(key, f"expected a positive number of steps, got {steps!r}")
+    callback = {"class_path": CHECKPOINT_CALLBACK,
+                "init_args": {"every_n_train_steps": steps, "save_top_k": -1}}
+    out.set("trainer.callbacks", [callback], key)
+
+
+def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) -> None:
+    """A Model Zoo optimizer -> `optimizer: {TorchName: {args}}`, argument by argument.
+
+    Arguments torch's class does not take stay unmapped, with that reason.
+    """
+    torch_cls = torch_optimizers().get(name.lower())
+    if torch_cls is None:
+        out.source.why(args_key, f"{name} is a cerebras.pytorch optimizer with no torch.optim "
+                                 "counterpart: write an optimizer: block by hand")
+        return
+    accepted = set(inspect.signature(torch_cls).parameters) - {"params"}
+    converted: dict[str, Any] = {}
+    for arg, value in args.items():
+        arg_key = _join(args_key, arg)
+        target = _OPTIMIZER_ALIASES.get(arg, arg)
+        if arg == "correct_bias" and value is True and torch_cls in (torch.optim.Adam, torch.optim.AdamW):
+            out.record(arg_key, "optimizer (torch's Adam always corrects the bias)")
+        elif target in accepted:
+            converted[target] = value
+            out.record(arg_key, f"optimizer.{torch_cls.__name__}.{target}")
+        else:
+            out.source.why(arg_key, f"torch.optim.{torch_cls.__name__} has no argument {target!r}")
+    for arg, default in _CEREBRAS_OPTIMIZER_DEFAULTS.get(name.lower(), {}).items():
+        if arg not in converted:
+            converted[arg] = default
+            out.report.notes.append(f"optimizer {torch_cls.__name__}: {arg}={default} written out, "
+                                    "cerebras.pytorch's default, which differs from torch's")
+    out.set("optimizer", {torch_cls.__name__: converted}, None)
+
+
+# ------------------------------------------------------------------------ schedulers
+
+
+def _scheduler_class(name: str, key: str) -> type:
+    """A scheduler name as Model Zoo wrote it (`Linear`, `CosineDecay`, `LinearLR`) -> class."""
+    from cs_lightning import schedulers
+
+    try:
+        return schedulers.resolve(name)
+    except ValueError as err:
+        try:
+            return schedulers.resolve(f"{name}LR")
+        except ValueError:
+            raise ConfigError(key, f"{err}; fix: use a cerebras.pytorch scheduler name") from None
+
+
+def _canonical(block: Any, key: str) -> dict[str, Any]:
+    """One scheduler block -> `{ClassName: {args}}` with the class's own names, children too."""
+    if not isinstance(block, Mapping) or len(block) != 1:
+        raise ConfigError(key, f"expected one {{SchedulerName: {{args}}}}, got {block!r}")
+    (name, args), = block.items()
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise ConfigError(_join(key, name), f"expected a mapping of arguments, got {args!r}")
+    cls = _scheduler_class(str(name), key)
+    args = dict(args)
+    if isinstance(args.get("schedulers"), list):
+        args["schedulers"] = [_canonical(child, f"{key}.{name}.schedulers[{i}]")
+                              for i, child in enumerate(args["schedulers"])]
+    if isinstance(args.get("scheduler"), Mapping):
+        args["scheduler"] = _canonical(args["scheduler"], f"{key}.{name}.scheduler")
+    return {cls.__name__: args}
+
+
+def _legacy_item(item: Any, key: str) -> tuple[dict[str, Any], str | None]:
+    """`{scheduler: Linear, steps: 10, ...}` -> (`{LinearLR: {total_iters: 10, ...}}`, main_scheduler)."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("scheduler"), str):
+        raise ConfigError(key, f"expected {{scheduler: Name, ...}}, got {item!r}")
+    args = dict(item)
+    cls = _scheduler_class(args.pop("scheduler"), f"{key}.scheduler")
+    main = args.pop("main_scheduler", None)
+    params = set(inspect.signature(cls).parameters)
+    for new, olds in _SCHEDULER_ALIASES.items():
+        for old in olds:
+            if new in params and old not in params and old in args and new not in args:
+                args[new] = args.pop(old)
+    return {cls.__name__: args}, main
+
+
+def _legacy_schedule(spec: Any, key: str) -> list[dict[str, Any]]:
+    """Legacy `learning_rate: [...]` (or one dict) -> a list with one Cerebras-shape block."""
+    items = spec if isinstance(spec, list) else [spec]
+    converted = [_legacy_item(item, f"{key}[{i}]" if isinstance(spec, list) else key)
+                 for i, item in enumerate(items)]
+    blocks = [block for block, _ in converted]
+    mains = {str(main).lower() for _, main in converted if main is not None}
+    if len(mains) > 1:
+        raise ConfigError(key, f"conflicting main_scheduler values {sorted(mains)}; fix: use one")
+    if len(blocks) == 1:
+        return blocks
+    if mains & {"chained", "chainedlr", "chainedscheduler"}:
+        return [{"ChainedScheduler": {"schedulers": blocks}}]
+    return [{"SequentialLR": {"schedulers": blocks}}]
+
+
+def _with_milestones(block: dict[str, Any], key: str) -> dict[str, Any]:
+    """Write out every SequentialLR's milestones (the running sum of its children's lengths).
+
+    Given milestones are checked against the children by `schedulers.build`, which the
+    caller runs afterwards on the result.
+    """
+    (name, args), = block.items()
+    args = dict(args)
+    children = args.get("schedulers")
+    if isinstance(children, list):
+        args["schedulers"] = [_with_milestones(child, f"{key}.{name}.schedulers[{i}]")
+                              for i, child in enumerate(children)]
+        if name in ("SequentialLR", "SequentialWD") and "milestones" not in args:
+            args["milestones"] = _running_sum(args["schedulers"], f"{key}.{name}")
+    return {name: args}
+
+
+def _length(block: Mapping[str, Any]) -> int | None:
+    """How many steps a schedule block lasts, when its arguments say."""
+    (name, args), = block.items()
+    if name in ("SequentialLR", "SequentialWD"):
+        children = [_length(child) for child in args.get("schedulers", [])]
+        return None if None in children else sum(children)
+    for arg in ("total_iters", "total_steps"):
+        if isinstance(args.get(arg), int):
+            return args[arg]
+    return None
+
+
+def _running_sum(children: list[dict[str, Any]], key: str) -> list[int]:
+    milestones, total = [], 0
+    for i, child in enumerate(children[:-1]):
+        length = _length(child)
+        if length is None:
+            raise ConfigError(f"{key}.schedulers[{i}]", "this schedule has no total_iters, so the "
+                            "SequentialLR milestone after it cannot be inferred; fix: add total_iters "
+                            "or give milestones")
+        total += length
+        milestones.append(total)
+    return milestones
+
+
+def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: str) -> None:
+    """Check the converted blocks by building them, then write `schedulers:`."""
+    from cs_lightning import schedulers
+
+    blocks = [_with_milestones(block, f"{src}[{i}]") for i, block in enumerate(blocks)]
+    for i, block in enumerate(blocks):
+        try:
+            schedulers.build(block, probe_optimizer(block))
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"{src}[{i}]" if len(blocks) > 1 else src, f"{err}") from None
+    out.set("schedulers", blocks, src)
+
+
+def _tags(block: Any) -> set[Any]:
+    """Every param_group_tags value named anywhere in a scheduler block."""
+    found: set[Any] = set()
+    if isinstance(block, Mapping):
+        for key, value in block.items():
+            if key == "param_group_tags":
+                found |= set(value) if isinstance(value, (list, tuple, set)) else {value}
+            else:
+                found |= _tags(value)
+    elif isinstance(block, list):
+        for item in block:
+            found |= _tags(item)
+    return found
+
+
+def probe_optimizer(*blocks: Any) -> torch.optim.Optimizer:
+    """A throwaway SGD with one untagged group plus one group per tag the blocks name.
+
+    Building a schedule on it checks names, arguments and milestones without a model.
+    """
+    tags = sorted((t for block in blocks for t in _tags(block) if t is not None), key=str)
+    groups = [{"params": [torch.nn.Parameter(torch.zeros(1))]}]
+    groups += [{"params": [torch.nn.Parameter(torch.zeros(1))], "tags": {tag}} for tag in tags]
+    return torch.optim.SGD(groups, lr=0.1)
+
+
+# ---------------------------------------------------------------------------- layouts
+
+
+def _trainer_layout(out: _Output) -> None:
+    src = out.source
+    init = "trainer.init"
+    if not isinstance(src.get(init), Mapping):
+        raise ConfigError(init, "a Model Zoo Trainer config needs trainer: {init: {...}}; "
+                        "fix: check the file is a Trainer config")
+    out.take(f"{init}.seed", "seed_everything", int)
+    out.take(f"{init}.model_dir", "trainer.default_root_dir", str)
+    backend = src.get(f"{init}.backend.backend_type")
+    if backend is not None:
+        out.set("trainer.accelerator", "csx", f"{init}.backend.backend_type")
+        out.set("trainer.strategy", "csx", None)
+        if str(backend).upper() != "CSX":
+            out.report.notes.append(f"backend_type {backend}: cs-lightning emulates a CS-X on this "
+                                    "machine's CPU or GPU either way")
+    out.take(f"{init}.backend.cluster_config.num_csx", "trainer.devices", int)
+    _precision(out, f"{init}.precision.enabled", f"{init}.precision.fp16_type")
+    _clipping(out, f"{init}.precision")
+    _loss_scaling(out, f"{init}.precision.loss_scaling_factor")
+    _loop(out, {k: f"{init}.loop.{k}" for k in
+                ("max_steps", "num_steps", "num_epochs", "eval_frequency", "eval_steps", "grad_accum_steps")})
+    _checkpoint_every(out, f"{init}.checkpoint.steps")
+    out.take(f"{init}.logging.log_steps", "trainer.log_every_n_steps", int)
+    optimizer = src.get(f"{init}.optimizer")
+    if optimizer is not None:
+        if not isinstance(optimizer, Mapping) or len(optimizer) != 1:
+            raise ConfigError(f"{init}.optimizer", f"expected {{OptimizerName: {{args}}}}, got {optimizer!r}")
+        (name, args), = optimizer.items()
+        if not args:
+            out.record(f"{init}.optimizer.{name}", "optimizer")
+        _optimizer(out, str(name), dict(args or {}), f"{init}.optimizer.{name}")
+    spec = src.get(f"{init}.schedulers")
+    if spec:
+        items = spec if isinstance(spec, list) else [spec]
+        _schedulers(out, [_canonical(block, f"{init}.schedulers[{i}]") for i, block in enumerate(items)],
+                    f"{init}.schedulers")
+    out.take("trainer.fit.ckpt_path", "ckpt_path", str)
+
+
+def _legacy_layout(out: _Output) -> None:
+    src = out.source
+    out.take("runconfig.seed", "seed_everything", int)
+    out.take("runconfig.model_dir", "trainer.default_root_dir", str)
+    out.take("runconfig.num_csx", "trainer.devices", int)
+    out.take("runconfig.checkpoint_path", "ckpt_path", str)
+    if src.get("model.use_bfloat16") is True and src.get("model.fp16_type") is None:
+        out.set("trainer.precision", "bf16-mixed", "model.use_bfloat16")
+    else:
+        _precision(out, "model.mixed_precision", "model.fp16_type")
+    _clipping(out, "optimizer")
+    _loss_scaling(out, "optimizer.loss_scaling_factor")
+    accum = "optimizer.grad_accum_steps" if src.get("optimizer.grad_accum_steps") is not None \
+        else "runconfig.grad_accum_steps"
+    _loop(out, {"max_steps": "runconfig.max_steps", "num_steps": "runconfig.num_steps",
+                "num_epochs": "runconfig.num_epochs", "eval_frequency": "runconfig.eval_frequency",
+                "eval_steps": "runconfig.eval_steps", "grad_accum_steps": accum})
+    key = "runconfig.checkpoint_steps" if src.get("runconfig.checkpoint_steps") is not None \
+        else "runconfig.save_checkpoint_steps"
+    _checkpoint_every(out, key)
+    out.take("runconfig.log_steps", "trainer.log_every_n_steps", int)
+    optimizer = src.get("optimizer")
+    if not isinstance(optimizer, Mapping) or not isinstance(optimizer.get("optimizer_type"), str):
+        raise ConfigError("optimizer.optimizer_type", "a legacy Model Zoo config names its optimizer here; "
+                        "fix: add optimizer_type: AdamW (or SGD, ...)")
+    out.record("optimizer.optimizer_type", "optimizer")
+    learning_rate = optimizer.get("learning_rate")
+    handled = {"optimizer_type", "learning_rate", "max_gradient_norm", "max_gradient_value",
+               "loss_scaling_factor", "grad_accum_steps", "adjust_learning_rate", "log_summaries"}
+    args = {k: v for k, v in optimizer.items() if k not in handled}
+    if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):
+        args["learning_rate"] = learning_rate
+    _optimizer(out, optimizer["optimizer_type"], args, "optimizer")
+    if isinstance(learning_rate, (Mapping, list)):
+        _schedulers(out, _legacy_schedule(learning_rate, "optimizer.learning_rate"), "optimizer.learning_rate")
+    src.why("optimizer.adjust_learning_rate", "per-layer learning-rate scaling: put adjust_learning_rate "
+            "into your param groups and wrap the schedule in ScalePerParamLR")
+    src.why("optimizer.log_summaries", "Model Zoo summaries: use Lightning loggers")
+
+
+def _loss_scaling(out: _Output, key: str) -> None:
+    """'dynamic' loss scaling is what Lightning's 16-mixed does; bf16 needs none."""
+    value = out.source.get(key)
+    if value == "dynamic":
+        out.record(key, "trainer.precision (16-mixed scales dynamically; bf16 needs no scaling)")
+
+
+def _layout(config: Any) -> str:
+    if not isinstance(config, Mapping):
+        raise ConfigError("<top level>", f"expected a mapping of sections, got {type(config).__name__}; "
+                        "fix: give a Cerebras Model Zoo config (trainer: {init: ...} or "
+                        "train_input/model/optimizer/runconfig)")
+    if "trainer" in config:
+        if isinstance(config["trainer"], list):
+            raise ConfigError("trainer", "a multi-phase Trainer config (trainer: [...]) holds several runs; "
+                            "fix: convert each phase as its own file")
+        return "trainer"
+    if "runconfig" in config or isinstance(config.get("optimizer"), Mapping) and \
+            "optimizer_type" in config["optimizer"]:
+        return "legacy"
+    raise ConfigError("<top level>", f"not a Cerebras Model Zoo config: found keys {sorted(map(str, config))}; "
+                    "fix: give a Trainer config (trainer: {init: ..., fit: ...}) or a legacy one "
+                    "(train_input/model/optimizer/runconfig)")
+
+
+def convert(config: Mapping[str, Any], source: str = "<config>") -> tuple[dict[str, Any], Report]:
+    """Model Zoo config (parsed YAML) -> (cs-lightning config, report). Pure: touches no file.
+
+    Raises `ConfigError` (a ValueError) naming the Model Zoo key path and the fix.
+    """
+    layout = _layout(config)
+    report = Report(source=source, layout=layout)
+    out = _Output(_Source(config), report)
+    (_trainer_layout if layout == "trainer" else _legacy_layout)(out)
+    out.config.setdefault("trainer", {}).setdefault("strategy", "csx")
+    report.unmapped = [(path, value, out.source.reason(path)) for path, value in out.source.unused()]
+    return _ordered(out.config), report
+
+
+def _ordered(config: dict[str, Any]) -> dict[str, Any]:
+    order = ["seed_everything", "trainer", "optimizer", "schedulers", "ckpt_path"]
+    return {key: config[key] for key in order if key in config}
+
+
+# ------------------------------------------------------------------------------ files
+
+
+def _flow(value: Any) -> str:
+    """A value on one line, as YAML flow style."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("\n...")
+
+
+def dump(config: Mapping[str, Any], report: Report) -> str:
+    """The output file's text: the config, then every unmapped key as a comment."""
+    lines = [f"# Converted by `cs-lightning convert` from {report.source} ({report.layout} layout).",
+             "# Run with: cs-lightning fit --config <this file> --model <your LightningModule> "
+             "--data <your LightningDataModule>",
+             yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False).rstrip()]
+    if report.unmapped:
+        lines.append("# ---- unmapped: Model Zoo keys with no cs-lightning counterpart (not used) ----")
+        lines += [f"# {key}: {_flow(value)}  ({why})" for key, value, why in report.unmapped]
+    return "\n".join(lines) + "\n"
+
+
+def convert_file(src: str | Path, out: str | Path) -> Report:
+    """Convert the Model Zoo YAML at `src` and write the cs-lightning YAML to `out`."""
+    src = Path(src)
+    if not src.is_file():
+        raise ConfigError(str(src), "file does not exist; fix: check the path")
+    try:
+        config = yaml.safe_load(src.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
+    converted, report = convert(config, source=str(src))
+    Path(out).write_text(dump(converted, report))
+    return report
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse that raises instead of printing its usage, so a mistake stays one line."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        raise ConfigError("convert", f"{message}; fix: cs-lightning convert modelzoo.yaml -o run.yaml")
+
+
+def main_convert(argv: Sequence[str]) -> int:
+    """`cs-lightning convert modelzoo.yaml -o run.yaml`: returns the exit code (2 on a bad file)."""
+    parser = _ArgumentParser(prog="cs-lightning convert",
+                             description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML.")
+    parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
+    parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write")
+    try:
+        opts = parser.parse_args(list(argv))
+        report = convert_file(opts.source, opts.out)
+    except ConfigError as err:
+        print(f"cs-lightning convert: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    except SystemExit as exit_:  # --help
+        return exit_.code if isinstance(exit_.code, int) else 0
+    print(report.format())
+    print(f"wrote {opts.out}")
+    return 0

@@ -1,0 +1,195 @@
+"""Cerebras Model Zoo YAML -> cs-lightning YAML: schedules, mapped keys, unmapped report, errors."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from cs_lightning import schedulers
+from cs_lightning.convert import convert, convert_file, main_convert, probe_optimizer
+from cs_lightning.errors import ConfigError
+from conftest import REPO
+
+DATA = REPO / "tests" / "data" / "modelzoo"
+
+# The three realistic configs, each with the path of its Model Zoo schedule block.
+CONFIGS = {
+    "gpt_trainer.yaml": ("trainer", "init", "schedulers"),
+    "legacy_gpt3.yaml": ("optimizer", "learning_rate"),
+    "chained_tags.yaml": ("trainer", "init", "schedulers"),
+}
+
+
+def _load(name: str) -> dict:
+    return yaml.safe_load((DATA / name).read_text())
+
+
+def _at(config: dict, path: tuple[str, ...]):
+    for key in path:
+        config = config[key]
+    return config
+
+
+def _values(spec, steps: int) -> torch.Tensor:
+    """Every schedule of a block on one probe optimizer: (steps, groups) per scheduler, stacked."""
+    optimizer = probe_optimizer(spec)
+    return torch.stack([s.values(range(steps)) for s in schedulers.build(spec, optimizer)])
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_converted_schedules_equal_the_model_zoo_blocks(name):
+    source = _load(name)
+    converted, _ = convert(source, source=name)
+    block = _at(source, CONFIGS[name])
+    steps = converted["trainer"]["max_steps"] + 1
+    expected, got = _values(block, steps), _values(converted["schedulers"], steps)
+    assert got.shape == expected.shape
+    assert torch.equal(got.nan_to_num(-1.0), expected.nan_to_num(-1.0))
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_source_key_is_mapped_or_reported(name, tmp_path):
+    report = convert_file(DATA / name, tmp_path / "run.yaml")
+    text = (tmp_path / "run.yaml").read_text()
+    mapped = [src for src, _ in report.mapped]
+    unmapped = [key for key, _, _ in report.unmapped]
+    for leaf in _leaf_paths(_load(name)):
+        covered = [m for m in mapped if leaf == m or leaf.startswith((m + ".", m + "["))]
+        assert bool(covered) != (leaf in unmapped), leaf
+    for key in unmapped:
+        assert f"# {key}: " in text
+        assert key in report.format()
+
+
+def _leaf_paths(value, path=""):
+    if isinstance(value, dict) and value:
+        for key, child in value.items():
+            yield from _leaf_paths(child, f"{path}.{key}" if path else key)
+    elif isinstance(value, list) and any(isinstance(item, dict) for item in value):
+        for index, child in enumerate(value):
+            yield from _leaf_paths(child, f"{path}[{index}]")
+    else:
+        yield path
+
+
+def test_gpt_trainer_config():
+    converted, report = convert(_load("gpt_trainer.yaml"))
+    trainer = converted["trainer"]
+    assert converted["seed_everything"] == 1234
+    assert (trainer["accelerator"], trainer["strategy"], trainer["devices"]) == ("csx", "csx", 1)
+    assert (trainer["precision"], trainer["gradient_clip_val"], trainer["gradient_clip_algorithm"]) == \
+        ("bf16-mixed", 1.0, "norm")
+    assert trainer["max_steps"] == 5000 and trainer["accumulate_grad_batches"] == 4
+    # eval every 500 optimizer steps = every 2,000 micro-batches; 100 eval batches.
+    assert (trainer["val_check_interval"], trainer["check_val_every_n_epoch"], trainer["limit_val_batches"]) == \
+        (2000, None, 100)
+    assert trainer["callbacks"] == [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                                     "init_args": {"every_n_train_steps": 1000, "save_top_k": -1}}]
+    assert trainer["log_every_n_steps"] == 10 and trainer["default_root_dir"] == "./model_dir_gpt"
+    assert converted["optimizer"] == {"AdamW": {"betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}}
+    assert converted["schedulers"][0]["SequentialLR"]["milestones"] == [375]
+    assert converted["ckpt_path"] == "./model_dir_gpt/checkpoint_0.mdl"
+    unmapped = {key for key, _, _ in report.unmapped}
+    assert {"trainer.init.model.name", "trainer.fit.train_dataloader.data_processor",
+            "trainer.init.callbacks[0].ComputeNorm", "trainer.init.precision.precision_opt_level"} <= unmapped
+
+
+def test_legacy_config():
+    converted, report = convert(_load("legacy_gpt3.yaml"))
+    assert converted["schedulers"] == [{"SequentialLR": {
+        "schedulers": [
+            {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 2e-4, "total_iters": 1500}},
+            {"CosineDecayLR": {"initial_learning_rate": 2e-4, "end_learning_rate": 2e-5, "total_iters": 9000}},
+            {"ConstantLR": {"learning_rate": 2e-5}}],
+        "milestones": [1500, 10500]}}]
+    # weight_decay_rate is the old name; eps is written out because Cerebras' default is 1e-6.
+    assert converted["optimizer"] == {"AdamW": {"weight_decay": 0.1, "betas": [0.9, 0.95], "eps": 1e-6}}
+    assert converted["trainer"]["precision"] == "bf16-mixed"
+    assert converted["trainer"]["callbacks"][0]["init_args"]["every_n_train_steps"] == 2000
+    assert converted["seed_everything"] == 7
+    assert ("optimizer.log_summaries", True, "Model Zoo summaries: use Lightning loggers") in report.unmapped
+
+
+def test_old_scheduler_spellings_and_chained_main_scheduler():
+    config = {"optimizer": {"optimizer_type": "SGD", "momentum": 0.9, "learning_rate": [
+        {"scheduler": "Linear", "initial_learning_rate": 0.0, "end_learning_rate": 0.1, "steps": 10,
+         "main_scheduler": "chained"},
+        {"scheduler": "Exponential", "learning_rate": 1.0, "decay_steps": 5, "decay_rate": 0.5}]},
+        "runconfig": {"max_steps": 20}}
+    converted, _ = convert(config)
+    assert converted["schedulers"] == [{"ChainedScheduler": {"schedulers": [
+        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10}},
+        {"ExponentialLR": {"initial_learning_rate": 1.0, "total_iters": 5, "decay_rate": 0.5}}]}}]
+    assert converted["optimizer"] == {"SGD": {"momentum": 0.9}}
+
+
+def test_a_float_learning_rate_is_the_optimizers():
+    converted, _ = convert({"optimizer": {"optimizer_type": "SGD", "learning_rate": 0.01},
+                            "runconfig": {"max_steps": 3}})
+    assert converted["optimizer"] == {"SGD": {"lr": 0.01}} and "schedulers" not in converted
+
+
+def test_cerebras_only_optimizer_is_reported_not_guessed():
+    config = {"trainer": {"init": {"optimizer": {"Lamb": {"weight_decay": 0.01}}, "loop": {"max_steps": 5}}}}
+    converted, report = convert(config)
+    assert "optimizer" not in converted
+    assert [key for key, _, why in report.unmapped if "no torch.optim counterpart" in why] == \
+        ["trainer.init.optimizer.Lamb.weight_decay"]
+
+
+def test_convert_is_pure():
+    source = _load("gpt_trainer.yaml")
+    before = copy.deepcopy(source)
+    assert convert(source) == convert(source)
+    assert source == before
+
+
+BAD = {
+    "bad_unknown_scheduler.yaml": "trainer.init.schedulers[0].SequentialLR.schedulers[1]",
+    "bad_milestones.yaml": "trainer.init.schedulers",
+    "bad_not_trainer.yaml": "not a Cerebras Model Zoo config",
+    "bad_legacy_unknown_scheduler.yaml": "optimizer.learning_rate[0].scheduler",
+}
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_bad_files_give_one_line_and_exit_2(name, tmp_path, capsys):
+    out = tmp_path / "run.yaml"
+    assert main_convert([str(DATA / name), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("cs-lightning convert: error: ")
+    assert BAD[name] in err
+    assert not out.exists()
+
+
+def test_bad_milestones_name_the_fix():
+    with pytest.raises(ConfigError, match=r"milestones=\[150\].*total_iters=100.*should be 100"):
+        convert(_load("bad_milestones.yaml"))
+
+
+def test_unknown_scheduler_lists_close_names():
+    with pytest.raises(ConfigError, match="CosineDecayLR"):
+        convert(_load("bad_unknown_scheduler.yaml"))
+
+
+@pytest.mark.parametrize("argv", [["missing.yaml", "-o", "run.yaml"], ["only-source.yaml"]])
+def test_missing_file_or_argument_exit_2(argv, capsys):
+    assert main_convert(argv) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not Path("run.yaml").exists()
+
+
+def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
+    from cs_lightning.cli import main
+
+    convert_file(DATA / "gpt_trainer.yaml", tmp_path / "run.yaml")
+    code = main(["fit", "--config", str(tmp_path / "run.yaml"),
+                 "--model", "lightning.pytorch.demos.boring_classes.BoringModel",
+                 "--ckpt_path", "null", "--trainer.max_steps", "3", "--trainer.limit_val_batches", "0",
+                 "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
+                 "--trainer.default_root_dir", str(tmp_path)])
+    assert code == 0
