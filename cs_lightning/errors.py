@@ -19,3 +19,7 @@ class ConfigError(CSLightningError, ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"{key}: {message}" if key else message)
         self.key = key
+
+
+class ClosedFormError(CSLightningError, TypeError):
+    """A scheduler's ``_get_closed_form`` cannot be evaluated on a tensor of steps."""

@@ -6,8 +6,8 @@ at once (``values``), composes, resumes exactly and works with any torch optimiz
 with Lightning.
 """
 
+from cs_lightning.errors import ClosedFormError
 from cs_lightning.schedulers.base import (
-    ClosedFormError,
     LRScheduler,
     Scheduler,
     WeightDecayScheduler,
@@ -47,6 +47,7 @@ from cs_lightning.schedulers.decay import (
     PolynomialLR,
     PolynomialWD,
 )
+from cs_lightning.schedulers.plot import plot, table
 from cs_lightning.schedulers.registry import build, resolve
 from cs_lightning.schedulers.steps import (
     MultiStepLR,
@@ -103,5 +104,7 @@ __all__ = [
     "WeightDecayScheduler",
     "build",
     "lightning_config",
+    "plot",
     "resolve",
+    "table",
 ]

@@ -26,16 +26,28 @@ import torch
 from torch import Tensor
 from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
 
+from cs_lightning.errors import ClosedFormError
 from cs_lightning.schedulers import _checks
 
 Tags = str | None | Sequence[str | None]
 
+# Bitwise agreement of values() and step(): torch's CPU kernels compute the last few
+# elements of a tensor with scalar code, whose sin/cos/pow may differ from the
+# vectorized code by one ulp. So every evaluation has a length that is a multiple of
+# _LANES (and threads split it into such multiples, see _chunk): every step takes the
+# vectorized path, whichever call evaluates it.
+_LANES = 64
 # Steps evaluated per vectorized call of the closed form while stepping.
 _BLOCK = 1024
+# torch splits an elementwise op among threads in pieces of at least this many elements.
+_GRAIN = 32768
 
 
-class ClosedFormError(TypeError):
-    """A ``_get_closed_form`` that cannot be evaluated on a tensor of steps."""
+def _chunk() -> int:
+    """Steps per closed-form call inside values(): large enough to be fast, small enough
+    for its intermediates to stay in cache, and split evenly among torch's threads."""
+    threads = torch.get_num_threads()
+    return _GRAIN * threads * max(1, 8 // threads)
 
 
 class _Alias:
@@ -83,6 +95,18 @@ def _group_tags(group: dict) -> set:
     return {tags} if isinstance(tags, str) else set(tags)
 
 
+class _Cursor:
+    """Where stepping is: the step, a block of precomputed rows, the row written last."""
+
+    __slots__ = ("step", "start", "block", "last")
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.start = step
+        self.block: list[list[float]] = []
+        self.last: list[float] = []
+
+
 class Scheduler(_TorchLRScheduler):
     """A schedule of one optimizer setting (``param_group_key``), in closed form.
 
@@ -114,6 +138,8 @@ class Scheduler(_TorchLRScheduler):
             raise TypeError(f"{owner}: got optimizer={optimizer!r}; pass a torch.optim.Optimizer")
         if not self.param_group_key:
             raise TypeError(f"{owner}: subclass LRScheduler or WeightDecayScheduler, not Scheduler")
+        if not _has_closed_form(type(self)):
+            raise TypeError(f"{owner}: override _get_closed_form() (torch ops on self.last_epoch)")
         if total_iters is not None:
             _checks.integer(owner, "total_iters", total_iters, 1)
         _checks.integer(owner, "last_epoch", last_epoch, -1)
@@ -124,9 +150,9 @@ class Scheduler(_TorchLRScheduler):
         self._tensor_values = False
         self._bind_groups()
         self.base_lrs = [group.get(self.param_group_key) for group in optimizer.param_groups]
-        self._step = last_epoch + 1
+        self._cursor = _Cursor(last_epoch + 1)
         self._check_closed_form()
-        self._write(self._row(self._step))
+        self._write(self._cursor.block[0])
 
     def _arg(self, check: Callable[..., Any], name: str, value: Any, *extra: Any) -> Any:
         """Run an argument check, naming the argument as this class spells it."""
@@ -135,24 +161,22 @@ class Scheduler(_TorchLRScheduler):
     # -- the closed form -------------------------------------------------------------
 
     def _get_closed_form(self) -> Tensor:
-        """The schedule's value at ``self.last_epoch``, as torch ops (override this)."""
-        older_name = getattr(self, "_get_closed_form_lr", None)
-        if older_name is None:
-            raise NotImplementedError(
-                f"{type(self).__name__} must override _get_closed_form() (torch ops on "
-                "self.last_epoch)"
-            )
-        return older_name()
+        """The schedule's value at ``self.last_epoch``, as torch ops (override this).
+
+        Subclasses written for older cerebras.pytorch releases override
+        ``_get_closed_form_lr`` instead; it is used when present.
+        """
+        return self._get_closed_form_lr()
 
     @property
     def last_epoch(self) -> Tensor:
         """The step as an int64 tensor: 0-d when stepping, 1-D inside ``values()``."""
         probe = self._probe
-        return torch.tensor(self._step) if probe is None else probe
+        return torch.tensor(self._cursor.step) if probe is None else probe
 
     @last_epoch.setter
     def last_epoch(self, step: int | Tensor) -> None:
-        self._step = int(step)
+        self._cursor.step = int(step)
 
     def _closed_form_at(self, steps: Tensor) -> Tensor:
         """Evaluate the closed form with ``last_epoch`` = ``steps`` (any shape), float32."""
@@ -169,31 +193,28 @@ class Scheduler(_TorchLRScheduler):
             )
         return value.expand(steps.shape)
 
-    def _evaluate(self, steps: Tensor) -> Tensor:
-        """Values of the targeted groups at ``steps``: shape ``steps.shape + (targets,)``."""
-        return self._closed_form_at(steps).unsqueeze(-1) * self._scales
-
     def _check_closed_form(self) -> None:
         """Fail now, naming the class, if the closed form branches in Python on the step."""
-        start = self._step
+        start = self._cursor.step
         try:
-            self._fill_block(start)
+            curve = self._closed_form_at(torch.arange(start, start + _BLOCK))
         except Exception as error:
             try:
-                self._evaluate(torch.tensor(start))
+                self._closed_form_at(torch.tensor(start))
             except Exception:
                 raise error from None
             raise self._python_control_flow(error) from error
-        for offset in (0, len(self._block) - 1):
-            single = self._evaluate(torch.tensor(start + offset)).tolist()
-            if not all(
-                math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-30) or a == b or (a != a and b != b)
-                for a, b in zip(single, self._block[offset])
-            ):
+        # A closed form that branches on the whole tensor (`.all()`, `.any()`) gives other
+        # values for a step alone than for the same step among others.
+        for offset in (0, _BLOCK - 1):
+            alone = float(self._closed_form_at(torch.tensor(start + offset)))
+            among = float(curve[offset])
+            if not (math.isclose(alone, among, rel_tol=1e-6) or alone == among
+                    or (math.isnan(alone) and math.isnan(among))):
                 raise self._python_control_flow(
-                    f"step {start + offset} gives {single} alone but {self._block[offset]} "
-                    "among other steps"
+                    f"step {start + offset} gives {alone} alone but {among} among other steps"
                 )
+        self._set_block(start, curve)
 
     def _python_control_flow(self, cause: object) -> ClosedFormError:
         return ClosedFormError(
@@ -217,24 +238,29 @@ class Scheduler(_TorchLRScheduler):
                 f"match no param group; the groups' tags are {sorted(available, key=str)}"
             )
         self._scales = torch.tensor(self._group_scales(), dtype=torch.float32)
+        self._unscaled = bool((self._scales == 1.0).all())
 
     def _group_scales(self) -> list[float]:
         """One multiplier per targeted group (ScalePerParam overrides this)."""
         return [1.0] * len(self._targets)
 
-    def _fill_block(self, start: int) -> None:
-        self._block = self._evaluate(torch.arange(start, start + _BLOCK)).tolist()
-        self._block_start = start
+    def _per_target(self, curve: Tensor) -> Tensor:
+        """Values of the targeted groups, one row per group: shape ``(targets, steps)``."""
+        if self._unscaled:
+            return curve.expand(len(self._targets), -1)
+        return self._scales.unsqueeze(1) * curve
 
-    def _row(self, step: int) -> list[float]:
-        index = step - self._block_start
-        if 0 <= index < len(self._block):
-            return self._block[index]
-        self._fill_block(step)
-        return self._block[0]
+    def _set_block(self, start: int, curve: Tensor) -> None:
+        cursor = self._cursor
+        cursor.block = self._per_target(curve).T.tolist()
+        cursor.start = start
+
+    def _refill(self, step: int) -> list[float]:
+        self._set_block(step, self._closed_form_at(torch.arange(step, step + _BLOCK)))
+        return self._cursor.block[0]
 
     def _write(self, row: list[float]) -> None:
-        self._last_values = row
+        self._cursor.last = row
         groups = self.optimizer.param_groups
         key = self.param_group_key
         if not self._tensor_values:
@@ -253,9 +279,9 @@ class Scheduler(_TorchLRScheduler):
     def __setattr__(self, name: str, value: Any) -> None:
         # A changed argument makes the block of precomputed values stale.
         super().__setattr__(name, value)
-        if name[0] != "_" and name != "last_epoch":
-            self.__dict__["_block"] = []
-            self.__dict__["_block_start"] = 0
+        cursor = self.__dict__.get("_cursor")
+        if cursor is not None and name[0] != "_" and name != "last_epoch":
+            cursor.block = []
 
     # -- public API ---------------------------------------------------------------------
 
@@ -266,8 +292,11 @@ class Scheduler(_TorchLRScheduler):
                 f"{type(self).__name__}.step: got epoch={epoch!r}; closed-form schedulers count "
                 "their own steps (use load_state_dict to jump)"
             )
-        self._step += 1
-        self._write(self._row(self._step))
+        cursor = self._cursor
+        cursor.step += 1
+        index = cursor.step - cursor.start
+        block = cursor.block
+        self._write(block[index] if 0 <= index < len(block) else self._refill(cursor.step))
 
     def values(self, steps: int | Iterable[int] | Tensor) -> Tensor:
         """The schedule at many steps at once, changing nothing.
@@ -281,20 +310,28 @@ class Scheduler(_TorchLRScheduler):
             this scheduler does not target hold nan.
         """
         steps = _as_steps(type(self).__name__, steps)
-        out = torch.full((len(steps), len(self.optimizer.param_groups)), math.nan)
-        out[:, self._targets] = self._evaluate(steps)
-        return out
+        count = len(steps)
+        steps = torch.cat([steps, steps.new_zeros(-count % _LANES)])
+        groups = len(self.optimizer.param_groups)
+        everyone = len(self._targets) == groups
+        out = torch.empty(groups, len(steps)) if everyone else torch.full((groups, len(steps)), math.nan)
+        rows = slice(None) if everyone else self._targets
+        chunk = _chunk()
+        for begin in range(0, len(steps), chunk):
+            part = steps[begin : begin + chunk]
+            out[rows, begin : begin + len(part)] = self._per_target(self._closed_form_at(part))
+        return out[:, :count].T.contiguous()
 
     def set_tensor_values(self, enabled: bool) -> None:
         """Hold each targeted value as a 0-d float32 tensor updated in place (for compiled
         steps: no recompiles as it changes), or, by default, as a Python float."""
         self._tensor_values = _checks.flag(type(self).__name__, "enabled", enabled)
-        self._write(self._last_values)
+        self._write(self._cursor.last)
 
     def get_last_value(self) -> list[float | None]:
         """The values written last, one per param group (None where not targeted)."""
         out: list[float | None] = [None] * len(self.optimizer.param_groups)
-        for index, value in zip(self._targets, self._last_values):
+        for index, value in zip(self._targets, self._cursor.last):
             out[index] = value
         return out
 
@@ -308,7 +345,7 @@ class Scheduler(_TorchLRScheduler):
 
     def state_dict(self) -> dict[str, Any]:
         """The step and the arguments (nested schedulers as their own state dicts)."""
-        state: dict[str, Any] = {"last_epoch": self._step}
+        state: dict[str, Any] = {"last_epoch": self._cursor.step}
         for name in _saved_fields(self):
             state[name] = _to_state(getattr(self, name))
         return state
@@ -326,9 +363,9 @@ class Scheduler(_TorchLRScheduler):
             _load_field(self, name, state_dict[name])
         if "param_group_tags" in expected:
             self._bind_groups()
-        self._step = _checks.integer(owner, "last_epoch", state_dict["last_epoch"], 0)
-        self._block = []
-        self._write(self._row(self._step))
+        step = _checks.integer(owner, "last_epoch", state_dict["last_epoch"], 0)
+        self._cursor = _Cursor(step)
+        self._write(self._refill(step))
 
 
 class LRScheduler(Scheduler):
@@ -354,6 +391,12 @@ def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
     return {"scheduler": scheduler, "interval": "step", "frequency": 1, **overrides}
 
 
+def _has_closed_form(cls: type) -> bool:
+    return cls._get_closed_form is not Scheduler._get_closed_form or hasattr(
+        cls, "_get_closed_form_lr"
+    )
+
+
 def _group_device(group: dict) -> torch.device:
     params = group.get("params") or []
     return params[0].device if params else torch.device("cpu")
@@ -362,14 +405,20 @@ def _group_device(group: dict) -> torch.device:
 def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> Tensor:
     if isinstance(steps, int) and not isinstance(steps, bool):
         steps = range(_checks.integer(owner, "steps", steps, 0))
-    tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))
+    if isinstance(steps, range):
+        tensor = torch.arange(steps.start, steps.stop, steps.step)
+    else:
+        tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))
     if tensor.ndim != 1 or (tensor.numel() and tensor.is_floating_point()):
-        raise TypeError(f"{owner}.values: got steps of shape {tuple(tensor.shape)} and dtype "
-                        f"{tensor.dtype}; pass a 1-D sequence of int steps")
-    tensor = tensor.to(torch.int64)
+        raise TypeError(
+            f"{owner}.values: got steps of shape {tuple(tensor.shape)} and dtype "
+            f"{tensor.dtype}; pass a 1-D sequence of int steps"
+        )
     if tensor.numel() and int(tensor.min()) < 0:
-        raise ValueError(f"{owner}.values: got a negative step ({int(tensor.min())}); steps start at 0")
-    return tensor
+        raise ValueError(
+            f"{owner}.values: got a negative step ({int(tensor.min())}); steps start at 0"
+        )
+    return tensor.to(torch.int64)
 
 
 @functools.cache

@@ -25,17 +25,13 @@ from typing import Any
 
 import torch
 
-from cs_lightning.schedulers.base import Scheduler
+from cs_lightning.errors import ConfigError
+from cs_lightning.schedulers.base import Scheduler, _has_closed_form
 from cs_lightning.schedulers.composite import _Sequential
 
 
 def _concrete(cls: type) -> bool:
-    return (
-        bool(cls.param_group_key)
-        and not cls.__name__.startswith("_")
-        and (cls._get_closed_form is not Scheduler._get_closed_form
-             or hasattr(cls, "_get_closed_form_lr"))
-    )
+    return bool(cls.param_group_key) and not cls.__name__.startswith("_") and _has_closed_form(cls)
 
 
 def _catalogue() -> dict[str, list[type[Scheduler]]]:
@@ -130,16 +126,17 @@ def _name_and_args(spec: Any, path: str) -> tuple[str, dict[str, Any]]:
     if isinstance(spec, Mapping) and "class_path" in spec:
         extra = set(spec) - {"class_path", "init_args"}
         if extra:
-            raise ValueError(f"{path}: unexpected keys {sorted(extra)} next to class_path")
+            raise ConfigError(path, f"unexpected keys {sorted(extra)} next to class_path")
         return spec["class_path"], dict(spec.get("init_args") or {})
     if not isinstance(spec, Mapping) or len(spec) != 1:
-        raise ValueError(
-            f"{path}: got {spec!r}; a scheduler is written {{Name: {{argument: value}}}}, "
-            "one per mapping (use a list for several)"
+        raise ConfigError(
+            path,
+            f"got {spec!r}; a scheduler is written {{Name: {{argument: value}}}}, one per "
+            "mapping (use a list for several)",
         )
     ((name, args),) = spec.items()
     if args is not None and not isinstance(args, Mapping):
-        raise ValueError(f"{path}.{name}: got {args!r}; the arguments must be a mapping")
+        raise ConfigError(f"{path}.{name}", f"got {args!r}; the arguments must be a mapping")
     return name, dict(args or {})
 
 
@@ -154,7 +151,7 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Schedu
         bad = unknown or ["optimizer"]
         close = difflib.get_close_matches(bad[0], accepted, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"{path}: unknown argument {bad[0]!r}{hint}; {cls.__name__} takes {accepted}")
+        raise ConfigError(path, f"unknown argument {bad[0]!r}{hint}; {cls.__name__} takes {accepted}")
     tags = args.get("param_group_tags")
     for child_key in ("schedulers", "scheduler"):
         if child_key in args and child_key in parameters:
@@ -165,15 +162,19 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Schedu
         args["optimizer"] = optimizer
     try:
         return cls(**args)
-    except (TypeError, ValueError) as error:
-        raise type(error)(f"{path}: {error}") from error
+    except ValueError as error:
+        raise ConfigError(path, str(error)) from error
+    except TypeError as error:
+        raise TypeError(f"{path}: {error}") from error
 
 
 def _resolve_at(name: str, path: str) -> type[Scheduler]:
     try:
         return resolve(name)
-    except (TypeError, ValueError) as error:
-        raise type(error)(f"{path}: {error}") from None
+    except ValueError as error:
+        raise ConfigError(path, str(error)) from None
+    except TypeError as error:
+        raise TypeError(f"{path}: {error}") from None
 
 
 def _build_children(
@@ -183,7 +184,7 @@ def _build_children(
     if isinstance(spec, Mapping):
         return _build_one(_with_tags(spec, tags, path), optimizer, path)
     if not isinstance(spec, Sequence) or isinstance(spec, str):
-        raise ValueError(f"{path}: got {spec!r}; give a list of {{Name: {{arguments}}}}")
+        raise ConfigError(path, f"got {spec!r}; give a list of {{Name: {{arguments}}}}")
     return [
         _build_one(_with_tags(item, tags, f"{path}[{i}]"), optimizer, f"{path}[{i}]")
         for i, item in enumerate(spec)
@@ -204,19 +205,21 @@ def _milestones(children: list[Scheduler], given: Any, path: str) -> Any:
     if given is None:
         for index, length in enumerate(lengths):
             if length is None:
-                raise ValueError(
-                    f"{path}: milestones are missing and schedulers[{index}] "
-                    f"({type(children[index]).__name__}) has no total_iters; give milestones"
+                raise ConfigError(
+                    path,
+                    f"milestones are missing and schedulers[{index}] "
+                    f"({type(children[index]).__name__}) has no total_iters; give milestones",
                 )
         return [sum(lengths[: i + 1]) for i in range(len(lengths))]
     if isinstance(given, Sequence) and len(given) == len(lengths):
         starts = [0, *given]
         for index, length in enumerate(lengths):
             if length is not None and starts[index + 1] - starts[index] != length:
-                raise ValueError(
-                    f"{path}: got milestones={list(given)}, but schedulers[{index}] "
+                raise ConfigError(
+                    path,
+                    f"got milestones={list(given)}, but schedulers[{index}] "
                     f"({type(children[index]).__name__}) lasts total_iters={length} steps, so "
                     f"milestone {index} should be {starts[index] + length}; fix one or drop "
-                    "milestones to infer them"
+                    "milestones to infer them",
                 )
     return given

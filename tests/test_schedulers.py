@@ -1,0 +1,302 @@
+"""Laws and behaviour of the closed-form schedulers (public API only).
+
+The catalogue under test is every case of tests/reference/cerebras_schedules.json (all
+classes, LR and WD, compositions included), built through `build`.
+"""
+
+import copy
+import io
+import json
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import REPO
+from cs_lightning.schedulers import (
+    ClosedFormError,
+    ConstantLR,
+    CosineDecayLR,
+    ExponentialLR,
+    LinearLR,
+    LinearWD,
+    LRScheduler,
+    SequentialLR,
+    StepLR,
+    build,
+    lightning_config,
+    plot,
+    table,
+)
+
+CASES = [
+    case
+    for case in json.loads((REPO / "tests/reference/cerebras_schedules.json").read_text())
+    if "Lambda" not in json.dumps(case["spec"])  # LambdaLR takes a function: tested below
+]
+
+
+def _optimizer(case, cls=torch.optim.SGD, **kwargs):
+    groups = [{"params": [torch.nn.Parameter(torch.ones(3))], **g} for g in case["param_groups"]]
+    return cls(groups, lr=0.1, **kwargs)
+
+
+def _stepped(scheduler, optimizer, n):
+    """Group values after construction and after each of n-1 steps: (n, groups)."""
+    key = scheduler.param_group_key
+    rows = [[float(g[key]) for g in optimizer.param_groups]]
+    for _ in range(n - 1):
+        optimizer.step()
+        scheduler.step()
+        rows.append([float(g[key]) for g in optimizer.param_groups])
+    return rows
+
+
+def _targeted(values, rows):
+    """Stepped rows with nan where values() says a group is not scheduled."""
+    return [[v if not math.isnan(w) else math.nan for v, w in zip(row, want)]
+            for row, want in zip(rows, values.tolist())]
+
+
+def _same(a, b):
+    return all(
+        (math.isnan(x) and math.isnan(y)) or x == y
+        for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b)
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_values_equals_stepping(case):
+    optimizer = _optimizer(case)
+    (scheduler,) = build(case["spec"], optimizer)
+    n = 2 * case["steps"] + 1100  # crosses a precomputed block boundary
+    values = scheduler.values(range(n))
+    assert values.shape == (n, len(case["param_groups"]))
+    stepped = _stepped(scheduler, optimizer, n)
+    assert _same(values.tolist(), _targeted(values, stepped))
+
+
+@given(index=st.integers(0, len(CASES) - 1), k=st.integers(0, 1500), more=st.integers(1, 40))
+def test_resume_equals_uninterrupted(index, k, more):
+    case = CASES[index]
+    optimizer = _optimizer(case)
+    (scheduler,) = build(case["spec"], optimizer)
+    for _ in range(k):
+        scheduler.step()
+    saved = scheduler.state_dict()
+    frozen = copy.deepcopy(saved)
+    buffer = io.BytesIO()
+    torch.save(saved, buffer)
+    buffer.seek(0)
+    fresh_optimizer = _optimizer(case)
+    (resumed,) = build(case["spec"], fresh_optimizer)
+    resumed.load_state_dict(torch.load(buffer, weights_only=True))
+    assert saved == frozen  # loading never mutates its input
+    expected = _stepped(scheduler, optimizer, more + 1)
+    assert _same(_stepped(resumed, fresh_optimizer, more + 1), expected)
+
+
+def test_values_are_side_effect_free():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=1.0)
+    scheduler = LinearLR(optimizer, 0.0, 1.0, 10)
+    scheduler.step()
+    before = (scheduler.state_dict(), optimizer.param_groups[0]["lr"], scheduler.get_last_lr())
+    scheduler.values([3, 7, 0, 12])
+    assert (scheduler.state_dict(), optimizer.param_groups[0]["lr"], scheduler.get_last_lr()) == before
+    assert scheduler.values([3, 7, 0, 12])[:, 0].tolist() == pytest.approx([0.3, 0.7, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("optimizer_cls,kwargs", [
+    (torch.optim.SGD, {"momentum": 0.9}),
+    (torch.optim.AdamW, {"foreach": True}),
+    (torch.optim.AdamW, {"foreach": False}),
+    (torch.optim.Adam, {"foreach": True}),
+])
+def test_trains_with_torch_optimizers(optimizer_cls, kwargs):
+    weight = torch.nn.Parameter(torch.ones(4))
+    optimizer = optimizer_cls([weight], lr=0.1, weight_decay=0.01, **kwargs)
+    lr = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 0.1, 5), CosineDecayLR(optimizer, 0.1, 0.0, 10)], [5])
+    wd = LinearWD(optimizer, 0.01, 0.0, 15)
+    seen = []
+    for _ in range(15):
+        optimizer.zero_grad()
+        (weight**2).sum().backward()
+        optimizer.step()
+        lr.step()
+        wd.step()
+        group = optimizer.param_groups[0]
+        assert type(group["lr"]) is float and type(group["weight_decay"]) is float
+        seen.append((group["lr"], group["weight_decay"]))
+    assert [s[0] for s in seen] == lr.values(range(1, 16))[:, 0].tolist()
+    assert [s[1] for s in seen] == wd.values(range(1, 16))[:, 0].tolist()
+    assert torch.all(weight < 1.0)  # it trained
+
+
+def test_tensor_values_update_one_tensor_in_place():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=1.0)
+    scheduler = CosineDecayLR(optimizer, 0.1, 0.01, 20)
+    scheduler.set_tensor_values(True)
+    held = optimizer.param_groups[0]["lr"]
+    assert isinstance(held, torch.Tensor) and held.dtype == torch.float32 and held.ndim == 0
+    for step in range(1, 25):
+        scheduler.step()
+        assert optimizer.param_groups[0]["lr"] is held
+        assert held.item() == scheduler.values([step])[0, 0].item()
+    scheduler.set_tensor_values(False)
+    assert type(optimizer.param_groups[0]["lr"]) is float
+
+
+def test_tags_schedule_only_matching_groups():
+    groups = [
+        {"params": [torch.nn.Parameter(torch.ones(1))], "lr": 0.5, "tags": {"decay"}},
+        {"params": [torch.nn.Parameter(torch.ones(1))], "lr": 0.7},
+    ]
+    optimizer = torch.optim.SGD(groups, lr=0.1)
+    scheduler = StepLR(optimizer, 0.2, step_size=2, gamma=0.5, param_group_tags="decay")
+    for _ in range(4):
+        scheduler.step()
+    assert optimizer.param_groups[1]["lr"] == 0.7
+    assert scheduler.get_last_lr() == [pytest.approx(0.05), None]
+    assert math.isnan(scheduler.values(3)[0, 1])
+
+
+def test_is_a_torch_scheduler_with_torch_methods():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    scheduler = ExponentialLR(optimizer, 0.1, total_iters=1, decay_rate=0.5)
+    assert isinstance(scheduler, torch.optim.lr_scheduler.LRScheduler)
+    scheduler.step()
+    assert scheduler.get_last_lr() == [torch.tensor(0.05).item()]  # float32 values
+    assert scheduler.last_epoch.item() == 1
+    with pytest.raises(TypeError, match="epoch=3"):
+        scheduler.step(3)
+    assert lightning_config(scheduler) == {"scheduler": scheduler, "interval": "step", "frequency": 1}
+
+
+def test_sequential_children_count_from_their_milestone_and_nest():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    inner = SequentialLR(optimizer, [ConstantLR(optimizer, 1.0), LinearLR(optimizer, 1.0, 0.0, 4)], [3])
+    outer = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, 5), inner], [5])
+    got = outer.values(16)[:, 0].tolist()
+    # warmup 0..4, then the inner sequence from its own step 0: 3 constant steps, a decay
+    expected = [k / 5 for k in range(5)] + [1.0] * 3 + [1 - j / 4 for j in range(4)] + [0.0] * 4
+    assert got == pytest.approx(expected, abs=1e-7)
+
+
+def test_changing_an_argument_takes_effect_next_step():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    scheduler = LinearLR(optimizer, 0.0, 1.0, 10)
+    scheduler.step()
+    scheduler.end_learning_rate = 2.0
+    scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.4)
+
+
+def test_starts_after_last_epoch():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    scheduler = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, 10), ConstantLR(optimizer, 1.0)], [10], last_epoch=4)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.5)
+
+
+# -- custom schedulers ----------------------------------------------------------------
+
+
+class DocsWarmupLR(LRScheduler):
+    """The shape of Cerebras' "Write a Custom Learning Rate Scheduler" example."""
+
+    def __init__(self, optimizer, initial_learning_rate, end_learning_rate, total_iters,
+                 last_epoch=-1):
+        self.initial_learning_rate = initial_learning_rate
+        self.end_learning_rate = end_learning_rate
+        super().__init__(optimizer, total_iters=total_iters, last_epoch=last_epoch)
+
+    def _get_closed_form(self):
+        progress = torch.div(self.last_epoch, self.total_iters)
+        warm = progress * (self.end_learning_rate - self.initial_learning_rate) + self.initial_learning_rate
+        return torch.where(self.last_epoch < self.total_iters, warm, torch.tensor(self.end_learning_rate))
+
+
+def test_docs_custom_scheduler_steps_resolves_and_resumes():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    (scheduler,) = build({"docswarmuplr": {"initial_learning_rate": 0.0, "end_learning_rate": 0.4,
+                                           "total_iters": 4}}, optimizer)
+    assert type(scheduler) is DocsWarmupLR
+    assert _stepped(scheduler, optimizer, 6) == [[pytest.approx(v)] for v in (0, 0.1, 0.2, 0.3, 0.4, 0.4)]
+    assert scheduler.state_dict() == {"last_epoch": 5, "initial_learning_rate": 0.0,
+                                      "end_learning_rate": 0.4, "total_iters": 4}
+    (chained,) = build({"SequentialLR": {"schedulers": [
+        {"DocsWarmupLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.4, "total_iters": 4}},
+        {"ConstantLR": {"learning_rate": 0.4}}]}}, optimizer)
+    assert chained.milestones == [4]
+
+
+class OlderNameLR(LRScheduler):
+    def __init__(self, optimizer):
+        super().__init__(optimizer)
+
+    def _get_closed_form_lr(self):
+        return torch.pow(0.5, self.last_epoch.float())
+
+
+def test_older_closed_form_name_still_works():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    assert OlderNameLR(optimizer).values(3)[:, 0].tolist() == [1.0, 0.5, 0.25]
+
+
+class IfLR(LRScheduler):
+    def __init__(self, optimizer):
+        super().__init__(optimizer)
+
+    def _get_closed_form(self):
+        if self.last_epoch < 10:
+            return torch.tensor(0.1)
+        return torch.tensor(0.01)
+
+
+class MinLR(IfLR):
+    def _get_closed_form(self):
+        return torch.tensor(0.1) * min(self.last_epoch, 10)
+
+
+class ItemLR(IfLR):
+    def _get_closed_form(self):
+        return torch.tensor(0.1 / (1 + self.last_epoch.item()))
+
+
+class AllLR(IfLR):
+    def _get_closed_form(self):
+        return torch.tensor(0.1) if bool((self.last_epoch < 10).all()) else torch.tensor(0.01)
+
+
+@pytest.mark.parametrize("cls", [IfLR, MinLR, ItemLR, AllLR])
+def test_python_control_flow_on_the_step_fails_at_construction(cls):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    with pytest.raises(ClosedFormError, match=rf"{cls.__name__}\._get_closed_form .*torch\.where"):
+        cls(optimizer)
+    assert optimizer.param_groups[0]["lr"] == 1.0  # nothing written
+
+
+def test_a_closed_form_that_is_merely_broken_keeps_its_own_error():
+    class BrokenLR(IfLR):
+        def _get_closed_form(self):
+            raise KeyError("missing table")
+
+    with pytest.raises(KeyError, match="missing table"):
+        BrokenLR(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0))
+
+
+# -- plot and table ---------------------------------------------------------------------
+
+
+def test_table_and_plot(tmp_path):
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedulers = [LinearLR(optimizer, 0.0, 0.1, 10), LinearWD(optimizer, 0.1, 0.0, 10)]
+    text = table(schedulers, 21, every=10)
+    lines = text.splitlines()
+    assert lines[0].split() == ["step", "LinearLR", "group", "0", "lr", "LinearWD", "group", "0", "weight_decay"]
+    assert [line.split() for line in lines[1:]] == [["0", "0", "0.1"], ["10", "0.1", "0"], ["20", "0.1", "0"]]
+    figure = plot(schedulers, 21, out=str(tmp_path / "schedule.png"))
+    assert (tmp_path / "schedule.png").stat().st_size > 1000
+    assert [ax.get_ylabel() for ax in figure.axes] == ["lr", "weight_decay"]
+    assert figure.axes[0].lines[0].get_ydata()[10] == pytest.approx(0.1)
