@@ -1,0 +1,61 @@
+"""Every example runs from its README command, for a few steps, on the files in the repo."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO
+from cs_lightning.cli import main
+
+EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/README.md"))
+FEW_STEPS = ["--trainer.max_steps", "3", "--trainer.limit_val_batches", "2", "--trainer.log_every_n_steps", "1"]
+
+
+def readme_command(example: str) -> list[str]:
+    """The example's one-line run command, from its README, with repo paths made absolute."""
+    text = (REPO / "examples" / example / "README.md").read_text()
+    commands = re.findall(r"```bash\n(cs-lightning [^\n]*)\n```", text)
+    assert len(commands) == 1, f"{example}/README.md must hold exactly one run command"
+    argv = shlex.split(commands[0])
+    assert argv[0] == "cs-lightning"
+    return [str(REPO / a) if a.startswith("examples/") else a for a in argv[1:]]
+
+
+def test_every_example_folder_has_a_readme_config_and_small_data() -> None:
+    assert EXAMPLES == ["custom_scheduler", "image_classifier", "tiny_gpt"]
+    for folder in (REPO / "examples").iterdir():
+        assert (folder / "README.md").is_file() and (folder / "config.yaml").is_file()
+        assert all(f.stat().st_size < 1_000_000 for f in folder.iterdir() if f.is_file())
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_example_runs_from_its_readme_command(example: str, tmp_path: Path, capfd) -> None:
+    assert main(readme_command(example) + FEW_STEPS) == 0
+    out, _ = capfd.readouterr()
+    summary = out.strip().splitlines()[-1]
+    assert re.fullmatch(r"Done: final train_loss \d+\.\d{4} \| time to first loss \d+\.\d\d s \| "
+                        r"checkpoint lightning_logs/version_0/checkpoints/epoch=0-step=3\.ckpt", summary), summary
+    assert (tmp_path / "lightning_logs/version_0/checkpoints/epoch=0-step=3.ckpt").is_file()
+    if example == "tiny_gpt":
+        assert (tmp_path / "lightning_logs/version_0/lr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "--- sample ---\nMACBETH.\n" in out
+
+
+def test_custom_scheduler_is_found_by_name_and_drives_the_learning_rate(tmp_path: Path) -> None:
+    assert main(readme_command("custom_scheduler") + FEW_STEPS + ["--trainer.enable_progress_bar", "false"]) == 0
+    rows = list(csv.DictReader((tmp_path / "lightning_logs/version_0/metrics.csv").open()))
+    logged = {int(r["step"]): float(r["lr-AdamW"]) for r in rows if r.get("lr-AdamW")}
+    # The YAML's WSD schedule: warmup 0 -> 3e-3 over 20 steps, so 1.5e-4 per step at first.
+    assert logged == pytest.approx({0: 0.0, 1: 1.5e-4, 2: 3.0e-4}, rel=1e-6)
+    module = sys.modules["warmup_stable_decay"]
+    probe = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    schedule = module.WarmupStableDecayLR(probe, peak_learning_rate=3e-3, warmup_steps=20,
+                                          decay_steps=60, total_iters=230)
+    assert [logged[k] for k in range(3)] == schedule.values(range(3))[:, 0].tolist()
