@@ -16,8 +16,10 @@ with three top-level keys added:
 Both blocks are checked completely before anything is built or written, and become
 factories that run in ``configure_optimizers``, after the model is materialized.
 ``cs-lightning schedule --config run.yaml`` draws or tabulates the configured schedules
-without building the model. Any mistake in the configuration ends the program with one
-line naming the YAML key path and the fix, and exit code 2.
+without building the model; ``cs-lightning convert modelzoo.yaml -o run.yaml`` turns a
+Cerebras Model Zoo config into such a file (`cs_lightning.convert`). Any mistake in the
+configuration ends the program with one line naming the YAML key path and the fix, and
+exit code 2.
 """
 
 from __future__ import annotations
@@ -391,6 +393,10 @@ def main(args: Sequence[str] | None = None) -> int:
         if argv[:1] == ["schedule"]:
             schedule_command(argv[1:])
             return 0
+        if argv[:1] == ["convert"]:
+            from cs_lightning.convert import main_convert
+
+            return main_convert(argv[1:])
         run_imports(argv)
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.

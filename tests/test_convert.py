@@ -193,3 +193,14 @@ def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
                  "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
                  "--trainer.default_root_dir", str(tmp_path)])
     assert code == 0
+
+
+def test_cs_lightning_convert_subcommand(tmp_path, capsys):
+    from cs_lightning.cli import main
+
+    assert main(["convert", str(DATA / "legacy_gpt3.yaml"), "-o", str(tmp_path / "run.yaml")]) == 0
+    printed = capsys.readouterr().out
+    assert "unmapped" in printed and "model.hidden_size: 2048" in printed
+    assert yaml.safe_load((tmp_path / "run.yaml").read_text())["trainer"]["max_steps"] == 12000
+    assert main(["convert", str(DATA / "bad_not_trainer.yaml"), "-o", str(tmp_path / "bad.yaml")]) == 2
+    assert not (tmp_path / "bad.yaml").exists()
