@@ -1,0 +1,91 @@
+"""Order-independent materialization: every tensor gets its own random stream.
+
+Each group of storages that live ops connect (usually one parameter) draws from a
+generator seeded from a hash of (seed, fully qualified names, shapes). The values then do
+not depend on the order tensors are materialized in, nor on the number of threads, ranks
+or devices, so the groups run in parallel threads (torch kernels release the GIL). They
+are NOT the values eager construction gives: eager draws every tensor from one shared
+stream. Tensors whose initialization draws no random numbers (zeros, ones, ``arange``
+tables) are exactly eager's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from cs_lightning.deferred.recorder import Op, Session
+from cs_lightning.deferred.replay import Executor, live_ops
+
+
+def stream_seed(seed: int, key: tuple) -> int:
+    """A 63-bit seed for one group, from the global seed and the group's names/shapes."""
+    digest = hashlib.sha256(repr((seed, key)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def _groups(ops: Sequence[Op], flags: list[bool]) -> list[list[int]]:
+    """Live op indices grouped by the storages they share (union-find)."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for k, op in enumerate(ops):
+        if flags[k]:
+            first, *rest = op.reads | op.writes
+            for other in rest:
+                parent[find(other)] = find(first)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for k, op in enumerate(ops):
+        if flags[k]:
+            groups[find(next(iter(op.writes)))].append(k)
+    return list(groups.values())
+
+
+def replay_independent(session: Session, targets: set[int], keep: set[int],
+                       device: torch.device | None, seed: int, keys: dict[int, tuple],
+                       on_ready: Callable[[int, Executor], None], workers: int) -> None:
+    """Replay the pending ops with one generator per group, on ``workers`` threads.
+
+    ``keys[sid]`` names a target storage (qualified names and shape of its tensors);
+    ``on_ready`` gets each target storage as soon as its group is done.
+    """
+    ops = session.ops[session.cursor:]
+    flags = live_ops(ops, targets | keep)
+    executor = session.executor or Executor(session.storages, device)
+    session.executor = executor
+    touched = {sid for k, op in enumerate(ops) if flags[k] for sid in op.reads | op.writes}
+    for sid in targets - touched:  # already computed by an earlier materialize
+        on_ready(sid, executor)
+
+    def run(indices: list[int]) -> None:
+        sids = {sid for k in indices for sid in ops[k].reads | ops[k].writes}
+        key = tuple(sorted(keys[sid] for sid in sids if sid in keys))
+        first = next(iter(ops[indices[0]].writes))
+        generator = torch.Generator(device=executor.device_of(first))
+        generator.manual_seed(stream_seed(seed, key))
+        for k in indices:
+            executor.run(ops[k], generator)
+        for sid in sids:
+            if sid in targets:
+                on_ready(sid, executor)
+            elif sid not in keep:
+                executor.release(sid, reusable=True)
+
+    groups = _groups(ops, flags)
+    # Largest groups first, so that the threads finish together.
+    groups.sort(key=lambda idx: -sum(session.storages[sid].nbytes
+                                     for sid in {s for k in idx for s in ops[k].writes}))
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(run, groups))
+    session.cursor += len(ops)
+    executor.drop_spares()

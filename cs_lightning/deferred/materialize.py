@@ -1,0 +1,286 @@
+"""Make a recorded module real, in place: exactly as eager, or order-independent."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from cs_lightning.deferred.independent import replay_independent
+from cs_lightning.deferred.recorder import DeferredTensor, Ref, Session, _no_recording
+from cs_lightning.deferred.replay import Executor, replay_exact
+from cs_lightning.errors import DeferredInitWarning
+
+_MODES = ("exact", "independent")
+_RNG = ("eager", "fast")
+
+
+@dataclass
+class _Slot:
+    """One place a module holds a tensor: ``owner.<name>``, reachable as ``fqn``."""
+
+    owner: nn.Module
+    kind: str  # "parameter", "buffer" or "attribute"
+    name: str
+    fqn: str
+    tensor: torch.Tensor
+    in_state_dict: bool
+
+
+@dataclass
+class _Deferred:
+    """One deferred tensor object of the module, with every name it has there."""
+
+    fake: DeferredTensor
+    ref: Ref
+    fqns: list[str] = field(default_factory=list)
+    source: torch.Tensor | None = None  # its value from the state_dict, if any
+
+
+def materialize(module: nn.Module, device: torch.device | str | None = None,
+                dtype: torch.dtype | None = None,
+                state_dict: Mapping[str, torch.Tensor] | None = None, *,
+                mode: str = "exact", rng: str = "eager") -> nn.Module:
+    """Make every parameter and buffer of ``module`` real, in place, and return it.
+
+    Args:
+        module: a module built under :func:`recording` or :func:`deferred_init`
+            (modules built eagerly work too: they are moved, cast and loaded).
+        device: where the tensors go; None keeps the device they were recorded on.
+        dtype: floating-point tensors end in this dtype, bit-identical to eager
+            construction followed by ``.to(dtype)``; each tensor is computed in its
+            recorded dtype and cast as soon as it is final, so the model is never held
+            whole in float32. Non-floating tensors keep their dtype.
+        state_dict: values by ``module.state_dict()`` key (a ``torch.load(mmap=True)``
+            result works). Tensors found there are never initialized: they are read
+            straight into place, exactly as eager construction followed by
+            ``load_state_dict(strict=False)``. A memory-mapped (private, copy-on-write)
+            tensor that already has the final device and dtype is adopted without a
+            copy, so it shares memory with ``state_dict`` afterwards.
+        mode: ``"exact"``: bit-identical to eager construction, including the global
+            RNG state afterwards; the replay draws from the global generator as it is
+            now, so materialize modules in the order they were built, without drawing
+            random numbers in between (a warning says when that was not the case).
+            ``"independent"``: each tensor draws from its own generator, seeded from
+            ``torch.initial_seed()``, its qualified name and shape; parallel on all
+            threads, reproducible for any order and thread count, NOT equal to eager;
+            the global RNG state is left untouched.
+        rng: exact mode only. ``"eager"``: the numbers eager construction drew for
+            tensors the state_dict provides are still drawn (into a small scratch
+            buffer), so the global RNG state afterwards equals eager construction +
+            ``load_state_dict``. ``"fast"``: those draws are skipped unless a later
+            initialization depends on them; weights are unchanged (still exact), only
+            the global RNG state afterwards differs.
+    """
+    device, dtype = _check(device, dtype, state_dict, mode, rng)
+    with _no_recording(), torch.no_grad():
+        slots = _slots(module, state_dict or {})
+        deferred = _deferred(slots, state_dict or {})
+        finals: dict[int, torch.Tensor] = {}
+        for session, group in _by_session(deferred).items():
+            finals.update(_materialize_session(session, group, device, dtype, mode, rng))
+        _assign(slots, finals, device, dtype, state_dict or {})
+    return module
+
+
+def _check(device: Any, dtype: Any, state_dict: Any, mode: Any,
+           rng: Any) -> tuple[torch.device | None, torch.dtype | None]:
+    if mode not in _MODES:
+        raise ValueError(f"materialize: mode={mode!r} is not one of {_MODES}.")
+    if rng not in _RNG:
+        raise ValueError(f"materialize: rng={rng!r} is not one of {_RNG}.")
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"materialize: dtype={dtype!r} must be a floating-point "
+                        "torch.dtype such as torch.bfloat16, or None.")
+    if state_dict is not None and not isinstance(state_dict, Mapping):
+        raise TypeError(f"materialize: state_dict must be a mapping of names to tensors, "
+                        f"got {type(state_dict).__name__}.")
+    try:
+        return (None if device is None else torch.device(device)), dtype
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"materialize: device={device!r} is not a torch device "
+                         "(e.g. 'cpu', 'cuda:0').") from err
+
+
+def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_Slot]:
+    """Every tensor the module holds, in load_state_dict's order (params, then buffers)."""
+    slots = []
+    for prefix, mod in module.named_modules(remove_duplicate=False):
+        dot = f"{prefix}." if prefix else ""
+        for name, p in mod._parameters.items():
+            if p is not None:
+                slots.append(_Slot(mod, "parameter", name, dot + name, p, True))
+        for name, b in mod._buffers.items():
+            if b is not None:
+                persistent = name not in mod._non_persistent_buffers_set
+                slots.append(_Slot(mod, "buffer", name, dot + name, b, persistent))
+        for name, value in vars(mod).items():
+            if isinstance(value, DeferredTensor):  # a plain attribute, e.g. a cache
+                slots.append(_Slot(mod, "attribute", name, dot + name, value, False))
+    for slot in slots:
+        source = state_dict.get(slot.fqn) if slot.in_state_dict else None
+        if source is not None and tuple(source.shape) != tuple(slot.tensor.shape):
+            raise ValueError(
+                f"materialize: state_dict[{slot.fqn!r}] has shape {tuple(source.shape)}, "
+                f"the module's tensor has {tuple(slot.tensor.shape)}; fix the checkpoint "
+                "or drop that key.")
+    return slots
+
+
+def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> list[_Deferred]:
+    found: dict[int, _Deferred] = {}
+    for slot in slots:
+        fake = slot.tensor
+        if not isinstance(fake, DeferredTensor):
+            continue
+        entry = found.setdefault(id(fake), _Deferred(fake, fake._cs_session.ref(fake)))
+        entry.fqns.append(slot.fqn)
+        if slot.in_state_dict and slot.fqn in state_dict:
+            entry.source = state_dict[slot.fqn]  # the last key loaded wins, as in eager
+    return list(found.values())
+
+
+def _by_session(deferred: list[_Deferred]) -> dict[Session, list[_Deferred]]:
+    groups: dict[Session, list[_Deferred]] = {}
+    for entry in deferred:
+        groups.setdefault(entry.fake._cs_session, []).append(entry)
+    return groups
+
+
+def _materialize_session(session: Session, group: list[_Deferred],
+                         device: torch.device | None, dtype: torch.dtype | None,
+                         mode: str, rng: str) -> dict[int, torch.Tensor]:
+    by_sid: dict[int, list[_Deferred]] = {}
+    for entry in group:
+        by_sid.setdefault(entry.ref.sid, []).append(entry)
+    mine = {id(e.fake) for e in group}
+    keep = {session.ref(f).sid for f in list(session.alive) if id(f) not in mine}
+    targets = {sid for sid, entries in by_sid.items()
+               if any(e.source is None for e in entries)}
+    finals: dict[int, torch.Tensor] = {}
+    for sid in set(by_sid) - targets:  # wholly provided by the state_dict
+        for e in by_sid[sid]:
+            finals[id(e.fake)] = _from_checkpoint(e, session, device, dtype)
+    _warn_uninitialized(session, targets, by_sid)
+
+    def on_ready(sid: int, executor: Executor) -> None:
+        views = [(e, executor.view(e.ref)) for e in by_sid[sid]]
+        for e, view in views:  # load_state_dict(strict=False) copies into place
+            if e.source is not None:
+                view.copy_(e.source)
+        for e, view in views:
+            finals[id(e.fake)] = _final(view, device, dtype)
+        if sid not in keep:
+            copied = all(finals[id(e.fake)].untyped_storage().data_ptr()
+                         != view.untyped_storage().data_ptr() for e, view in views)
+            executor.release(sid, reusable=copied)
+
+    if mode == "exact":
+        _warn_if_rng_moved(session)
+        replay_exact(session, targets, keep, device, rng == "eager", on_ready)
+    else:
+        keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid])
+                for sid in targets}
+        replay_independent(session, targets, keep, device, torch.initial_seed(), keys,
+                           on_ready, torch.get_num_threads())
+    return finals
+
+
+def _warn_uninitialized(session: Session, targets: set[int],
+                        by_sid: dict[int, list[_Deferred]]) -> None:
+    names = [e.fqns[0] for sid in sorted(targets & session.uninitialized) for e in by_sid[sid]]
+    if names:
+        warnings.warn(
+            f"materialize: nothing initialized {', '.join(names)} (created with "
+            "torch.empty and never written); its values are arbitrary memory, as in eager "
+            "construction. Initialize it in the constructor or pass it in state_dict.",
+            DeferredInitWarning, stacklevel=3)
+
+
+def _warn_if_rng_moved(session: Session) -> None:
+    if session.cursor == 0 and any(op.random for op in session.ops):
+        if not torch.equal(session.rng_state, torch.get_rng_state()):
+            warnings.warn(
+                "materialize: random numbers were drawn (or the seed was set) between "
+                "recording and materialize; the weights are those eager construction would "
+                "give now, not at recording time.", DeferredInitWarning, stacklevel=3)
+
+
+def _final(view: torch.Tensor, device: torch.device | None,
+           dtype: torch.dtype | None) -> torch.Tensor:
+    target = dtype if dtype is not None and view.is_floating_point() else view.dtype
+    if (device is not None and view.device != device) or view.dtype != target:
+        return view.to(device=device, dtype=target)
+    # The same memory as a tensor of its own (not a view of the flat replay storage).
+    own = torch.empty(0, dtype=view.dtype, device=view.device)
+    return own.set_(view.untyped_storage(), view.storage_offset(), view.size(), view.stride())
+
+
+def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | None,
+                     dtype: torch.dtype | None) -> torch.Tensor:
+    """A tensor's value read from the state_dict, as load_state_dict + .to(dtype) give."""
+    source, ref = entry.source, entry.ref
+    assert source is not None
+    recorded = ref.dtype
+    target = dtype if dtype is not None and recorded.is_floating_point else recorded
+    where = device if device is not None else session.storages[ref.sid].device
+    if (source.dtype == target and source.device == where and not source.requires_grad
+            and _file_mapped(source)):
+        return source.detach()
+    value = source if source.dtype == recorded else source.to(recorded)  # copy_'s cast
+    out = torch.empty_strided(ref.size, ref.stride, dtype=target, device=where)
+    return out.copy_(value)
+
+
+def _file_mapped(tensor: torch.Tensor) -> bool:
+    """Whether the tensor's memory lies in a private (copy-on-write) file mapping."""
+    if tensor.device.type != "cpu" or not os.path.exists("/proc/self/maps"):
+        return False
+    start = tensor.untyped_storage().data_ptr()
+    end = start + tensor.untyped_storage().nbytes()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= start < hi:
+                return end <= hi and fields[1].endswith("p") and len(fields) >= 6 \
+                    and fields[5].startswith("/")
+    return False
+
+
+def _assign(slots: list[_Slot], finals: dict[int, torch.Tensor], device: torch.device | None,
+            dtype: torch.dtype | None, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Put the real tensors in place; one Parameter object per recorded one (ties stay)."""
+    params: dict[int, nn.Parameter] = {}
+    for slot in slots:
+        t = slot.tensor
+        if not isinstance(t, DeferredTensor):
+            _update_real(slot, device, dtype, state_dict)
+            continue
+        value: torch.Tensor = finals[id(t)]
+        if slot.kind == "parameter":
+            if id(t) not in params:
+                params[id(t)] = nn.Parameter(value, requires_grad=t.requires_grad)
+            value = params[id(t)]
+        setattr(slot.owner, slot.name, value)
+
+
+def _update_real(slot: _Slot, device: torch.device | None, dtype: torch.dtype | None,
+                 state_dict: Mapping[str, torch.Tensor]) -> None:
+    """A tensor that was never deferred: load, move and cast it like eager would."""
+    t = slot.tensor
+    if slot.in_state_dict and slot.fqn in state_dict:
+        t.copy_(state_dict[slot.fqn])
+    target = dtype if dtype is not None and t.is_floating_point() else t.dtype
+    if (device is None or t.device == device) and t.dtype == target:
+        return
+    moved = t.to(device=device, dtype=target)
+    if slot.kind == "parameter":
+        t.data = moved  # keeps the Parameter object, as Module.to does
+    else:
+        setattr(slot.owner, slot.name, moved)

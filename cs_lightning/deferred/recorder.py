@@ -1,0 +1,567 @@
+"""Record a model's construction as a dispatch-level op log, allocating nothing.
+
+While :func:`recording` is active, every new tensor is a :class:`DeferredTensor`: a
+wrapper that reports the device it was asked for (so libraries that skip their init on
+``device.type == "meta"`` still run it) and keeps its shape, strides and dtype in a meta
+tensor. Every aten op that creates or writes a tracked storage is appended to the
+session's log, in order, so that replaying the log later redraws the same random numbers
+in the same order as eager construction did.
+
+Identity is tracked per storage, not per tensor object: views alias one storage, and an
+op writing through a view writes that storage. Meta storages of everything recorded are
+kept alive for the whole session, because freed storage addresses are reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
+
+from cs_lightning.errors import DeferredInitError, DeferredInitWarning
+
+aten = torch.ops.aten
+T = TypeVar("T")
+
+# Ops that write every element of their first argument without reading it.
+_OVERWRITING = {
+    aten.normal_, aten.uniform_, aten.fill_, aten.zero_, aten.copy_, aten.random_,
+    aten.bernoulli_, aten.exponential_, aten.geometric_, aten.log_normal_, aten.cauchy_,
+}
+# Factories whose result holds whatever memory happened to contain.
+_UNINITIALIZED = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty,
+                  aten.new_empty_strided}
+_LIFT = {aten.lift_fresh.default, aten.lift_fresh_copy.default}
+# Constants up to this size are copied when recorded, larger ones are referenced.
+_CONST_COPY_BYTES = 1 << 20
+_HERE = str(Path(__file__).resolve().parent)
+_TORCH = str(Path(torch.__file__).resolve().parent)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A recorded tensor: a strided view of one tracked storage."""
+
+    sid: int
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.size:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class Const:
+    """A tensor made outside the recording, entering the log as a value."""
+
+    value: torch.Tensor
+    version: int
+
+
+@dataclass
+class Storage:
+    """One tracked storage: what a replay must allocate for it."""
+
+    sid: int
+    nbytes: int
+    dtype: torch.dtype
+    device: torch.device
+    meta: torch.Tensor  # keeps the meta storage, and so its address, alive
+
+
+@dataclass
+class Op:
+    """One logged aten call; tensors in ``flat`` are :class:`Ref` or :class:`Const`."""
+
+    func: torch._ops.OpOverload
+    flat: list[Any]
+    spec: TreeSpec
+    reads: frozenset[int]
+    writes: frozenset[int]
+    overwrites: frozenset[int]
+    creates: tuple[tuple[int, Ref], ...]  # (index among flat outputs, new storage's view)
+    random: bool
+
+
+class DeferredTensor(torch.Tensor):
+    """A tensor recorded by :func:`recording`: real device and metadata, no data."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+    _cs_session: Session
+
+    @staticmethod
+    def __new__(cls, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
+        return torch.Tensor._make_wrapper_subclass(
+            cls, meta.size(), strides=meta.stride(), storage_offset=meta.storage_offset(),
+            dtype=meta.dtype, device=device, layout=meta.layout, requires_grad=False)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[override]
+        # Reached only outside a recording: views and value reads still work.
+        session = next(x._cs_session for x in tree_flatten((args, kwargs))[0]
+                       if isinstance(x, DeferredTensor))
+        return session.dispatch(func, args, kwargs or {})
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+        kind = "Parameter" if getattr(self, "_is_param", False) else "Tensor"
+        return (f"Deferred{kind}(size={tuple(self.shape)}, dtype={self.dtype}, "
+                f"device={self.device})")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DeferredTensor:
+        if id(self) in memo:
+            return memo[id(self)]
+        copy = self.detach().clone().requires_grad_(self.requires_grad)
+        if getattr(self, "_is_param", False):
+            copy._is_param = True
+        memo[id(self)] = copy
+        return copy
+
+    def tolist(self) -> Any:  # type: ignore[override]
+        return self._cs_session.concrete(self).tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:  # type: ignore[override]
+        return self._cs_session.concrete(self).numpy()
+
+    def __array__(self, dtype: Any = None) -> Any:
+        return self._cs_session.concrete(self).__array__(dtype)
+
+
+def _returns_tensor(func: torch._ops.OpOverload) -> bool:
+    return any("Tensor" in str(r.type) for r in func._schema.returns)
+
+
+def _written_args(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list[Any]:
+    """The tensors an op writes in place, read from its schema's alias annotations."""
+    written = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+        written.extend(value if isinstance(value, (list, tuple)) else [value])
+    return [w for w in written if isinstance(w, torch.Tensor)]
+
+
+def _covers_storage(meta: torch.Tensor) -> bool:
+    """Whether writing every element of ``meta`` writes every byte of its storage."""
+    expected = 1  # dense: the strides, sorted, are the running products of the sizes
+    for stride, size in sorted((st, sz) for sz, st in zip(meta.size(), meta.stride())
+                               if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return (meta.storage_offset() == 0
+            and meta.numel() * meta.element_size() == meta.untyped_storage().nbytes())
+
+
+def constructor_site() -> str:
+    """Where in the user's constructors we are: ``A.__init__ > B.__init__ (file:line)``."""
+    chain: list[str] = []
+    site = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if site is None and not file.startswith((_HERE, _TORCH)):
+            site = f"{file}:{frame.f_lineno}"
+        owner = frame.f_locals.get("self")
+        if frame.f_code.co_name == "__init__" and isinstance(owner, torch.nn.Module):
+            chain.append(f"{type(owner).__qualname__}.__init__")
+        frame = frame.f_back
+    path = " > ".join(reversed(chain)) or "<no module constructor>"
+    return f"{path} ({site or 'unknown location'})"
+
+
+class Session:
+    """The op log of one :func:`recording` block and the storages it tracks."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.storages: dict[int, Storage] = {}
+        self.uninitialized: set[int] = set()
+        self.active = True
+        self.cursor = 0  # ops before it were replayed by an earlier materialize
+        self.executor: Any = None  # the replay state, kept across materialize calls
+        self.rng_state = torch.get_rng_state()
+        self.alive: weakref.WeakSet[DeferredTensor] = weakref.WeakSet()
+        self._sids: dict[int, int] = {}  # meta storage address -> sid
+        self._metas: dict[int, torch.Tensor] = {}  # wrapper storage address -> meta
+        self._last_write: dict[int, int] = {}
+        self._concrete: dict[int, tuple[int, torch.Tensor]] = {}
+
+    # -- tensors -------------------------------------------------------------------
+    def meta(self, fake: DeferredTensor) -> torch.Tensor:
+        # Keyed by the wrapper's own storage, which `t.data = other` also swaps.
+        return self._metas[fake.untyped_storage()._cdata]
+
+    def ref(self, fake: DeferredTensor) -> Ref:
+        m = self.meta(fake)
+        return Ref(self._sids[m.untyped_storage()._cdata], tuple(m.size()), tuple(m.stride()),
+                   m.storage_offset(), m.dtype)
+
+    def _wrap(self, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
+        fake = DeferredTensor(meta, device)
+        fake._cs_session = self
+        self._metas[fake.untyped_storage()._cdata] = meta
+        self.alive.add(fake)
+        return fake
+
+    def _new_storage(self, meta: torch.Tensor, device: torch.device) -> int:
+        sid = len(self.storages)
+        self._sids[meta.untyped_storage()._cdata] = sid
+        self.storages[sid] = Storage(sid, meta.untyped_storage().nbytes(), meta.dtype,
+                                     device, meta)
+        return sid
+
+    # -- dispatch ------------------------------------------------------------------
+    def dispatch(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
+        flat, spec = tree_flatten((args, kwargs))
+        fakes = [i for i, x in enumerate(flat) if isinstance(x, DeferredTensor)]
+        reals = [i for i, x in enumerate(flat)
+                 if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor)]
+        is_random = torch.Tag.nondeterministic_seeded in func.tags
+        if func in _LIFT:
+            return self._record_constant(flat[0])
+        if not fakes and reals:
+            if not is_random:
+                return func(*args, **kwargs)  # values made outside: eager, as eager
+            if _written_args(func, args, kwargs):
+                raise DeferredInitError(
+                    f"{func} draws random numbers into a tensor created outside the "
+                    f"recording, in {constructor_site()}; the draw would happen out of "
+                    "order. Create that tensor inside the constructor.")
+        if not _returns_tensor(func):
+            return self._concrete_call(func, flat, spec, fakes)
+        return self._record(func, flat, spec, fakes, reals, is_random)
+
+    def _record(self, func: torch._ops.OpOverload, flat: list, spec: TreeSpec,
+                fakes: list[int], reals: list[int], is_random: bool) -> Any:
+        metas = list(flat)
+        for i in fakes:
+            metas[i] = self.meta(flat[i])
+        for i in reals:
+            metas[i] = torch.empty_strided(flat[i].size(), flat[i].stride(),
+                                           dtype=flat[i].dtype, device="meta")
+        margs, mkwargs = tree_unflatten(metas, spec)
+        device = self._result_device(flat, mkwargs)
+        if "device" in mkwargs:
+            mkwargs["device"] = torch.device("meta")
+        try:
+            mout = func(*margs, **mkwargs)
+        except NotImplementedError as err:  # no meta kernel (data-dependent shape)
+            return self._run_for_real(func, flat, spec, fakes, margs, mkwargs, is_random, err)
+        written = _written_args(func, margs, mkwargs)
+        if not self.active and (written or not self._is_view(mout)):
+            raise DeferredInitError(
+                f"{func} on a deferred tensor outside recording(): the module holding it "
+                "is not materialized yet. Call cs_lightning.deferred.materialize(module) "
+                "first.")
+        by_meta = {id(m): i for i, m in enumerate(metas) if isinstance(m, torch.Tensor)}
+        if any(id(w) in by_meta and by_meta[id(w)] in reals for w in written):
+            raise DeferredInitError(
+                f"{func} writes a recorded value into a tensor created outside the "
+                f"recording, in {constructor_site()}; create that tensor inside it.")
+        out_flat, out_spec = tree_flatten(mout)
+        result, creates = [], []
+        for j, m in enumerate(out_flat):
+            if not isinstance(m, torch.Tensor):
+                result.append(m)
+            elif id(m) in by_meta:  # in place: hand back the caller's object
+                result.append(self._same_object(flat[by_meta[id(m)]], m))
+            elif m.untyped_storage()._cdata in self._sids:  # a view of a tracked storage
+                result.append(self._wrap(m, device))
+            else:
+                self._new_storage(m, device)
+                fake = self._wrap(m, device)
+                creates.append((j, self.ref(fake)))
+                result.append(fake)
+        if written or creates:
+            self._log(func, flat, spec, fakes, reals, metas, written, creates, mout, device,
+                      is_random)
+        return tree_unflatten(result, out_spec)
+
+    def _run_for_real(self, func, flat, spec, fakes, margs, mkwargs, is_random,
+                      err: NotImplementedError) -> Any:
+        """An op without a meta kernel: compute it on real values; results enter as values."""
+        if _written_args(func, margs, mkwargs) or not self.active:
+            raise DeferredInitError(
+                f"{func} has no meta kernel and writes in place, so it cannot be recorded; "
+                f"in {constructor_site()}. Build this module eagerly. ({err})") from err
+        if is_random:  # its draws must come after everything recorded so far
+            self.flush(f"{func} draws random numbers and has no meta kernel")
+        out = self._concrete_call(func, flat, spec, fakes)
+        flat_out, out_spec = tree_flatten(out)
+        return tree_unflatten([self._record_constant(t) if isinstance(t, torch.Tensor) else t
+                               for t in flat_out], out_spec)
+
+    def _is_view(self, mout: Any) -> bool:
+        outs = [m for m in tree_flatten(mout)[0] if isinstance(m, torch.Tensor)]
+        return all(m.untyped_storage()._cdata in self._sids for m in outs)
+
+    def _same_object(self, original: DeferredTensor, meta: torch.Tensor) -> DeferredTensor:
+        # In-place metadata ops (t_, unsqueeze_) changed the meta: give the caller's
+        # object the new shape the way `t.data = ...` does, keeping its identity.
+        if (original.size() != meta.size() or original.stride() != meta.stride()
+                or original.storage_offset() != meta.storage_offset()):
+            original.data = self._wrap(meta, original.device)
+        return original
+
+    @staticmethod
+    def _result_device(flat: list, mkwargs: dict) -> torch.device:
+        if mkwargs.get("device") is not None:
+            return torch.device(mkwargs["device"])
+        tensors = [x for x in flat if isinstance(x, torch.Tensor)]
+        return tensors[0].device if tensors else torch.device("cpu")
+
+    def _log(self, func, flat, spec, fakes, reals, metas, written, creates, mout, device,
+             is_random) -> None:
+        sid_of = {i: self._sids[metas[i].untyped_storage()._cdata] for i in fakes}
+        written_ids = {id(w) for w in written}
+        writes = {sid_of[i] for i in fakes if id(metas[i]) in written_ids}
+        overwrites = {ref.sid for _, ref in creates}
+        for i in fakes:
+            if id(metas[i]) in written_ids and _covers_storage(metas[i]) and (
+                    (i == 0 and func.overloadpacket in _OVERWRITING)
+                    or "out" in func._overloadname):
+                overwrites.add(sid_of[i])
+        # An overwritten argument's old values are not read; every other input is.
+        reads = {sid_of[i] for i in fakes
+                 if id(metas[i]) not in written_ids or sid_of[i] not in overwrites}
+        logged = list(flat)
+        for i in fakes:
+            logged[i] = self.ref(flat[i])
+        for i in reals:
+            value = flat[i]
+            if value.numel() * value.element_size() <= _CONST_COPY_BYTES:
+                value = value.detach().clone()
+            logged[i] = Const(value, flat[i]._version)
+        if not fakes and not reals:  # a factory: pin what defaults it resolved
+            logged, spec = self._pin_factory_defaults(func, logged, spec, mout, device)
+        index = len(self.ops)
+        self.ops.append(Op(func, logged, spec, frozenset(reads),
+                           frozenset(writes | overwrites), frozenset(overwrites),
+                           tuple(creates), is_random))
+        for sid in writes | overwrites:
+            self._last_write[sid] = index
+            self.uninitialized.discard(sid)
+        if func.overloadpacket in _UNINITIALIZED:
+            self.uninitialized.update(ref.sid for _, ref in creates)
+
+    @staticmethod
+    def _pin_factory_defaults(func, logged, spec, mout, device) -> tuple[list, TreeSpec]:
+        # dtype=None means "the default dtype when it runs"; Lightning changes that
+        # default inside init_module(), so record the one in force now.
+        args, kwargs = tree_unflatten(logged, spec)
+        names = {a.name for a in func._schema.arguments}
+        if "dtype" in names and kwargs.get("dtype") is None and isinstance(mout, torch.Tensor):
+            kwargs["dtype"] = mout.dtype
+        if "device" in names and kwargs.get("device") is None:
+            kwargs["device"] = device
+        return tree_flatten((args, kwargs))
+
+    def _record_constant(self, value: torch.Tensor) -> DeferredTensor:
+        """``torch.tensor(...)`` inside the recording: a tracked storage holding a value."""
+        flat, spec = tree_flatten(((value,), {}))
+        return self._record(aten.clone.default, flat, spec, [], [0], False)
+
+    # -- reading values --------------------------------------------------------------
+    def _concrete_call(self, func, flat, spec, fakes) -> Any:
+        values = list(flat)
+        for i in fakes:
+            values[i] = self.concrete(flat[i])
+        args, kwargs = tree_unflatten(values, spec)
+        return func(*args, **kwargs)
+
+    def concrete(self, fake: DeferredTensor) -> torch.Tensor:
+        """The value a recorded tensor holds now, as eager construction would have it.
+
+        Without randomness in its history it is computed aside, on the CPU, and nothing
+        else changes. With randomness, the draws must happen now and in eager's order:
+        everything recorded so far is run for real (see :meth:`flush`).
+        """
+        from cs_lightning.deferred.replay import Executor, live_ops
+
+        ref = self.ref(fake)
+        pending = self.ops[self.cursor:]
+        live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]
+        with _no_recording():
+            if any(op.random for op in live):
+                self.flush("a constructor reads the value of a randomly initialized tensor "
+                           "(.item(), .tolist(), bool(...), a data-dependent loop)")
+                return self.executor.view(ref)
+            cached = self._concrete.get(ref.sid)
+            if cached is None or cached[0] < self._last_write.get(ref.sid, -1):
+                aside = Executor(self.storages, torch.device("cpu"))
+                touched = {ref.sid}.union(*(op.reads | op.writes for op in live))
+                done = self.executor.bases if self.executor is not None else {}
+                aside.bases = {sid: done[sid].clone() for sid in touched & done.keys()}
+                for op in live:
+                    aside.run(op)
+                cached = (len(self.ops), aside.base(ref.sid))
+                self._concrete[ref.sid] = cached
+            return cached[1].as_strided(ref.size, ref.stride, ref.offset)
+
+    def flush(self, reason: str) -> None:
+        """Run every pending op for real, now, on the global generator, in order.
+
+        This is eager construction, delayed: the values and the RNG stream are exactly
+        eager's, but the memory of everything recorded so far is allocated now.
+        """
+        from cs_lightning.deferred.replay import replay_exact
+
+        warnings.warn(
+            f"{reason} in {constructor_site()}. Eager construction would branch on random "
+            "numbers here, so everything recorded so far was run eagerly (its memory is "
+            "allocated now); weights stay exactly eager's. Move the read out of the "
+            "constructor to keep the whole model deferred.", DeferredInitWarning,
+            stacklevel=4)
+        keep = {self.ref(f).sid for f in list(self.alive)}
+        replay_exact(self, set(), keep, None, True, lambda sid, executor: None)
+
+    def record_call(self, func: Callable[..., Any], tensor: DeferredTensor, args: tuple,
+                    kwargs: dict) -> DeferredTensor:
+        """Log a whole Python function that initializes ``tensor`` in place.
+
+        For init functions that loop on random values (rejection sampling): replaying
+        the call itself draws exactly what eager drew, with no value needed now.
+        """
+        ref = self.ref(tensor)
+        full = _covers_storage(self.meta(tensor))
+        flat, spec = tree_flatten(((tensor, *args), kwargs))
+        logged = [ref if x is tensor else x for x in flat]
+        if any(isinstance(x, torch.Tensor) for x in logged):
+            raise DeferredInitError(f"{func.__qualname__} with tensor arguments other than "
+                                    f"the one it initializes, in {constructor_site()}.")
+        sid = frozenset({ref.sid})
+        index = len(self.ops)
+        self.ops.append(Op(func, logged, spec, frozenset() if full else sid, sid,
+                           sid if full else frozenset(), (), True))
+        self._last_write[ref.sid] = index
+        self.uninitialized.discard(ref.sid)
+        return tensor
+
+
+class _RecordingMode(TorchDispatchMode):
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.session.dispatch(func, args, kwargs or {})
+
+
+_state = threading.local()
+
+
+def current_session() -> Session | None:
+    """The session recording on this thread, if any."""
+    return getattr(_state, "session", None)
+
+
+@contextlib.contextmanager
+def _no_recording() -> Iterator[None]:
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        yield
+
+
+# Init functions whose Python loops on random values; recorded as one call each.
+_WHOLE_CALLS = [(torch.nn.init, "trunc_normal_")]
+_patch_lock = threading.Lock()
+_patch_users = 0
+
+
+def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    def call(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is None or not isinstance(tensor, DeferredTensor):
+            return original(tensor, *args, **kwargs)
+        return session.record_call(original, tensor, args, kwargs)
+
+    call.__wrapped__ = original  # type: ignore[attr-defined]
+    call.__doc__ = original.__doc__
+    return call
+
+
+@contextlib.contextmanager
+def _whole_calls_recorded() -> Iterator[None]:
+    """Swap the data-dependent init functions for recording wrappers, process-wide."""
+    global _patch_users
+    with _patch_lock:
+        if _patch_users == 0:
+            for owner, name in _WHOLE_CALLS:
+                setattr(owner, name, _recorded_call(getattr(owner, name)))
+        _patch_users += 1
+    try:
+        yield
+    finally:
+        with _patch_lock:
+            _patch_users -= 1
+            if _patch_users == 0:
+                for owner, name in _WHOLE_CALLS:
+                    setattr(owner, name, getattr(owner, name).__wrapped__)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[None]:
+    """Defer every tensor created inside the block; nested blocks join the outer one.
+
+    Modules built inside hold :class:`DeferredTensor` parameters and buffers until
+    :func:`cs_lightning.deferred.materialize`. The recording state is restored on exit,
+    also when the block raises.
+    """
+    if current_session() is not None:
+        yield
+        return
+    session = Session()
+    _state.session = session
+    try:
+        with _whole_calls_recorded(), _RecordingMode(session):
+            yield
+    finally:
+        session.active = False
+        _state.session = None
+
+
+def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call ``fn(*args, **kwargs)`` (usually a module class) with its tensors deferred.
+
+    If the constructor does something that cannot be replayed faithfully, this warns
+    (:class:`DeferredInitWarning`, naming the constructor and line) and constructs the
+    module eagerly instead: the weights are then eager's, never silently different.
+    Inside an enclosing :func:`recording` block it joins that block and raises instead.
+    """
+    if current_session() is not None:
+        return fn(*args, **kwargs)
+    python_rng = random.getstate()
+    try:
+        with recording():
+            return fn(*args, **kwargs)
+    except DeferredInitError as err:
+        warnings.warn(f"{err} Falling back to eager construction of "
+                      f"{getattr(fn, '__qualname__', fn)!s}.", DeferredInitWarning,
+                      stacklevel=2)
+        random.setstate(python_rng)  # the failed attempt drew no torch random numbers
+        return fn(*args, **kwargs)
+
+
+def is_deferred(module: torch.nn.Module) -> bool:
+    """True while any parameter or buffer of ``module`` is still a deferred tensor."""
+    return any(isinstance(t, DeferredTensor)
+               for t in (*module.parameters(), *module.buffers()))

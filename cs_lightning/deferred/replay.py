@@ -1,0 +1,237 @@
+"""Replay a recorded op log exactly: the same aten calls, in the same order, as eager.
+
+Two things make replay cheaper than eager construction without changing a single bit:
+
+* Dead ops are skipped. An op is dead when every storage it writes is fully
+  overwritten before anything reads it (the default ``reset_parameters`` init that a
+  later ``apply(_init_weights)`` replaces; the init of a tensor a checkpoint provides).
+* A dead op that draws random numbers still advances the generator by exactly as many
+  numbers as eager drew (the CPU mt19937 generator cannot skip ahead), but into a small
+  scratch buffer, chunk by chunk, so nothing of the tensor's size is allocated.
+
+Each storage is allocated lazily at its first live op and handed to ``on_ready`` right
+after its last one, so a caller that casts and frees there holds one float32 tensor at a
+time, never the whole model.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from cs_lightning.deferred.recorder import Const, Op, Ref, Session, Storage
+
+aten = torch.ops.aten
+
+# Elements per scratch chunk: a multiple of 16, which keeps normal_'s draw count
+# (it redraws a 16-element tail when the size is not a multiple of 16) unchanged.
+_CHUNK = 1 << 18
+
+
+def live_ops(ops: Sequence[Op], needed: set[int]) -> list[bool]:
+    """Which ops contribute to the final values of the ``needed`` storages."""
+    live = set(needed)
+    flags = [False] * len(ops)
+    for k in range(len(ops) - 1, -1, -1):
+        op = ops[k]
+        if op.writes & live:
+            flags[k] = True
+            live -= op.overwrites
+            live |= op.reads
+    return flags
+
+
+def _chunks(n: int) -> list[int]:
+    """Split ``n`` draws into chunks consuming exactly what one call of size n does."""
+    q, r = divmod(n, _CHUNK)
+    if q == 0 or r == 0:
+        return [n] if q == 0 else [_CHUNK] * q
+    # the last chunk must keep n's size modulo 16 and be at least 16 long
+    return [_CHUNK] * q + [r] if r >= 16 else [_CHUNK] * (q - 1) + [_CHUNK + r]
+
+
+class Executor:
+    """Real storages for a replay, on one device (None: where they were recorded)."""
+
+    def __init__(self, storages: dict[int, Storage], device: torch.device | None) -> None:
+        self.storages = storages
+        self.device = device
+        self.bases: dict[int, torch.Tensor] = {}
+        self._consts: dict[int, torch.Tensor] = {}
+        # Released storages, reused for the next one of the same size: freeing and
+        # reallocating instead leaves glibc's heap holding the whole float32 model.
+        self._spare: dict[tuple, list[torch.Tensor]] = defaultdict(list)
+
+    def device_of(self, sid: int) -> torch.device:
+        return self.device if self.device is not None else self.storages[sid].device
+
+    def base(self, sid: int) -> torch.Tensor:
+        """The whole storage as a flat tensor of the dtype it was created with."""
+        if sid not in self.bases:
+            s = self.storages[sid]
+            spare = self._spare[(s.nbytes, s.dtype, self.device_of(sid))]
+            itemsize = torch.empty((), dtype=s.dtype, device="meta").element_size()
+            self.bases[sid] = spare.pop() if spare else torch.empty(
+                s.nbytes // itemsize, dtype=s.dtype, device=self.device_of(sid))
+        return self.bases[sid]
+
+    def view(self, ref: Ref) -> torch.Tensor:
+        base = self.base(ref.sid)
+        if base.dtype != ref.dtype:
+            base = base.view(ref.dtype)
+        return base.as_strided(ref.size, ref.stride, ref.offset)
+
+    def release(self, sid: int, reusable: bool = False) -> None:
+        """Forget a storage; ``reusable`` when nothing outside the replay holds it."""
+        base = self.bases.pop(sid, None)
+        if reusable and base is not None:
+            s = self.storages[sid]
+            spare = self._spare[(s.nbytes, s.dtype, base.device)]
+            if len(spare) < 2:
+                spare.append(base)
+
+    def drop_spares(self) -> None:
+        self._spare.clear()
+
+    def _const(self, c: Const) -> torch.Tensor:
+        if c.value._version != c.version:
+            raise RuntimeError(
+                "a tensor created outside the recording and used by the constructor was "
+                "modified in place after it was recorded; materialize would not see the "
+                "value eager construction saw. Do not modify it before materialize.")
+        key = id(c)
+        if key not in self._consts:
+            device = self.device if self.device is not None else c.value.device
+            self._consts[key] = c.value.to(device)
+        return self._consts[key]
+
+    def _resolve(self, op: Op) -> tuple:
+        flat = [self.view(x) if isinstance(x, Ref) else
+                self._const(x) if isinstance(x, Const) else x for x in op.flat]
+        args, kwargs = tree_unflatten(flat, op.spec)
+        if self.device is not None and kwargs.get("device") is not None:
+            kwargs["device"] = self.device
+        return args, kwargs
+
+    def run(self, op: Op, generator: torch.Generator | None = None) -> None:
+        """Execute a live op for real and adopt the storages it creates.
+
+        With ``generator``, a random op draws from it instead of the global generator.
+        """
+        args, kwargs = self._resolve(op)
+        if generator is not None and op.random:
+            func, kwargs = with_generator(op.func, kwargs, generator)
+        else:
+            func = op.func
+        out = func(*args, **kwargs)
+        if not op.creates:
+            return
+        outs = tree_flatten(out)[0]
+        for j, ref in op.creates:
+            self._adopt(ref, outs[j])
+
+    def _adopt(self, ref: Ref, out: torch.Tensor) -> None:
+        sid = ref.sid
+        s = self.storages[sid]
+        n = s.nbytes // out.element_size()
+        if (out.untyped_storage().nbytes() == s.nbytes and tuple(out.stride()) == ref.stride
+                and out.storage_offset() == ref.offset):
+            self.bases[sid] = out.as_strided((n,), (1,), 0)
+        else:  # the real kernel chose another layout than the meta one: copy into it
+            self.bases[sid] = torch.empty(n, dtype=s.dtype, device=out.device)
+            self.view(ref).copy_(out)
+
+    def advance(self, op: Op) -> None:
+        """Draw what a dead random op would draw, without allocating its result."""
+        target = op.flat[0] if op.flat and isinstance(op.flat[0], Ref) else None
+        on_cpu = target is not None and self.device_of(target.sid).type == "cpu"
+        if on_cpu and op.func in (aten.normal_.default, aten.uniform_.default) and (
+                op.func is aten.uniform_.default or _contiguous(target)):
+            args, kwargs = self._scratch_args(op, target)
+            scratch = torch.empty(min(target.numel, _CHUNK + 16), dtype=target.dtype)
+            for size in _chunks(target.numel):
+                op.func(scratch[:size], *args[1:], **kwargs)
+            return
+        # Anything else: run it on throwaway storages (one tensor's worth, then freed).
+        saved = dict(self.bases)
+        try:
+            self.run(op)
+        finally:
+            for sid in list(self.bases):
+                if sid not in saved:
+                    del self.bases[sid]
+
+    def _scratch_args(self, op: Op, target: Ref) -> tuple:
+        flat = [None if x is target else (self._const(x) if isinstance(x, Const) else x)
+                for x in op.flat]
+        return tree_unflatten(flat, op.spec)
+
+
+def _contiguous(ref: Ref) -> bool:
+    expected, stride = [], 1
+    for size in reversed(ref.size):
+        expected.append(stride)
+        stride *= size
+    return all(s == e or n == 1 for s, e, n in zip(ref.stride, reversed(expected), ref.size))
+
+
+def with_generator(func: torch._ops.OpOverload, kwargs: dict,
+                   generator: torch.Generator) -> tuple[torch._ops.OpOverload, dict]:
+    """The same random op drawing from ``generator`` instead of the global one."""
+    if not isinstance(func, torch._ops.OpOverload):  # a recorded init function
+        return func, {**kwargs, "generator": generator}
+    names = {a.name for a in func._schema.arguments}
+    if "generator" not in names:
+        packet = func.overloadpacket
+        name = func._overloadname
+        sibling = "generator" if name == "default" else f"{name}_generator"
+        if sibling not in packet.overloads():
+            raise NotImplementedError(
+                f"{func} takes no generator, so mode='independent' cannot give it its own "
+                "random stream; use mode='exact'.")
+        func = getattr(packet, sibling)
+    return func, {**kwargs, "generator": generator}
+
+
+def replay_exact(session: Session, targets: set[int], keep: set[int],
+                 device: torch.device | None, draw_trailing: bool,
+                 on_ready: Callable[[int, Executor], None]) -> None:
+    """Replay the session's pending ops on the global generator, eager's order.
+
+    ``targets`` are storages the caller wants (``on_ready`` is called for each after its
+    last live op); ``keep`` are storages other live tensors still hold, computed and kept
+    in the session for a later materialize. ``draw_trailing=False`` skips the draws of
+    dead random ops that no later live random op depends on.
+    """
+    ops = session.ops[session.cursor:]
+    flags = live_ops(ops, targets | keep)
+    executor = session.executor or Executor(session.storages, device)
+    session.executor = executor
+    last_use: dict[int, int] = {sid: -1 for sid in targets}
+    for k, op in enumerate(ops):
+        if flags[k]:
+            for sid in op.reads | op.writes:
+                last_use[sid] = k
+    done_at: dict[int, list[int]] = defaultdict(list)
+    for sid, k in last_use.items():
+        done_at[k].append(sid)
+    last_draw = max((k for k, op in enumerate(ops) if flags[k] and op.random), default=-1)
+
+    def finish(k: int) -> None:
+        for sid in done_at.pop(k, ()):
+            if sid in targets:
+                on_ready(sid, executor)
+            elif sid not in keep:
+                executor.release(sid, reusable=True)
+
+    finish(-1)
+    for k, op in enumerate(ops):
+        if flags[k]:
+            executor.run(op)
+        elif op.random and (draw_trailing or k < last_draw):
+            executor.advance(op)
+        finish(k)
+    session.cursor += len(ops)
+    executor.drop_spares()

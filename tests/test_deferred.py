@@ -1,0 +1,582 @@
+"""cs_lightning.deferred: materialized models are bit-identical to eager construction.
+
+Every exactness test builds the model twice from the same seed, eagerly and deferred, and
+compares every parameter, every buffer and the global RNG state afterwards with
+``torch.equal``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from cs_lightning.deferred import deferred_init, is_deferred, materialize, recording
+from cs_lightning.errors import DeferredInitError, DeferredInitWarning
+
+SEED = 1234
+
+
+def tensors(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer (persistent or not) by qualified name."""
+    return {**dict(module.named_parameters()), **dict(module.named_buffers())}
+
+
+def eager_and_deferred(build: Callable[[], nn.Module], seed: int = SEED, **options):
+    """(eager module, its RNG state after), (materialized module, its RNG state after)."""
+    torch.manual_seed(seed)
+    eager = build()
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(seed)
+    lazy = deferred_init(build)
+    assert is_deferred(lazy)
+    materialize(lazy, **options)
+    assert not is_deferred(lazy)
+    return (eager, eager_rng), (lazy, torch.get_rng_state())
+
+
+def assert_identical(build: Callable[[], nn.Module], seed: int = SEED,
+                     **options) -> tuple[nn.Module, nn.Module]:
+    (eager, eager_rng), (lazy, lazy_rng) = eager_and_deferred(build, seed, **options)
+    want, got = tensors(eager), tensors(lazy)
+    assert want.keys() == got.keys()
+    for name in want:
+        assert got[name].dtype == want[name].dtype, name
+        assert torch.equal(got[name], want[name]), name
+    assert torch.equal(lazy_rng, eager_rng), "global RNG state differs from eager"
+    return eager, lazy
+
+
+# -- models -------------------------------------------------------------------------
+
+
+class Rotary(nn.Module):
+    """Rotary position tables, computed in __init__ and kept out of the state_dict."""
+
+    def __init__(self, dim: int, max_len: int) -> None:
+        super().__init__()
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        angles = torch.outer(torch.arange(max_len).float(), inv_freq)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                 nn.Linear(4 * width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, -1).transpose(1, 3).unbind(2)
+        att = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(att.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """nanoGPT-shaped: tied head, apply(_init_weights), scaled residual projections."""
+
+    def __init__(self, vocab: int = 50, width: int = 32, depth: int = 2, heads: int = 4,
+                 max_len: int = 16) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(max_len, width)
+        self.rotary = Rotary(width // heads, max_len)
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(depth))
+        self.ln_f = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * depth))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+@dataclass
+class TinyConfig:
+    """A model-library style config object."""
+
+    vocab_size: int = 40
+    hidden_size: int = 24
+    num_layers: int = 2
+    initializer_range: float = 0.02
+    tie_word_embeddings: bool = True
+
+
+class PreTrainedModel(nn.Module):
+    """The shape of widely used model libraries: config in, post_init() at the end."""
+
+    def __init__(self, config: TinyConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def post_init(self) -> None:
+        self.apply(self._init_weights)
+        if self.config.tie_word_embeddings:
+            self.get_output_embeddings().weight = self.get_input_embeddings().weight
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            module.weight.data.normal_(mean=0.0, std=std)
+            if module.bias is not None:
+                module.bias.data.zero_()
+        elif isinstance(module, nn.Embedding):
+            module.weight.data.normal_(mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+
+
+class TinyLM(PreTrainedModel):
+    def __init__(self, config: TinyConfig) -> None:
+        super().__init__(config)
+        width = config.hidden_size
+        self.embed_tokens = nn.Embedding(config.vocab_size, width)
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(width, 4, 2 * width, batch_first=True)
+            for _ in range(config.num_layers))
+        self.norm = nn.LayerNorm(width)
+        self.lm_head = nn.Linear(width, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.embed_tokens
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.lm_head
+
+
+class SliceInit(nn.Module):
+    """In-place init of a slice; the rest keeps its default init."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 6)
+        self.lin.weight.data[:, :3].normal_(0, 0.5)
+        with torch.no_grad():
+            self.lin.bias[2:].fill_(0.25)
+
+
+class Containers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.plist = nn.ParameterList(nn.Parameter(torch.randn(3, i + 1)) for i in range(3))
+        self.pdict = nn.ParameterDict({"a": nn.Parameter(torch.rand(4)),
+                                       "b": nn.Parameter(torch.zeros(2, 2))})
+
+
+class TruncNormal(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.empty(17, 5))
+        nn.init.trunc_normal_(self.w, std=0.02, a=-0.04, b=0.04)
+        self.cls = nn.Parameter(torch.empty(1, 1, 5))
+        nn.init.trunc_normal_(self.cls, std=0.2)
+
+
+STOCK = {
+    "linear": lambda: nn.Linear(7, 5),
+    "conv1d": lambda: nn.Conv1d(3, 4, 5),
+    "conv2d": lambda: nn.Conv2d(3, 8, 3, groups=1),
+    "embedding": lambda: nn.Embedding(11, 6, padding_idx=0),
+    "layernorm": lambda: nn.LayerNorm(6),
+    "batchnorm": lambda: nn.BatchNorm2d(8),
+    "mha": lambda: nn.MultiheadAttention(16, 4, kdim=8, vdim=12),
+    "lstm": lambda: nn.LSTM(8, 16, num_layers=2, bidirectional=True),
+    "gru": lambda: nn.GRU(8, 16),
+    "transformer": lambda: nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2, enable_nested_tensor=False),
+}
+
+
+# -- exactness ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(STOCK))
+def test_stock_layers_are_eager_bit_for_bit(name: str) -> None:
+    assert_identical(STOCK[name])
+
+
+def test_batchnorm_statistics_and_forward_match_eager() -> None:
+    eager, lazy = assert_identical(lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)))
+    x = torch.randn(2, 3, 8, 8)
+    eager.train(), lazy.train()
+    assert torch.equal(eager(x), lazy(x))
+    assert torch.equal(eager[1].running_var, lazy[1].running_var)
+    assert lazy[1].num_batches_tracked.item() == 1
+
+
+def test_recurrent_layers_run_after_materialize() -> None:
+    eager, lazy = assert_identical(lambda: nn.LSTM(4, 6, num_layers=2))
+    x = torch.randn(5, 2, 4)
+    assert torch.equal(eager(x)[0], lazy(x)[0])
+
+
+def test_gpt_with_apply_init_weights_tied_head_and_rotary_tables() -> None:
+    eager, lazy = assert_identical(GPT)
+    assert lazy.head.weight is lazy.wte.weight
+    assert isinstance(lazy.head.weight, nn.Parameter)
+    assert "rotary.cos" not in lazy.state_dict()
+    idx = torch.randint(0, 50, (2, 8))
+    assert torch.equal(eager(idx), lazy(idx))
+
+
+def test_config_object_model_with_post_init_and_tied_embeddings() -> None:
+    eager, lazy = assert_identical(lambda: TinyLM(TinyConfig()))
+    assert lazy.lm_head.weight is lazy.embed_tokens.weight
+
+
+def test_in_place_init_of_a_slice() -> None:
+    assert_identical(SliceInit)
+
+
+def test_parameter_list_and_dict() -> None:
+    assert_identical(Containers)
+
+
+def test_empty_parameter_filled_by_trunc_normal() -> None:
+    assert_identical(TruncNormal)
+
+
+def test_bfloat16_equals_eager_then_cast() -> None:
+    torch.manual_seed(SEED)
+    want = GPT().to(torch.bfloat16)
+    want_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    got = materialize(deferred_init(GPT), dtype=torch.bfloat16)
+    for name, t in tensors(want).items():
+        assert tensors(got)[name].dtype == t.dtype == torch.bfloat16
+        assert torch.equal(tensors(got)[name], t), name
+    assert torch.equal(torch.get_rng_state(), want_rng)
+    assert got.head.weight is got.wte.weight
+
+
+def test_partial_checkpoint_equals_eager_plus_load_state_dict(tmp_path) -> None:
+    torch.manual_seed(99)
+    torch.save({k: v for k, v in GPT().state_dict().items() if not k.startswith("head")
+                and not k.startswith("wte")}, tmp_path / "body.pt")
+    checkpoint = torch.load(tmp_path / "body.pt", mmap=True)
+
+    torch.manual_seed(SEED)
+    eager = GPT()
+    eager.load_state_dict(checkpoint, strict=False)
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    lazy = materialize(deferred_init(GPT), state_dict=checkpoint)
+    for name, t in tensors(eager).items():
+        assert torch.equal(tensors(lazy)[name], t), name
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+    # read straight into place: the module uses the memory-mapped tensor itself
+    block = lazy.blocks[0].qkv.weight
+    assert block.data_ptr() == checkpoint["blocks.0.qkv.weight"].data_ptr()
+
+
+def test_checkpoint_in_another_dtype_is_cast_like_load_then_to() -> None:
+    torch.manual_seed(5)
+    source = {k: v.to(torch.float16) for k, v in GPT().state_dict().items()}
+    torch.manual_seed(SEED)
+    eager = GPT()
+    eager.load_state_dict(source, strict=False)
+    eager = eager.to(torch.bfloat16)
+    torch.manual_seed(SEED)
+    lazy = materialize(deferred_init(GPT), dtype=torch.bfloat16, state_dict=source)
+    for name, t in tensors(eager).items():
+        assert torch.equal(tensors(lazy)[name], t), name
+
+
+def test_fast_rng_skips_only_draws_that_nothing_needs() -> None:
+    torch.manual_seed(3)
+    full = GPT().state_dict()
+    torch.manual_seed(SEED)
+    before = torch.get_rng_state()
+    lazy = materialize(deferred_init(GPT), state_dict=full, rng="fast")
+    for name, t in full.items():
+        assert torch.equal(lazy.state_dict()[name], t), name
+    assert torch.equal(torch.get_rng_state(), before)  # nothing drawn at all
+
+
+def test_modules_recorded_together_materialize_in_order() -> None:
+    def build() -> tuple[nn.Module, nn.Module]:
+        return nn.Linear(4, 3), nn.Conv1d(2, 2, 3)
+
+    torch.manual_seed(SEED)
+    want = build()
+    want_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    with recording():
+        got = build()
+    for eager, lazy in zip(want, got):
+        materialize(lazy)
+        for name, t in tensors(eager).items():
+            assert torch.equal(tensors(lazy)[name], t), name
+    assert torch.equal(torch.get_rng_state(), want_rng)
+
+
+class DataAssign(nn.Module):
+    """Old-style init: replaces `.data`, converts dtype and deep-copies inside __init__."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.a.weight.data = torch.randn(3, 3) * 0.1
+        self.b = nn.Linear(3, 2).double()
+        self.c = copy.deepcopy(self.a)
+        nn.init.orthogonal_(self.c.weight)
+
+
+def test_data_assignment_dtype_change_deepcopy_and_orthogonal() -> None:
+    assert_identical(DataAssign)
+
+
+def test_default_dtype_inside_the_recording_is_kept() -> None:
+    def build() -> nn.Module:
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            return nn.Linear(3, 3)
+        finally:
+            torch.set_default_dtype(previous)
+
+    eager, lazy = assert_identical(build)
+    assert lazy.weight.dtype == torch.float64
+
+
+def test_non_random_values_can_drive_python_in_a_constructor() -> None:
+    class DropPathRates(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rates = [x.item() for x in torch.linspace(0, 0.1, 4)]
+            self.scale = nn.Parameter(torch.ones(3) * torch.tensor([2.0]).tolist()[0])
+            self.lin = nn.Linear(2, 2)
+
+    eager, lazy = assert_identical(DropPathRates)
+    assert lazy.rates == eager.rates
+
+
+# -- order-independent mode ---------------------------------------------------------
+
+
+def test_independent_mode_depends_only_on_seed_and_names() -> None:
+    torch.manual_seed(SEED)
+    rng = torch.get_rng_state()
+    one = materialize(deferred_init(GPT), mode="independent")
+    assert torch.equal(torch.get_rng_state(), rng)  # the global stream is untouched
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)
+    try:
+        two = materialize(deferred_init(GPT), mode="independent")
+    finally:
+        torch.set_num_threads(2)
+    torch.manual_seed(SEED)
+    eager = GPT()
+    for name, t in tensors(one).items():
+        assert torch.equal(tensors(two)[name], t), name
+    assert not torch.equal(one.blocks[0].qkv.weight, eager.blocks[0].qkv.weight)
+    assert torch.equal(one.rotary.cos, eager.rotary.cos)  # no randomness: exact
+    assert one.head.weight is one.wte.weight
+    # a different seed gives different values; the std of the init is kept
+    torch.manual_seed(SEED + 1)
+    other = materialize(deferred_init(GPT), mode="independent")
+    assert not torch.equal(other.wte.weight, one.wte.weight)
+    assert abs(one.blocks[0].mlp[0].weight.std().item() - 0.02) < 0.002
+
+
+def test_independent_values_do_not_depend_on_other_tensors() -> None:
+    torch.manual_seed(SEED)
+    small = materialize(deferred_init(nn.Sequential, nn.Linear(4, 4)), mode="independent")
+    torch.manual_seed(SEED)
+    big = materialize(deferred_init(nn.Sequential, nn.Linear(4, 4), nn.Linear(4, 9)),
+                      mode="independent")
+    assert torch.equal(small[0].weight, big[0].weight)
+
+
+# -- diagnostics --------------------------------------------------------------------
+
+
+def test_uninitialized_parameter_is_reported_by_name() -> None:
+    class Forgot(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ok = nn.Linear(2, 2)
+            self.missing = nn.Parameter(torch.empty(3))
+
+    lazy = deferred_init(Forgot)
+    with pytest.warns(DeferredInitWarning, match=r"nothing initialized missing \("):
+        materialize(lazy)
+    # given by a checkpoint instead: no warning
+    lazy = deferred_init(Forgot)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        materialize(lazy, state_dict={"missing": torch.ones(3)})
+    assert torch.equal(lazy.missing, torch.ones(3))
+
+
+class PeeksAtRandom(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.ModuleDict({"gate": Gate()})
+
+
+class Gate(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4))
+        self.open = bool(self.w.sum() > 0)  # data-dependent Python on random values
+
+
+def test_reading_random_values_in_a_constructor_warns_and_stays_exact() -> None:
+    """The recorded prefix runs eagerly at the read, so Python sees eager's values."""
+    with pytest.warns(DeferredInitWarning, match=r"PeeksAtRandom.__init__ > Gate.__init__"):
+        eager, lazy = assert_identical(PeeksAtRandom)
+    assert lazy.inner.gate.open == eager.inner.gate.open
+
+
+def test_ops_without_meta_kernel_use_real_values() -> None:
+    class Indices(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("odd", torch.nonzero(torch.arange(10) % 2).flatten())
+            self.lin = nn.Linear(3, 3)
+
+    eager, lazy = assert_identical(Indices)
+    assert lazy.odd.tolist() == [1, 3, 5, 7, 9]
+
+
+def test_deferred_init_falls_back_to_eager_with_a_warning() -> None:
+    outside = torch.zeros(4)
+
+    class WritesOutside(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            outside.normal_()  # a draw into a tensor the recording does not own
+
+    torch.manual_seed(SEED)
+    eager = WritesOutside()
+    eager_rng, eager_outside = torch.get_rng_state(), outside.clone()
+    torch.manual_seed(SEED)
+    with pytest.warns(DeferredInitWarning, match="WritesOutside.__init__.*Falling back"):
+        lazy = deferred_init(WritesOutside)
+    assert not is_deferred(lazy)
+    assert torch.equal(lazy.lin.weight, eager.lin.weight)
+    assert torch.equal(outside, eager_outside)
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+    with pytest.raises(DeferredInitError, match=r"WritesOutside.__init__ \("):
+        with recording():
+            WritesOutside()
+
+
+def test_recording_restores_global_state_on_error() -> None:
+    with pytest.raises(ZeroDivisionError):
+        with recording():
+            nn.Linear(2, 2)
+            1 / 0
+    torch.manual_seed(SEED)
+    layer = nn.Linear(2, 2)
+    assert not is_deferred(layer)
+    assert type(layer.weight.data) is torch.Tensor
+    assert torch.isfinite(layer.weight @ torch.ones(2)).all()
+
+
+def test_deferred_tensors_refuse_computation_until_materialized() -> None:
+    lazy = deferred_init(nn.Linear, 3, 3)
+    assert lazy.weight.shape == (3, 3) and lazy.weight.device.type == "cpu"
+    assert "DeferredParameter" in repr(lazy.weight)
+    with pytest.raises(DeferredInitError, match="materialize"):
+        lazy(torch.ones(3))
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"mode": "fastest"}, ValueError, "mode='fastest'"),
+    ({"rng": "none"}, ValueError, "rng='none'"),
+    ({"dtype": torch.int8}, TypeError, "dtype=torch.int8"),
+    ({"device": "nowhere"}, ValueError, "device='nowhere'"),
+    ({"state_dict": {"weight": torch.ones(2, 2)}}, ValueError, r"state_dict\['weight'\]"),
+])
+def test_bad_arguments_are_named(kwargs, error, match) -> None:
+    with pytest.raises(error, match=match):
+        materialize(deferred_init(nn.Linear, 3, 3), **kwargs)
+
+
+# -- laws ---------------------------------------------------------------------------
+
+LAYERS = st.sampled_from(["linear", "conv", "norm", "embedding_like"])
+
+
+@given(st.lists(LAYERS, min_size=1, max_size=5), st.integers(1, 6), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_any_small_stack_materializes_to_eager(kinds, width, reinit, seed) -> None:
+    def build() -> nn.Module:
+        layers: list[nn.Module] = []
+        for kind in kinds:
+            if kind == "linear":
+                layers.append(nn.Linear(width, width))
+            elif kind == "conv":
+                layers.append(nn.Conv1d(width, width, 3, padding=1))
+            elif kind == "norm":
+                layers.append(nn.BatchNorm1d(width))
+            else:
+                layers.append(nn.Bilinear(width, width, width))
+        model = nn.Sequential(*layers)
+        if reinit:
+            model.apply(lambda m: nn.init.xavier_normal_(m.weight)
+                        if isinstance(m, (nn.Linear, nn.Conv1d)) else None)
+        return model
+
+    assert_identical(build, seed)
+
+
+def test_bfloat16_never_holds_the_float32_model() -> None:
+    """Peak memory of a bf16 materialize stays far below the float32 model's size."""
+    script = """
+import resource, torch
+from torch import nn
+from cs_lightning.deferred import deferred_init, materialize
+
+def build():
+    model = nn.Sequential(*[nn.Linear(1024, 1024, bias=False) for _ in range(16)])
+    return model.apply(lambda m: nn.init.normal_(m.weight) if isinstance(m, nn.Linear) else None)
+
+lazy = deferred_init(build)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+materialize(lazy, dtype=torch.bfloat16)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    grew = int(done.stdout.strip())
+    float32_model = 16 * 1024 * 1024 * 4
+    assert grew < 0.75 * float32_model, f"peak grew by {grew / 2**20:.0f} MiB"
