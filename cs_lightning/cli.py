@@ -101,9 +101,9 @@ def config_paths(argv: Sequence[str]) -> list[Path]:
     return paths
 
 
-def run_imports(argv: Sequence[str]) -> None:
-    """Import every `imports:` entry of every config file, before parsing resolves names."""
-    for path in config_paths(argv):
+def run_imports(paths: Sequence[Path]) -> None:
+    """Import every `imports:` entry of these config files, before parsing resolves names."""
+    for path in paths:
         if not path.is_file():
             continue  # the parser reports the missing file with its own key
         entries = load_yaml(path).get("imports") or []
@@ -258,6 +258,10 @@ class _HeldRecords(logging.Filter):
             self.logger.handle(record)
 
 
+_DESCRIPTION = ("Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted. "
+                "See the schedules first: cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]")
+
+
 class CSLightningCLI(LightningCLI):
     """LightningCLI with Cerebras-style `optimizer:`/`schedulers:` blocks and an `imports:` key.
 
@@ -270,7 +274,7 @@ class CSLightningCLI(LightningCLI):
         kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss()]})
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
-        kwargs.setdefault("parser_kwargs", {"exit_on_error": False})
+        kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION})
         self.make_optimizer: OptimizerFactory | None = None
         self.make_schedulers: SchedulersFactory | None = None
         self._seed_log: _HeldRecords | None = None
@@ -361,7 +365,7 @@ def schedule_command(argv: Sequence[str]) -> None:
     paths = [Path(p) for p in opts.config]
     for i, path in enumerate(paths):
         load_yaml(path, key=f"config[{i}]")
-    run_imports([arg for path in paths for arg in ("--config", str(path))])
+    run_imports(paths)
     config = _merged(paths)
     make_optimizer, make_schedulers = run_factories(config)
     if make_schedulers is None:
@@ -397,7 +401,7 @@ def main(args: Sequence[str] | None = None) -> int:
             from cs_lightning.convert import main_convert
 
             return main_convert(argv[1:])
-        run_imports(argv)
+        run_imports(config_paths(argv))
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")

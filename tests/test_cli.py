@@ -185,3 +185,63 @@ def test_console_script_error_is_one_line_on_stderr(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"cs-lightning: error: {key}: ")
     assert _files(tmp_path) == {Path("run.yaml")}
+
+
+# ------------------------------------------------------------------- schedule command
+
+def test_schedule_table_shows_the_closed_form_without_building_the_model(tmp_path: Path, capfd) -> None:
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["model"] = {"class_path": "not_a_module.NotAModel"}  # never imported: no model is built
+    config["schedulers"].append({"CosineDecayWD": {"initial_val": 0.1, "end_val": 0.0, "total_iters": STEPS}})
+    path = write(tmp_path / "run.yaml", config)
+    assert main(["schedule", "--config", str(path), "--table"]) == 0
+    lines = capfd.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["step", "SequentialLR", "group", "0", "lr", "CosineDecayWD", "group", "0", "weight_decay"]
+    rows = {int(line.split()[0]): [float(v) for v in line.split()[1:]] for line in lines[1:]}
+    assert sorted(rows) == list(range(STEPS))  # trainer.max_steps rows
+    assert rows[0] == [0.0, pytest.approx(0.1)]
+    assert rows[WARMUP][0] == pytest.approx(PEAK)
+    assert rows[STEPS - 1][0] == pytest.approx(END + (PEAK - END) * 0.5 * (1 + math.cos(math.pi * 7 / DECAY)), rel=1e-5)
+    assert _files(tmp_path) == {Path("run.yaml")}
+
+
+def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CLASS_PATH))
+    assert main(["schedule", "--config", str(path), "--steps", "40", "--out", "lr.png"]) == 0
+    assert capfd.readouterr().out.strip() == "wrote lr.png (40 steps)"
+    assert (tmp_path / "lr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("extra", "config_change", "key"), [
+    ([], {"trainer": {}}, "trainer.max_steps"),
+    (["--table", "--out", "x.png"], {}, "schedule"),
+    ([], {"schedulers": None}, "schedulers"),
+    ([], {"schedulers": [{"LinearLR": {"initial_learning_rate": 0.0}}]}, "schedulers[0].LinearLR"),
+])
+def test_schedule_mistakes_are_one_line(extra, config_change, key, tmp_path: Path, capfd) -> None:
+    path = write(tmp_path / "run.yaml", {**digits_run(tmp_path, **CEREBRAS), **config_change})
+    assert main(["schedule", "--config", str(path), *extra]) == 2
+    out, err = capfd.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"cs-lightning: error: {key}: ")
+    assert _files(tmp_path) == {Path("run.yaml")}
+
+
+# ------------------------------------------------------------- Lightning's own options
+
+def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path: Path, capfd) -> None:
+    base = write(tmp_path / "base.yaml", digits_run(tmp_path, **CEREBRAS))
+    override = write(tmp_path / "override.yaml", {"optimizer": {"SGD": {"lr": 0.5}}, "trainer": {"max_steps": 7}})
+    assert main(["fit", "--config", str(base), "--config", str(override), "--print_config"]) == 0
+    printed = yaml.safe_load(capfd.readouterr().out)
+    assert printed["optimizer"] == {"SGD": {"lr": 0.5}}
+    assert printed["schedulers"] == CEREBRAS["schedulers"]
+    assert printed["trainer"]["max_steps"] == 7 and printed["trainer"]["strategy"] == "csx"
+    assert _files(tmp_path) == {Path("base.yaml"), Path("override.yaml")}
+
+
+def test_command_line_overrides_the_optimizer_block(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"AdamW": {"lr": 0.01}}))
+    assert main(["fit", "--config", str(path), "--optimizer", "{SGD: {lr: 0.25}}", "--trainer.max_steps", "2"]) == 0
+    lr = metrics(tmp_path)["lr-SGD"]
+    assert lr == {0: 0.25, 1: 0.25}

@@ -38,7 +38,8 @@ def test_every_example_folder_has_a_readme_config_and_small_data() -> None:
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_runs_from_its_readme_command(example: str, tmp_path: Path, capfd) -> None:
     assert main(readme_command(example) + FEW_STEPS) == 0
-    out, _ = capfd.readouterr()
+    out, err = capfd.readouterr()
+    assert "Epoch 0: 100%" in out + err  # Lightning's progress bar, on by default
     summary = out.strip().splitlines()[-1]
     assert re.fullmatch(r"Done: final train_loss \d+\.\d{4} \| time to first loss \d+\.\d\d s \| "
                         r"checkpoint lightning_logs/version_0/checkpoints/epoch=0-step=3\.ckpt", summary), summary
