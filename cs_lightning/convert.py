@@ -222,7 +222,7 @@ def _precision(out: _Output, enabled_key: str, type_key: str) -> None:
     fp16_type = fp16_type or "float16"  # cerebras.pytorch's default half type
     if fp16_type not in _PRECISION:
         raise ConfigError(type_key, f"unknown half-precision type {fp16_type!r}; "
-                        f"fix: use one of {sorted(_PRECISION)}")
+                          f"fix: use one of {sorted(_PRECISION)}")
     out.set("trainer.precision", _PRECISION[fp16_type], type_key)
     if enabled is not None:
         out.record(enabled_key, "trainer.precision")
@@ -237,7 +237,7 @@ def _clipping(out: _Output, prefix: str) -> None:
     norm, value = f"{prefix}.max_gradient_norm", f"{prefix}.max_gradient_value"
     if out.source.get(norm) is not None and out.source.get(value) is not None:
         raise ConfigError(prefix, "both max_gradient_norm and max_gradient_value are set; "
-                        "fix: keep one (Lightning clips one way)")
+                          "fix: keep one (Lightning clips one way)")
     for key, algorithm in ((norm, "norm"), (value, "value")):
         if out.take(key, "trainer.gradient_clip_val", (int, float)) is not None:
             out.set("trainer.gradient_clip_algorithm", algorithm, None)
@@ -375,59 +375,34 @@ def _legacy_schedule(spec: Any, key: str) -> list[dict[str, Any]]:
     return [{"SequentialLR": {"schedulers": blocks}}]
 
 
-def _with_milestones(block: dict[str, Any], key: str) -> dict[str, Any]:
-    """Write out every SequentialLR's milestones (the running sum of its children's lengths).
-
-    Given milestones are checked against the children by `schedulers.build`, which the
-    caller runs afterwards on the result.
-    """
+def _with_milestones(block: dict[str, Any], built: Any) -> dict[str, Any]:
+    """`block` with every SequentialLR's milestones written out, as `build` inferred them."""
     (name, args), = block.items()
     args = dict(args)
-    children = args.get("schedulers")
-    if isinstance(children, list):
-        args["schedulers"] = [_with_milestones(child, f"{key}.{name}.schedulers[{i}]")
-                              for i, child in enumerate(children)]
-        if name in ("SequentialLR", "SequentialWD") and "milestones" not in args:
-            args["milestones"] = _running_sum(args["schedulers"], f"{key}.{name}")
+    if isinstance(args.get("schedulers"), list):
+        args["schedulers"] = [_with_milestones(child, child_built)
+                              for child, child_built in zip(args["schedulers"], built.schedulers)]
+        if "milestones" not in args and hasattr(built, "milestones"):
+            args["milestones"] = list(built.milestones)
+    if isinstance(args.get("scheduler"), Mapping):
+        args["scheduler"] = _with_milestones(args["scheduler"], built.scheduler)
     return {name: args}
 
 
-def _length(block: Mapping[str, Any]) -> int | None:
-    """How many steps a schedule block lasts, when its arguments say."""
-    (name, args), = block.items()
-    if name in ("SequentialLR", "SequentialWD"):
-        children = [_length(child) for child in args.get("schedulers", [])]
-        return None if None in children else sum(children)
-    for arg in ("total_iters", "total_steps"):
-        if isinstance(args.get(arg), int):
-            return args[arg]
-    return None
-
-
-def _running_sum(children: list[dict[str, Any]], key: str) -> list[int]:
-    milestones, total = [], 0
-    for i, child in enumerate(children[:-1]):
-        length = _length(child)
-        if length is None:
-            raise ConfigError(f"{key}.schedulers[{i}]", "this schedule has no total_iters, so the "
-                            "SequentialLR milestone after it cannot be inferred; fix: add total_iters "
-                            "or give milestones")
-        total += length
-        milestones.append(total)
-    return milestones
-
-
 def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: str) -> None:
-    """Check the converted blocks by building them, then write `schedulers:`."""
+    """Check the converted blocks by building them, then write `schedulers:` with milestones."""
     from cs_lightning import schedulers
 
-    blocks = [_with_milestones(block, f"{src}[{i}]") for i, block in enumerate(blocks)]
+    written = []
     for i, block in enumerate(blocks):
         try:
-            schedulers.build(block, probe_optimizer(block))
+            built = schedulers.build([block], probe_optimizer(block))[0]
         except (ValueError, TypeError) as err:
-            raise ConfigError(f"{src}[{i}]" if len(blocks) > 1 else src, f"{err}") from None
-    out.set("schedulers", blocks, src)
+            # build names the place as schedulers[0]...: say where it is in the Model Zoo file
+            message = str(err).removeprefix("schedulers[0]")
+            raise ConfigError("", f"{src}[{i}]{message}" if message != str(err) else f"{src}[{i}]: {err}") from None
+        written.append(_with_milestones(block, built))
+    out.set("schedulers", written, src)
 
 
 def _tags(block: Any) -> set[Any]:
@@ -464,7 +439,7 @@ def _trainer_layout(out: _Output) -> None:
     init = "trainer.init"
     if not isinstance(src.get(init), Mapping):
         raise ConfigError(init, "a Model Zoo Trainer config needs trainer: {init: {...}}; "
-                        "fix: check the file is a Trainer config")
+                          "fix: check the file is a Trainer config")
     out.take(f"{init}.seed", "seed_everything", int)
     out.take(f"{init}.model_dir", "trainer.default_root_dir", str)
     backend = src.get(f"{init}.backend.backend_type")
@@ -487,7 +462,7 @@ def _trainer_layout(out: _Output) -> None:
         if not isinstance(optimizer, Mapping) or len(optimizer) != 1:
             raise ConfigError(f"{init}.optimizer", f"expected {{OptimizerName: {{args}}}}, got {optimizer!r}")
         (name, args), = optimizer.items()
-        if not args:
+        if not args and str(name).lower() in torch_optimizers():
             out.record(f"{init}.optimizer.{name}", "optimizer")
         _optimizer(out, str(name), dict(args or {}), f"{init}.optimizer.{name}")
     spec = src.get(f"{init}.schedulers")
@@ -522,7 +497,7 @@ def _legacy_layout(out: _Output) -> None:
     optimizer = src.get("optimizer")
     if not isinstance(optimizer, Mapping) or not isinstance(optimizer.get("optimizer_type"), str):
         raise ConfigError("optimizer.optimizer_type", "a legacy Model Zoo config names its optimizer here; "
-                        "fix: add optimizer_type: AdamW (or SGD, ...)")
+                          "fix: add optimizer_type: AdamW (or SGD, ...)")
     out.record("optimizer.optimizer_type", "optimizer")
     learning_rate = optimizer.get("learning_rate")
     handled = {"optimizer_type", "learning_rate", "max_gradient_norm", "max_gradient_value",
@@ -548,19 +523,19 @@ def _loss_scaling(out: _Output, key: str) -> None:
 def _layout(config: Any) -> str:
     if not isinstance(config, Mapping):
         raise ConfigError("<top level>", f"expected a mapping of sections, got {type(config).__name__}; "
-                        "fix: give a Cerebras Model Zoo config (trainer: {init: ...} or "
-                        "train_input/model/optimizer/runconfig)")
+                          "fix: give a Cerebras Model Zoo config (trainer: {init: ...} or "
+                          "train_input/model/optimizer/runconfig)")
     if "trainer" in config:
         if isinstance(config["trainer"], list):
             raise ConfigError("trainer", "a multi-phase Trainer config (trainer: [...]) holds several runs; "
-                            "fix: convert each phase as its own file")
+                              "fix: convert each phase as its own file")
         return "trainer"
     if "runconfig" in config or isinstance(config.get("optimizer"), Mapping) and \
             "optimizer_type" in config["optimizer"]:
         return "legacy"
     raise ConfigError("<top level>", f"not a Cerebras Model Zoo config: found keys {sorted(map(str, config))}; "
-                    "fix: give a Trainer config (trainer: {init: ..., fit: ...}) or a legacy one "
-                    "(train_input/model/optimizer/runconfig)")
+                      "fix: give a Trainer config (trainer: {init: ..., fit: ...}) or a legacy one "
+                      "(train_input/model/optimizer/runconfig)")
 
 
 def convert(config: Mapping[str, Any], source: str = "<config>") -> tuple[dict[str, Any], Report]:

@@ -150,7 +150,7 @@ def test_convert_is_pure():
 
 BAD = {
     "bad_unknown_scheduler.yaml": "trainer.init.schedulers[0].SequentialLR.schedulers[1]",
-    "bad_milestones.yaml": "trainer.init.schedulers",
+    "bad_milestones.yaml": "trainer.init.schedulers[0].SequentialLR: got milestones=[150]",
     "bad_not_trainer.yaml": "not a Cerebras Model Zoo config",
     "bad_legacy_unknown_scheduler.yaml": "optimizer.learning_rate[0].scheduler",
 }
