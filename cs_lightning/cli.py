@@ -41,6 +41,7 @@ import torch
 from jsonargparse import get_loader
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.errors import ConfigError
@@ -87,7 +88,7 @@ def import_entry(entry: str, base: Path, key: str) -> None:
             raise
     except (ImportError, FileNotFoundError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
-                        "or a .py path relative to this YAML file") from None
+                          "or a .py path relative to this YAML file") from None
 
 
 def config_paths(argv: Sequence[str]) -> list[Path]:
@@ -158,7 +159,7 @@ def run_factories(config: Mapping[str, Any]) -> tuple[OptimizerFactory | None, S
         return make_optimizer, None
     if make_optimizer is None:
         raise ConfigError("schedulers", "schedulers need an optimizer to act on; "
-                        "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
+                          "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
     return make_optimizer, schedulers_factory(scheduler_spec, make_optimizer)
 
 
@@ -299,7 +300,7 @@ class CSLightningCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
-        except (ValueError, TypeError, RuntimeError) as err:
+        except (ValueError, TypeError, RuntimeError, MisconfigurationException) as err:
             self._seed_log.drop()
             config = self.config.get(str(self.subcommand), self.config)
             raise ConfigError("", _instantiation_error_line(config, err)) from err
@@ -370,11 +371,11 @@ def schedule_command(argv: Sequence[str]) -> None:
     make_optimizer, make_schedulers = run_factories(config)
     if make_schedulers is None:
         raise ConfigError("schedulers", "no schedulers in the config, nothing to draw; "
-                        "fix: add a schedulers: block")
+                          "fix: add a schedulers: block")
     steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
     if not isinstance(steps, int) or steps <= 0:
         raise ConfigError("trainer.max_steps", f"need a positive number of steps, got {steps!r}; "
-                        "fix: pass --steps N or set trainer.max_steps")
+                          "fix: pass --steps N or set trainer.max_steps")
     schedulers = make_schedulers(make_optimizer([torch.nn.Parameter(torch.zeros(1))]))
     if opts.out:
         cs_schedulers.plot(schedulers, steps, out=opts.out)

@@ -63,9 +63,9 @@ def write(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
-def metrics(root: Path) -> dict[str, dict[int, float]]:
-    """metrics.csv of the (single) run under `root`: column -> {step: value}."""
-    (path,) = root.glob("lightning_logs/version_*/metrics.csv")
+def metrics(root: Path, version: int = 0) -> dict[str, dict[int, float]]:
+    """metrics.csv of run `version` under `root`: column -> {step: value}."""
+    path = root / f"lightning_logs/version_{version}/metrics.csv"
     table: dict[str, dict[int, float]] = {}
     for row in csv.DictReader(path.open()):
         for column, value in row.items():
@@ -108,6 +108,17 @@ def test_class_path_form_gives_identical_losses_and_rates(runs) -> None:
     assert losses[-1] < losses[0]
 
 
+def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    assert main(["fit", "--config", str(path), "--ckpt_path", str(checkpoint)]) == 0
+    resumed = metrics(tmp_path, version=1)["lr-AdamW"]
+    probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
+    closed_form = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
+    assert resumed == {k: closed_form[k] for k in range(5, STEPS)}
+
+
 # --------------------------------------------------------------------------- bad YAML
 
 SEQ_OK = [{"LinearLR": LINEAR}, {"CosineDecayLR": COSINE}]
@@ -138,6 +149,7 @@ BAD = {
     "bad model argument": (
         {"model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"colour": 1}}},
         "model.init_args.colour", "correct its spelling"),
+    "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer", "invalid strategy name"),
     "data constructor rejects a value": (
         {"data": {"class_path": "image_classifier.DigitsData", "init_args": {"val_fraction": 2.0}}},
         "data.init_args", "val_fraction must be in (0, 1)"),
