@@ -153,10 +153,13 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Schedu
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(path, f"unknown argument {bad[0]!r}{hint}; {cls.__name__} takes {accepted}")
     tags = args.get("param_group_tags")
-    for child_key in ("schedulers", "scheduler"):
-        if child_key in args and child_key in parameters:
-            args[child_key] = _build_children(args[child_key], optimizer, tags, f"{path}.{child_key}")
-    if issubclass(cls, _Sequential) and isinstance(args.get("schedulers"), list):
+    if "scheduler" in args and "scheduler" in parameters:
+        args["scheduler"] = _build_one(
+            _with_tags(args["scheduler"], tags, f"{path}.scheduler"), optimizer, f"{path}.scheduler"
+        )
+    if "schedulers" in args and "schedulers" in parameters:
+        args["schedulers"] = _build_children(args["schedulers"], optimizer, tags, f"{path}.schedulers")
+    if issubclass(cls, _Sequential) and "schedulers" in args:
         args["milestones"] = _milestones(args["schedulers"], args.get("milestones"), path)
     if "optimizer" in parameters:
         args["optimizer"] = optimizer
@@ -179,10 +182,8 @@ def _resolve_at(name: str, path: str) -> type[Scheduler]:
 
 def _build_children(
     spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path: str
-) -> Scheduler | list[Scheduler]:
+) -> list[Scheduler]:
     """Nested specs, built on the same optimizer; they inherit the parent's tags."""
-    if isinstance(spec, Mapping):
-        return _build_one(_with_tags(spec, tags, path), optimizer, path)
     if not isinstance(spec, Sequence) or isinstance(spec, str):
         raise ConfigError(path, f"got {spec!r}; give a list of {{Name: {{arguments}}}}")
     return [
