@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["GraphBreakError", "captured"]
+__all__ = ["GraphBreakError", "captured", "forget"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
 
@@ -40,20 +40,29 @@ def captured(
 
     Calls nested inside a captured call are part of its graph. ``on_first_call`` receives
     the seconds the first captured call took (capture plus execution). The modules'
-    ``forward`` is restored on exit, also on error.
+    ``forward`` is restored on exit, also on error, and the graphs captured for them are
+    dropped (so later models of the same class start afresh).
     """
     timer = _FirstCallTimer(on_first_call)
-    patched = [(module, module.__dict__.get("forward")) for module in modules]
+    patched = [(module, module.__dict__.get("forward"), module.forward) for module in modules]
     try:
-        for module, _ in patched:
-            module.forward = _captured_forward(module.forward, backend, fullgraph, timer)
+        for module, _, forward in patched:
+            module.forward = _captured_forward(forward, backend, fullgraph, timer)
         yield
     finally:
-        for module, own_forward in reversed(patched):
+        for module, own_forward, forward in reversed(patched):
             if own_forward is None:
                 del module.forward
             else:
                 module.forward = own_forward
+            forget(forward)
+
+
+def forget(fn: Callable[..., Any]) -> None:
+    """Drop what TorchDynamo compiled for ``fn``'s code, so it does not count toward its recompile limit."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is not None:
+        torch._dynamo.reset_code(code)
 
 
 class _FirstCallTimer:

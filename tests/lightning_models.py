@@ -74,8 +74,10 @@ def trainer(strategy: Any = "auto", **kwargs: Any) -> Trainer:
     return Trainer(strategy=strategy, **settings)
 
 
-def fit(model: LightningModule, strategy: Any = "auto", steps: int = 20, **kwargs: Any) -> tuple[Trainer, Losses]:
+def fit(model: LightningModule, strategy: Any = "auto", steps: int = 20, ckpt_path: str | None = None,
+        **kwargs: Any) -> tuple[Trainer, Losses]:
+    """Train ``steps`` steps on :func:`data`; ``kwargs`` go to the Trainer."""
     losses = Losses()
     run = trainer(strategy, max_steps=steps, callbacks=[losses, *kwargs.pop("callbacks", [])], **kwargs)
-    run.fit(model, data())
+    run.fit(model, data(), ckpt_path=ckpt_path)
     return run, losses

@@ -14,11 +14,13 @@
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+import numpy
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.utilities.types import _PATH
@@ -30,12 +32,15 @@ from torch import nn
 from torch.optim import Optimizer
 from typing_extensions import override
 
-from cs_lightning import trace
+from cs_lightning import deferred, trace
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.step_closure import StepClosureCallback
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 INIT_MODES = ("exact", "independent")
+
+# Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
+_RNG_KEY = "csx_rng_states"
 
 # Parameter dtype per Lightning precision; the others keep float32 weights.
 _WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
@@ -102,8 +107,6 @@ class CSXSystem(Strategy):
     @contextmanager
     def tensor_init_context(self, empty_init: bool | None = None) -> Generator[None, None, None]:
         """Record modules built here (``configure_model``, ``trainer.init_module``) instead of allocating them."""
-        from cs_lightning import deferred
-
         started = time.perf_counter()
         with deferred.recording(), self.precision_plugin.tensor_init_context():
             yield
@@ -118,16 +121,25 @@ class CSXSystem(Strategy):
         return torch.load(checkpoint_path, map_location="cpu", mmap=True, weights_only=weights_only)
 
     @override
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: _PATH, storage_options: Any | None = None) -> None:
+        """Save the random generators too: a resumed run then draws what the uninterrupted one would."""
+        checkpoint[_RNG_KEY] = _rng_states()
+        super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
+
+    @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         """A recorded model is materialized from the checkpoint's weights: none is initialized, none loaded twice."""
         module = self.lightning_module
-        if not self._is_recorded(module):
+        if self._is_recorded(module):
+            state_dict = checkpoint["state_dict"]
+            if strict:
+                _check_keys(module, state_dict)
+            # the generators are restored below, so the draws eager init would make can be skipped
+            self._materialize(module, state_dict, rng="fast" if _RNG_KEY in checkpoint else "eager")
+        else:
             super().load_model_state_dict(checkpoint, strict=strict)
-            return
-        state_dict = checkpoint["state_dict"]
-        if strict:
-            _check_keys(module, state_dict)
-        self._materialize(module, state_dict)
+        if _RNG_KEY in checkpoint:
+            _restore_rng_states(checkpoint[_RNG_KEY])
 
     @override
     def setup(self, trainer: Trainer) -> None:
@@ -182,24 +194,23 @@ class CSXSystem(Strategy):
 
     @override
     def teardown(self) -> None:
+        """Drop the compiled forward and updates: the next fit starts afresh."""
         if self._compiled is not None:
             self._compiled.close()
             self._compiled = None
+        for optimizer in self.optimizers:
+            if optimizer.__dict__.pop("_csx_compiled_update", None) is not None:
+                trace.forget(optimizer.step)
         super().teardown()
 
     def _is_recorded(self, module: nn.Module | None) -> bool:
-        if module is None or not self._recorded:
-            return False
-        from cs_lightning import deferred
+        return module is not None and self._recorded and deferred.is_deferred(module)
 
-        return deferred.is_deferred(module)
-
-    def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None) -> None:
-        from cs_lightning import deferred
-
+    def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
         started = time.perf_counter()
         dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
-        deferred.materialize(module, self.root_device, dtype, state_dict, mode=self.init_mode)
+        options = {"rng": rng} if self.init_mode == "exact" else {}
+        deferred.materialize(module, self.root_device, dtype, state_dict, mode=self.init_mode, **options)
         self._add_phase("materialize", time.perf_counter() - started)
 
     def _compile(self, module: LightningModule) -> None:
@@ -223,6 +234,25 @@ class CSXSystem(Strategy):
     def _add_phase(self, name: str, seconds: float) -> None:
         if self._time_to_first_loss is not None:
             self._time_to_first_loss.add_phase(name, seconds)
+
+
+def _rng_states() -> dict[str, Any]:
+    """The global generators' states, in types ``torch.load(weights_only=True)`` accepts."""
+    states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    name, keys, position, has_gauss, cached = numpy.random.get_state()
+    states["numpy"] = (name, torch.from_numpy(keys.astype("int64")), position, has_gauss, cached)
+    return states
+
+
+def _restore_rng_states(states: Mapping[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    random.setstate(states["python"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    name, keys, position, has_gauss, cached = states["numpy"]
+    numpy.random.set_state((name, keys.numpy().astype("uint32"), position, has_gauss, cached))
 
 
 def _callback(trainer: Trainer, kind: type) -> Any:

@@ -1,0 +1,151 @@
+"""CSXStrategy on one system: lazy model, lazy factories, precision, logging, time to first loss."""
+
+import pytest
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from cs_lightning import CSXStrategy, TimeToFirstLoss
+from cs_lightning.deferred import is_deferred
+from lightning_models import Regressor, data, fit, trainer
+
+
+def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_model_built_in_configure_model_trains_bit_identically_to_eager_default() -> None:
+    torch.manual_seed(0)
+    _, eager = fit(Regressor(build_in="init"), "auto", steps=20)
+    torch.manual_seed(0)
+    run, csx = fit(Regressor(build_in="configure_model"), "csx", steps=20)
+    assert len(eager.values) == 20
+    assert _equal(eager.values, csx.values)
+    assert isinstance(run.strategy, CSXStrategy)
+
+
+def test_model_built_in_init_trains_unchanged_under_csx() -> None:
+    torch.manual_seed(0)
+    eager_model = Regressor()
+    _, eager = fit(eager_model, "auto", steps=10)
+    torch.manual_seed(0)
+    csx_model = Regressor()
+    _, csx = fit(csx_model, "csx", steps=10)
+    assert _equal(eager.values, csx.values)
+    assert _equal(list(eager_model.parameters()), list(csx_model.parameters()))
+
+
+def test_optimizers_are_built_after_materialization() -> None:
+    seen = []
+
+    class Checks(Regressor):
+        def configure_optimizers(self):
+            seen.append(is_deferred(self))
+            return super().configure_optimizers()
+
+    fit(Checks(build_in="configure_model"), "csx", steps=1)
+    assert seen == [False]
+
+
+class _Snapshot(Callback):
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.weights = [p.detach().clone() for p in pl_module.parameters()]
+        self.rng = torch.get_rng_state()
+
+
+def _materialized(init_mode: str, draws_in_between: int) -> list[torch.Tensor]:
+    """Weights of a model recorded under ``trainer.init_module()``, as materialized by ``fit``."""
+    torch.manual_seed(0)
+    run = trainer(CSXStrategy(init_mode=init_mode), max_steps=0)
+    with run.init_module():
+        model = Regressor()
+    assert is_deferred(model)
+    torch.rand(draws_in_between)
+    snapshot = _Snapshot()
+    run.callbacks.append(snapshot)
+    run.fit(model, data())
+    return snapshot.weights
+
+
+def test_init_module_records_and_the_init_mode_is_honoured() -> None:
+    assert _equal(_materialized("independent", 0), _materialized("independent", 5))
+    assert not _equal(_materialized("exact", 0), _materialized("exact", 5))
+    assert not _equal(_materialized("exact", 0), _materialized("independent", 0))
+
+
+@pytest.mark.parametrize(("precision", "dtype"), [("bf16-true", torch.bfloat16), ("bf16-mixed", torch.float32),
+                                                  ("32-true", torch.float32)])
+def test_precision_sets_the_materialized_dtype(precision: str, dtype: torch.dtype) -> None:
+    model = Regressor(build_in="configure_model")
+    run, losses = fit(model, "csx", steps=3, precision=precision)
+    assert {p.dtype for p in model.parameters()} == {dtype}
+    assert all(torch.isfinite(loss) for loss in losses.values)
+    if precision == "bf16-mixed":
+        assert losses.values[0].dtype == torch.float32 and run.precision_plugin.device == "cpu"
+
+
+def test_bf16_true_matches_lightning_default_bf16_true() -> None:
+    torch.manual_seed(0)
+    eager_model = Regressor(build_in="configure_model")
+    _, eager = fit(eager_model, "auto", steps=5, precision="bf16-true")
+    torch.manual_seed(0)
+    csx_model = Regressor(build_in="configure_model")
+    _, csx = fit(csx_model, "csx", steps=5, precision="bf16-true")
+    assert _equal(eager.values, csx.values)
+
+
+def test_bare_closed_form_scheduler_steps_every_optimizer_step() -> None:
+    model = Regressor(scheduler=True)
+    run, _ = fit(model, "csx", steps=10)
+    config = run.lr_scheduler_configs[0]
+    assert config.interval == "step"
+    expected = config.scheduler.values([10])[0, 0].item()
+    assert run.optimizers[0].param_groups[0]["lr"] == pytest.approx(expected, rel=1e-6)
+    auto, _ = fit(Regressor(scheduler=True), "auto", steps=10)
+    assert auto.lr_scheduler_configs[0].interval == "epoch"  # Lightning's default, outside csx
+
+
+def test_explicit_scheduler_config_wins() -> None:
+    class Explicit(Regressor):
+        def configure_optimizers(self):
+            conf = super().configure_optimizers()
+            conf["lr_scheduler"] = {"scheduler": conf["lr_scheduler"], "interval": "epoch"}
+            return conf
+
+    run, _ = fit(Explicit(scheduler=True), "csx", steps=3)
+    assert run.lr_scheduler_configs[0].interval == "epoch"
+
+
+def test_self_log_keeps_working() -> None:
+    run, losses = fit(Regressor(build_in="configure_model"), "csx", steps=4)
+    assert torch.equal(run.callback_metrics["train_loss"], losses.values[-1])
+
+
+def test_time_to_first_loss_is_split_into_csx_phases() -> None:
+    clock = TimeToFirstLoss()
+    fit(Regressor(build_in="configure_model"), "csx", steps=2, callbacks=[clock])
+    phases = {"ttfl/total", "ttfl/setup", "ttfl/first_step", "ttfl/construct", "ttfl/materialize", "ttfl/trace"}
+    assert phases <= set(clock.metrics)
+    assert clock.metrics["ttfl/total"] == pytest.approx(clock.metrics["ttfl/setup"] + clock.metrics["ttfl/first_step"])
+    assert clock.metrics["ttfl/materialize"] <= clock.metrics["ttfl/setup"]
+    assert clock.metrics["ttfl/trace"] <= clock.metrics["ttfl/first_step"]
+
+
+def test_fit_from_checkpoint_materializes_the_saved_weights_and_restores_the_generators() -> None:
+    trained = Regressor(build_in="configure_model")
+    fit(trained, "csx", steps=4, enable_checkpointing=True, callbacks=[ModelCheckpoint(dirpath="ckpt", save_last=True)])
+    saved = torch.load("ckpt/last.ckpt", weights_only=False)
+    fresh = Regressor(build_in="configure_model")
+    snapshot = _Snapshot()
+    run = trainer("csx", max_steps=4, callbacks=[snapshot])
+    run.fit(fresh, data(), ckpt_path="ckpt/last.ckpt")  # at max_steps: restore, no step
+    assert _equal(list(trained.parameters()), snapshot.weights)
+    assert torch.equal(saved["csx_rng_states"]["torch"], snapshot.rng)  # generators restored
+    assert run.global_step == 4
+
+
+def test_bad_options_are_rejected_naming_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"init_mode='lazy'.*'exact', 'independent'"):
+        CSXStrategy(init_mode="lazy")
+    with pytest.raises(TypeError, match=r"trace_check='yes' must be a bool"):
+        CSXStrategy(trace_check="yes")

@@ -1,0 +1,38 @@
+"""compile=True: forward and update compiled once; a changing closed-form schedule causes no recompile."""
+
+import torch
+from torch._dynamo.backends.registry import lookup_backend
+
+from cs_lightning import CSXStrategy
+from lightning_models import Regressor, fit
+
+
+class CountingBackend:
+    """A torch.compile backend that counts the graphs it is asked to compile (each recompile is one more)."""
+
+    def __init__(self) -> None:
+        self.compiled = 0
+
+    def __call__(self, graph: torch.fx.GraphModule, example_inputs: list) -> object:
+        self.compiled += 1
+        return lookup_backend("eager")(graph, example_inputs)
+
+
+def test_200_steps_of_a_changing_schedule_compile_forward_and_update_once() -> None:
+    backend = CountingBackend()
+    model = Regressor(scheduler=True)
+    run, losses = fit(model, CSXStrategy(compile=True, compile_backend=backend), steps=200)
+    assert len(losses.values) == 200 and all(torch.isfinite(v) for v in losses.values)
+    assert backend.compiled == 2  # the forward graph and the optimizer-update graph, never again
+    scheduler = run.lr_scheduler_configs[0].scheduler
+    lr = run.optimizers[0].param_groups[0]["lr"]
+    assert isinstance(lr, torch.Tensor) and lr.dim() == 0  # held as a tensor, updated in place
+    assert torch.equal(lr, scheduler.values([200])[0, 0])
+    assert scheduler.values([0])[0, 0] != lr  # the schedule did change
+
+
+def test_a_new_fit_compiles_afresh_instead_of_piling_up_recompiles() -> None:
+    backends = [CountingBackend() for _ in range(3)]
+    for backend in backends:
+        fit(Regressor(scheduler=True), CSXStrategy(compile=True, compile_backend=backend), steps=3)
+    assert [b.compiled for b in backends] == [2, 2, 2]

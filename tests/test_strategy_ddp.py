@@ -1,0 +1,58 @@
+"""devices=2 on CPU: two processes, two systems, replicas identical without a weight broadcast."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import REPO
+
+SCRIPT = textwrap.dedent(
+    """
+    import hashlib, json, os, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from lightning.pytorch import Callback, seed_everything
+    from lightning_models import Regressor, fit
+
+    class Report(Callback):
+        def on_fit_start(self, trainer, pl_module):  # after DDP wrapped the model
+            self.at_start = _digest(pl_module)
+
+        def on_fit_end(self, trainer, pl_module):
+            report = {{
+                "rank": trainer.global_rank, "world": trainer.world_size, "pid": os.getpid(),
+                "strategy": type(trainer.strategy).__name__, "accelerator": type(trainer.accelerator).__name__,
+                "broadcast": trainer.strategy.weights_broadcast, "at_start": self.at_start,
+                "at_end": _digest(pl_module), "steps": trainer.global_step,
+            }}
+            with open(f"rank{{trainer.global_rank}}.json", "w") as file:
+                json.dump(report, file)
+
+    def _digest(module):
+        digest = hashlib.sha256()
+        for tensor in module.state_dict().values():
+            digest.update(tensor.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+        return digest.hexdigest()
+
+    seed_everything(3)
+    fit(Regressor(build_in="configure_model"), "csx", steps=4, devices=2, accelerator="cpu", callbacks=[Report()])
+    """
+)
+
+
+def test_two_cpu_systems_train_data_parallel_with_identical_replicas(tmp_path: Path) -> None:
+    script = tmp_path / "train_two_systems.py"
+    script.write_text(SCRIPT.format(tests=str(REPO / "tests")))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert [r["rank"] for r in ranks] == [0, 1] and {r["world"] for r in ranks} == {2}
+    assert ranks[0]["pid"] != ranks[1]["pid"]
+    assert {r["strategy"] for r in ranks} == {"CSXDDPStrategy"}
+    assert {r["accelerator"] for r in ranks} == {"CSXAccelerator"}
+    assert [r["broadcast"] for r in ranks] == [False, False]  # replicas agreed: DDP did not sync weights
+    assert ranks[0]["at_start"] == ranks[1]["at_start"]
+    assert ranks[0]["at_end"] == ranks[1]["at_end"] != ranks[0]["at_start"]  # trained, in lockstep
+    assert {r["steps"] for r in ranks} == {4}
