@@ -328,6 +328,64 @@ def test_fast_rng_skips_only_draws_that_nothing_needs() -> None:
     assert torch.equal(torch.get_rng_state(), before)  # nothing drawn at all
 
 
+class Wide(nn.Module):
+    """Tensors larger than one scratch chunk, with each remainder case of the chunking."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(517, 513)  # 265221 elements: one chunk + 2949
+        self.b = nn.Linear(87383, 3, bias=False)  # 262149: one chunk + 5
+        self.c = nn.Parameter(torch.randn(2, 262144))  # two whole chunks
+        self.d = nn.Parameter(torch.rand(262160).t())
+        self.apply(lambda m: nn.init.normal_(m.weight, std=0.1)
+                   if isinstance(m, nn.Linear) else None)
+        self.head = nn.Linear(4, 4)
+
+
+def test_draws_of_checkpointed_tensors_are_replayed_exactly_in_chunks() -> None:
+    torch.manual_seed(7)
+    checkpoint = {k: v for k, v in Wide().state_dict().items() if not k.startswith("head")}
+    torch.manual_seed(SEED)
+    eager = Wide()
+    eager.load_state_dict(checkpoint, strict=False)
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    lazy = materialize(deferred_init(Wide), state_dict=checkpoint)
+    for name, t in tensors(eager).items():
+        assert torch.equal(tensors(lazy)[name], t), name
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+
+
+def test_constructors_see_the_real_device_not_meta() -> None:
+    class SkipsInitOnMeta(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.saw = (self.lin.weight.device.type, self.lin.weight.is_meta)
+            if self.lin.weight.device.type != "meta":
+                nn.init.eye_(self.lin.weight)
+
+    eager, lazy = assert_identical(SkipsInitOnMeta)
+    assert lazy.saw == ("cpu", False)
+    assert torch.equal(lazy.lin.weight, torch.eye(3))
+
+
+def test_plain_tensor_attributes_are_materialized_but_not_cast() -> None:
+    class Cache(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.table = torch.arange(6.0).sqrt()  # not a buffer: .to() leaves it alone
+
+    torch.manual_seed(SEED)
+    eager = Cache().to(torch.bfloat16)
+    torch.manual_seed(SEED)
+    lazy = materialize(deferred_init(Cache), dtype=torch.bfloat16)
+    assert lazy.table.dtype == torch.float32
+    assert torch.equal(lazy.table, eager.table)
+    assert torch.equal(lazy.lin.weight, eager.lin.weight)
+
+
 def test_modules_recorded_together_materialize_in_order() -> None:
     def build() -> tuple[nn.Module, nn.Module]:
         return nn.Linear(4, 3), nn.Conv1d(2, 2, 3)

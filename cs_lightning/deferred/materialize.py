@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 import warnings
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ class _Deferred:
     ref: Ref
     fqns: list[str] = field(default_factory=list)
     source: torch.Tensor | None = None  # its value from the state_dict, if any
+    cast: bool = False  # parameters and buffers take the dtype; plain attributes do not
 
 
 def materialize(module: nn.Module, device: torch.device | str | None = None,
@@ -140,6 +142,7 @@ def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> lis
             continue
         entry = found.setdefault(id(fake), _Deferred(fake, fake._cs_session.ref(fake)))
         entry.fqns.append(slot.fqn)
+        entry.cast = entry.cast or slot.kind != "attribute"
         if slot.in_state_dict and slot.fqn in state_dict:
             entry.source = state_dict[slot.fqn]  # the last key loaded wins, as in eager
     return list(found.values())
@@ -163,9 +166,10 @@ def _materialize_session(session: Session, group: list[_Deferred],
     targets = {sid for sid, entries in by_sid.items()
                if any(e.source is None for e in entries)}
     finals: dict[int, torch.Tensor] = {}
+    mapped = _FileMappings()
     for sid in set(by_sid) - targets:  # wholly provided by the state_dict
         for e in by_sid[sid]:
-            finals[id(e.fake)] = _from_checkpoint(e, session, device, dtype)
+            finals[id(e.fake)] = _from_checkpoint(e, session, device, dtype, mapped)
     _warn_uninitialized(session, targets, by_sid)
 
     def on_ready(sid: int, executor: Executor) -> None:
@@ -174,7 +178,7 @@ def _materialize_session(session: Session, group: list[_Deferred],
             if e.source is not None:
                 view.copy_(e.source)
         for e, view in views:
-            finals[id(e.fake)] = _final(view, device, dtype)
+            finals[id(e.fake)] = _final(view, device, dtype if e.cast else None)
         if sid not in keep:
             copied = all(finals[id(e.fake)].untyped_storage().data_ptr()
                          != view.untyped_storage().data_ptr() for e, view in views)
@@ -222,7 +226,7 @@ def _final(view: torch.Tensor, device: torch.device | None,
 
 
 def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | None,
-                     dtype: torch.dtype | None) -> torch.Tensor:
+                     dtype: torch.dtype | None, mapped: _FileMappings) -> torch.Tensor:
     """A tensor's value read from the state_dict, as load_state_dict + .to(dtype) give."""
     source, ref = entry.source, entry.ref
     assert source is not None
@@ -230,27 +234,42 @@ def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | 
     target = dtype if dtype is not None and recorded.is_floating_point else recorded
     where = device if device is not None else session.storages[ref.sid].device
     if (source.dtype == target and source.device == where and not source.requires_grad
-            and _file_mapped(source)):
+            and mapped.holds(source)):
         return source.detach()
     value = source if source.dtype == recorded else source.to(recorded)  # copy_'s cast
     out = torch.empty_strided(ref.size, ref.stride, dtype=target, device=where)
     return out.copy_(value)
 
 
-def _file_mapped(tensor: torch.Tensor) -> bool:
-    """Whether the tensor's memory lies in a private (copy-on-write) file mapping."""
-    if tensor.device.type != "cpu" or not os.path.exists("/proc/self/maps"):
-        return False
-    start = tensor.untyped_storage().data_ptr()
-    end = start + tensor.untyped_storage().nbytes()
+class _FileMappings:
+    """This process's private (copy-on-write) file mappings, read once, on first use."""
+
+    def __init__(self) -> None:
+        self._ranges: list[tuple[int, int]] | None = None
+
+    def holds(self, tensor: torch.Tensor) -> bool:
+        """Whether the tensor's memory lies inside one private file mapping."""
+        if tensor.device.type != "cpu":
+            return False
+        if self._ranges is None:
+            self._ranges = _private_file_ranges()
+        start = tensor.untyped_storage().data_ptr()
+        end = start + tensor.untyped_storage().nbytes()
+        k = bisect.bisect_right(self._ranges, (start, float("inf"))) - 1
+        return k >= 0 and self._ranges[k][0] <= start and end <= self._ranges[k][1]
+
+
+def _private_file_ranges() -> list[tuple[int, int]]:
+    if not os.path.exists("/proc/self/maps"):
+        return []
+    ranges = []
     with open("/proc/self/maps") as maps:
         for line in maps:
             fields = line.split()
-            lo, hi = (int(x, 16) for x in fields[0].split("-"))
-            if lo <= start < hi:
-                return end <= hi and fields[1].endswith("p") and len(fields) >= 6 \
-                    and fields[5].startswith("/")
-    return False
+            if len(fields) >= 6 and fields[1].endswith("p") and fields[5].startswith("/"):
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                ranges.append((lo, hi))
+    return sorted(ranges)
 
 
 def _assign(slots: list[_Slot], finals: dict[int, torch.Tensor], device: torch.device | None,

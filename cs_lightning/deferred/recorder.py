@@ -461,6 +461,12 @@ class _RecordingMode(TorchDispatchMode):
         super().__init__()
         self.session = session
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Otherwise torch wraps __torch_dispatch__ in dynamo.disable, whose first call
+        # imports torch._dynamo: seconds of start-up for a mode that never compiles.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return self.session.dispatch(func, args, kwargs or {})
 

@@ -145,14 +145,12 @@ class Executor:
 
     def advance(self, op: Op) -> None:
         """Draw what a dead random op would draw, without allocating its result."""
-        target = op.flat[0] if op.flat and isinstance(op.flat[0], Ref) else None
-        on_cpu = target is not None and self.device_of(target.sid).type == "cpu"
-        if on_cpu and op.func in (aten.normal_.default, aten.uniform_.default) and (
-                op.func is aten.uniform_.default or _contiguous(target)):
-            args, kwargs = self._scratch_args(op, target)
+        fill = _chunkable(op)
+        if fill is not None and self.device_of(fill[1].sid).type == "cpu":
+            func, target, args, kwargs = *fill, *self._scratch_args(op, fill[1])
             scratch = torch.empty(min(target.numel, _CHUNK + 16), dtype=target.dtype)
             for size in _chunks(target.numel):
-                op.func(scratch[:size], *args[1:], **kwargs)
+                func(scratch[:size], *args, **kwargs)
             return
         # Anything else: run it on throwaway storages (one tensor's worth, then freed).
         saved = dict(self.bases)
@@ -163,10 +161,29 @@ class Executor:
                 if sid not in saved:
                     del self.bases[sid]
 
-    def _scratch_args(self, op: Op, target: Ref) -> tuple:
-        flat = [None if x is target else (self._const(x) if isinstance(x, Const) else x)
-                for x in op.flat]
-        return tree_unflatten(flat, op.spec)
+    def _scratch_args(self, op: Op, target: Ref) -> tuple[tuple, dict]:
+        """The op's arguments after the tensor it fills (none for randn and rand)."""
+        if op.func in _FACTORIES:
+            return (), {}
+        flat = [self._const(x) if isinstance(x, Const) else x for x in op.flat]
+        args, kwargs = tree_unflatten(flat, op.spec)
+        return args[1:], kwargs
+
+
+# Random ops whose draw count depends only on the number of elements (normal_ also on
+# contiguity), with the in-place op that draws the same numbers into a scratch buffer.
+_FACTORIES = {aten.randn.default: aten.normal_.default, aten.rand.default: aten.uniform_.default}
+
+
+def _chunkable(op: Op) -> tuple[torch._ops.OpOverload, Ref] | None:
+    if op.func in _FACTORIES and len(op.creates) == 1:
+        return _FACTORIES[op.func], op.creates[0][1]
+    target = op.flat[0] if op.flat and isinstance(op.flat[0], Ref) else None
+    if target is None or op.func not in (aten.normal_.default, aten.uniform_.default):
+        return None
+    if op.func is aten.normal_.default and not _contiguous(target):
+        return None
+    return op.func, target
 
 
 def _contiguous(ref: Ref) -> bool:
