@@ -38,6 +38,7 @@ from types import MethodType
 from typing import Any, Optional, Union
 
 import torch
+import yaml
 from jsonargparse import get_loader
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -58,7 +59,13 @@ def load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(key, f"file {str(path)!r} does not exist; fix: check the path")
-    data = get_loader("yaml")(path.read_text())
+    try:
+        data = get_loader("yaml")(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(key, f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
+                          "fix: correct the YAML syntax there") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -88,30 +95,38 @@ def import_entry(entry: str, base: Path, key: str) -> None:
             raise
     except (ImportError, FileNotFoundError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
-                          "or a .py path relative to this YAML file") from None
+                          f"or a .py path relative to {base}") from None
 
 
-def config_paths(argv: Sequence[str]) -> list[Path]:
-    """The `--config`/`-c` files named in `argv`, in order."""
-    paths = []
+def option_values(argv: Sequence[str], *names: str) -> list[str]:
+    """The values given to any of the options `names` in `argv` (`--opt v` or `--opt=v`), in order."""
+    values = []
     for i, arg in enumerate(argv):
-        if arg in ("--config", "-c") and i + 1 < len(argv):
-            paths.append(Path(argv[i + 1]))
-        elif arg.startswith("--config="):
-            paths.append(Path(arg.split("=", 1)[1]))
-    return paths
+        if arg in names and i + 1 < len(argv):
+            values.append(argv[i + 1])
+        elif arg.split("=", 1)[0] in names and "=" in arg:
+            values.append(arg.split("=", 1)[1])
+    return values
 
 
-def run_imports(paths: Sequence[Path]) -> None:
-    """Import every `imports:` entry of these config files, before parsing resolves names."""
-    for path in paths:
+def _entries(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(entry) for entry in value or []]
+
+
+def run_imports(argv: Sequence[str]) -> None:
+    """Import every `imports:` entry, before parsing resolves names.
+
+    Entries come from each `--config` file (paths relative to that file) and from
+    `--imports` on the command line (relative to the working directory).
+    """
+    for path in map(Path, option_values(argv, "--config", "-c")):
         if not path.is_file():
             continue  # the parser reports the missing file with its own key
-        entries = load_yaml(path).get("imports") or []
-        if isinstance(entries, str):
-            entries = [entries]
-        for i, entry in enumerate(entries):
-            import_entry(str(entry), path.parent, f"imports[{i}]")
+        for i, entry in enumerate(_entries(load_yaml(path).get("imports"))):
+            import_entry(entry, path.parent, f"imports[{i}]")
+    for value in option_values(argv, "--imports"):
+        for i, entry in enumerate(_entries(get_loader("yaml")(value))):
+            import_entry(entry, Path.cwd(), f"imports[{i}]")
 
 
 # ------------------------------------------------------------------------ schedulers
@@ -287,7 +302,7 @@ class CSLightningCLI(LightningCLI):
                             help="Optimizer, {Name: {args}} or class_path/init_args; built after the model.")
         parser.add_argument("--schedulers", type=Optional[Union[list, dict]], default=None,
                             help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args.")
-        parser.add_argument("--imports", type=Optional[list[str]], default=None,
+        parser.add_argument("--imports", type=Optional[Union[list[str], str]], default=None,
                             help="Modules, or .py files relative to the config, imported before parsing.")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
@@ -366,7 +381,7 @@ def schedule_command(argv: Sequence[str]) -> None:
     paths = [Path(p) for p in opts.config]
     for i, path in enumerate(paths):
         load_yaml(path, key=f"config[{i}]")
-    run_imports(paths)
+    run_imports(argv)
     config = _merged(paths)
     make_optimizer, make_schedulers = run_factories(config)
     if make_schedulers is None:
@@ -402,7 +417,7 @@ def main(args: Sequence[str] | None = None) -> int:
             from cs_lightning.convert import main_convert
 
             return main_convert(argv[1:])
-        run_imports(config_paths(argv))
+        run_imports(argv)
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,7 +142,7 @@ BAD = {
             {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": {**LINEAR, "warmup": 3}}]}}]},
         "schedulers[0].init_args.schedulers[0].init_args", "unknown argument 'warmup'"),
     "schedulers without optimizer": ({"optimizer": None}, "schedulers", "add an optimizer: block"),
-    "missing imports file": ({"imports": ["no_such_module.py"]}, "imports[0]", "relative to this YAML file"),
+    "missing imports file": ({"imports": ["no_such_module.py"]}, "imports[0]", "no_such_module.py"),
     "unknown trainer key": ({"trainer": {"max_stepz": 3}}, "trainer.max_stepz", "correct its spelling"),
     "bad trainer value": ({"trainer": {"max_steps": "many"}}, "trainer.max_steps", "Expected a <class 'int'>"),
     "unknown model class": (
@@ -184,6 +185,23 @@ def test_missing_config_file_is_one_line(tmp_path: Path, capfd) -> None:
     assert err.startswith("cs-lightning: error: config: ") and "nowhere.yaml" in err
     assert len(err.strip().splitlines()) == 1
     assert _files(tmp_path) == set()
+
+
+@pytest.mark.parametrize("command", ["fit", "schedule"])
+def test_yaml_syntax_error_is_one_line_with_its_position(command: str, tmp_path: Path, capfd) -> None:
+    (tmp_path / "run.yaml").write_text("model: {class_path: x\ntrainer: [1,\n")
+    assert main([command, "--config", "run.yaml"]) == 2
+    out, err = capfd.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert re.match(r"cs-lightning: error: config(\[0\])?: 'run.yaml' is not valid YAML at line 2, column 8", err)
+
+
+def test_imports_can_be_given_on_the_command_line(tmp_path: Path) -> None:
+    config = digits_run(tmp_path, optimizer="SGD")
+    del config["imports"]
+    path = write(tmp_path / "run.yaml", config)
+    assert main(["fit", "--config", str(path), "--imports", str(DIGITS_PY), "--trainer.max_steps", "2"]) == 0
+    assert metrics(tmp_path)["lr-SGD"] == {0: 0.001, 1: 0.001}
 
 
 def test_console_script_error_is_one_line_on_stderr(tmp_path: Path) -> None:
