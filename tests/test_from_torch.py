@@ -184,3 +184,83 @@ def test_lightning_configs_keep_their_interval():
     assert isinstance(configs[0].scheduler, cs.StepLR)
     assert (configs[0].interval, configs[0].frequency) == ("epoch", 3)
     assert configs[1].scheduler is plateau
+
+
+# -- a Lightning project returning torch schedulers trains under csx with torch's rates ----
+
+LIGHTNING_CASES = {
+    "OneCycleLR per step": (lambda o: L.OneCycleLR(o, max_lr=0.5, total_steps=40, cycle_momentum=False), "step"),
+    "StepLR per epoch (bare)": (lambda o: L.StepLR(o, step_size=1, gamma=0.5), None),
+    "SequentialLR per step": (lambda o: L.SequentialLR(o, [L.LinearLR(o, start_factor=0.1, total_iters=10),
+                                                           L.ExponentialLR(o, gamma=0.9)], milestones=[10]), "step"),
+}
+
+
+def _fit_and_record_rates(strategy: str, case: str) -> tuple[list[list[float]], object]:
+    import lightning.pytorch as pl
+    from torch.utils.data import DataLoader, TensorDataset
+
+    make, interval = LIGHTNING_CASES[case]
+
+    class Regression(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body, self.head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.head(torch.relu(self.body(x))), y)
+
+        def configure_optimizers(self):
+            optimizer = torch.optim.SGD([{"params": self.body.parameters()},
+                                         {"params": self.head.parameters(), "lr": 0.02}], lr=0.1)
+            scheduler = make(optimizer)
+            if interval is None:
+                return [optimizer], [scheduler]
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": interval}}
+
+    class Rates(pl.Callback):
+        def __init__(self) -> None:
+            self.seen: list[list[float]] = []
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.seen.append([float(g["lr"]) for g in trainer.optimizers[0].param_groups])
+
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(40, 4), torch.randn(40, 1))
+    rates = Rates()
+    trainer = pl.Trainer(strategy=strategy, max_steps=40, callbacks=[rates], logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Regression(), DataLoader(data, batch_size=4))
+    return rates.seen, trainer.lr_scheduler_configs[0].scheduler
+
+
+@pytest.mark.parametrize("case", LIGHTNING_CASES)
+def test_lightning_project_trains_under_csx_with_torchs_rates(case):
+    import cs_lightning  # noqa: F401  registers "csx"
+
+    expected, _ = _fit_and_record_rates("auto", case)
+    got, scheduler = _fit_and_record_rates("csx", case)
+    assert isinstance(scheduler, cs.Scheduler)
+    assert len(got) == len(expected) == 40
+    expected = torch.tensor(expected, dtype=torch.float64)
+    torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), expected,
+                               rtol=1e-6, atol=1e-6 * expected.abs().max())
+
+
+def test_strict_csx_stops_on_a_scheduler_without_closed_form():
+    import lightning.pytorch as pl
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from cs_lightning import CSXStrategy
+
+    class PythonOnlyLambda(BoringModel):
+        def configure_optimizers(self):
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": L.LambdaLR(optimizer, lambda k: 0.5 ** min(k, 3)),
+                                                             "interval": "step"}}
+
+    trainer = pl.Trainer(strategy=CSXStrategy(strict_schedulers=True), max_steps=2, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    with pytest.raises(NotConvertible, match="LambdaLR is not converted.*tensor of steps"):
+        trainer.fit(PythonOnlyLambda())

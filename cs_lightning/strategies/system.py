@@ -34,6 +34,7 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.schedulers import Scheduler
+from cs_lightning.schedulers.from_torch import convert_lightning_configs
 from cs_lightning.step_closure import StepClosureCallback
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
@@ -55,6 +56,8 @@ class CSXSystem(Strategy):
         compile_backend: the ``torch.compile`` backend used when ``compile=True``.
         init_mode: ``"exact"`` (weights bit-identical to eager construction) or ``"independent"``
             (each tensor depends only on the seed and its name: faster, same across ranks).
+        strict_schedulers: fail, instead of warning, when a torch scheduler returned by
+            ``configure_optimizers`` has no closed form (see ``schedulers.from_torch``).
     """
 
     def __init__(
@@ -64,11 +67,13 @@ class CSXSystem(Strategy):
         compile: bool = False,
         compile_backend: str | Callable[..., Any] = "inductor",
         init_mode: str = "exact",
+        strict_schedulers: bool = False,
         **kwargs: Any,
     ) -> None:
         if init_mode not in INIT_MODES:
             raise ValueError(f"init_mode={init_mode!r} is not supported; use one of {INIT_MODES}")
-        for name, flag in (("trace_check", trace_check), ("compile", compile)):
+        for name, flag in (("trace_check", trace_check), ("compile", compile),
+                           ("strict_schedulers", strict_schedulers)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name}={flag!r} must be a bool (True or False)")
         super().__init__(**kwargs)
@@ -76,6 +81,7 @@ class CSXSystem(Strategy):
         self.compile = compile
         self.compile_backend = compile_backend
         self.init_mode = init_mode
+        self.strict_schedulers = strict_schedulers
         self._time_to_first_loss: TimeToFirstLoss | None = None
         self._recorded = False
         self._check_pending = False
@@ -89,6 +95,7 @@ class CSXSystem(Strategy):
             "compile": self.compile,
             "compile_backend": self.compile_backend,
             "init_mode": self.init_mode,
+            "strict_schedulers": self.strict_schedulers,
         }
 
     @override
@@ -156,7 +163,11 @@ class CSXSystem(Strategy):
 
     @override
     def setup_optimizers(self, trainer: Trainer) -> None:
-        """A closed-form scheduler returned bare steps every optimizer step: its arguments count steps."""
+        """A closed-form scheduler returned bare steps every optimizer step: its arguments count steps.
+
+        Stock torch schedulers are then replaced by closed-form equivalents, keeping their
+        interval and frequency (those with no closed form warn, or raise if strict).
+        """
         module = self.lightning_module
         own = module.__dict__.get("configure_optimizers")
         configure = module.configure_optimizers
@@ -168,6 +179,7 @@ class CSXSystem(Strategy):
                 del module.configure_optimizers
             else:
                 module.configure_optimizers = own
+        convert_lightning_configs(self.lr_scheduler_configs, strict=self.strict_schedulers)
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
