@@ -403,6 +403,11 @@ def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: str) -> None:
             raise ConfigError("", f"{src}[{i}]{message}" if message != str(err) else f"{src}[{i}]: {err}") from None
         written.append(_with_milestones(block, built))
     out.set("schedulers", written, src)
+    tags = sorted((t for t in _tags(blocks) if t is not None), key=str)
+    if tags:
+        out.report.notes.append(f"the schedules target param groups tagged {tags}: give the optimizer param "
+                                "groups with those 'tags' (in configure_optimizers); an optimizer: block "
+                                "alone builds one untagged group")
 
 
 def _tags(block: Any) -> set[Any]:

@@ -141,6 +141,11 @@ def test_cerebras_only_optimizer_is_reported_not_guessed():
         ["trainer.init.optimizer.Lamb.weight_decay"]
 
 
+def test_tagged_schedules_say_the_groups_need_tags():
+    _, report = convert(_load("chained_tags.yaml"))
+    assert any("tagged ['decoder']" in note for note in report.notes)
+
+
 def test_convert_is_pure():
     source = _load("gpt_trainer.yaml")
     before = copy.deepcopy(source)
