@@ -6,6 +6,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch.optim import lr_scheduler as L
 
 from cs_lightning import schedulers as cs
@@ -264,3 +266,49 @@ def test_strict_csx_stops_on_a_scheduler_without_closed_form():
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     with pytest.raises(NotConvertible, match="LambdaLR is not converted.*tensor of steps"):
         trainer.fit(PythonOnlyLambda())
+
+
+# -- laws ------------------------------------------------------------------------------
+
+RANDOM_SCHEDULERS = {
+    "StepLR": lambda o, r, n: L.StepLR(o, step_size=n, gamma=r),
+    "ExponentialLR": lambda o, r, n: L.ExponentialLR(o, gamma=r),
+    "LinearLR": lambda o, r, n: L.LinearLR(o, start_factor=r, total_iters=n),
+    "MultiplicativeLR": lambda o, r, n: L.MultiplicativeLR(o, lambda k: r),
+    "PolynomialLR": lambda o, r, n: L.PolynomialLR(o, total_iters=n, power=1 + r),
+}
+
+
+@given(name=st.sampled_from(sorted(RANDOM_SCHEDULERS)), lr=st.floats(1e-5, 1.0), ratio=st.floats(0.5, 0.999),
+       length=st.integers(1, 60), steps=st.integers(1, 300))
+def test_any_arguments_convert_to_torchs_schedule(name, lr, ratio, length, steps):
+    make = RANDOM_SCHEDULERS[name]
+    reference_opt, converted_opt = _optimizer(lr), _optimizer(lr)
+    reference = make(reference_opt, ratio, length)
+    converted = convert_scheduler(make(converted_opt, ratio, length), strict=True)
+    expected = [reference_opt.param_groups[0]["lr"]]
+    for _ in range(steps):
+        reference_opt.step()
+        reference.step()
+        expected.append(reference_opt.param_groups[0]["lr"])
+    expected = torch.tensor(expected, dtype=torch.float64)
+    got = converted.values(range(steps + 1))[:, 0].to(torch.float64)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6 * expected.abs().max())
+
+
+def test_group_scaled_resume_equals_uninterrupted():
+    def run(interrupt_at: int | None) -> list[float]:
+        optimizer = _optimizer(0.1, 0.03)
+        scheduler = convert_scheduler(L.ExponentialLR(optimizer, gamma=0.9))
+        seen = []
+        for step in range(12):
+            if step == interrupt_at:
+                state = scheduler.state_dict()
+                optimizer = _optimizer(0.1, 0.03)
+                scheduler = convert_scheduler(L.ExponentialLR(optimizer, gamma=0.9))
+                scheduler.load_state_dict(state)
+            seen.append([g["lr"] for g in optimizer.param_groups])
+            scheduler.step()
+        return seen
+
+    assert run(interrupt_at=5) == run(interrupt_at=None)
