@@ -215,6 +215,12 @@ def _parser_error_line(message: str) -> str:
     if unknown:
         return f"{unknown.group(1)}: unknown key; fix: remove it or correct its spelling " \
                "(see cs-lightning fit --help)"
+    required = re.search(r"arguments are required: (?:\w+\.)?(\S+)", message)
+    if required:
+        return f"{required.group(1)}: missing; fix: add a {required.group(1)}: block (class_path: ...)"
+    if "subcommand" in message:
+        return f"{_flatten(message)}; fix: cs-lightning fit|validate|test|predict --config run.yaml, " \
+               "or cs-lightning schedule --config run.yaml"
     keyed = re.match(r'Parser key "([^"]+)":\s*(.*)', message, flags=re.DOTALL)
     if not keyed:
         return f"{_flatten(message)}; fix: see cs-lightning --help"

@@ -150,6 +150,7 @@ BAD = {
     "bad model argument": (
         {"model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"colour": 1}}},
         "model.init_args.colour", "correct its spelling"),
+    "model missing": ({"model": None}, "model", "add a model: block"),
     "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer", "invalid strategy name"),
     "data constructor rejects a value": (
         {"data": {"class_path": "image_classifier.DigitsData", "init_args": {"val_fraction": 2.0}}},
