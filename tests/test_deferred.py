@@ -217,6 +217,11 @@ STOCK = {
     "mha": lambda: nn.MultiheadAttention(16, 4, kdim=8, vdim=12),
     "lstm": lambda: nn.LSTM(8, 16, num_layers=2, bidirectional=True),
     "gru": lambda: nn.GRU(8, 16),
+    "conv_transpose": lambda: nn.ConvTranspose2d(3, 4, 3),
+    "bilinear": lambda: nn.Bilinear(3, 4, 5),
+    "embedding_bag": lambda: nn.EmbeddingBag(10, 3),
+    "weight_norm": lambda: nn.utils.parametrizations.weight_norm(nn.Linear(4, 5)),
+    "spectral_norm": lambda: nn.utils.parametrizations.spectral_norm(nn.Linear(4, 5)),
     "transformer": lambda: nn.TransformerEncoder(
         nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2, enable_nested_tensor=False),
 }
@@ -241,8 +246,26 @@ def test_batchnorm_statistics_and_forward_match_eager() -> None:
 
 def test_recurrent_layers_run_after_materialize() -> None:
     eager, lazy = assert_identical(lambda: nn.LSTM(4, 6, num_layers=2))
+    assert lazy._flat_weights[0] is lazy.weight_ih_l0
     x = torch.randn(5, 2, 4)
     assert torch.equal(eager(x)[0], lazy(x)[0])
+
+
+def test_lazy_modules_initialize_on_first_call_as_eager() -> None:
+    def build_and_call() -> nn.Module:
+        model = deferred_init(lambda: nn.Sequential(nn.LazyLinear(3), nn.Linear(3, 2)))
+        assert is_deferred(model)
+        materialize(model)
+        model(torch.ones(1, 5))
+        return model
+
+    torch.manual_seed(SEED)
+    eager = nn.Sequential(nn.LazyLinear(3), nn.Linear(3, 2))
+    eager(torch.ones(1, 5))
+    torch.manual_seed(SEED)
+    lazy = build_and_call()
+    for name, t in tensors(eager).items():
+        assert torch.equal(tensors(lazy)[name], t), name
 
 
 def test_gpt_with_apply_init_weights_tied_head_and_rotary_tables() -> None:
@@ -474,11 +497,14 @@ def test_independent_mode_depends_only_on_seed_and_names() -> None:
 
 def test_independent_values_do_not_depend_on_other_tensors() -> None:
     torch.manual_seed(SEED)
-    small = materialize(deferred_init(nn.Sequential, nn.Linear(4, 4)), mode="independent")
+    small = materialize(deferred_init(lambda: nn.Sequential(nn.Linear(4, 4))),
+                        mode="independent")
     torch.manual_seed(SEED)
-    big = materialize(deferred_init(nn.Sequential, nn.Linear(4, 4), nn.Linear(4, 9)),
+    big = materialize(deferred_init(lambda: nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 9))),
                       mode="independent")
     assert torch.equal(small[0].weight, big[0].weight)
+    torch.manual_seed(SEED)
+    assert not torch.equal(nn.Linear(4, 4).weight, small[0].weight)  # not eager's
 
 
 # -- diagnostics --------------------------------------------------------------------
@@ -638,3 +664,40 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
     grew = int(done.stdout.strip())
     float32_model = 16 * 1024 * 1024 * 4
     assert grew < 0.75 * float32_model, f"peak grew by {grew / 2**20:.0f} MiB"
+
+
+def test_tensors_in_module_dicts_and_lists_are_materialized() -> None:
+    """torchmetrics keeps its state defaults in a dict attribute of the module."""
+    torchmetrics = pytest.importorskip("torchmetrics")
+
+    def update_and_compute(metric):
+        metric.update(torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2]))
+        value = metric.compute()
+        metric.reset()
+        return value
+
+    eager = torchmetrics.classification.MulticlassAccuracy(num_classes=3)
+    with recording():
+        lazy = torchmetrics.classification.MulticlassAccuracy(num_classes=3)
+    materialize(lazy)
+    assert torch.equal(update_and_compute(lazy), update_and_compute(eager))
+    assert all(type(v) is torch.Tensor for v in lazy._defaults.values())
+
+
+def test_materialize_inside_a_recording_block() -> None:
+    def build() -> tuple[nn.Module, nn.Module]:
+        first = nn.Linear(3, 3)
+        second = nn.Linear(3, 1)
+        return first, second
+
+    torch.manual_seed(SEED)
+    want = build()
+    torch.manual_seed(SEED)
+    with recording():
+        first = materialize(nn.Linear(3, 3))
+        second = nn.Linear(3, 1)
+        assert not is_deferred(first) and is_deferred(second)
+    materialize(second)
+    for eager, lazy in zip(want, (first, second)):
+        for name, t in tensors(eager).items():
+            assert torch.equal(tensors(lazy)[name], t), name

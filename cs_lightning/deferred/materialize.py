@@ -18,6 +18,7 @@ from cs_lightning.deferred.replay import Executor, replay_exact
 from cs_lightning.errors import DeferredInitWarning
 
 _MODES = ("exact", "independent")
+_REGISTRIES = ("_parameters", "_buffers", "_modules")
 _RNG = ("eager", "fast")
 
 
@@ -26,11 +27,12 @@ class _Slot:
     """One place a module holds a tensor: ``owner.<name>``, reachable as ``fqn``."""
 
     owner: nn.Module
-    kind: str  # "parameter", "buffer" or "attribute"
+    kind: str  # "parameter", "buffer", "attribute" or "item" (owner.<name>[key])
     name: str
     fqn: str
     tensor: torch.Tensor
     in_state_dict: bool
+    key: Any = None
 
 
 @dataclass
@@ -124,6 +126,11 @@ def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_S
         for name, value in vars(mod).items():
             if isinstance(value, DeferredTensor):  # a plain attribute, e.g. a cache
                 slots.append(_Slot(mod, "attribute", name, dot + name, value, False))
+            elif isinstance(value, (dict, list)) and name not in _REGISTRIES:
+                # e.g. torchmetrics' state defaults, an RNN's _flat_weights
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                slots.extend(_Slot(mod, "item", name, f"{dot}{name}[{key!r}]", item, False, key)
+                             for key, item in items if isinstance(item, DeferredTensor))
     for slot in slots:
         source = state_dict.get(slot.fqn) if slot.in_state_dict else None
         if source is not None and tuple(source.shape) != tuple(slot.tensor.shape):
@@ -142,7 +149,7 @@ def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> lis
             continue
         entry = found.setdefault(id(fake), _Deferred(fake, fake._cs_session.ref(fake)))
         entry.fqns.append(slot.fqn)
-        entry.cast = entry.cast or slot.kind != "attribute"
+        entry.cast = entry.cast or slot.kind in ("parameter", "buffer")
         if slot.in_state_dict and slot.fqn in state_dict:
             entry.source = state_dict[slot.fqn]  # the last key loaded wins, as in eager
     return list(found.values())
@@ -275,18 +282,19 @@ def _private_file_ranges() -> list[tuple[int, int]]:
 def _assign(slots: list[_Slot], finals: dict[int, torch.Tensor], device: torch.device | None,
             dtype: torch.dtype | None, state_dict: Mapping[str, torch.Tensor]) -> None:
     """Put the real tensors in place; one Parameter object per recorded one (ties stay)."""
-    params: dict[int, nn.Parameter] = {}
+    params = {id(s.tensor): nn.Parameter(finals[id(s.tensor)],
+                                         requires_grad=s.tensor.requires_grad)
+              for s in slots if s.kind == "parameter" and isinstance(s.tensor, DeferredTensor)}
     for slot in slots:
         t = slot.tensor
         if not isinstance(t, DeferredTensor):
             _update_real(slot, device, dtype, state_dict)
             continue
-        value: torch.Tensor = finals[id(t)]
-        if slot.kind == "parameter":
-            if id(t) not in params:
-                params[id(t)] = nn.Parameter(value, requires_grad=t.requires_grad)
-            value = params[id(t)]
-        setattr(slot.owner, slot.name, value)
+        value = params.get(id(t), finals[id(t)])  # other references get the Parameter too
+        if slot.kind == "item":
+            getattr(slot.owner, slot.name)[slot.key] = value
+        else:
+            setattr(slot.owner, slot.name, value)
 
 
 def _update_real(slot: _Slot, device: torch.device | None, dtype: torch.dtype | None,

@@ -277,6 +277,12 @@ class Session:
                 f"{func} writes a recorded value into a tensor created outside the "
                 f"recording, in {constructor_site()}; create that tensor inside it.")
         out_flat, out_spec = tree_flatten(mout)
+        if not fakes and not reals and all(isinstance(m, torch.Tensor) and m.numel() == 0
+                                           for m in out_flat):
+            # Nothing to allocate or draw: real, so that UninitializedParameter and other
+            # placeholders built on torch.empty(0) keep working.
+            args, kwargs = tree_unflatten(flat, spec)
+            return func(*args, **kwargs)
         result, creates = [], []
         for j, m in enumerate(out_flat):
             if not isinstance(m, torch.Tensor):
