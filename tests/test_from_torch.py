@@ -312,3 +312,14 @@ def test_group_scaled_resume_equals_uninterrupted():
         return seen
 
     assert run(interrupt_at=5) == run(interrupt_at=None)
+
+
+def test_arguments_the_catalogue_refuses_keep_torch_stepping():
+    optimizer = _optimizer(0.1)
+    refused = L.PolynomialLR(optimizer, total_iters=10, power=0.0)  # constant 0.1 until step 10
+    sequence = L.SequentialLR(optimizer, [L.LinearLR(optimizer, 0.5, total_iters=4),
+                                          L.ConstantLR(optimizer, factor=0.2, total_iters=5), refused],
+                              milestones=[4, 9])
+    with pytest.warns(HostSchedulerWarning, match="power"):
+        assert convert_scheduler(sequence) is None
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.05)  # the children built first are undone

@@ -30,7 +30,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.optim import lr_scheduler as torch_lr
 
 from cs_lightning import schedulers as cs
-from cs_lightning.schedulers.base import ClosedFormError, Scheduler
+from cs_lightning.schedulers.base import Scheduler
 
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
@@ -349,10 +349,14 @@ def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | No
     if isinstance(scheduler, Scheduler):
         return scheduler
     name = type(scheduler).__name__
+    groups = scheduler.optimizer.param_groups
+    rates = [group["lr"] for group in groups]
     try:
         plan = _plan(scheduler)
         converted = plan.build(scheduler.optimizer)
-    except (NotConvertible, ClosedFormError) as err:
+    except (ValueError, TypeError) as err:  # NotConvertible, ClosedFormError, arguments the catalogue refuses
+        for group, rate in zip(groups, rates):  # a child built before the failure wrote its values
+            group["lr"] = rate
         message = f"torch {name} is not converted to a closed form: {err}"
         if strict:
             raise NotConvertible(message) from None
