@@ -16,6 +16,7 @@ from cs_lightning.cli import main
 
 EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/README.md"))
 FEW_STEPS = ["--trainer.max_steps", "3", "--trainer.limit_val_batches", "2", "--trainer.log_every_n_steps", "1"]
+SHORTER = {"tiny_gpt": ["--model.init_args.sample_chars", "20"]}  # the full sample costs seconds
 
 
 def readme_command(example: str) -> list[str]:
@@ -37,7 +38,7 @@ def test_every_example_folder_has_a_readme_config_and_small_data() -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_runs_from_its_readme_command(example: str, tmp_path: Path, capfd) -> None:
-    assert main(readme_command(example) + FEW_STEPS) == 0
+    assert main(readme_command(example) + FEW_STEPS + SHORTER.get(example, [])) == 0
     out, err = capfd.readouterr()
     assert "Epoch 0: 100%" in out + err  # Lightning's progress bar, on by default
     summary = out.strip().splitlines()[-1]
