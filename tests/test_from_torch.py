@@ -195,6 +195,7 @@ LIGHTNING_CASES = {
     "StepLR per epoch (bare)": (lambda o: L.StepLR(o, step_size=1, gamma=0.5), None),
     "SequentialLR per step": (lambda o: L.SequentialLR(o, [L.LinearLR(o, start_factor=0.1, total_iters=10),
                                                            L.ExponentialLR(o, gamma=0.9)], milestones=[10]), "step"),
+    "ReduceLROnPlateau on the host": (lambda o: L.ReduceLROnPlateau(o, factor=0.5, patience=0), "step"),
 }
 
 
@@ -211,7 +212,9 @@ def _fit_and_record_rates(strategy: str, case: str) -> tuple[list[list[float]], 
 
         def training_step(self, batch, batch_idx):
             x, y = batch
-            return torch.nn.functional.mse_loss(self.head(torch.relu(self.body(x))), y)
+            loss = torch.nn.functional.mse_loss(self.head(torch.relu(self.body(x))), y)
+            self.log("loss", loss)
+            return loss
 
         def configure_optimizers(self):
             optimizer = torch.optim.SGD([{"params": self.body.parameters()},
@@ -219,7 +222,8 @@ def _fit_and_record_rates(strategy: str, case: str) -> tuple[list[list[float]], 
             scheduler = make(optimizer)
             if interval is None:
                 return [optimizer], [scheduler]
-            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": interval}}
+            return {"optimizer": optimizer,
+                    "lr_scheduler": {"scheduler": scheduler, "interval": interval, "monitor": "loss"}}
 
     class Rates(pl.Callback):
         def __init__(self) -> None:
@@ -242,8 +246,14 @@ def test_lightning_project_trains_under_csx_with_torchs_rates(case):
     import cs_lightning  # noqa: F401  registers "csx"
 
     expected, _ = _fit_and_record_rates("auto", case)
-    got, scheduler = _fit_and_record_rates("csx", case)
-    assert isinstance(scheduler, cs.Scheduler)
+    if "host" in case:
+        with pytest.warns(HostSchedulerWarning, match="monitored metric"):
+            got, scheduler = _fit_and_record_rates("csx", case)
+        assert isinstance(scheduler, L.ReduceLROnPlateau)
+        assert len(set(map(tuple, got))) > 1  # it did reduce the rates
+    else:
+        got, scheduler = _fit_and_record_rates("csx", case)
+        assert isinstance(scheduler, cs.Scheduler)
     assert len(got) == len(expected) == 40
     expected = torch.tensor(expected, dtype=torch.float64)
     torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), expected,
