@@ -476,11 +476,12 @@ def test_independent_mode_depends_only_on_seed_and_names() -> None:
     one = materialize(deferred_init(GPT), mode="independent")
     assert torch.equal(torch.get_rng_state(), rng)  # the global stream is untouched
     torch.manual_seed(SEED)
+    threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         two = materialize(deferred_init(GPT), mode="independent")
     finally:
-        torch.set_num_threads(2)
+        torch.set_num_threads(threads_before)
     torch.manual_seed(SEED)
     eager = GPT()
     for name, t in tensors(one).items():
@@ -505,6 +506,28 @@ def test_independent_values_do_not_depend_on_other_tensors() -> None:
     assert torch.equal(small[0].weight, big[0].weight)
     torch.manual_seed(SEED)
     assert not torch.equal(nn.Linear(4, 4).weight, small[0].weight)  # not eager's
+
+
+def test_independent_mode_for_random_ops_without_a_generator_argument() -> None:
+    class Like(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            base = torch.empty(3, 4)
+            self.a = nn.Parameter(torch.randn_like(base))
+            self.b = nn.Parameter(torch.rand_like(base))
+
+    values, threads_before = [], torch.get_num_threads()
+    for threads in (1, 2):
+        torch.manual_seed(SEED)
+        rng = torch.get_rng_state()
+        torch.set_num_threads(threads)
+        try:
+            values.append(materialize(deferred_init(Like), mode="independent"))
+        finally:
+            torch.set_num_threads(threads_before)
+        assert torch.equal(torch.get_rng_state(), rng)
+    assert torch.equal(values[0].a, values[1].a) and torch.equal(values[0].b, values[1].b)
+    assert not torch.equal(values[0].a, values[0].b)
 
 
 # -- diagnostics --------------------------------------------------------------------

@@ -171,7 +171,10 @@ def _covers_storage(meta: torch.Tensor) -> bool:
 
 
 def constructor_site() -> str:
-    """Where in the user's constructors we are: ``A.__init__ > B.__init__ (file:line)``."""
+    """Where in the user's constructors we are: ``A.__init__ > B.__init__ (file:line)``.
+
+    Lightning's ``configure_model`` counts as a constructor: it runs under recording too.
+    """
     chain: list[str] = []
     site = None
     frame = sys._getframe(1)
@@ -180,8 +183,9 @@ def constructor_site() -> str:
         if site is None and not file.startswith((_HERE, _TORCH)):
             site = f"{file}:{frame.f_lineno}"
         owner = frame.f_locals.get("self")
-        if frame.f_code.co_name == "__init__" and isinstance(owner, torch.nn.Module):
-            chain.append(f"{type(owner).__qualname__}.__init__")
+        name = frame.f_code.co_name
+        if name in ("__init__", "configure_model") and isinstance(owner, torch.nn.Module):
+            chain.append(f"{type(owner).__qualname__}.{name}")
         frame = frame.f_back
     path = " > ".join(reversed(chain)) or "<no module constructor>"
     return f"{path} ({site or 'unknown location'})"

@@ -16,8 +16,11 @@ time, never the whole model.
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from typing import Any
+
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -122,10 +125,9 @@ class Executor:
         """
         args, kwargs = self._resolve(op)
         if generator is not None and op.random:
-            func, kwargs = with_generator(op.func, kwargs, generator)
+            out = _draw_from(generator, op.func, args, kwargs)
         else:
-            func = op.func
-        out = func(*args, **kwargs)
+            out = op.func(*args, **kwargs)
         if not op.creates:
             return
         outs = tree_flatten(out)[0]
@@ -194,22 +196,28 @@ def _contiguous(ref: Ref) -> bool:
     return all(s == e or n == 1 for s, e, n in zip(ref.stride, reversed(expected), ref.size))
 
 
-def with_generator(func: torch._ops.OpOverload, kwargs: dict,
-                   generator: torch.Generator) -> tuple[torch._ops.OpOverload, dict]:
-    """The same random op drawing from ``generator`` instead of the global one."""
+_GLOBAL_RNG = threading.Lock()
+
+
+def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple,
+               kwargs: dict) -> Any:
+    """Run a random op drawing from ``generator`` instead of the global generator."""
     if not isinstance(func, torch._ops.OpOverload):  # a recorded init function
-        return func, {**kwargs, "generator": generator}
-    names = {a.name for a in func._schema.arguments}
-    if "generator" not in names:
-        packet = func.overloadpacket
-        name = func._overloadname
-        sibling = "generator" if name == "default" else f"{name}_generator"
-        if sibling not in packet.overloads():
-            raise NotImplementedError(
-                f"{func} takes no generator, so mode='independent' cannot give it its own "
-                "random stream; use mode='exact'.")
-        func = getattr(packet, sibling)
-    return func, {**kwargs, "generator": generator}
+        return func(*args, **kwargs, generator=generator)
+    if "generator" in {a.name for a in func._schema.arguments}:
+        return func(*args, **{**kwargs, "generator": generator})
+    name = func._overloadname
+    sibling = "generator" if name == "default" else f"{name}_generator"
+    if sibling in func.overloadpacket.overloads():
+        return getattr(func.overloadpacket, sibling)(*args, **kwargs, generator=generator)
+    # No generator argument at all (randn_like, ...): seed the global generator from
+    # ours for this one op, under a lock, and put the global state back afterwards.
+    device = generator.device
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    target = torch.cuda.default_generators[cuda[0]] if cuda else torch.default_generator
+    with _GLOBAL_RNG, torch.random.fork_rng(devices=cuda):
+        target.manual_seed(int(torch.randint(2**62, (1,), generator=generator)))
+        return func(*args, **kwargs)
 
 
 def replay_exact(session: Session, targets: set[int], keep: set[int],
