@@ -73,18 +73,22 @@ def load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     return data
 
 
-def import_entry(entry: str, base: Path, key: str) -> None:
-    """Import a dotted module, or a `.py` file relative to `base`, under its file stem."""
+def import_entry(entry: str, base: Path, key: str) -> str:
+    """Import a dotted module, or a `.py` file relative to `base` under its file stem.
+
+    Returns the entry as it can be imported from anywhere: the module name, or the file's
+    absolute path (the config Lightning saves with the run then works from any directory).
+    """
     try:
         if not entry.endswith(".py"):
             importlib.import_module(entry)
-            return
+            return entry
         path = (base / entry).resolve()
         if not path.is_file():
             raise FileNotFoundError(f"no file {str(path)!r}")
         loaded = sys.modules.get(path.stem)
         if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == path:
-            return
+            return str(path)
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[path.stem] = module
@@ -93,6 +97,7 @@ def import_entry(entry: str, base: Path, key: str) -> None:
         except BaseException:
             del sys.modules[path.stem]
             raise
+        return str(path)
     except (ImportError, FileNotFoundError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
                           f"or a .py path relative to {base}") from None
@@ -113,20 +118,22 @@ def _entries(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(entry) for entry in value or []]
 
 
-def run_imports(argv: Sequence[str]) -> None:
-    """Import every `imports:` entry, before parsing resolves names.
+def run_imports(argv: Sequence[str]) -> dict[str, str]:
+    """Import every `imports:` entry, before parsing resolves names; map each entry to its import.
 
     Entries come from each `--config` file (paths relative to that file) and from
     `--imports` on the command line (relative to the working directory).
     """
+    done = {}
     for path in map(Path, option_values(argv, "--config", "-c")):
         if not path.is_file():
             continue  # the parser reports the missing file with its own key
         for i, entry in enumerate(_entries(load_yaml(path).get("imports"))):
-            import_entry(entry, path.parent, f"imports[{i}]")
+            done[entry] = import_entry(entry, path.parent, f"imports[{i}]")
     for value in option_values(argv, "--imports"):
         for i, entry in enumerate(_entries(get_loader("yaml")(value))):
-            import_entry(entry, Path.cwd(), f"imports[{i}]")
+            done[entry] = import_entry(entry, Path.cwd(), f"imports[{i}]")
+    return done
 
 
 # ------------------------------------------------------------------------ schedulers
@@ -292,7 +299,8 @@ class CSLightningCLI(LightningCLI):
     raised rather than printed, so `main` can print them as one line.
     """
 
-    def __init__(self, args: Any = None, **kwargs: Any) -> None:
+    def __init__(self, args: Any = None, imported: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        """`imported`: what `run_imports` returned, so the saved config holds absolute paths."""
         kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss()]})
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
@@ -300,6 +308,7 @@ class CSLightningCLI(LightningCLI):
         self.make_optimizer: OptimizerFactory | None = None
         self.make_schedulers: SchedulersFactory | None = None
         self._seed_log: _HeldRecords | None = None
+        self._imported = dict(imported or {})
         super().__init__(args=args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -315,6 +324,8 @@ class CSLightningCLI(LightningCLI):
         """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
         super().parse_arguments(parser, args)
         config = self.config.get(str(self.config.get("subcommand")), self.config)
+        if config.get("imports"):
+            config["imports"] = [self._imported.get(e, e) for e in _entries(config["imports"])]
         self.make_optimizer, self.make_schedulers = run_factories(config)
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
 
@@ -423,11 +434,11 @@ def main(args: Sequence[str] | None = None) -> int:
             from cs_lightning.convert import main_convert
 
             return main_convert(argv[1:])
-        run_imports(argv)
+        imported = run_imports(argv)
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-            CSLightningCLI(args=argv)
+            CSLightningCLI(args=argv, imported=imported)
     except ConfigError as err:
         return _fail(str(err))
     except argparse.ArgumentError as err:

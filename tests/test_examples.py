@@ -61,3 +61,20 @@ def test_custom_scheduler_is_found_by_name_and_drives_the_learning_rate(tmp_path
     schedule = module.WarmupStableDecayLR(probe, peak_learning_rate=3e-3, warmup_steps=20,
                                           decay_steps=60, total_iters=230)
     assert [logged[k] for k in range(3)] == schedule.values(range(3))[:, 0].tolist()
+
+
+def test_the_config_saved_with_a_run_reruns_from_another_directory(tmp_path: Path, monkeypatch) -> None:
+    """Relative imports: entries are saved as absolute paths, so the saved config stands alone."""
+    quiet = FEW_STEPS + ["--trainer.enable_progress_bar", "false", "--trainer.limit_val_batches", "0"]
+    assert main(readme_command("custom_scheduler") + quiet) == 0
+    saved = tmp_path / "lightning_logs/version_0/config.yaml"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["fit", "--config", str(saved)] + quiet) == 0
+
+    def losses(root: Path) -> list[str]:
+        rows = csv.DictReader((root / "lightning_logs/version_0/metrics.csv").open())
+        return [r["train_loss"] for r in rows if r.get("train_loss")]
+
+    assert len(losses(tmp_path)) == 3
+    assert losses(tmp_path / "elsewhere") == losses(tmp_path)
