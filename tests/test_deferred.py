@@ -327,6 +327,18 @@ def test_partial_checkpoint_equals_eager_plus_load_state_dict(tmp_path) -> None:
     assert block.data_ptr() == checkpoint["blocks.0.qkv.weight"].data_ptr()
 
 
+def test_one_key_of_a_tied_pair_loads_both_as_eager() -> None:
+    checkpoint = {"head.weight": torch.full((50, 32), 0.5)}
+    torch.manual_seed(SEED)
+    eager = GPT()
+    eager.load_state_dict(checkpoint, strict=False)
+    torch.manual_seed(SEED)
+    lazy = materialize(deferred_init(GPT), state_dict=checkpoint)
+    assert lazy.wte.weight is lazy.head.weight
+    for name, t in tensors(eager).items():
+        assert torch.equal(tensors(lazy)[name], t), name
+
+
 def test_checkpoint_in_another_dtype_is_cast_like_load_then_to() -> None:
     torch.manual_seed(5)
     source = {k: v.to(torch.float16) for k, v in GPT().state_dict().items()}
@@ -436,6 +448,8 @@ class DataAssign(nn.Module):
         self.b = nn.Linear(3, 2).double()
         self.c = copy.deepcopy(self.a)
         nn.init.orthogonal_(self.c.weight)
+        with torch.no_grad():
+            torch._foreach_mul_([self.a.bias, self.c.bias], 3.0)  # in place, returns None
 
 
 def test_data_assignment_dtype_change_deepcopy_and_orthogonal() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import gc
 import os
 import warnings
 from collections.abc import Mapping
@@ -169,7 +170,11 @@ def _materialize_session(session: Session, group: list[_Deferred],
     for entry in group:
         by_sid.setdefault(entry.ref.sid, []).append(entry)
     mine = {id(e.fake) for e in group}
-    keep = {session.ref(f).sid for f in list(session.alive) if id(f) not in mine}
+    others = [f for f in list(session.alive) if id(f) not in mine]
+    if others:  # dead ones in reference cycles would be computed for nothing
+        gc.collect()
+        others = [f for f in list(session.alive) if id(f) not in mine]
+    keep = {session.ref(f).sid for f in others}  # still held elsewhere: computed and kept
     targets = {sid for sid, entries in by_sid.items()
                if any(e.source is None for e in entries)}
     finals: dict[int, torch.Tensor] = {}

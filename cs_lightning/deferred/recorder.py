@@ -249,8 +249,8 @@ class Session:
                     f"{func} draws random numbers into a tensor created outside the "
                     f"recording, in {constructor_site()}; the draw would happen out of "
                     "order. Create that tensor inside the constructor.")
-        if not _returns_tensor(func):
-            return self._concrete_call(func, flat, spec, fakes)
+        if not _returns_tensor(func) and not _written_args(func, args, kwargs):
+            return self._concrete_call(func, flat, spec, fakes)  # .item(), bool(), ...
         return self._record(func, flat, spec, fakes, reals, is_random)
 
     def _record(self, func: torch._ops.OpOverload, flat: list, spec: TreeSpec,
