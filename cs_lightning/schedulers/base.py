@@ -15,11 +15,12 @@ Values are float32, as the same schedule computes on a CS-X (and in cerebras.pyt
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -34,20 +35,29 @@ Tags = str | None | Sequence[str | None]
 # Bitwise agreement of values() and step(): torch's CPU kernels compute the last few
 # elements of a tensor with scalar code, whose sin/cos/pow may differ from the
 # vectorized code by one ulp. So every evaluation has a length that is a multiple of
-# _LANES (and threads split it into such multiples, see _chunk): every step takes the
-# vectorized path, whichever call evaluates it.
+# _LANES and runs on one thread (a thread's share of a tensor has a tail too): every
+# step takes the vectorized path, whichever call evaluates it.
 _LANES = 64
 # Steps evaluated per vectorized call of the closed form while stepping.
 _BLOCK = 1024
-# torch splits an elementwise op among threads in pieces of at least this many elements.
-_GRAIN = 32768
+# Steps per call inside values(): intermediates stay in cache.
+_CHUNK = 1 << 16
 
 
-def _chunk() -> int:
-    """Steps per closed-form call inside values(): large enough to be fast, small enough
-    for its intermediates to stay in cache, and split evenly among torch's threads."""
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch ops on this thread only, restoring the thread count afterwards.
+
+    Besides the bitwise agreement above, one thread is faster here on a busy machine:
+    torch splits cos, sqrt, floor, ... among threads from 2048 elements on, and each
+    split waits for every thread to get a core.
+    """
     threads = torch.get_num_threads()
-    return _GRAIN * threads * max(1, 8 // threads)
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class _Alias:
@@ -309,18 +319,21 @@ class Scheduler(_TorchLRScheduler):
             A float32 tensor of shape ``(len(steps), len(optimizer.param_groups))``; groups
             this scheduler does not target hold nan.
         """
-        steps = _as_steps(type(self).__name__, steps)
-        count = len(steps)
-        steps = torch.cat([steps, steps.new_zeros(-count % _LANES)])
         groups = len(self.optimizer.param_groups)
         everyone = len(self._targets) == groups
-        out = torch.empty(groups, len(steps)) if everyone else torch.full((groups, len(steps)), math.nan)
         rows = slice(None) if everyone else self._targets
-        chunk = _chunk()
-        for begin in range(0, len(steps), chunk):
-            part = steps[begin : begin + chunk]
-            out[rows, begin : begin + len(part)] = self._per_target(self._closed_form_at(part))
-        return out[:, :count].T.contiguous()
+        with _one_thread():
+            steps = _as_steps(type(self).__name__, steps)
+            count = len(steps)
+            out = torch.empty(groups, count) if everyone else torch.full((groups, count), math.nan)
+            for begin in range(0, count, _CHUNK):
+                part = steps[begin : begin + _CHUNK]
+                size = len(part)
+                if size % _LANES:
+                    part = torch.cat([part, part.new_zeros(-size % _LANES)])
+                values = self._per_target(self._closed_form_at(part))
+                out[rows, begin : begin + size] = values[:, :size]
+            return out.T.contiguous()
 
     def set_tensor_values(self, enabled: bool) -> None:
         """Hold each targeted value as a 0-d float32 tensor updated in place (for compiled
@@ -405,6 +418,8 @@ def _group_device(group: dict) -> torch.device:
 def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> Tensor:
     if isinstance(steps, int) and not isinstance(steps, bool):
         steps = range(_checks.integer(owner, "steps", steps, 0))
+    if isinstance(steps, range) and (not steps or min(steps[0], steps[-1]) >= 0):
+        return torch.arange(steps.start, steps.stop, steps.step)
     if isinstance(steps, range):
         tensor = torch.arange(steps.start, steps.stop, steps.step)
     else:

@@ -72,11 +72,11 @@ class _Cyclic(Scheduler):
         if self.mode == "triangular2":
             return torch.div(f32(1.0), torch.pow(f32(2.0), cycle.sub(1)))
         if self.mode == "exp_range":
-            return torch.pow(f32(self.gamma), self.last_epoch)
+            return torch.pow(f32(self.gamma), self.last_epoch.float())
         return 1.0
 
     def _get_closed_form(self) -> Tensor:
-        k = self.last_epoch
+        k = self.last_epoch.float()
         total = self.step_size_up + self.step_size_down
         ratio = self.step_size_up / total
         cycle = torch.floor(torch.div(k, total).add(1))
@@ -158,7 +158,7 @@ class _OneCycle(Scheduler):
         return torch.mul(t, end - start).add(start)
 
     def _get_closed_form(self) -> Tensor:
-        k = self.last_epoch
+        k = self.last_epoch.float()
         ends = self._phase_ends()
         begin = 0.0
         value = f32(0.0)

@@ -4,7 +4,9 @@ Each curve is one closed form in a generic class (``_Polynomial``, ...) written 
 weight-decay argument names (``initial_val``, ``end_val``); the ``*WD`` class is that class
 with its key, the ``*LR`` class renames the arguments (``initial_learning_rate``, ...).
 In the formulas, :math:`k` is the step. The operations run in float32 in the same order as
-cerebras.pytorch 2.10, so the values agree with it to float32 rounding.
+cerebras.pytorch 2.10, so the values agree with it to float32 rounding; the int64 step is
+converted to float32 once (the same rounding torch applies inside each mixed int/float
+op, but much faster on long step tensors) and compared as an int.
 """
 
 from __future__ import annotations
@@ -76,12 +78,10 @@ class _Polynomial(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         k = self.last_epoch
-        decayed = (
-            torch.sub(1, torch.div(k, self.total_iters))
-            .pow(self.power)
-            .mul(self.initial_val - self.end_val)
-            .add(self.end_val)
-        )
+        remaining = torch.sub(1, torch.div(k.float(), self.total_iters))
+        if self.power != 1.0:  # x ** 1.0 is x: skip a pass over long step tensors
+            remaining = remaining.pow(self.power)
+        decayed = remaining.mul(self.initial_val - self.end_val).add(self.end_val)
         return torch.where(k >= self.total_iters, f32(self.end_val), decayed)
 
 
@@ -125,7 +125,7 @@ class _Exponential(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        power = torch.div(self.last_epoch, self.total_iters)
+        power = torch.div(self.last_epoch.float(), self.total_iters)
         if self.staircase:
             power = power.floor()
         return torch.pow(self.decay_rate, power).mul(self.initial_val)
@@ -188,7 +188,7 @@ class _InverseSquareRootDecay(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        held = torch.maximum(f32(self.warmup_steps), self.last_epoch)
+        held = torch.maximum(f32(self.warmup_steps), self.last_epoch.float())
         return torch.div(f32(self.scale), torch.sqrt(held)).mul(self.initial_val)
 
 
@@ -215,7 +215,7 @@ class _CosineDecay(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        step = torch.minimum(f32(self.total_iters), self.last_epoch)
+        step = torch.minimum(f32(self.total_iters), self.last_epoch.float())
         progress = torch.div(math.pi, self.total_iters).mul(step).cos().add(1).mul(0.5)
         return progress.mul(self.initial_val - self.end_val).add(self.end_val)
 
@@ -243,7 +243,7 @@ class _CosineAnnealing(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        wave = torch.div(self.last_epoch, self.T_max).mul(math.pi).cos().add(1).div(2)
+        wave = torch.div(self.last_epoch.float(), self.T_max).mul(math.pi).cos().add(1).div(2)
         return wave.mul(self.initial_val - self.eta_min).add(self.eta_min)
 
 
@@ -292,7 +292,7 @@ class _CosineAnnealingWarmRestarts(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         t_cur, t_i = self._period(self.last_epoch)
-        wave = torch.div(t_cur, t_i).mul(math.pi).cos().add(1).div(2)
+        wave = torch.div(t_cur.float(), t_i.float()).mul(math.pi).cos().add(1).div(2)
         return wave.mul(self.initial_val - self.eta_min).add(self.eta_min)
 
 
@@ -316,7 +316,7 @@ class _Multiplicative(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        return torch.pow(f32(self.coefficient), self.last_epoch).mul(self.initial_val)
+        return torch.pow(f32(self.coefficient), self.last_epoch.float()).mul(self.initial_val)
 
 
 StepFunction = Callable[[Tensor], Tensor]

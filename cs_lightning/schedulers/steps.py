@@ -38,7 +38,7 @@ class _Step(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        periods = torch.div(self.last_epoch, self.step_size).floor()
+        periods = torch.div(self.last_epoch.float(), self.step_size).floor()
         return torch.pow(f32(self.gamma), periods).mul(self.initial_val)
 
 
