@@ -137,7 +137,7 @@ class TinyGPT(L.LightningModule):
         return decode(tokens[0].cpu())
 
     def on_train_end(self) -> None:
-        if self.hparams.sample_chars:
+        if self.hparams.sample_chars and self.trainer.is_global_zero:
             sample = self.generate("MACBETH.\n", self.hparams.sample_chars, torch.Generator().manual_seed(0))
             print(f"\n--- sample ---\n{sample}\n--------------")
 
@@ -153,12 +153,14 @@ class LRPlot(L.Callback):
         self.lrs.append(float(trainer.optimizers[0].param_groups[0]["lr"]))
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        out = Path(trainer.log_dir or ".") / self.out  # log_dir is collective: every rank asks
+        if not trainer.is_global_zero:
+            return
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        out = Path(trainer.log_dir or ".") / self.out
         out.parent.mkdir(parents=True, exist_ok=True)
         fig, ax = plt.subplots(figsize=(6, 3))
         ax.plot(self.steps, self.lrs)
