@@ -300,3 +300,53 @@ def test_table_and_plot(tmp_path):
     assert (tmp_path / "schedule.png").stat().st_size > 1000
     assert [ax.get_ylabel() for ax in figure.axes] == ["lr", "weight_decay"]
     assert figure.axes[0].lines[0].get_ydata()[10] == pytest.approx(0.1)
+
+
+def test_lambda_takes_a_function_of_the_step_tensor_and_resumes():
+    def decay(k):
+        return torch.exp(-k.float() / 10)
+
+    def make():
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+        return optimizer, build({"LambdaLR": {"initial_learning_rate": 0.2, "lr_lambda": decay}}, optimizer)[0]
+
+    optimizer, scheduler = make()
+    values = scheduler.values(1500)
+    assert values[:5, 0].tolist() == pytest.approx([0.2 * math.exp(-k / 10) for k in range(5)], rel=1e-6)
+    assert _same(values.tolist(), _stepped(scheduler, optimizer, 1500))
+    assert scheduler.state_dict() == {"last_epoch": 1499, "initial_learning_rate": 0.2, "param_group_tags": None}
+    fresh_optimizer, fresh = make()
+    fresh.load_state_dict(scheduler.state_dict())
+    assert fresh_optimizer.param_groups[0]["lr"] == optimizer.param_groups[0]["lr"]
+
+
+def test_changing_a_child_argument_reaches_the_parent():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    warmup = LinearLR(optimizer, 0.0, 1.0, 10)
+    sequence = SequentialLR(optimizer, [warmup, ConstantLR(optimizer, 1.0)], [10])
+    sequence.step()
+    warmup.end_learning_rate = 2.0
+    sequence.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.4)
+
+
+class LongFailsLR(LRScheduler):
+    """Fine for a block of steps, fails on long step tensors (not step-dependent)."""
+
+    def __init__(self, optimizer):
+        super().__init__(optimizer)
+
+    def _get_closed_form(self):
+        if self.last_epoch.numel() > 5000:
+            raise MemoryError("too many steps")
+        return torch.full(self.last_epoch.shape, 0.1)
+
+
+def test_values_restores_the_thread_count_also_on_error():
+    before = torch.get_num_threads()
+    scheduler = LongFailsLR(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0))
+    with pytest.raises(MemoryError):
+        scheduler.values(1 << 17)
+    assert torch.get_num_threads() == before
+    scheduler.values(100)
+    assert torch.get_num_threads() == before

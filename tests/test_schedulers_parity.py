@@ -150,3 +150,23 @@ def test_cosine_annealing_matches_its_formula():
     expected = [[1e-3 + (0.1 - 1e-3) * (1 + math.cos(math.pi * k / 25)) / 2] for k in range(100)]
     ours = _ours(lambda o: cs.CosineAnnealingLR(o, 0.1, T_max=25, eta_min=1e-3), 100)
     _assert_close(ours, expected, abs_tol=2.5e-8)
+
+
+def _class_names(spec) -> set[str]:
+    if isinstance(spec, dict):
+        own = {key for key in spec if key[:1].isupper()}
+        return own.union(*(_class_names(value) for value in spec.values()))
+    if isinstance(spec, list):
+        return set().union(*(_class_names(item) for item in spec))
+    return set()
+
+
+def test_every_class_of_the_catalogue_has_reference_cases():
+    bases = (cs.Scheduler, cs.LRScheduler, cs.WeightDecayScheduler)
+    catalogue = {
+        name for name in cs.__all__
+        if isinstance(getattr(cs, name), type) and issubclass(getattr(cs, name), cs.Scheduler)
+        and getattr(cs, name) not in bases
+    }
+    assert len(catalogue) == 39
+    assert catalogue <= set().union(*(_class_names(case["spec"]) for case in CASES))

@@ -42,6 +42,9 @@ _LANES = 64
 _BLOCK = 1024
 # Steps per call inside values(): intermediates stay in cache.
 _CHUNK = 1 << 16
+# Counts changes of any scheduler's arguments: a block precomputed before a change (of the
+# scheduler itself or of a child it composes) is stale.
+_changes = [0]
 
 
 @contextlib.contextmanager
@@ -108,13 +111,14 @@ def _group_tags(group: dict) -> set:
 class _Cursor:
     """Where stepping is: the step, a block of precomputed rows, the row written last."""
 
-    __slots__ = ("step", "start", "block", "last")
+    __slots__ = ("step", "start", "block", "last", "changes")
 
     def __init__(self, step: int) -> None:
         self.step = step
         self.start = step
         self.block: list[list[float]] = []
         self.last: list[float] = []
+        self.changes = -1
 
 
 class Scheduler(_TorchLRScheduler):
@@ -264,6 +268,7 @@ class Scheduler(_TorchLRScheduler):
         cursor = self._cursor
         cursor.block = self._per_target(curve).T.tolist()
         cursor.start = start
+        cursor.changes = _changes[0]
 
     def _refill(self, step: int) -> list[float]:
         self._set_block(step, self._closed_form_at(torch.arange(step, step + _BLOCK)))
@@ -287,11 +292,9 @@ class Scheduler(_TorchLRScheduler):
                 )
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # A changed argument makes the block of precomputed values stale.
         super().__setattr__(name, value)
-        cursor = self.__dict__.get("_cursor")
-        if cursor is not None and name[0] != "_" and name != "last_epoch":
-            cursor.block = []
+        if name[0] != "_" and name != "last_epoch":
+            _changes[0] += 1
 
     # -- public API ---------------------------------------------------------------------
 
@@ -305,8 +308,8 @@ class Scheduler(_TorchLRScheduler):
         cursor = self._cursor
         cursor.step += 1
         index = cursor.step - cursor.start
-        block = cursor.block
-        self._write(block[index] if 0 <= index < len(block) else self._refill(cursor.step))
+        fresh = 0 <= index < len(cursor.block) and cursor.changes == _changes[0]
+        self._write(cursor.block[index] if fresh else self._refill(cursor.step))
 
     def values(self, steps: int | Iterable[int] | Tensor) -> Tensor:
         """The schedule at many steps at once, changing nothing.
