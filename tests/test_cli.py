@@ -81,7 +81,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[i
     found = {}
     for name, blocks in (("cerebras", CEREBRAS), ("class_path", CLASS_PATH)):
         root = tmp_path_factory.mktemp(name)
-        assert main(["fit", "--config", str(write(root / "run.yaml", digits_run(root, **blocks)))]) == 0
+        with pytest.MonkeyPatch.context() as patch:  # module scope: the per-test chdir has not run yet
+            patch.chdir(root)
+            assert main(["fit", "--config", str(write(root / "run.yaml", digits_run(root, **blocks)))]) == 0
         found[name] = metrics(root)
     return found
 
