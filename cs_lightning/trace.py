@@ -11,6 +11,8 @@ step runs. Other backends (``"inductor"``) compile for speed.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["GraphBreakError", "captured", "forget"]
+__all__ = ["GraphBreakError", "captured", "fingerprint", "forget"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
 
@@ -56,6 +58,25 @@ def captured(
             else:
                 module.forward = own_forward
             forget(forward)
+
+
+def fingerprint(module: nn.Module) -> str:
+    """Identify the code a model runs: a hash of the source files of its module classes.
+
+    A check that passed for one fingerprint need not run again for the same code (as a
+    CS-X compile cache skips a graph it compiled before): the csx strategy stores it in
+    checkpoints, so a resumed run goes straight to its first loss.
+    """
+    files = sorted({inspect.getsourcefile(type(m)) or type(m).__qualname__ for m in module.modules()})
+    digest = hashlib.sha256(torch.__version__.encode())
+    for name in files:
+        digest.update(name.encode())
+        try:
+            with open(name, "rb") as source:
+                digest.update(source.read())
+        except OSError:  # a class without a readable file (built at run time): its name stands in
+            pass
+    return digest.hexdigest()
 
 
 def forget(fn: Callable[..., Any]) -> None:

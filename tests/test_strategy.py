@@ -1,11 +1,15 @@
 """CSXStrategy on one system: lazy model, lazy factories, precision, logging, time to first loss."""
 
+import importlib
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from cs_lightning import CSXStrategy, TimeToFirstLoss
+from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
 from lightning_models import Regressor, data, fit, trainer
 
@@ -149,3 +153,36 @@ def test_bad_options_are_rejected_naming_the_argument() -> None:
         CSXStrategy(init_mode="lazy")
     with pytest.raises(TypeError, match=r"trace_check='yes' must be a bool"):
         CSXStrategy(trace_check="yes")
+
+
+MODEL_SOURCE = '''
+import torch
+from torch import nn
+from lightning_models import Regressor
+
+
+class Checked(Regressor):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.net(x)
+        return y{change}
+'''
+
+
+def test_code_that_passed_the_trace_check_is_not_checked_again_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "checked_model.py"
+    source.write_text(MODEL_SOURCE.format(change=""))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("checked_model")
+    first = TimeToFirstLoss()
+    fit(module.Checked(build_in="configure_model"), "csx", steps=2, enable_checkpointing=True,
+        callbacks=[first, ModelCheckpoint(dirpath="ckpt", save_last=True)])
+    resumed = TimeToFirstLoss()
+    fit(module.Checked(build_in="configure_model"), "csx", steps=4, ckpt_path="ckpt/last.ckpt", callbacks=[resumed])
+    assert "ttfl/trace" in first.metrics and "ttfl/trace" not in resumed.metrics
+
+    source.write_text(MODEL_SOURCE.format(change=" * 2 if y.sum() > 0 else y"))  # the code changed: check again
+    module = importlib.reload(sys.modules["checked_model"])
+    with pytest.raises(GraphBreakError, match="checked_model.py"):
+        fit(module.Checked(build_in="configure_model"), "csx", steps=4, ckpt_path="ckpt/last.ckpt")

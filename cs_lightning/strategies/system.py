@@ -40,8 +40,10 @@ from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 INIT_MODES = ("exact", "independent")
 
-# Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
+# Checkpoint keys: the random generators' states (torch, CUDA, numpy, python), and the
+# fingerprint of the model code that passed the trace check.
 _RNG_KEY = "csx_rng_states"
+_TRACED_KEY = "csx_traced_code"
 
 # Parameter dtype per Lightning precision; the others keep float32 weights.
 _WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
@@ -85,6 +87,7 @@ class CSXSystem(Strategy):
         self._time_to_first_loss: TimeToFirstLoss | None = None
         self._recorded = False
         self._check_pending = False
+        self._traced_code: str | None = None
         self._compiled: ExitStack | None = None
 
     @property
@@ -131,6 +134,8 @@ class CSXSystem(Strategy):
     def save_checkpoint(self, checkpoint: dict[str, Any], filepath: _PATH, storage_options: Any | None = None) -> None:
         """Save the random generators too: a resumed run then draws what the uninterrupted one would."""
         checkpoint[_RNG_KEY] = _rng_states()
+        if self._traced_code is not None:
+            checkpoint[_TRACED_KEY] = self._traced_code
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
 
     @override
@@ -147,6 +152,7 @@ class CSXSystem(Strategy):
             super().load_model_state_dict(checkpoint, strict=strict)
         if _RNG_KEY in checkpoint:
             _restore_rng_states(checkpoint[_RNG_KEY])
+        self._traced_code = checkpoint.get(_TRACED_KEY, self._traced_code)
 
     @override
     def setup(self, trainer: Trainer) -> None:
@@ -159,7 +165,7 @@ class CSXSystem(Strategy):
             return
         if self.compile:
             self._compile(module)
-        self._check_pending = self.trace_check and not self.compile
+        self._check_pending = self.trace_check and not self.compile and self._traced_code != trace.fingerprint(module)
 
     @override
     def setup_optimizers(self, trainer: Trainer) -> None:
@@ -183,12 +189,19 @@ class CSXSystem(Strategy):
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
-        """The first step runs captured as one graph: the check costs no extra step."""
+        """The first step runs captured as one graph: the check costs no extra step.
+
+        Code that passed the check before (in this process, or in the run that wrote the
+        checkpoint being resumed) is not checked again.
+        """
         if not self._check_pending:
             return super().training_step(*args, **kwargs)
         self._check_pending = False
-        with trace.captured(_trace_targets(self.lightning_module), on_first_call=self._trace_timer()):
-            return super().training_step(*args, **kwargs)
+        module = self.lightning_module
+        with trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
+            output = super().training_step(*args, **kwargs)
+        self._traced_code = trace.fingerprint(module)
+        return output
 
     @override
     def optimizer_step(
