@@ -15,6 +15,7 @@ kept alive for the whole session, because freed storage addresses are reused.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import sys
 import threading
@@ -43,6 +44,9 @@ _OVERWRITING = {
 _UNINITIALIZED = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty,
                   aten.new_empty_strided}
 _LIFT = {aten.lift_fresh.default, aten.lift_fresh_copy.default}
+# Non-tensor results that depend on metadata only (`t.data = ...` asks the first one).
+_METADATA_QUERIES = {aten._has_compatible_shallow_copy_type.default,
+                     aten.is_same_size.default}
 # Constants up to this size are copied when recorded, larger ones are referenced.
 _CONST_COPY_BYTES = 1 << 20
 _HERE = str(Path(__file__).resolve().parent)
@@ -61,10 +65,7 @@ class Ref:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.size:
-            n *= s
-        return n
+        return math.prod(self.size)
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,9 @@ class Storage:
 
 @dataclass
 class Op:
-    """One logged aten call; tensors in ``flat`` are :class:`Ref` or :class:`Const`."""
+    """One logged aten call (or whole init function); tensors in ``flat`` are refs."""
 
-    func: torch._ops.OpOverload
+    func: Callable[..., Any]  # an aten OpOverload, or an init function (record_call)
     flat: list[Any]
     spec: TreeSpec
     reads: frozenset[int]
@@ -249,6 +250,10 @@ class Session:
                     f"{func} draws random numbers into a tensor created outside the "
                     f"recording, in {constructor_site()}; the draw would happen out of "
                     "order. Create that tensor inside the constructor.")
+        if func in _METADATA_QUERIES:
+            margs, mkwargs = tree_unflatten([self.meta(x) if i in fakes else x
+                                             for i, x in enumerate(flat)], spec)
+            return func(*margs, **mkwargs)
         if not _returns_tensor(func) and not _written_args(func, args, kwargs):
             return self._concrete_call(func, flat, spec, fakes)  # .item(), bool(), ...
         return self._record(func, flat, spec, fakes, reals, is_random)
@@ -308,7 +313,11 @@ class Session:
     def _run_for_real(self, func, flat, spec, fakes, margs, mkwargs, is_random,
                       err: NotImplementedError) -> Any:
         """An op without a meta kernel: compute it on real values; results enter as values."""
-        if _written_args(func, margs, mkwargs) or not self.active:
+        if not self.active:
+            raise DeferredInitError(
+                f"{func} on a deferred tensor outside recording(): call "
+                "cs_lightning.deferred.materialize(module) first.") from err
+        if _written_args(func, margs, mkwargs):
             raise DeferredInitError(
                 f"{func} has no meta kernel and writes in place, so it cannot be recorded; "
                 f"in {constructor_site()}. Build this module eagerly. ({err})") from err
