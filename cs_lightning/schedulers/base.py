@@ -140,6 +140,18 @@ class Scheduler(_TorchLRScheduler):
 
     param_group_key: ClassVar[str] = ""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A public class (LinearLR) shows the formula of the closed form it inherits from
+        # its generic class (_Polynomial), so help() and the docs have it.
+        super().__init_subclass__(**kwargs)
+        form = next(
+            (base for base in cls.__mro__[1:]
+             if base.__name__.startswith("_") and "_get_closed_form" in vars(base)),
+            None,
+        )
+        if form is not None and form.__doc__ and cls.__doc__ and not cls.__name__.startswith("_"):
+            cls.__doc__ = f"{inspect.cleandoc(cls.__doc__)}\n\n{inspect.cleandoc(form.__doc__)}"
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,

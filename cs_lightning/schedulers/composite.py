@@ -176,11 +176,11 @@ class _ScalePerParam(_Composite):
 
 
 class SequentialLR(_Sequential, LRScheduler):
-    """Learning-rate schedulers one after the other (see ``_Sequential``)."""
+    """Learning-rate schedulers one after the other."""
 
 
 class ChainedLR(_Chained, LRScheduler):
-    """A product of learning-rate schedules (see ``_Chained``)."""
+    """A product of learning-rate schedules."""
 
 
 class ChainedScheduler(ChainedLR):
@@ -188,16 +188,16 @@ class ChainedScheduler(ChainedLR):
 
 
 class ScalePerParamLR(_ScalePerParam, LRScheduler):
-    """A learning-rate schedule scaled per param group (see ``_ScalePerParam``)."""
+    """A learning-rate schedule scaled per param group."""
 
 
 class SequentialWD(_Sequential, WeightDecayScheduler):
-    """Weight-decay schedulers one after the other (see ``_Sequential``)."""
+    """Weight-decay schedulers one after the other."""
 
 
 class ChainedWD(_Chained, WeightDecayScheduler):
-    """A product of weight-decay schedules (see ``_Chained``)."""
+    """A product of weight-decay schedules."""
 
 
 class ScalePerParamWD(_ScalePerParam, WeightDecayScheduler):
-    """A weight-decay schedule scaled per param group (see ``_ScalePerParam``)."""
+    """A weight-decay schedule scaled per param group."""

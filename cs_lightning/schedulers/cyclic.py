@@ -171,7 +171,7 @@ class _OneCycle(Scheduler):
 
 
 class CyclicLR(_Cyclic, LRScheduler):
-    """A learning rate cycling between two bounds (see ``_Cyclic``)."""
+    """A learning rate cycling between two bounds."""
 
     base_lr = _Alias("base_val")
     max_lr = _Alias("max_val")
@@ -195,7 +195,7 @@ class CyclicLR(_Cyclic, LRScheduler):
 
 
 class OneCycleLR(_OneCycle, LRScheduler):
-    """The 1cycle learning-rate policy (see ``_OneCycle``)."""
+    """The 1cycle learning-rate policy."""
 
     initial_learning_rate = _Alias("initial_val")
     max_lr = _Alias("max_val")
@@ -219,8 +219,8 @@ class OneCycleLR(_OneCycle, LRScheduler):
 
 
 class CyclicWD(_Cyclic, WeightDecayScheduler):
-    """A weight decay cycling between two bounds (see ``_Cyclic``)."""
+    """A weight decay cycling between two bounds."""
 
 
 class OneCycleWD(_OneCycle, WeightDecayScheduler):
-    """The 1cycle policy for the weight decay (see ``_OneCycle``)."""
+    """The 1cycle policy for the weight decay."""

@@ -351,7 +351,7 @@ class _Lambda(Scheduler):
 
 
 class ConstantLR(_Constant, LRScheduler):
-    """A constant learning rate (see ``_Constant``)."""
+    """A constant learning rate."""
 
     learning_rate = _Alias("val")
 
@@ -366,7 +366,7 @@ class ConstantLR(_Constant, LRScheduler):
 
 
 class PolynomialLR(_Polynomial, LRScheduler):
-    """Polynomial decay of the learning rate (see ``_Polynomial``)."""
+    """Polynomial decay of the learning rate."""
 
     initial_learning_rate = _Alias("initial_val")
     end_learning_rate = _Alias("end_val")
@@ -388,7 +388,7 @@ class PolynomialLR(_Polynomial, LRScheduler):
 
 
 class LinearLR(_Linear, LRScheduler):
-    """Linear warmup or decay of the learning rate (see ``_Polynomial``, power 1)."""
+    """Linear warmup or decay of the learning rate."""
 
     initial_learning_rate = _Alias("initial_val")
     end_learning_rate = _Alias("end_val")
@@ -409,7 +409,7 @@ class LinearLR(_Linear, LRScheduler):
 
 
 class ExponentialLR(_Exponential, LRScheduler):
-    """Exponential decay of the learning rate (see ``_Exponential``)."""
+    """Exponential decay of the learning rate."""
 
     initial_learning_rate = _Alias("initial_val")
 
@@ -428,7 +428,7 @@ class ExponentialLR(_Exponential, LRScheduler):
 
 
 class InverseExponentialTimeDecayLR(_InverseExponentialTimeDecay, LRScheduler):
-    """Inverse-time decay of the learning rate (see ``_InverseExponentialTimeDecay``)."""
+    """Inverse-time decay of the learning rate."""
 
     initial_learning_rate = _Alias("initial_val")
 
@@ -449,7 +449,7 @@ class InverseExponentialTimeDecayLR(_InverseExponentialTimeDecay, LRScheduler):
 
 
 class InverseSquareRootDecayLR(_InverseSquareRootDecay, LRScheduler):
-    """Inverse-square-root decay of the learning rate (see ``_InverseSquareRootDecay``)."""
+    """Inverse-square-root decay of the learning rate."""
 
     initial_learning_rate = _Alias("initial_val")
 
@@ -465,7 +465,7 @@ class InverseSquareRootDecayLR(_InverseSquareRootDecay, LRScheduler):
 
 
 class CosineDecayLR(_CosineDecay, LRScheduler):
-    """Cosine decay of the learning rate, then constant (see ``_CosineDecay``)."""
+    """Cosine decay of the learning rate, then constant."""
 
     initial_learning_rate = _Alias("initial_val")
     end_learning_rate = _Alias("end_val")
@@ -484,7 +484,7 @@ class CosineDecayLR(_CosineDecay, LRScheduler):
 
 
 class CosineAnnealingLR(_CosineAnnealing, LRScheduler):
-    """Periodic cosine annealing of the learning rate (see ``_CosineAnnealing``)."""
+    """Periodic cosine annealing of the learning rate."""
 
     initial_learning_rate = _Alias("initial_val")
 
@@ -500,7 +500,7 @@ class CosineAnnealingLR(_CosineAnnealing, LRScheduler):
 
 
 class CosineAnnealingWarmRestarts(_CosineAnnealingWarmRestarts, LRScheduler):
-    """Cosine annealing with warm restarts (see ``_CosineAnnealingWarmRestarts``)."""
+    """Cosine annealing with warm restarts."""
 
     initial_learning_rate = _Alias("initial_val")
 
@@ -517,7 +517,7 @@ class CosineAnnealingWarmRestarts(_CosineAnnealingWarmRestarts, LRScheduler):
 
 
 class MultiplicativeLR(_Multiplicative, LRScheduler):
-    """The learning rate times a coefficient per step (see ``_Multiplicative``)."""
+    """The learning rate times a coefficient per step."""
 
     initial_learning_rate = _Alias("initial_val")
 
@@ -532,7 +532,7 @@ class MultiplicativeLR(_Multiplicative, LRScheduler):
 
 
 class LambdaLR(_Lambda, LRScheduler):
-    """The learning rate times your function of the step (see ``_Lambda``)."""
+    """The learning rate times your function of the step."""
 
     initial_learning_rate = _Alias("initial_val")
     lr_lambda = _Alias("wd_lambda")
@@ -551,35 +551,35 @@ class LambdaLR(_Lambda, LRScheduler):
 
 
 class ConstantWD(_Constant, WeightDecayScheduler):
-    """A constant weight decay (see ``_Constant``)."""
+    """A constant weight decay."""
 
 
 class PolynomialWD(_Polynomial, WeightDecayScheduler):
-    """Polynomial decay of the weight decay (see ``_Polynomial``)."""
+    """Polynomial decay of the weight decay."""
 
 
 class LinearWD(_Linear, WeightDecayScheduler):
-    """Linear change of the weight decay (see ``_Polynomial``, power 1)."""
+    """Linear change of the weight decay."""
 
 
 class ExponentialWD(_Exponential, WeightDecayScheduler):
-    """Exponential decay of the weight decay (see ``_Exponential``)."""
+    """Exponential decay of the weight decay."""
 
 
 class InverseExponentialTimeDecayWD(_InverseExponentialTimeDecay, WeightDecayScheduler):
-    """Inverse-time decay of the weight decay (see ``_InverseExponentialTimeDecay``)."""
+    """Inverse-time decay of the weight decay."""
 
 
 class InverseSquareRootDecayWD(_InverseSquareRootDecay, WeightDecayScheduler):
-    """Inverse-square-root decay of the weight decay (see ``_InverseSquareRootDecay``)."""
+    """Inverse-square-root decay of the weight decay."""
 
 
 class CosineDecayWD(_CosineDecay, WeightDecayScheduler):
-    """Cosine decay of the weight decay, then constant (see ``_CosineDecay``)."""
+    """Cosine decay of the weight decay, then constant."""
 
 
 class CosineAnnealingWD(_CosineAnnealing, WeightDecayScheduler):
-    """Periodic cosine annealing of the weight decay (see ``_CosineAnnealing``)."""
+    """Periodic cosine annealing of the weight decay."""
 
 
 class CosineAnnealingWarmRestartsWD(_CosineAnnealingWarmRestarts, WeightDecayScheduler):
@@ -587,8 +587,8 @@ class CosineAnnealingWarmRestartsWD(_CosineAnnealingWarmRestarts, WeightDecaySch
 
 
 class MultiplicativeWD(_Multiplicative, WeightDecayScheduler):
-    """The weight decay times a coefficient per step (see ``_Multiplicative``)."""
+    """The weight decay times a coefficient per step."""
 
 
 class LambdaWD(_Lambda, WeightDecayScheduler):
-    """The weight decay times your function of the step (see ``_Lambda``)."""
+    """The weight decay times your function of the step."""

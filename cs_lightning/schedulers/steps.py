@@ -106,7 +106,7 @@ class _PiecewiseConstant(Scheduler):
 
 
 class StepLR(_Step, LRScheduler):
-    """The learning rate times ``gamma`` every ``step_size`` steps (see ``_Step``)."""
+    """The learning rate times ``gamma`` every ``step_size`` steps."""
 
     initial_learning_rate = _Alias("initial_val")
 
@@ -122,7 +122,7 @@ class StepLR(_Step, LRScheduler):
 
 
 class MultiStepLR(_MultiStep, LRScheduler):
-    """The learning rate times ``gamma`` at each milestone (see ``_MultiStep``)."""
+    """The learning rate times ``gamma`` at each milestone."""
 
     initial_learning_rate = _Alias("initial_val")
 
@@ -138,7 +138,7 @@ class MultiStepLR(_MultiStep, LRScheduler):
 
 
 class PiecewiseConstantLR(_PiecewiseConstant, LRScheduler):
-    """A constant learning rate between milestones (see ``_PiecewiseConstant``)."""
+    """A constant learning rate between milestones."""
 
     learning_rates = _Alias("vals")
 
@@ -153,12 +153,12 @@ class PiecewiseConstantLR(_PiecewiseConstant, LRScheduler):
 
 
 class StepWD(_Step, WeightDecayScheduler):
-    """The weight decay times ``gamma`` every ``step_size`` steps (see ``_Step``)."""
+    """The weight decay times ``gamma`` every ``step_size`` steps."""
 
 
 class MultiStepWD(_MultiStep, WeightDecayScheduler):
-    """The weight decay times ``gamma`` at each milestone (see ``_MultiStep``)."""
+    """The weight decay times ``gamma`` at each milestone."""
 
 
 class PiecewiseConstantWD(_PiecewiseConstant, WeightDecayScheduler):
-    """A constant weight decay between milestones (see ``_PiecewiseConstant``)."""
+    """A constant weight decay between milestones."""
