@@ -54,7 +54,7 @@ SchedulersFactory = Callable[[torch.optim.Optimizer], list]
 # --------------------------------------------------------------------------- imports
 
 
-def load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
+def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     """One YAML config file as a dict (jsonargparse's loader: `3e-4` is a float)."""
     path = Path(path)
     if not path.is_file():
@@ -73,7 +73,7 @@ def load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     return data
 
 
-def import_entry(entry: str, base: Path, key: str) -> str:
+def _import_entry(entry: str, base: Path, key: str) -> str:
     """Import a dotted module, or a `.py` file relative to `base` under its file stem.
 
     Returns the entry as it can be imported from anywhere: the module name, or the file's
@@ -103,7 +103,7 @@ def import_entry(entry: str, base: Path, key: str) -> str:
                           f"or a .py path relative to {base}") from None
 
 
-def option_values(argv: Sequence[str], *names: str) -> list[str]:
+def _option_values(argv: Sequence[str], *names: str) -> list[str]:
     """The values given to any of the options `names` in `argv` (`--opt v` or `--opt=v`), in order."""
     values = []
     for i, arg in enumerate(argv):
@@ -118,21 +118,21 @@ def _entries(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(entry) for entry in value or []]
 
 
-def run_imports(argv: Sequence[str]) -> dict[str, str]:
+def _run_imports(argv: Sequence[str]) -> dict[str, str]:
     """Import every `imports:` entry, before parsing resolves names; map each entry to its import.
 
     Entries come from each `--config` file (paths relative to that file) and from
     `--imports` on the command line (relative to the working directory).
     """
     done = {}
-    for path in map(Path, option_values(argv, "--config", "-c")):
+    for path in map(Path, _option_values(argv, "--config", "-c")):
         if not path.is_file():
             continue  # the parser reports the missing file with its own key
-        for i, entry in enumerate(_entries(load_yaml(path).get("imports"))):
-            done[entry] = import_entry(entry, path.parent, f"imports[{i}]")
-    for value in option_values(argv, "--imports"):
+        for i, entry in enumerate(_entries(_load_yaml(path).get("imports"))):
+            done[entry] = _import_entry(entry, path.parent, f"imports[{i}]")
+    for value in _option_values(argv, "--imports"):
         for i, entry in enumerate(_entries(get_loader("yaml")(value))):
-            done[entry] = import_entry(entry, Path.cwd(), f"imports[{i}]")
+            done[entry] = _import_entry(entry, Path.cwd(), f"imports[{i}]")
     return done
 
 
@@ -149,7 +149,7 @@ def _class_paths(spec: Any) -> set[str]:
     return set()
 
 
-def schedulers_factory(spec: Any, make_optimizer: OptimizerFactory) -> SchedulersFactory:
+def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory) -> SchedulersFactory:
     """Validate a `schedulers:` block now, on a throwaway optimizer; return `optimizer -> list`.
 
     `build` reads both spellings and names the key path (`schedulers[0].SequentialLR...`)
@@ -173,7 +173,7 @@ def schedulers_factory(spec: Any, make_optimizer: OptimizerFactory) -> Scheduler
     return build
 
 
-def run_factories(config: Mapping[str, Any]) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
+def _run_factories(config: Mapping[str, Any]) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
     """The optimizer and scheduler factories of a parsed config, fully validated."""
     optimizer_spec, scheduler_spec = config.get("optimizer"), config.get("schedulers")
     make_optimizer = optimizer_factory(optimizer_spec) if optimizer_spec is not None else None
@@ -182,10 +182,10 @@ def run_factories(config: Mapping[str, Any]) -> tuple[OptimizerFactory | None, S
     if make_optimizer is None:
         raise ConfigError("schedulers", "schedulers need an optimizer to act on; "
                           "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
-    return make_optimizer, schedulers_factory(scheduler_spec, make_optimizer)
+    return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer)
 
 
-def attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
+def _attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
                       make_schedulers: SchedulersFactory | None) -> None:
     """Give `model` a `configure_optimizers` that builds from the factories when Lightning calls it.
 
@@ -300,7 +300,7 @@ class CSLightningCLI(LightningCLI):
     """
 
     def __init__(self, args: Any = None, imported: Mapping[str, str] | None = None, **kwargs: Any) -> None:
-        """`imported`: what `run_imports` returned, so the saved config holds absolute paths."""
+        """`imported`: what `_run_imports` returned, so the saved config holds absolute paths."""
         kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss()]})
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
@@ -326,7 +326,7 @@ class CSLightningCLI(LightningCLI):
         config = self.config.get(str(self.config.get("subcommand")), self.config)
         if config.get("imports"):
             config["imports"] = [self._imported.get(e, e) for e in _entries(config["imports"])]
-        self.make_optimizer, self.make_schedulers = run_factories(config)
+        self.make_optimizer, self.make_schedulers = _run_factories(config)
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
 
     def instantiate_classes(self) -> None:
@@ -338,14 +338,14 @@ class CSLightningCLI(LightningCLI):
             raise ConfigError("", _instantiation_error_line(config, err)) from err
         self._seed_log.release()
         if self.make_optimizer is not None:
-            attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
+            _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
 
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
-            print(run_summary(self.trainer))
+            print(_run_summary(self.trainer))
 
 
-def run_summary(trainer: Trainer) -> str:
+def _run_summary(trainer: Trainer) -> str:
     """One line after training: final loss, time to first loss, checkpoint path."""
     metrics = trainer.callback_metrics
     losses = [k for k in ("train_loss", "loss") if k in metrics] or \
@@ -381,11 +381,11 @@ def _merged(paths: Sequence[Path]) -> dict[str, Any]:
 
     merged: dict[str, Any] = {}
     for path in paths:
-        merge(merged, load_yaml(path))
+        merge(merged, _load_yaml(path))
     return merged
 
 
-def schedule_command(argv: Sequence[str]) -> None:
+def _schedule_command(argv: Sequence[str]) -> None:
     """`cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]`."""
     parser = _OneLineParser(prog="cs-lightning schedule",
                             description="Draw or tabulate the configured schedules without building the model.")
@@ -397,10 +397,10 @@ def schedule_command(argv: Sequence[str]) -> None:
     opts = parser.parse_args(list(argv))
     paths = [Path(p) for p in opts.config]
     for i, path in enumerate(paths):
-        load_yaml(path, key=f"config[{i}]")
-    run_imports(argv)
+        _load_yaml(path, key=f"config[{i}]")
+    _run_imports(argv)
     config = _merged(paths)
-    make_optimizer, make_schedulers = run_factories(config)
+    make_optimizer, make_schedulers = _run_factories(config)
     if make_schedulers is None:
         raise ConfigError("schedulers", "no schedulers in the config, nothing to draw; "
                           "fix: add a schedulers: block")
@@ -428,13 +428,13 @@ def main(args: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if args is None else args)
     try:
         if argv[:1] == ["schedule"]:
-            schedule_command(argv[1:])
+            _schedule_command(argv[1:])
             return 0
         if argv[:1] == ["convert"]:
             from cs_lightning.convert import main_convert
 
             return main_convert(argv[1:])
-        imported = run_imports(argv)
+        imported = _run_imports(argv)
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")

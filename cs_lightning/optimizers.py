@@ -38,7 +38,7 @@ def torch_optimizers() -> dict[str, type[torch.optim.Optimizer]]:
     return found
 
 
-def import_dotted(path: str) -> Any:
+def _import_dotted(path: str) -> Any:
     """`package.module.Name` -> the object; ImportError/AttributeError if it is not there."""
     module_name, _, attr = path.rpartition(".")
     if not module_name:
@@ -50,7 +50,7 @@ def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Opt
     """A torch optimizer by name (case-insensitive) or dotted import path."""
     if "." in name:
         try:
-            cls = import_dotted(name)
+            cls = _import_dotted(name)
         except (ImportError, AttributeError) as err:
             raise ConfigError(key, f"cannot import optimizer {name!r} ({err}); "
                               "fix: give a torch.optim name such as AdamW or an importable dotted path") from None
