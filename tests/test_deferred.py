@@ -658,23 +658,29 @@ def test_bad_arguments_are_named(kwargs, error, match) -> None:
 
 # -- laws ---------------------------------------------------------------------------
 
-LAYERS = st.sampled_from(["linear", "conv", "norm", "embedding_like"])
+LAYERS = st.sampled_from(["linear", "conv", "norm", "bilinear", "tied", "slice"])
 
 
-@given(st.lists(LAYERS, min_size=1, max_size=5), st.integers(1, 6), st.booleans(),
+@given(st.lists(LAYERS, min_size=1, max_size=6), st.integers(1, 6), st.booleans(),
        st.integers(0, 2**31 - 1))
 def test_any_small_stack_materializes_to_eager(kinds, width, reinit, seed) -> None:
     def build() -> nn.Module:
         layers: list[nn.Module] = []
         for kind in kinds:
-            if kind == "linear":
+            linears = [m for m in layers if isinstance(m, nn.Linear)]
+            if kind == "linear" or (kind in ("tied", "slice") and not linears):
                 layers.append(nn.Linear(width, width))
             elif kind == "conv":
                 layers.append(nn.Conv1d(width, width, 3, padding=1))
             elif kind == "norm":
                 layers.append(nn.BatchNorm1d(width))
-            else:
+            elif kind == "bilinear":
                 layers.append(nn.Bilinear(width, width, width))
+            elif kind == "tied":
+                layers.append(nn.Linear(width, width))
+                layers[-1].weight = linears[-1].weight
+            else:
+                linears[-1].weight.data[:, : width // 2 + 1].uniform_(-1, 1)
         model = nn.Sequential(*layers)
         if reinit:
             model.apply(lambda m: nn.init.xavier_normal_(m.weight)
@@ -742,3 +748,23 @@ def test_materialize_inside_a_recording_block() -> None:
     for eager, lazy in zip(want, (first, second)):
         for name, t in tensors(eager).items():
             assert torch.equal(tensors(lazy)[name], t), name
+
+
+_GPT_KEYS = sorted(GPT().state_dict())
+
+
+@given(st.sets(st.sampled_from(_GPT_KEYS)), st.sampled_from(["eager", "fast"]))
+def test_any_partial_checkpoint_equals_eager_plus_load(keys, rng) -> None:
+    """materialize(state_dict=S) == eager construction + load_state_dict(S, strict=False)."""
+    torch.manual_seed(4321)
+    source = {k: v for k, v in GPT().state_dict().items() if k in keys}
+    torch.manual_seed(SEED)
+    eager = GPT()
+    eager.load_state_dict(source, strict=False)
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    lazy = materialize(deferred_init(GPT), state_dict=source, rng=rng)
+    for name, t in tensors(eager).items():
+        assert torch.equal(tensors(lazy)[name], t), name
+    if rng == "eager":
+        assert torch.equal(torch.get_rng_state(), eager_rng)
