@@ -131,3 +131,15 @@ def test_build_nested_and_chained_and_tags():
 def test_build_errors_name_the_key_path(optimizer, spec, error, message):
     with pytest.raises(error, match=message):
         build(spec, optimizer)
+
+
+def test_nested_sequences_infer_their_milestones(optimizer):
+    spec = {"SequentialLR": {"schedulers": [
+        {"SequentialLR": {"schedulers": [{"LinearLR": WARMUP}, {"ConstantLR": {"learning_rate": 0.1, "total_iters": 5}}]}},
+        {"CosineDecayLR": DECAY}]}}
+    (outer,) = build(spec, optimizer)
+    assert outer.milestones == [15] and outer.schedulers[0].milestones == [10]
+    assert outer.total_iters == 45
+    values = outer.values(50)[:, 0]
+    assert values[12].item() == pytest.approx(0.1) and values[15].item() == pytest.approx(0.1)
+    assert values[30].item() == pytest.approx(0.05, rel=1e-6)  # halfway down the cosine

@@ -56,7 +56,9 @@ def choice(owner: str, name: str, value: Any, allowed: Sequence[str]) -> str:
 
 
 def milestones(owner: str, name: str, value: Any, minimum: int = 1) -> list[int]:
-    """A list of strictly increasing ints >= minimum."""
+    """A list of strictly increasing ints >= minimum (a numpy array is fine too)."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise TypeError(f"{_where(owner, name, value)}; {name} must be a list of ints")
     steps = [integer(owner, f"{name}[{i}]", m, minimum) for i, m in enumerate(value)]

@@ -67,7 +67,9 @@ class _Sequential(_Composite):
         \quad (m_{-1} = 0, m_n = \infty)
 
     :math:`f_j` = ``schedulers`` (each counts from its own step 0), :math:`m_j` =
-    ``milestones`` (strictly increasing, one fewer than the schedulers).
+    ``milestones`` (strictly increasing, one fewer than the schedulers). Its
+    ``total_iters`` is the last milestone plus the last child's, when that child has one,
+    so a sequence nests in another whose milestones are inferred.
     """
 
     def __init__(
@@ -86,7 +88,11 @@ class _Sequential(_Composite):
                 f"{owner}: got {len(self.milestones)} milestones for {len(self.schedulers)} "
                 "schedulers; give one milestone fewer than schedulers"
             )
-        super().__init__(optimizer, last_epoch=last_epoch, param_group_tags=param_group_tags)
+        last = self.schedulers[-1].total_iters
+        total = None if last is None else ([0, *self.milestones][-1] + last)
+        super().__init__(
+            optimizer, total_iters=total, last_epoch=last_epoch, param_group_tags=param_group_tags
+        )
 
     def _children(self) -> tuple[str, list[Scheduler]]:
         return "schedulers", self.schedulers
@@ -155,7 +161,9 @@ class _ScalePerParam(_Composite):
         param_group_tags: Tags = None,
     ) -> None:
         self.scheduler = _scheduler_list(type(self).__name__, "scheduler", [scheduler])[0]
-        super().__init__(optimizer, param_group_tags=param_group_tags)
+        super().__init__(
+            optimizer, total_iters=self.scheduler.total_iters, param_group_tags=param_group_tags
+        )
 
     def _children(self) -> tuple[str, list[Scheduler]]:
         return "scheduler", [self.scheduler]
