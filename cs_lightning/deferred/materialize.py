@@ -75,12 +75,13 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             ``torch.initial_seed()``, its qualified name and shape; parallel on all
             threads, reproducible for any order and thread count, NOT equal to eager;
             the global RNG state is left untouched.
-        rng: exact mode only. ``"eager"``: the numbers eager construction drew for
-            tensors the state_dict provides are still drawn (into a small scratch
-            buffer), so the global RNG state afterwards equals eager construction +
-            ``load_state_dict``. ``"fast"``: those draws are skipped unless a later
-            initialization depends on them; weights are unchanged (still exact), only
-            the global RNG state afterwards differs.
+        rng: exact mode only. ``"eager"``: the generator is advanced past the numbers
+            eager construction drew for tensors the state_dict provides (jumped over on
+            the CPU, drawn into a small scratch buffer elsewhere), so the global RNG
+            state afterwards equals eager construction + ``load_state_dict``.
+            ``"fast"``: those draws are skipped unless a later initialization depends
+            on them; weights are unchanged (still exact), only the global RNG state
+            afterwards differs.
     """
     device, dtype = _check(device, dtype, state_dict, mode, rng)
     with _no_recording(), torch.no_grad():

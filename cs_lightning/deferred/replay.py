@@ -6,8 +6,9 @@ Two things make replay cheaper than eager construction without changing a single
   overwritten before anything reads it (the default ``reset_parameters`` init that a
   later ``apply(_init_weights)`` replaces; the init of a tensor a checkpoint provides).
 * A dead op that draws random numbers still advances the generator by exactly as many
-  numbers as eager drew (the CPU mt19937 generator cannot skip ahead), but into a small
-  scratch buffer, chunk by chunk, so nothing of the tensor's size is allocated.
+  numbers as eager drew, without allocating the tensor: on the CPU, where the count is
+  known, by jumping the mt19937 state ahead (see ``mt19937.py``; cheap whatever the
+  count), otherwise by drawing into a small scratch buffer, chunk by chunk.
 
 Each storage is allocated lazily at its first live op and handed to ``on_ready`` right
 after its last one, so a caller that casts and frees there holds one float32 tensor at a
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from cs_lightning.deferred import mt19937
 from cs_lightning.deferred.recorder import Const, Op, Ref, Session, Storage
 
 aten = torch.ops.aten
@@ -31,6 +33,8 @@ aten = torch.ops.aten
 # Elements per scratch chunk: a multiple of 16, which keeps normal_'s draw count
 # (it redraws a 16-element tail when the size is not a multiple of 16) unchanged.
 _CHUNK = 1 << 18
+# Skipped draws up to this many are drawn; more are jumped over.
+_JUMP_FROM = 1 << 24
 
 
 def live_ops(ops: Sequence[Op], needed: set[int]) -> list[bool]:
@@ -163,6 +167,22 @@ class Executor:
                 if sid not in saved:
                     del self.bases[sid]
 
+    def global_draws(self, op: Op) -> int | None:
+        """How many outputs of the global CPU generator a dead op takes; None: unknown."""
+        fill = _chunkable(op)
+        if fill is None or self.device_of(fill[1].sid).type != "cpu":
+            return None
+        func, target = fill
+        if tree_unflatten(op.flat, op.spec)[1].get("generator") is not None:
+            return None  # draws from the caller's own generator
+        words_per_number = {torch.float32: 1, torch.float64: 2}.get(target.dtype)
+        n = target.numel
+        if words_per_number is None or (func is aten.normal_.default and n < 16):
+            return None  # other paths (cached Box-Muller, other dtypes): draw them
+        if func is aten.normal_.default and n % 16:
+            n += 16  # normal_ redraws a 16-number tail when n is not a multiple of 16
+        return words_per_number * n
+
     def _scratch_args(self, op: Op, target: Ref) -> tuple[tuple, dict]:
         """The op's arguments after the tensor it fills (none for randn and rand)."""
         if op.func in _FACTORIES:
@@ -251,12 +271,44 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
             elif sid not in keep:
                 executor.release(sid, reusable=True)
 
+    skipped = _SkippedDraws()
     finish(-1)
     for k, op in enumerate(ops):
         if flags[k]:
+            if op.random:
+                skipped.settle()
             executor.run(op)
         elif op.random and (draw_trailing or k < last_draw):
-            executor.advance(op)
+            words = executor.global_draws(op)
+            if words is None:
+                skipped.settle()
+                executor.advance(op)
+            else:
+                skipped.add(words)
         finish(k)
+    skipped.settle()
     session.cursor += len(ops)
     executor.drop_spares()
+
+
+class _SkippedDraws:
+    """Outputs of the CPU generator that dead ops would have taken, owed until needed.
+
+    Few are simply drawn; many are jumped over (mt19937.advance), which costs about as
+    much as drawing 25M numbers whatever their count.
+    """
+
+    def __init__(self) -> None:
+        self.owed = 0
+
+    def add(self, words: int) -> None:
+        self.owed += words
+
+    def settle(self) -> None:
+        if self.owed >= _JUMP_FROM:
+            torch.set_rng_state(mt19937.advance(torch.get_rng_state(), self.owed))
+        elif self.owed:
+            scratch = torch.empty(min(self.owed, _CHUNK), dtype=torch.int32)
+            for size in _chunks(self.owed):  # int32 random_: one output per element
+                scratch[:size].random_()
+        self.owed = 0

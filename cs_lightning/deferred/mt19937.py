@@ -1,0 +1,136 @@
+"""Jump torch's CPU generator (mt19937) ahead by n outputs without generating them.
+
+Eager construction draws random numbers for tensors a checkpoint later overwrites; to
+leave the global generator exactly where eager leaves it, exact replay must account for
+those draws. Drawing them costs as much as eager init. Mersenne Twister is linear over
+GF(2), so its state n steps ahead is g(T) applied to the state, where T is one step of
+the recurrence and g(x) = x^n mod phi(x), phi the recurrence's characteristic polynomial
+(degree 19937): a few hundred milliseconds whatever n is.
+
+phi is found once per process by Berlekamp-Massey on outputs of torch's own generator,
+so nothing here is a constant copied from elsewhere; every jump is checked by tests
+against drawing the numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+
+import numpy as np
+import torch
+
+_N, _M = 624, 397
+_DEGREE = 19937
+_MATRIX_A, _UPPER, _LOWER = 0x9908B0DF, 0x80000000, 0x7FFFFFFF
+# torch's CPU state: u64 seed, i32 left, i32 seeded, u64 next, u64 words[624], ...
+_HEADER = struct.Struct("<QiiQ")
+_WORDS = _HEADER.size
+
+
+def advance(state: torch.Tensor, n: int) -> torch.Tensor:
+    """The CPU generator state after ``n`` more 32-bit outputs (torch.get_rng_state layout)."""
+    raw = bytearray(state.numpy().tobytes())
+    seed, left, seeded, next_ = _HEADER.unpack_from(raw, 0)
+    ready = left - 1  # outputs left in the current block before the next twist
+    if n <= ready:
+        _HEADER.pack_into(raw, 0, seed, left - n, seeded, next_ + n)
+        return torch.frombuffer(raw, dtype=torch.uint8).clone()
+    n -= ready
+    blocks = -(-n // _N)  # twists needed
+    used = n - _N * (blocks - 1)  # outputs taken from the last new block
+    words = np.frombuffer(bytes(raw[_WORDS:_WORDS + 8 * _N]), dtype="<u8").astype(np.uint32)
+    words = _twist_blocks(words, blocks)
+    raw[_WORDS:_WORDS + 8 * _N] = words.astype("<u8").tobytes()
+    _HEADER.pack_into(raw, 0, seed, _N - used + 1, seeded, used)
+    return torch.frombuffer(raw, dtype=torch.uint8).clone()
+
+
+def _twist_blocks(words: np.ndarray, blocks: int) -> np.ndarray:
+    """The 624-word block ``blocks`` twists later: the window 624*blocks steps ahead.
+
+    g(T) may differ from T^k in the low 31 bits of the window's first word, which the
+    recurrence never reads; so jump one step short and take the last step for real.
+    """
+    g = _x_power_mod(_N * blocks - 1)
+    buf, head = np.zeros(_N, dtype=np.uint32), 0
+    for i in range(g.bit_length() - 1, -1, -1):  # Horner: acc = T(acc) ^ g_i * words
+        head = _step(buf, head)
+        if g >> i & 1:
+            buf ^= np.roll(words, head)
+    head = _step(buf, head)
+    return np.roll(buf, -head)
+
+
+def _step(buf: np.ndarray, head: int) -> int:
+    """One step of the recurrence on a ring buffer whose logical start is ``head``."""
+    u, v = int(buf[head]), int(buf[(head + 1) % _N])
+    mixed = (u & _UPPER) | (v & _LOWER)
+    buf[head] = int(buf[(head + _M) % _N]) ^ (mixed >> 1) ^ (_MATRIX_A if v & 1 else 0)
+    return (head + 1) % _N
+
+
+def _x_power_mod(k: int) -> int:
+    """x^k mod phi(x), polynomials over GF(2) as Python ints (bit i: coefficient of x^i)."""
+    phi, table = _phi(), _reduction_table()
+    result = 1
+    for bit in bin(k)[2:]:
+        result = _reduce(_square(result), phi, table)
+        if bit == "1":
+            result <<= 1
+            if result >> _DEGREE & 1:
+                result ^= phi
+    return result
+
+
+# Byte b with its bits moved to the even positions of 16: bit j goes to bit 2j.
+_SPREAD = np.array([sum((b >> j & 1) << 2 * j for j in range(8)) for b in range(256)],
+                   dtype="<u2")
+
+
+def _square(p: int) -> int:
+    """p(x)^2 over GF(2): the bits of p spread out to the even positions."""
+    data = np.frombuffer(p.to_bytes(max(1, (p.bit_length() + 7) // 8), "little"), np.uint8)
+    return int.from_bytes(_SPREAD[data].tobytes(), "little")
+
+
+def _reduce(p: int, phi: int, table: dict[int, int]) -> int:
+    while p.bit_length() > _DEGREE + 7:  # clear the top eight bits at once
+        shift = p.bit_length() - 8 - _DEGREE
+        p ^= table[(p >> (_DEGREE + shift)) & 0xFF] << shift
+    while p.bit_length() > _DEGREE:
+        p ^= phi << (p.bit_length() - 1 - _DEGREE)
+    return p
+
+
+@functools.cache
+def _reduction_table() -> dict[int, int]:
+    """For each top byte b, the multiple of phi whose bits DEGREE..DEGREE+7 equal b."""
+    phi, table = _phi(), {}
+    for q in range(256):
+        product = 0
+        for j in range(8):
+            if q >> j & 1:
+                product ^= phi << j
+        table[(product >> _DEGREE) & 0xFF] = product
+    return table
+
+
+@functools.cache
+def _phi() -> int:
+    """The characteristic polynomial of the recurrence (Berlekamp-Massey, GF(2))."""
+    draws = torch.empty(2 * _DEGREE + 100, dtype=torch.int32)
+    draws.random_(generator=torch.Generator().manual_seed(5489))  # one output each
+    c, b, length, gap, window = 1, 1, 0, 1, 0
+    for i, s in enumerate((draws.numpy() & 1).tolist()):
+        window = (window << 1) | s  # bit j: the (i-j)-th bit of the sequence
+        if (c & window).bit_count() & 1 == 0:
+            gap += 1
+        elif 2 * length <= i:
+            c, b, length, gap = c ^ (b << gap), c, i + 1 - length, 1
+        else:
+            c ^= b << gap
+            gap += 1
+    if length != _DEGREE:
+        raise AssertionError(f"mt19937: linear complexity {length}, expected {_DEGREE}")
+    return int(f"{c:0{_DEGREE + 1}b}"[::-1], 2)  # reciprocal of the connection polynomial

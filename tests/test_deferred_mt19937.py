@@ -1,0 +1,57 @@
+"""cs_lightning.deferred.mt19937: jumping the CPU generator == drawing the numbers."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from cs_lightning.deferred import deferred_init, materialize
+from cs_lightning.deferred.mt19937 import advance
+
+
+def drawn(state: torch.Tensor, n: int) -> torch.Tensor:
+    """The reference: set the state, draw n 32-bit outputs, read the state."""
+    torch.set_rng_state(state)
+    if n:
+        torch.empty(n, dtype=torch.int32).random_()  # one output per element
+    return torch.get_rng_state()
+
+
+def state_after(seed: int, already_drawn: int) -> torch.Tensor:
+    torch.manual_seed(seed)
+    return drawn(torch.get_rng_state(), already_drawn)
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 1500), st.integers(0, 3 * 624 + 5))
+@settings(max_examples=10)
+def test_jump_equals_drawing_around_block_boundaries(seed, already_drawn, n) -> None:
+    start = state_after(seed, already_drawn)
+    assert torch.equal(advance(start, n), drawn(start, n))
+
+
+def test_long_jumps_equal_drawing() -> None:
+    for n in (624 * 1000, 10_000_019, 30_000_000):
+        start = state_after(7, 311)
+        assert torch.equal(advance(start, n), drawn(start, n)), n
+
+
+def test_materialize_jumps_over_large_skipped_draws_exactly() -> None:
+    """16.7M-element weights: their skipped draws are jumped over, not drawn."""
+    def build() -> nn.Module:
+        model = nn.Sequential(nn.Linear(4096, 4096), nn.Linear(16, 4))
+        nn.init.normal_(model[0].weight, std=0.02)  # the default init becomes dead
+        return model
+
+    torch.manual_seed(11)
+    checkpoint = {k: v for k, v in build().state_dict().items() if k.startswith("0.")}
+    torch.manual_seed(12)
+    eager = build()
+    eager.load_state_dict(checkpoint, strict=False)
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(12)
+    lazy = materialize(deferred_init(build), state_dict=checkpoint)
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+    assert torch.equal(lazy[1].weight, eager[1].weight)
+    assert torch.equal(lazy[0].weight, eager[0].weight)
