@@ -54,10 +54,11 @@ def _twist_blocks(words: np.ndarray, blocks: int) -> np.ndarray:
     """
     g = _x_power_mod(_N * blocks - 1)
     buf, head = np.zeros(_N, dtype=np.uint32), 0
+    doubled = np.concatenate([words, words])  # words rotated by h: doubled[N-h : 2N-h]
     for i in range(g.bit_length() - 1, -1, -1):  # Horner: acc = T(acc) ^ g_i * words
         head = _step(buf, head)
         if g >> i & 1:
-            buf ^= np.roll(words, head)
+            buf ^= doubled[_N - head:2 * _N - head]
     head = _step(buf, head)
     return np.roll(buf, -head)
 

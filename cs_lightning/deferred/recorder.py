@@ -15,6 +15,7 @@ kept alive for the whole session, because freed storage addresses are reused.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import random
 import sys
@@ -40,6 +41,8 @@ _OVERWRITING = {
     aten.normal_, aten.uniform_, aten.fill_, aten.zero_, aten.copy_, aten.random_,
     aten.bernoulli_, aten.exponential_, aten.geometric_, aten.log_normal_, aten.cauchy_,
 }
+_FILLS = {aten.normal_.default, aten.uniform_.default, aten.random_.default,
+          aten.exponential_.default, aten.fill_.Scalar, aten.zero_.default}
 # Factories whose result holds whatever memory happened to contain.
 _UNINITIALIZED = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty,
                   aten.new_empty_strided}
@@ -144,17 +147,23 @@ class DeferredTensor(torch.Tensor):
         return self._cs_session.concrete(self).__array__(dtype)
 
 
+@functools.cache
 def _returns_tensor(func: torch._ops.OpOverload) -> bool:
     return any("Tensor" in str(r.type) for r in func._schema.returns)
+
+
+@functools.cache
+def _mutable_args(func: torch._ops.OpOverload) -> tuple[tuple[int, str, bool], ...]:
+    """(position, name, keyword-only) of the arguments the schema marks as written."""
+    return tuple((i, a.name, a.kwarg_only) for i, a in enumerate(func._schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write)
 
 
 def _written_args(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list[Any]:
     """The tensors an op writes in place, read from its schema's alias annotations."""
     written = []
-    for i, arg in enumerate(func._schema.arguments):
-        if arg.alias_info is None or not arg.alias_info.is_write:
-            continue
-        value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+    for i, name, kwarg_only in _mutable_args(func):
+        value = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
         written.extend(value if isinstance(value, (list, tuple)) else [value])
     return [w for w in written if isinstance(w, torch.Tensor)]
 
@@ -271,7 +280,10 @@ class Session:
         if "device" in mkwargs:
             mkwargs["device"] = torch.device("meta")
         try:
-            mout = func(*margs, **mkwargs)
+            # In-place fills of their only tensor change no metadata: skip the meta
+            # kernel, a Python reference that is most of the cost of recording.
+            fill = func in _FILLS and fakes == [0] and not reals
+            mout = metas[0] if fill else func(*margs, **mkwargs)
         except NotImplementedError as err:  # no meta kernel (data-dependent shape)
             return self._run_for_real(func, flat, spec, fakes, margs, mkwargs, is_random, err)
         written = _written_args(func, margs, mkwargs)
