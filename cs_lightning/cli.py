@@ -250,9 +250,7 @@ def _instantiation_error_line(config: Mapping[str, Any], err: Exception) -> str:
     """A model/data constructor failed: say which key, from the class_path in the report."""
     text = _flatten(str(err))
     for key in ("model", "data"):
-        section = config.get(key)
-        class_path = getattr(section, "class_path", None) or (section.get("class_path")
-                                                                 if isinstance(section, Mapping) else None)
+        class_path = config.get(f"{key}.class_path") if config.get(key) else None  # jsonargparse Namespace
         if class_path and class_path in str(err):
             return f"{key}.init_args: {class_path.rsplit('.', 1)[-1]} failed to build: " \
                    f"{text.split(' Given value')[0]}; fix: correct {key}.init_args"
