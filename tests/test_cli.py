@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import pytest
 import torch
 import yaml
@@ -120,6 +121,35 @@ def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path) -> No
     probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
     closed_form = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
     assert resumed == {k: closed_form[k] for k in range(5, STEPS)}
+
+
+class RecordOptimizer(L.Callback):
+    """Notes, when training starts, what the optimizer holds and what the model's parameters are."""
+
+    seen: list[dict[str, Any]] = []
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        held = [p for group in trainer.optimizers[0].param_groups for p in group["params"]]
+        RecordOptimizer.seen.append({
+            "same_objects": [id(p) for p in held] == [id(p) for p in pl_module.parameters()],
+            "devices": {p.device.type for p in held},
+            "strategy": type(trainer.strategy).__name__,
+        })
+
+
+def test_optimizer_is_built_on_the_materialized_parameters_of_a_deferred_model(tmp_path: Path) -> None:
+    """tiny_gpt builds its layers in configure_model: under csx they are recorded, then materialized."""
+    config = {
+        "imports": [str(REPO / "examples" / "tiny_gpt" / "tiny_gpt.py")],
+        "model": {"class_path": "tiny_gpt.TinyGPT", "init_args": {"n_layer": 1, "n_embd": 32}},
+        "data": {"class_path": "tiny_gpt.MacbethData"},
+        "optimizer": {"AdamW": {"lr": 1e-3}},
+        "trainer": {"max_steps": 1, "limit_val_batches": 0, "enable_progress_bar": False, "logger": False,
+                    "enable_checkpointing": False, "callbacks": [{"class_path": "test_cli.RecordOptimizer"}]},
+    }
+    RecordOptimizer.seen.clear()
+    assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 0
+    assert RecordOptimizer.seen == [{"same_objects": True, "devices": {"cpu"}, "strategy": "CSXStrategy"}]
 
 
 # --------------------------------------------------------------------------- bad YAML
