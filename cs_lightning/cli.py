@@ -130,7 +130,7 @@ def _run_imports(argv: Sequence[str]) -> dict[str, str]:
             continue  # the parser reports the missing file with its own key
         for i, entry in enumerate(_entries(_load_yaml(path).get("imports"))):
             done[entry] = _import_entry(entry, path.parent, f"imports[{i}]")
-    for value in _option_values(argv, "--imports"):
+    for value in _option_values(argv, "--imports", "--imports+"):
         for i, entry in enumerate(_entries(get_loader("yaml")(value))):
             done[entry] = _import_entry(entry, Path.cwd(), f"imports[{i}]")
     return done
