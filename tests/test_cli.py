@@ -229,11 +229,12 @@ def test_yaml_syntax_error_is_one_line_with_its_position(command: str, tmp_path:
     assert re.match(r"cs-lightning: error: config(\[0\])?: 'run.yaml' is not valid YAML at line 2, column 8", err)
 
 
-def test_imports_can_be_given_on_the_command_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option", ["--imports", "--imports+"])
+def test_imports_can_be_given_on_the_command_line(option: str, tmp_path: Path) -> None:
     config = digits_run(tmp_path, optimizer="SGD")
     del config["imports"]
     path = write(tmp_path / "run.yaml", config)
-    assert main(["fit", "--config", str(path), "--imports", str(DIGITS_PY), "--trainer.max_steps", "2"]) == 0
+    assert main(["fit", "--config", str(path), option, str(DIGITS_PY), "--trainer.max_steps", "2"]) == 0
     assert metrics(tmp_path)["lr-SGD"] == {0: 0.001, 1: 0.001}
 
 
