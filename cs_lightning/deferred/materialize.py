@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from cs_lightning.deferred.independent import replay_independent
-from cs_lightning.deferred.recorder import DeferredTensor, Ref, Session, _no_recording
+from cs_lightning.deferred.recorder import DeferredTensor, Ref, Session, recording_paused
 from cs_lightning.deferred.replay import Executor, replay_exact
 from cs_lightning.errors import DeferredInitWarning
 
@@ -84,7 +84,7 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             afterwards differs.
     """
     device, dtype = _check(device, dtype, state_dict, mode, rng)
-    with _no_recording(), torch.no_grad():
+    with recording_paused(), torch.no_grad():
         slots = _slots(module, state_dict or {})
         deferred = _deferred(slots, state_dict or {})
         finals: dict[int, torch.Tensor] = {}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 from cs_lightning.errors import DeferredInitError, DeferredInitWarning
@@ -430,7 +430,7 @@ class Session:
         ref = self.ref(fake)
         pending = self.ops[self.cursor:]
         live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]
-        with _no_recording():
+        with recording_paused():
             if any(op.random for op in live):
                 self.flush("a constructor reads the value of a randomly initialized tensor "
                            "(.item(), .tolist(), bool(...), a data-dependent loop)")
@@ -511,9 +511,8 @@ def current_session() -> Session | None:
 
 
 @contextlib.contextmanager
-def _no_recording() -> Iterator[None]:
-    from torch.utils._python_dispatch import _disable_current_modes
-
+def recording_paused() -> Iterator[None]:
+    """Run real ops inside a recording (replay, values read by a constructor)."""
     with _disable_current_modes():
         yield
 
