@@ -229,12 +229,17 @@ def test_yaml_syntax_error_is_one_line_with_its_position(command: str, tmp_path:
     assert re.match(r"cs-lightning: error: config(\[0\])?: 'run.yaml' is not valid YAML at line 2, column 8", err)
 
 
-@pytest.mark.parametrize("option", ["--imports", "--imports+"])
-def test_imports_can_be_given_on_the_command_line(option: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("option", "module"), [("--imports", "digits_a"), ("--imports+", "digits_b")])
+def test_imports_can_be_given_on_the_command_line(option: str, module: str, tmp_path: Path) -> None:
+    """A module no other test imported: only the command-line option can make it known."""
+    (tmp_path / f"{module}.py").write_text(DIGITS_PY.read_text().replace(
+        'Path(__file__).with_name("digits.csv.gz")', repr(str(DIGITS_PY.with_name("digits.csv.gz")))))
     config = digits_run(tmp_path, optimizer="SGD")
     del config["imports"]
+    config["model"]["class_path"] = f"{module}.DigitClassifier"
+    config["data"]["class_path"] = f"{module}.DigitsData"
     path = write(tmp_path / "run.yaml", config)
-    assert main(["fit", "--config", str(path), option, str(DIGITS_PY), "--trainer.max_steps", "2"]) == 0
+    assert main(["fit", "--config", str(path), option, f"{module}.py", "--trainer.max_steps", "2"]) == 0
     assert metrics(tmp_path)["lr-SGD"] == {0: 0.001, 1: 0.001}
 
 
