@@ -156,18 +156,14 @@ class LRPlot(L.Callback):
         out = Path(trainer.log_dir or ".") / self.out  # log_dir is collective: every rank asks
         if not trainer.is_global_zero:
             return
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
 
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig, ax = plt.subplots(figsize=(6, 3))
+        figure = Figure(figsize=(6, 3), layout="constrained")
+        ax = figure.subplots()
         ax.plot(self.steps, self.lrs)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("learning rate")
         ax.set_title("learning rate used, per step")
-        fig.tight_layout()
-        fig.savefig(out)
-        plt.close(fig)
+        figure.savefig(out)
         print(f"learning-rate plot: {out}")
