@@ -485,6 +485,24 @@ def test_non_random_values_can_drive_python_in_a_constructor() -> None:
     assert lazy.rates == eager.rates
 
 
+def test_tensors_made_outside_enter_as_values() -> None:
+    small = torch.arange(6.0).reshape(2, 3)
+    small.mul_(2)  # its version is not 0: no matter
+    big = torch.ones(600, 600)
+
+    class UsesOutside(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Parameter(torch.zeros(2, 3) + small)
+            self.b = nn.Parameter(big * torch.rand(1))
+
+    eager, lazy = assert_identical(UsesOutside)
+    lazy = deferred_init(UsesOutside)
+    big.add_(1)  # a large value is referenced, not copied: changing it is refused
+    with pytest.raises(DeferredInitError, match=r"\(600, 600\) created outside"):
+        materialize(lazy)
+
+
 # -- order-independent mode ---------------------------------------------------------
 
 

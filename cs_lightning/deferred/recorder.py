@@ -380,7 +380,7 @@ class Session:
             value = flat[i]
             if value.numel() * value.element_size() <= _CONST_COPY_BYTES:
                 value = value.detach().clone()
-            logged[i] = Const(value, flat[i]._version)
+            logged[i] = Const(value, value._version)
         if not fakes and not reals:  # a factory: pin what defaults it resolved
             logged, spec = self._pin_factory_defaults(func, logged, spec, mout, device)
         index = len(self.ops)

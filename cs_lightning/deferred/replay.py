@@ -27,6 +27,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cs_lightning.deferred import mt19937
 from cs_lightning.deferred.recorder import Const, Op, Ref, Session, Storage
+from cs_lightning.errors import DeferredInitError
 
 aten = torch.ops.aten
 
@@ -104,10 +105,11 @@ class Executor:
 
     def _const(self, c: Const) -> torch.Tensor:
         if c.value._version != c.version:
-            raise RuntimeError(
-                "a tensor created outside the recording and used by the constructor was "
-                "modified in place after it was recorded; materialize would not see the "
-                "value eager construction saw. Do not modify it before materialize.")
+            raise DeferredInitError(
+                f"a tensor of shape {tuple(c.value.shape)} created outside the recording "
+                "and used by the constructor was modified in place after it was recorded; "
+                "materialize would not see the value eager construction saw. Modify it "
+                "after materialize, or pass a copy to the constructor.")
         key = id(c)
         if key not in self._consts:
             device = self.device if self.device is not None else c.value.device
