@@ -647,6 +647,7 @@ def test_recording_restores_global_state_on_error() -> None:
         with recording():
             nn.Linear(2, 2)
             1 / 0
+    assert not hasattr(nn.init.trunc_normal_, "__wrapped__")  # the recording hook is gone
     torch.manual_seed(SEED)
     layer = nn.Linear(2, 2)
     assert not is_deferred(layer)

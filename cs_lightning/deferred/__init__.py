@@ -1,7 +1,9 @@
 """Deferred initialization: record a model's construction, materialize it later, exactly.
 
->>> model = deferred_init(GPT, config)          # nothing allocated, init recorded
->>> materialize(model, device="cuda", dtype=torch.bfloat16)
+::
+
+    model = deferred_init(GPT, config)          # nothing allocated, init recorded
+    materialize(model, device="cuda", dtype=torch.bfloat16)
 
 With the same seed, the materialized parameters, buffers and global RNG state are
 bit-identical to building the model eagerly (and casting it), including custom
@@ -11,6 +13,26 @@ tensors a checkpoint provides straight into place and never initializes them.
 ``mode="independent"`` trades eager equality for parallel, order-free initialization.
 
 No Lightning needed; the csx strategy uses these under ``configure_model``.
+
+How: a dispatch mode records every aten op that creates or writes a tensor's storage
+(``recorder.py``); ``materialize`` replays the live part of that log in order
+(``replay.py``), jumping the CPU generator over the draws of dead ops (``mt19937.py``),
+or, in the independent mode, per tensor on its own generator (``independent.py``).
+
+Limits, each reported rather than hidden:
+
+* Replay draws from the global generator as it is at ``materialize``: materialize
+  right after recording, in recording order (a warning says when numbers were drawn in
+  between).
+* A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop)
+  makes everything recorded so far run eagerly, with a warning naming the constructor;
+  the values stay eager's. ``nn.init.trunc_normal_`` is recorded as one call instead.
+* Writing random numbers into a tensor created outside the recording, or an in-place
+  op without a meta kernel, cannot be deferred: ``recording()`` raises
+  :class:`~cs_lightning.errors.DeferredInitError` naming the constructor, and
+  ``deferred_init`` falls back to eager construction with a warning.
+* Bit-identity is tested on the CPU; on other devices replay runs the same ops there,
+  with skipped draws made into a scratch tensor (no jump-ahead off the CPU).
 """
 
 from cs_lightning.deferred.materialize import materialize
