@@ -342,7 +342,7 @@ class Scheduler(_TorchLRScheduler):
             count = len(steps)
             out = torch.empty(groups, count) if everyone else torch.full((groups, count), math.nan)
             for begin in range(0, count, _CHUNK):
-                part = steps[begin : begin + _CHUNK]
+                part = _tensor(steps[begin : begin + _CHUNK])
                 size = len(part)
                 if size % _LANES:
                     part = torch.cat([part, part.new_zeros(-size % _LANES)])
@@ -430,25 +430,30 @@ def _group_device(group: dict) -> torch.device:
     return params[0].device if params else torch.device("cpu")
 
 
-def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> Tensor:
+def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> range | Tensor:
+    """Validated steps: a range (made into tensors a chunk at a time) or a 1-D int64 tensor."""
     if isinstance(steps, int) and not isinstance(steps, bool):
         steps = range(_checks.integer(owner, "steps", steps, 0))
-    if isinstance(steps, range) and (not steps or min(steps[0], steps[-1]) >= 0):
-        return torch.arange(steps.start, steps.stop, steps.step)
     if isinstance(steps, range):
-        tensor = torch.arange(steps.start, steps.stop, steps.step)
+        lowest = min(steps[0], steps[-1]) if steps else 0
+        tensor = None
     else:
         tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))
-    if tensor.ndim != 1 or (tensor.numel() and tensor.is_floating_point()):
-        raise TypeError(
-            f"{owner}.values: got steps of shape {tuple(tensor.shape)} and dtype "
-            f"{tensor.dtype}; pass a 1-D sequence of int steps"
-        )
-    if tensor.numel() and int(tensor.min()) < 0:
-        raise ValueError(
-            f"{owner}.values: got a negative step ({int(tensor.min())}); steps start at 0"
-        )
-    return tensor.to(torch.int64)
+        if tensor.ndim != 1 or (tensor.numel() and tensor.is_floating_point()):
+            raise TypeError(
+                f"{owner}.values: got steps of shape {tuple(tensor.shape)} and dtype "
+                f"{tensor.dtype}; pass a 1-D sequence of int steps"
+            )
+        lowest = int(tensor.min()) if tensor.numel() else 0
+    if lowest < 0:
+        raise ValueError(f"{owner}.values: got a negative step ({lowest}); steps start at 0")
+    return steps if tensor is None else tensor.to(torch.int64)
+
+
+def _tensor(steps: range | Tensor) -> Tensor:
+    if isinstance(steps, range):
+        return torch.arange(steps.start, steps.stop, steps.step)
+    return steps
 
 
 @functools.cache
