@@ -151,8 +151,9 @@ class PreTrainedModel(nn.Module):
 
     def _init_weights(self, module: nn.Module) -> None:
         std = self.config.initializer_range
-        if isinstance(module, nn.Linear):
-            module.weight.data.normal_(mean=0.0, std=std)
+        if isinstance(module, nn.Linear):  # the idiom of ViT-style models
+            module.weight.data = nn.init.trunc_normal_(
+                module.weight.data.to(torch.float32), mean=0.0, std=std).to(module.weight.dtype)
             if module.bias is not None:
                 module.bias.data.zero_()
         elif isinstance(module, nn.Embedding):
@@ -368,26 +369,30 @@ def test_fast_rng_skips_only_draws_that_nothing_needs() -> None:
 class Wide(nn.Module):
     """Tensors larger than one scratch chunk, with each remainder case of the chunking."""
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
-        self.a = nn.Linear(517, 513)  # 265221 elements: one chunk + 2949
-        self.b = nn.Linear(87383, 3, bias=False)  # 262149: one chunk + 5
-        self.c = nn.Parameter(torch.randn(2, 262144))  # two whole chunks
-        self.d = nn.Parameter(torch.rand(262160).t())
+        self.a = nn.Linear(517, 513, dtype=dtype)  # 265221 elements: one chunk + 2949
+        self.b = nn.Linear(87383, 3, bias=False, dtype=dtype)  # 262149: one chunk + 5
+        self.c = nn.Parameter(torch.randn(2, 262144, dtype=dtype))  # two whole chunks
+        self.d = nn.Parameter(torch.rand(262160, dtype=dtype).t())
+        self.e = nn.Parameter(torch.empty(40, 30, dtype=dtype).t())
+        nn.init.normal_(self.e)  # not contiguous: drawn one by one, not counted
         self.apply(lambda m: nn.init.normal_(m.weight, std=0.1)
                    if isinstance(m, nn.Linear) else None)
         self.head = nn.Linear(4, 4)
 
 
-def test_draws_of_checkpointed_tensors_are_replayed_exactly_in_chunks() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_draws_of_checkpointed_tensors_are_replayed_exactly_in_chunks(dtype) -> None:
     torch.manual_seed(7)
-    checkpoint = {k: v for k, v in Wide().state_dict().items() if not k.startswith("head")}
+    checkpoint = {k: v for k, v in Wide(dtype).state_dict().items()
+                  if not k.startswith("head")}
     torch.manual_seed(SEED)
-    eager = Wide()
+    eager = Wide(dtype)
     eager.load_state_dict(checkpoint, strict=False)
     eager_rng = torch.get_rng_state()
     torch.manual_seed(SEED)
-    lazy = materialize(deferred_init(Wide), state_dict=checkpoint)
+    lazy = materialize(deferred_init(Wide, dtype), state_dict=checkpoint)
     for name, t in tensors(eager).items():
         assert torch.equal(tensors(lazy)[name], t), name
     assert torch.equal(torch.get_rng_state(), eager_rng)
