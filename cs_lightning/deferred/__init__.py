@@ -21,9 +21,8 @@ or, in the independent mode, per tensor on its own generator (``independent.py``
 
 Limits, each reported rather than hidden:
 
-* Replay draws from the global generator as it is at ``materialize``: materialize
-  right after recording, in recording order (a warning says when numbers were drawn in
-  between).
+* Replay draws from the global generator as it is at ``materialize``: draw no random
+  numbers between recording and materialize (a warning says when that happened).
 * A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop)
   makes everything recorded so far run eagerly, with a warning naming the constructor;
   the values stay eager's. ``nn.init.trunc_normal_`` is recorded as one call instead.

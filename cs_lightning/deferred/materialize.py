@@ -68,9 +68,11 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             tensor that already has the final device and dtype is adopted without a
             copy, so it shares memory with ``state_dict`` afterwards.
         mode: ``"exact"``: bit-identical to eager construction, including the global
-            RNG state afterwards; the replay draws from the global generator as it is
-            now, so materialize modules in the order they were built, without drawing
-            random numbers in between (a warning says when that was not the case).
+            RNG state afterwards. The replay draws from the global generator as it is
+            now, so draw no random numbers between recording and materialize (a
+            warning says when that happened). Modules recorded in one block may be
+            materialized in any order: the first call replays the whole block and keeps
+            the other modules' tensors until their turn.
             ``"independent"``: each tensor draws from its own generator, seeded from
             ``torch.initial_seed()``, its qualified name and shape; parallel on all
             threads, reproducible for any order and thread count, NOT equal to eager;
