@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -60,23 +61,31 @@ def captured(
             forget(forward)
 
 
-def fingerprint(module: nn.Module) -> str:
+def fingerprint(module: nn.Module) -> str | None:
     """Identify the code a model runs: a hash of the source files of its module classes.
 
     A check that passed for one fingerprint need not run again for the same code (as a
     CS-X compile cache skips a graph it compiled before): the csx strategy stores it in
-    checkpoints, so a resumed run goes straight to its first loss.
+    checkpoints, so a resumed run goes straight to its first loss. None when some class
+    has no source file (defined in ``python -c`` or a notebook): such code is always checked.
     """
-    files = sorted({inspect.getsourcefile(type(m)) or type(m).__qualname__ for m in module.modules()})
+    files = {_source_file(type(m)) for m in module.modules()}
+    if None in files:
+        return None
     digest = hashlib.sha256(torch.__version__.encode())
-    for name in files:
+    for name in sorted(files):
         digest.update(name.encode())
-        try:
-            with open(name, "rb") as source:
-                digest.update(source.read())
-        except OSError:  # a class without a readable file (built at run time): its name stands in
-            pass
+        with open(name, "rb") as source:
+            digest.update(source.read())
     return digest.hexdigest()
+
+
+def _source_file(cls: type) -> str | None:
+    try:
+        name = inspect.getsourcefile(cls)
+    except (OSError, TypeError):  # built at run time, or a builtin
+        return None
+    return name if name is not None and os.path.isfile(name) else None
 
 
 def forget(fn: Callable[..., Any]) -> None:

@@ -165,7 +165,8 @@ class CSXSystem(Strategy):
             return
         if self.compile:
             self._compile(module)
-        self._check_pending = self.trace_check and not self.compile and self._traced_code != trace.fingerprint(module)
+        code = trace.fingerprint(module)
+        self._check_pending = self.trace_check and not self.compile and (code is None or code != self._traced_code)
 
     @override
     def setup_optimizers(self, trainer: Trainer) -> None:
