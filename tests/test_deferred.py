@@ -7,6 +7,7 @@ compares every parameter, every buffer and the global RNG state afterwards with
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import subprocess
@@ -445,6 +446,24 @@ def test_modules_recorded_together_materialize_in_any_order(order) -> None:
         materialize(lazy)
         for name, t in tensors(eager).items():
             assert torch.equal(tensors(lazy)[name], t), name
+    assert torch.equal(torch.get_rng_state(), want_rng)
+
+
+def test_a_model_assembled_from_two_recordings_replays_them_in_recording_order() -> None:
+    def build(deferred: bool) -> nn.Module:
+        with recording() if deferred else contextlib.nullcontext():
+            head = nn.Linear(3, 2)
+        with recording() if deferred else contextlib.nullcontext():
+            body = nn.Linear(4, 3)
+        return nn.Sequential(body, head)  # traversal meets the later recording first
+
+    torch.manual_seed(SEED)
+    want = build(deferred=False)
+    want_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    got = materialize(build(deferred=True))
+    for name, t in tensors(want).items():
+        assert torch.equal(tensors(got)[name], t), name
     assert torch.equal(torch.get_rng_state(), want_rng)
 
 

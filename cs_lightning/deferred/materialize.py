@@ -90,7 +90,9 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
         slots = _slots(module, state_dict or {})
         deferred = _deferred(slots, state_dict or {})
         finals: dict[int, torch.Tensor] = {}
-        for session, group in _by_session(deferred).items():
+        for k, (session, group) in enumerate(_by_session(deferred)):
+            if mode == "exact" and k == 0:  # later sessions draw after the earlier ones
+                _warn_if_rng_moved(session)
             finals.update(_materialize_session(session, group, device, dtype, mode, rng))
         _assign(slots, finals, device, dtype, state_dict or {})
     return module
@@ -159,11 +161,12 @@ def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> lis
     return list(found.values())
 
 
-def _by_session(deferred: list[_Deferred]) -> dict[Session, list[_Deferred]]:
+def _by_session(deferred: list[_Deferred]) -> list[tuple[Session, list[_Deferred]]]:
+    """The tensors grouped by recording, in the order the recordings were made."""
     groups: dict[Session, list[_Deferred]] = {}
     for entry in deferred:
         groups.setdefault(entry.fake._cs_session, []).append(entry)
-    return groups
+    return sorted(groups.items(), key=lambda item: item[0].serial)
 
 
 def _materialize_session(session: Session, group: list[_Deferred],
@@ -200,7 +203,6 @@ def _materialize_session(session: Session, group: list[_Deferred],
             executor.release(sid, reusable=copied)
 
     if mode == "exact":
-        _warn_if_rng_moved(session)
         replay_exact(session, targets, keep, device, rng == "eager", on_ready)
     else:
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid])

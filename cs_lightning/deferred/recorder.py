@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 import random
 import sys
@@ -204,7 +205,10 @@ def constructor_site() -> str:
 class Session:
     """The op log of one :func:`recording` block and the storages it tracks."""
 
+    _serials = itertools.count()
+
     def __init__(self) -> None:
+        self.serial = next(Session._serials)  # recording order
         self.ops: list[Op] = []
         self.storages: dict[int, Storage] = {}
         self.uninitialized: set[int] = set()
