@@ -465,6 +465,20 @@ def test_a_model_assembled_from_two_recordings_replays_them_in_recording_order()
     for name, t in tensors(want).items():
         assert torch.equal(tensors(got)[name], t), name
     assert torch.equal(torch.get_rng_state(), want_rng)
+    torch.manual_seed(SEED)
+    got = build(deferred=True)
+    materialize(got[1])  # one recording after the other: no warning, still exact
+    materialize(got[0])
+    for name, t in tensors(want).items():
+        assert torch.equal(tensors(got)[name], t), name
+
+
+def test_random_numbers_drawn_before_materialize_are_reported() -> None:
+    torch.manual_seed(SEED)
+    lazy = deferred_init(nn.Linear, 3, 3)
+    torch.rand(1)
+    with pytest.warns(DeferredInitWarning, match="drawn .* between recording and materialize"):
+        materialize(lazy)
 
 
 class DataAssign(nn.Module):

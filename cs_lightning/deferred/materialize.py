@@ -224,12 +224,17 @@ def _warn_uninitialized(session: Session, targets: set[int],
 
 
 def _warn_if_rng_moved(session: Session) -> None:
-    if session.cursor == 0 and any(op.random for op in session.ops):
-        if not torch.equal(session.rng_state, torch.get_rng_state()):
-            warnings.warn(
-                "materialize: random numbers were drawn (or the seed was set) between "
-                "recording and materialize; the weights are those eager construction would "
-                "give now, not at recording time.", DeferredInitWarning, stacklevel=3)
+    """Warn when the generator is not where eager construction would have found it."""
+    if session.cursor > 0 or not any(op.random for op in session.ops):
+        return
+    expected = session.rng_state
+    if session.follows is not None:  # eager would have drawn after the earlier recording
+        expected = session.follows.rng_after
+    if expected is not None and not torch.equal(expected, torch.get_rng_state()):
+        warnings.warn(
+            "materialize: random numbers were drawn (or the seed was set) between "
+            "recording and materialize; the weights are those eager construction would "
+            "give now, not at recording time.", DeferredInitWarning, stacklevel=3)
 
 
 def _final(view: torch.Tensor, device: torch.device | None,

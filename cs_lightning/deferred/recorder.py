@@ -206,6 +206,7 @@ class Session:
     """The op log of one :func:`recording` block and the storages it tracks."""
 
     _serials = itertools.count()
+    _last: weakref.ref[Session] | None = None
 
     def __init__(self) -> None:
         self.serial = next(Session._serials)  # recording order
@@ -215,7 +216,17 @@ class Session:
         self.active = True
         self.cursor = 0  # ops before it were replayed by an earlier materialize
         self.executor: Any = None  # the replay state, kept across materialize calls
-        self.rng_state = torch.get_rng_state()
+        self.rng_state = torch.get_rng_state()  # what eager would have drawn from
+        self.rng_after: torch.Tensor | None = None  # set when its replay is complete
+        # Recorded right after another recording whose draws are still deferred: eager
+        # would have drawn from the state that one's replay leaves.
+        self.follows: Session | None = None
+        previous = Session._last() if Session._last is not None else None
+        if (previous is not None and previous.cursor < len(previous.ops)
+                and any(op.random for op in previous.ops)
+                and torch.equal(previous.rng_state, self.rng_state)):
+            self.follows = previous
+        Session._last = weakref.ref(self)
         self.alive: weakref.WeakSet[DeferredTensor] = weakref.WeakSet()
         self._sids: dict[int, int] = {}  # meta storage address -> sid
         self._metas: dict[int, torch.Tensor] = {}  # wrapper storage address -> meta

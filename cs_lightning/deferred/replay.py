@@ -290,6 +290,7 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
         finish(k)
     skipped.settle()
     session.cursor += len(ops)
+    session.rng_after = torch.get_rng_state()
     executor.drop_spares()
 
 
