@@ -64,8 +64,8 @@ def _seconds_stepping(scheduler) -> float:
     return time.perf_counter() - start
 
 
-def measure(case: str, what: str) -> float:
-    """One number, in seconds, measured in this (fresh) process."""
+def measure(case: str, what: str) -> list[float]:
+    """Seconds, measured in this (fresh) process: 7 repeats for values(), else one run."""
     warnings.simplefilter("ignore")  # torch: "scheduler.step() before optimizer.step()"
     if what == "ours_values":
         scheduler = _ours(case)
@@ -74,15 +74,15 @@ def measure(case: str, what: str) -> float:
             start = time.perf_counter()
             scheduler.values(range(N))
             times.append(time.perf_counter() - start)
-        return statistics.median(times)
+        return times
     if what == "ours_steps":
-        return _seconds_stepping(_ours(case))
+        return [_seconds_stepping(_ours(case))]
     if what == "torch_steps":
-        return _seconds_stepping(_torch(case))
+        return [_seconds_stepping(_torch(case))]
     raise ValueError(f"unknown measurement {what!r}")
 
 
-def _fresh(case: str, what: str) -> float:
+def _fresh(case: str, what: str) -> list[float]:
     out = subprocess.run(
         [sys.executable, __file__, "--measure", case, what], check=True, capture_output=True, text=True
     )
@@ -90,15 +90,19 @@ def _fresh(case: str, what: str) -> float:
 
 
 def main() -> None:
-    print(f"{N:,} steps; each number from a fresh process; times are medians where repeated\n")
-    header = ("case", "values() ms", "torch N steps s", "(a) ratio", "our step us", "torch step us", "(b) torch/ours")
+    print(f"{N:,} steps; each number from a fresh process. values(): median (and best) of 7;")
+    print("(a) ratio = torch stepping N times / median values(); (b) = torch step / our step\n")
+    header = ("case", "values() ms", "best ms", "torch N steps s", "(a) ratio", "our step us",
+              "torch step us", "(b) ratio")
     print("  ".join(f"{h:>15}" for h in header))
     for case in ("linear", "cosine", "step", "warmup_cosine"):
         values = _fresh(case, "ours_values")
-        ours = _fresh(case, "ours_steps")
-        theirs = _fresh(case, "torch_steps")
-        row = (case, f"{values * 1e3:.2f}", f"{theirs:.2f}", f"{theirs / values:,.0f}x",
-               f"{ours / N * 1e6:.3f}", f"{theirs / N * 1e6:.3f}", f"{theirs / ours:.2f}x")
+        (ours,) = _fresh(case, "ours_steps")
+        (theirs,) = _fresh(case, "torch_steps")
+        median = statistics.median(values)
+        row = (case, f"{median * 1e3:.2f}", f"{min(values) * 1e3:.2f}", f"{theirs:.2f}",
+               f"{theirs / median:,.0f}x", f"{ours / N * 1e6:.3f}", f"{theirs / N * 1e6:.3f}",
+               f"{theirs / ours:.2f}x")
         print("  ".join(f"{cell:>15}" for cell in row), flush=True)
 
 
