@@ -127,6 +127,8 @@ def test_build_nested_and_chained_and_tags():
      ConfigError, r"schedulers\.SequentialLR\.schedulers\[1\]\.StepLR: StepLR: got step_size=-1"),
     ({"SequentialLR": {"schedulers": {"LinearLR": WARMUP}}}, ConfigError, r"schedulers\.SequentialLR\.schedulers: got .*; give a list"),
     ({"LinearLR": {"initial_learning_rate": 0.0}}, TypeError, r"schedulers\.LinearLR: .*missing"),
+    ([{"scheduler": "Lineer", **WARMUP}, {"scheduler": "CosineDecay", **DECAY}], ConfigError,
+     r"schedulers\[0\]\.Lineer: unknown scheduler 'Lineer'; closest: .*LinearLR"),
 ])
 def test_build_errors_name_the_key_path(optimizer, spec, error, message):
     with pytest.raises(error, match=message):

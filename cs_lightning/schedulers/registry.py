@@ -117,7 +117,8 @@ def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Sch
     ]
     if len(children) == 1:
         return _build_one(children[0], optimizer, f"{path}[0]")
-    first = resolve(next(iter(children[0])))
+    name = next(iter(children[0]))
+    first = _resolve_at(name, f"{path}[0].{name}")
     sequence = "SequentialLR" if first.param_group_key == "lr" else "SequentialWD"
     return _build_one({sequence: {"schedulers": children}}, optimizer, path)
 
