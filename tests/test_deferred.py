@@ -519,11 +519,16 @@ def test_non_random_values_can_drive_python_in_a_constructor() -> None:
         def __init__(self) -> None:
             super().__init__()
             self.rates = [x.item() for x in torch.linspace(0, 0.1, 4)]
+            steps = torch.zeros(2)
+            self.first = steps.tolist()
+            steps.add_(1)  # read again after a write: the new value
+            self.second = steps.tolist()
             self.scale = nn.Parameter(torch.ones(3) * torch.tensor([2.0]).tolist()[0])
             self.lin = nn.Linear(2, 2)
 
     eager, lazy = assert_identical(DropPathRates)
     assert lazy.rates == eager.rates
+    assert (lazy.first, lazy.second) == ([0.0, 0.0], [1.0, 1.0])
 
 
 def test_tensors_made_outside_enter_as_values() -> None:

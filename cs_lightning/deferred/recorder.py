@@ -451,7 +451,7 @@ class Session:
                            "(.item(), .tolist(), bool(...), a data-dependent loop)")
                 return self.executor.view(ref)
             cached = self._concrete.get(ref.sid)
-            if cached is None or cached[0] < self._last_write.get(ref.sid, -1):
+            if cached is None or cached[0] <= self._last_write.get(ref.sid, -1):
                 aside = Executor(self.storages, torch.device("cpu"))
                 touched = {ref.sid}.union(*(op.reads | op.writes for op in live))
                 done = self.executor.bases if self.executor is not None else {}
