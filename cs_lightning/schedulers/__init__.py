@@ -3,7 +3,19 @@
 Same class names, argument names and numbers as cerebras.pytorch 2.10; each schedule is a
 pure function of the step written in torch ops, so it steps cheaply, evaluates many steps
 at once (``values``), composes, resumes exactly and works with any torch optimizer and
-with Lightning.
+with Lightning::
+
+    warmup = LinearLR(optimizer, initial_learning_rate=0.0, end_learning_rate=2e-4, total_iters=100)
+    decay = CosineDecayLR(optimizer, initial_learning_rate=2e-4, end_learning_rate=0.0, total_iters=900)
+    schedule = SequentialLR(optimizer, [warmup, decay], milestones=[100])
+    schedule.values(1000)             # (1000, groups): the whole schedule, nothing stepped
+    schedule.step()                   # after optimizer.step(): the next value, as a float
+
+    # the same from a Cerebras Model Zoo YAML block (milestones inferred):
+    build({"SequentialLR": {"schedulers": [{"LinearLR": {...}}, {"CosineDecayLR": {...}}]}}, optimizer)
+
+In Lightning, return ``lightning_config(schedule)`` from ``configure_optimizers`` so that
+it steps every optimizer step (the csx strategy does this for bare closed-form schedulers).
 """
 
 from cs_lightning.errors import ClosedFormError
