@@ -157,7 +157,9 @@ def _report(rows: dict, checkpoint_bytes: int) -> None:
               f"RSS above baseline / checkpoint: {grown[ckpt] / checkpoint_bytes:.2f} "
               f"(goal <= 1.1), whole process: {rows[ckpt]['peak_rss'] / checkpoint_bytes:.2f}")
     same = rows["eager"]["checksum"] == rows["exact"]["checksum"]
-    print(f"exact checksum == eager checksum: {same}")
+    loaded = {rows[case]["checksum"] for case in ("eager+load", *CASES[-2:])}
+    print(f"weights' checksum: exact == eager: {same}; "
+          f"both from-checkpoint cases == eager+load: {len(loaded) == 1}")
 
 
 if __name__ == "__main__":

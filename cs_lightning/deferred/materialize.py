@@ -73,10 +73,11 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             warning says when that happened). Modules recorded in one block may be
             materialized in any order: the first call replays the whole block and keeps
             the other modules' tensors until their turn.
-            ``"independent"``: each tensor draws from its own generator, seeded from
-            ``torch.initial_seed()``, its qualified name and shape; parallel on all
-            threads, reproducible for any order and thread count, NOT equal to eager;
-            the global RNG state is left untouched.
+            ``"independent"``: each tensor draws from its own CPU generator, seeded
+            from ``torch.initial_seed()``, its qualified name and shape, then moves to
+            ``device``; parallel on all threads, the same values for any order, thread
+            count, rank or device, NOT equal to eager; the global RNG state is left
+            untouched.
         rng: exact mode only. ``"eager"``: the generator is advanced past the numbers
             eager construction drew for tensors the state_dict provides (jumped over on
             the CPU, drawn into a small scratch buffer elsewhere), so the global RNG
@@ -207,8 +208,9 @@ def _materialize_session(session: Session, group: list[_Deferred],
     else:
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid])
                 for sid in targets}
-        replay_independent(session, targets, keep, device, torch.initial_seed(), keys,
-                           on_ready, torch.get_num_threads())
+        # On the CPU whatever the target: the same numbers for every device kind.
+        replay_independent(session, targets, keep, torch.device("cpu"), torch.initial_seed(),
+                           keys, on_ready, torch.get_num_threads())
     return finals
 
 
