@@ -707,6 +707,10 @@ def test_deferred_tensors_refuse_computation_until_materialized() -> None:
     assert "DeferredParameter" in repr(lazy.weight)
     with pytest.raises(DeferredInitError, match="materialize"):
         lazy(torch.ones(3))
+    with pytest.raises(RuntimeError, match="materialize.*state_dict="):  # torch wraps it
+        lazy.load_state_dict(nn.Linear(3, 3).state_dict())
+    with pytest.raises(DeferredInitError, match="saving or pickling"):
+        torch.save(lazy.state_dict(), "weights.pt")
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [

@@ -138,6 +138,9 @@ class DeferredTensor(torch.Tensor):
         memo[id(self)] = copy
         return copy
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise DeferredInitError(_not_materialized("saving or pickling"))
+
     def tolist(self) -> Any:  # type: ignore[override]
         return self._cs_session.concrete(self).tolist()
 
@@ -179,6 +182,12 @@ def _covers_storage(meta: torch.Tensor) -> bool:
         expected *= size
     return (meta.storage_offset() == 0
             and meta.numel() * meta.element_size() == meta.untyped_storage().nbytes())
+
+
+def _not_materialized(what: Any) -> str:
+    return (f"{what} on a deferred tensor outside recording(): the module holding it is "
+            "not materialized yet. Call cs_lightning.deferred.materialize(module) first "
+            "(with state_dict=... to load a checkpoint into it).")
 
 
 def constructor_site() -> str:
@@ -303,10 +312,7 @@ class Session:
             return self._run_for_real(func, flat, spec, fakes, margs, mkwargs, is_random, err)
         written = _written_args(func, margs, mkwargs)
         if not self.active and (written or not self._is_view(mout)):
-            raise DeferredInitError(
-                f"{func} on a deferred tensor outside recording(): the module holding it "
-                "is not materialized yet. Call cs_lightning.deferred.materialize(module) "
-                "first.")
+            raise DeferredInitError(_not_materialized(func))
         by_meta = {id(m): i for i, m in enumerate(metas) if isinstance(m, torch.Tensor)}
         if any(id(w) in by_meta and by_meta[id(w)] in reals for w in written):
             raise DeferredInitError(
@@ -341,9 +347,7 @@ class Session:
                       err: NotImplementedError) -> Any:
         """An op without a meta kernel: compute it on real values; results enter as values."""
         if not self.active:
-            raise DeferredInitError(
-                f"{func} on a deferred tensor outside recording(): call "
-                "cs_lightning.deferred.materialize(module) first.") from err
+            raise DeferredInitError(_not_materialized(func)) from err
         if _written_args(func, margs, mkwargs):
             raise DeferredInitError(
                 f"{func} has no meta kernel and writes in place, so it cannot be recorded; "
