@@ -604,7 +604,7 @@ def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """
     if current_session() is not None:
         return fn(*args, **kwargs)
-    python_rng = random.getstate()
+    python_rng, torch_rng = random.getstate(), torch.get_rng_state()
     try:
         with recording():
             return fn(*args, **kwargs)
@@ -612,7 +612,9 @@ def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         warnings.warn(f"{err} Falling back to eager construction of "
                       f"{getattr(fn, '__qualname__', fn)!s}.", DeferredInitWarning,
                       stacklevel=2)
-        random.setstate(python_rng)  # the failed attempt drew no torch random numbers
+        # Start over from where the failed attempt started (it may have run a part).
+        random.setstate(python_rng)
+        torch.set_rng_state(torch_rng)
         return fn(*args, **kwargs)
 
 
