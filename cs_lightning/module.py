@@ -1,4 +1,4 @@
-"""CSXModule: the Cerebras Model Zoo Trainer's ``model`` / ``optimizer`` / ``schedulers`` callables as a LightningModule.
+"""CSXModule: the Model Zoo Trainer's ``model`` / ``optimizer`` / ``schedulers`` callables as a LightningModule.
 
 The model is built in ``configure_model`` (recorded, then materialized once under the csx
 strategy), the optimizer and schedulers in ``configure_optimizers``, after the weights exist.

@@ -20,7 +20,7 @@ from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from typing_extensions import override
 
-__all__ = ["StepClosureCallback", "deferred_to_step_end", "step_closure"]
+__all__ = ["StepBoundary", "StepClosureCallback", "deferred_to_step_end", "step_closure"]
 
 _Fn = TypeVar("_Fn", bound=Callable[..., Any])
 _Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -77,40 +77,55 @@ def _run(calls: list[_Call]) -> list[Any]:
     return [fn(*args, **kwargs) for (fn, _, _), (args, kwargs) in zip(calls, arguments)]
 
 
-class StepClosureCallback(Callback):
-    """Open a step at each training batch start; run its closures when the batch ends.
+class StepBoundary:
+    """An open step between :meth:`begin` and :meth:`end`: what a strategy or callback drives."""
 
-    The batch ends after Lightning's optimizer step, so closures see the finished step.
-    The csx strategies add this callback themselves; add it to any other Trainer to get
-    the same deferral there.
+    def __init__(self) -> None:
+        self._open: ExitStack | None = None
+
+    def begin(self) -> None:
+        """Start a step (ending one still open)."""
+        self.end()
+        self._open = ExitStack()
+        self._open.enter_context(deferred_to_step_end())
+
+    def end(self) -> None:
+        """End the open step, if any: its closures run now."""
+        if self._open is not None:
+            open_step, self._open = self._open, None
+            open_step.close()
+
+    def abandon(self, exception: BaseException) -> None:
+        """The step failed: drop its closures."""
+        if self._open is not None:
+            open_step, self._open = self._open, None
+            open_step.__exit__(type(exception), exception, exception.__traceback__)
+
+
+class StepClosureCallback(Callback):
+    """Step closures for any strategy: a step opens at each training batch start and ends with the batch.
+
+    The batch ends after Lightning's optimizer step, so closures see the finished step. The
+    csx strategies do the same from their own hooks; add this callback to other Trainers.
     """
 
     def __init__(self) -> None:
-        self._open_step: ExitStack | None = None
+        self._step = StepBoundary()
 
     @override
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
-        self._end_step()
-        self._open_step = ExitStack()
-        self._open_step.enter_context(deferred_to_step_end())
+        self._step.begin()
 
     @override
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
-        self._end_step()
+        self._step.end()
 
     @override
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
-        if self._open_step is not None:  # the step failed: drop its closures
-            self._open_step.__exit__(type(exception), exception, exception.__traceback__)
-            self._open_step = None
+        self._step.abandon(exception)
 
     @override
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        self._end_step()
-
-    def _end_step(self) -> None:
-        if self._open_step is not None:
-            open_step, self._open_step = self._open_step, None
-            open_step.close()
+        self._step.end()

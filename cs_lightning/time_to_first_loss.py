@@ -3,8 +3,9 @@
 It is the number deferred initialization exists to shorten. The callback works with any
 strategy: it splits the time into *setup* (until the first training batch starts) and the
 *first step* (that batch, through its optimizer step). The csx strategy starts the clock
-earlier (when ``fit()`` hands it the model) and adds its own phases: construct, materialize
-and trace.
+earlier (when ``fit()`` hands it the model), adds its own phases (construct, materialize,
+trace), and reports without being asked: it drives a clock of its own from its hooks when
+the Trainer has no TimeToFirstLoss callback (so it costs no callback on every step).
 """
 
 from __future__ import annotations
@@ -52,13 +53,21 @@ class TimeToFirstLoss(Callback):
 
     @override
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
-        if not self._reported and self._first_step_start is None:
-            self._first_step_start = time.perf_counter()
+        self.step_started()
 
     @override
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
+        self.step_ended(trainer, outputs.get("loss") if isinstance(outputs, dict) else outputs)
+
+    def step_started(self) -> None:
+        """A training step starts (the first one ends *setup*)."""
+        if not self._reported and self._first_step_start is None:
+            self._first_step_start = time.perf_counter()
+
+    def step_ended(self, trainer: Trainer, loss: Any) -> None:
+        """A training step ended with ``loss``: after the first one, report once."""
         if self._reported or self._start is None or self._first_step_start is None:
             return
         end = time.perf_counter()
@@ -69,7 +78,6 @@ class TimeToFirstLoss(Callback):
             "ttfl/first_step": end - self._first_step_start,
             **{f"ttfl/{name}": seconds for name, seconds in self._phases.items()},
         }
-        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if loss is not None:
             self.metrics["ttfl/loss"] = float(loss)  # the one host read this callback makes
         rank_zero_info(self._line())

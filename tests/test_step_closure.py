@@ -62,16 +62,18 @@ def test_not_a_function_is_rejected() -> None:
 class _ClosureModel(Regressor):
     def __init__(self) -> None:
         super().__init__()
-        self.ran_at: list[tuple[int, int]] = []
+        self.updated_before_closure: list[bool] = []
+        self.closures_run_when_step_returns: list[int] = []
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         loss = super().training_step(batch, batch_idx)
-        self._report(batch_idx, loss)
+        self._check(self.net[0].weight.detach().clone())
+        self.closures_run_when_step_returns.append(len(self.updated_before_closure))
         return loss
 
     @step_closure
-    def _report(self, batch_idx: int, loss: torch.Tensor) -> None:
-        self.ran_at.append((batch_idx, self.trainer.global_step))
+    def _check(self, weight_during_step: torch.Tensor) -> None:
+        self.updated_before_closure.append(not torch.equal(weight_during_step, self.net[0].weight))
 
 
 @pytest.mark.parametrize("strategy", ["csx", "auto"])
@@ -79,7 +81,8 @@ def test_in_training_closures_run_after_the_optimizer_step(strategy: str) -> Non
     callbacks = [] if strategy == "csx" else [StepClosureCallback()]
     model = _ClosureModel()
     fit(model, strategy, steps=3, callbacks=callbacks)
-    assert model.ran_at == [(0, 1), (1, 2), (2, 3)]  # global_step already counts the step's update
+    assert model.closures_run_when_step_returns == [0, 1, 2]  # queued, not run, inside the step
+    assert model.updated_before_closure == [True, True, True]  # ran once the update was applied
 
 
 class _HostReads(TorchFunctionMode):

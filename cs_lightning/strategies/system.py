@@ -35,7 +35,7 @@ from typing_extensions import override
 from cs_lightning import deferred, trace
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import convert_lightning_configs
-from cs_lightning.step_closure import StepClosureCallback
+from cs_lightning.step_closure import StepBoundary
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 INIT_MODES = ("exact", "independent")
@@ -85,6 +85,8 @@ class CSXSystem(Strategy):
         self.init_mode = init_mode
         self.strict_schedulers = strict_schedulers
         self._time_to_first_loss: TimeToFirstLoss | None = None
+        self._drives_clock = False
+        self._step = StepBoundary()
         self._recorded = False
         self._check_pending = False
         self._traced_code: str | None = None
@@ -109,9 +111,29 @@ class CSXSystem(Strategy):
         trainer = model._trainer
         if trainer is None or trainer.state.fn != TrainerFn.FITTING:
             return
-        self._time_to_first_loss = _callback(trainer, TimeToFirstLoss)
+        given = [callback for callback in trainer.callbacks if isinstance(callback, TimeToFirstLoss)]
+        # without one from the user, drive a clock from the strategy's hooks: no callback on every step
+        self._time_to_first_loss = given[0] if given else TimeToFirstLoss()
+        self._drives_clock = not given
         self._time_to_first_loss.start(at=started)
-        _callback(trainer, StepClosureCallback)
+
+    @override
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """Open the step whose closures run after its optimizer step."""
+        super().on_train_batch_start(batch, batch_idx)
+        self._step.begin()
+        if self._drives_clock:
+            self._time_to_first_loss.step_started()
+
+    @override
+    def on_train_end(self) -> None:
+        super().on_train_end()
+        self._step.end()
+
+    @override
+    def on_exception(self, exception: BaseException) -> None:
+        super().on_exception(exception)
+        self._step.abandon(exception)
 
     @override
     @contextmanager
@@ -212,15 +234,24 @@ class CSXSystem(Strategy):
         model: LightningModule | nn.Module | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Under ``compile=True`` Lightning's closure runs as usual and the parameter update runs compiled."""
-        if not self.compile:
-            return super().optimizer_step(optimizer, closure, model, **kwargs)
-        with _compiled_update(optimizer, self.compile_backend):
-            return super().optimizer_step(optimizer, closure, model, **kwargs)
+        """The step ends with its update: step closures run, the first loss is reported.
+
+        Under ``compile=True`` Lightning's closure runs as usual and the update runs compiled.
+        """
+        if self.compile:
+            with _compiled_update(optimizer, self.compile_backend):
+                loss = super().optimizer_step(optimizer, closure, model, **kwargs)
+        else:
+            loss = super().optimizer_step(optimizer, closure, model, **kwargs)
+        self._step.end()
+        if self._drives_clock:
+            self._time_to_first_loss.step_ended(self.lightning_module.trainer, loss)
+        return loss
 
     @override
     def teardown(self) -> None:
         """Drop the compiled forward and updates: the next fit starts afresh."""
+        self._step.end()
         if self._compiled is not None:
             self._compiled.close()
             self._compiled = None
@@ -279,16 +310,6 @@ def _restore_rng_states(states: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
     name, keys, position, has_gauss, cached = states["numpy"]
     numpy.random.set_state((name, keys.numpy().astype("uint32"), position, has_gauss, cached))
-
-
-def _callback(trainer: Trainer, kind: type) -> Any:
-    """The trainer's callback of this kind, added if the user did not pass one."""
-    for callback in trainer.callbacks:
-        if isinstance(callback, kind):
-            return callback
-    callback = kind()
-    trainer.callbacks.append(callback)
-    return callback
 
 
 def _trace_targets(module: LightningModule) -> list[nn.Module]:
