@@ -590,6 +590,22 @@ def test_independent_values_do_not_depend_on_other_tensors() -> None:
     assert not torch.equal(nn.Linear(4, 4).weight, small[0].weight)  # not eager's
 
 
+def test_independent_values_do_not_depend_on_what_else_was_recorded() -> None:
+    def pair() -> nn.Module:
+        return nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
+
+    torch.manual_seed(SEED)
+    alone = materialize(deferred_init(pair), mode="independent")
+    torch.manual_seed(SEED)
+    with recording():
+        first, second = nn.Linear(5, 5), pair()
+    materialize(first, mode="independent")
+    materialize(second, mode="independent")
+    for name, t in tensors(alone).items():
+        assert torch.equal(tensors(second)[name], t), name
+    assert not torch.equal(second[0].weight, second[1].weight)
+
+
 def test_independent_mode_for_random_ops_without_a_generator_argument() -> None:
     class Like(nn.Module):
         def __init__(self) -> None:

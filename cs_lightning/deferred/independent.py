@@ -54,12 +54,15 @@ def _groups(ops: Sequence[Op], flags: list[bool]) -> list[list[int]]:
 def replay_independent(session: Session, targets: set[int], keep: set[int],
                        device: torch.device | None, seed: int, keys: dict[int, tuple],
                        on_ready: Callable[[int, Executor], None], workers: int) -> None:
-    """Replay the pending ops with one generator per group, on ``workers`` threads.
+    """Replay the groups that make ``targets``, one generator each, on ``workers`` threads.
 
     ``keys[sid]`` names a target storage (qualified names and shape of its tensors);
-    ``on_ready`` gets each target storage as soon as its group is done.
+    ``on_ready`` gets each target storage as soon as its group is done. Groups that make
+    only ``keep`` storages (other modules' tensors) stay pending for their own
+    materialize, where their own names seed them.
     """
-    ops = session.ops[session.cursor:]
+    pending = session.pending()
+    ops = [session.ops[k] for k in pending]
     flags = live_ops(ops, targets | keep)
     executor = session.executor or Executor(session.storages, device)
     session.executor = executor
@@ -81,11 +84,12 @@ def replay_independent(session: Session, targets: set[int], keep: set[int],
             elif sid not in keep:
                 executor.release(sid, reusable=True)
 
-    groups = _groups(ops, flags)
+    groups = [idx for idx in _groups(ops, flags)
+              if any(sid in targets for k in idx for sid in ops[k].writes)]
     # Largest groups first, so that the threads finish together.
     groups.sort(key=lambda idx: -sum(session.storages[sid].nbytes
                                      for sid in {s for k in idx for s in ops[k].writes}))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         list(pool.map(run, groups))
-    session.cursor += len(ops)
+    session.done.update(pending[k] for idx in groups for k in idx)
     executor.drop_spares()

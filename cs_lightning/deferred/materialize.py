@@ -227,7 +227,7 @@ def _warn_uninitialized(session: Session, targets: set[int],
 
 def _warn_if_rng_moved(session: Session) -> None:
     """Warn when the generator is not where eager construction would have found it."""
-    if session.cursor > 0 or not any(op.random for op in session.ops):
+    if session.done or not any(op.random for op in session.ops):
         return
     expected = session.rng_state
     if session.follows is not None:  # eager would have drawn after the earlier recording

@@ -223,7 +223,7 @@ class Session:
         self.storages: dict[int, Storage] = {}
         self.uninitialized: set[int] = set()
         self.active = True
-        self.cursor = 0  # ops before it were replayed by an earlier materialize
+        self.done: set[int] = set()  # indices of ops an earlier replay ran
         self.executor: Any = None  # the replay state, kept across materialize calls
         self.rng_state = torch.get_rng_state()  # what eager would have drawn from
         self.rng_after: torch.Tensor | None = None  # set when its replay is complete
@@ -231,7 +231,7 @@ class Session:
         # would have drawn from the state that one's replay leaves.
         self.follows: Session | None = None
         previous = Session._last() if Session._last is not None else None
-        if (previous is not None and previous.cursor < len(previous.ops)
+        if (previous is not None and len(previous.done) < len(previous.ops)
                 and any(op.random for op in previous.ops)
                 and torch.equal(previous.rng_state, self.rng_state)):
             self.follows = previous
@@ -241,6 +241,10 @@ class Session:
         self._metas: dict[int, torch.Tensor] = {}  # wrapper storage address -> meta
         self._last_write: dict[int, int] = {}
         self._concrete: dict[int, tuple[int, torch.Tensor]] = {}
+
+    def pending(self) -> list[int]:
+        """Indices of the ops no replay has run yet, in recording order."""
+        return [k for k in range(len(self.ops)) if k not in self.done]
 
     # -- tensors -------------------------------------------------------------------
     def meta(self, fake: DeferredTensor) -> torch.Tensor:
@@ -447,7 +451,7 @@ class Session:
         from cs_lightning.deferred.replay import Executor, live_ops
 
         ref = self.ref(fake)
-        pending = self.ops[self.cursor:]
+        pending = [self.ops[k] for k in self.pending()]
         live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]
         with recording_paused():
             if any(op.random for op in live):

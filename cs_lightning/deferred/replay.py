@@ -252,7 +252,8 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
     in the session for a later materialize. ``draw_trailing=False`` skips the draws of
     dead random ops that no later live random op depends on.
     """
-    ops = session.ops[session.cursor:]
+    indices = session.pending()
+    ops = [session.ops[k] for k in indices]
     flags = live_ops(ops, targets | keep)
     executor = session.executor or Executor(session.storages, device)
     session.executor = executor
@@ -289,7 +290,7 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
                 skipped.add(words)
         finish(k)
     skipped.settle()
-    session.cursor += len(ops)
+    session.done.update(indices)
     session.rng_after = torch.get_rng_state()
     executor.drop_spares()
 
