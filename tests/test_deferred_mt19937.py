@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
 from cs_lightning.deferred import deferred_init, materialize
-from cs_lightning.deferred.mt19937 import advance
+from cs_lightning.deferred.mt19937 import advance, available
 
 
 def drawn(state: torch.Tensor, n: int) -> torch.Tensor:
@@ -29,6 +30,12 @@ def state_after(seed: int, already_drawn: int) -> torch.Tensor:
 def test_jump_equals_drawing_around_block_boundaries(seed, already_drawn, n) -> None:
     start = state_after(seed, already_drawn)
     assert torch.equal(advance(start, n), drawn(start, n))
+
+
+def test_jumps_are_available_on_this_torch_and_refuse_other_states() -> None:
+    assert available()
+    with pytest.raises(ValueError, match="not a CPU generator state"):
+        advance(torch.zeros(7, dtype=torch.uint8), 5)
 
 
 def test_long_jumps_equal_drawing() -> None:

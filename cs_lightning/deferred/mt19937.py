@@ -26,10 +26,27 @@ _MATRIX_A, _UPPER, _LOWER = 0x9908B0DF, 0x80000000, 0x7FFFFFFF
 # torch's CPU state: u64 seed, i32 left, i32 seeded, u64 next, u64 words[624], ...
 _HEADER = struct.Struct("<QiiQ")
 _WORDS = _HEADER.size
+_STATE_BYTES = 5056
+
+
+@functools.cache
+def available() -> bool:
+    """Whether jumping matches drawing on this torch build (checked once, on a private
+    generator): if its state layout ever changes, callers draw instead of jumping."""
+    generator = torch.Generator().manual_seed(20240229)
+    start = generator.get_state()
+    torch.empty(3 * _N + 7, dtype=torch.int32).random_(generator=generator)
+    try:
+        return torch.equal(advance(start, 3 * _N + 7), generator.get_state())
+    except (ValueError, AssertionError):
+        return False
 
 
 def advance(state: torch.Tensor, n: int) -> torch.Tensor:
     """The CPU generator state after ``n`` more 32-bit outputs (torch.get_rng_state layout)."""
+    if state.dtype != torch.uint8 or state.numel() != _STATE_BYTES:
+        raise ValueError(f"mt19937.advance: not a CPU generator state: {state.numel()} "
+                         f"{state.dtype} values, expected {_STATE_BYTES} uint8.")
     raw = bytearray(state.numpy().tobytes())
     seed, left, seeded, next_ = _HEADER.unpack_from(raw, 0)
     ready = left - 1  # outputs left in the current block before the next twist

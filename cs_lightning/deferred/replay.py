@@ -309,7 +309,7 @@ class _SkippedDraws:
         self.owed += words
 
     def settle(self) -> None:
-        if self.owed >= _JUMP_FROM:
+        if self.owed >= _JUMP_FROM and mt19937.available():
             torch.set_rng_state(mt19937.advance(torch.get_rng_state(), self.owed))
         elif self.owed:
             scratch = torch.empty(min(self.owed, _CHUNK), dtype=torch.int32)
