@@ -38,6 +38,7 @@ from typing import Any, NoReturn
 
 import torch
 import yaml
+from jsonargparse import get_loader
 
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import torch_optimizers
@@ -587,8 +588,8 @@ def convert_file(src: str | Path, out: str | Path) -> Report:
     src = Path(src)
     if not src.is_file():
         raise ConfigError(str(src), "file does not exist; fix: check the path")
-    try:
-        config = yaml.safe_load(src.read_text())
+    try:  # the loader `cs-lightning fit` reads configs with: `3e-4` is a float, not a string
+        config = get_loader("yaml")(src.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
     converted, report = convert(config, source=str(src))

@@ -209,3 +209,15 @@ def test_cs_lightning_convert_subcommand(tmp_path, capsys):
     assert yaml.safe_load((tmp_path / "run.yaml").read_text())["trainer"]["max_steps"] == 12000
     assert main(["convert", str(DATA / "bad_not_trainer.yaml"), "-o", str(tmp_path / "bad.yaml")]) == 2
     assert not (tmp_path / "bad.yaml").exists()
+
+
+def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
+    """`3e-4` is a str to PyYAML's YAML 1.1 resolver, a float to `cs-lightning fit`: convert agrees with fit."""
+    (tmp_path / "mz.yaml").write_text(
+        "trainer:\n  init:\n    optimizer: {AdamW: {lr: 3e-4}}\n"
+        "    schedulers: [{CosineDecayLR: {initial_learning_rate: 3e-4, end_learning_rate: 1e-5, total_iters: 9}}]\n")
+    convert_file(tmp_path / "mz.yaml", tmp_path / "run.yaml")
+    written = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    assert written["optimizer"]["AdamW"]["lr"] == 3e-4
+    assert written["schedulers"] == [
+        {"CosineDecayLR": {"initial_learning_rate": 3e-4, "end_learning_rate": 1e-5, "total_iters": 9}}]
