@@ -1,6 +1,6 @@
 """Order-independent materialization: every tensor gets its own random stream.
 
-Each group of storages that live ops connect (usually one parameter) draws from a
+Each group of storages that live ops connect (usually one parameter) draws from a CPU
 generator seeded from a hash of (seed, fully qualified names, shapes). The values then do
 not depend on the order tensors are materialized in, nor on the number of threads, ranks
 or devices, so the groups run in parallel threads (torch kernels release the GIL). They

@@ -74,10 +74,10 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             materialized in any order: the first call replays the whole block and keeps
             the other modules' tensors until their turn.
             ``"independent"``: each tensor draws from its own CPU generator, seeded
-            from ``torch.initial_seed()``, its qualified name and shape, then moves to
-            ``device``; parallel on all threads, the same values for any order, thread
-            count, rank or device, NOT equal to eager; the global RNG state is left
-            untouched.
+            from ``torch.initial_seed()``, its qualified name (as seen from ``module``)
+            and shape, then moves to ``device``; parallel on all threads, the same
+            values for any order, thread count, rank or device, NOT equal to eager; the
+            global RNG state is left untouched.
         rng: exact mode only. ``"eager"``: the generator is advanced past the numbers
             eager construction drew for tensors the state_dict provides (jumped over on
             the CPU, drawn into a small scratch buffer elsewhere), so the global RNG
