@@ -47,6 +47,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
+from cs_lightning.schedulers.registry import probe_param_groups
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 SchedulersFactory = Callable[[torch.optim.Optimizer], list]
@@ -149,14 +150,16 @@ def _class_paths(spec: Any) -> set[str]:
     return set()
 
 
-def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory) -> SchedulersFactory:
+def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: bool) -> SchedulersFactory:
     """Validate a `schedulers:` block now, on a throwaway optimizer; return `optimizer -> list`.
 
-    `build` reads both spellings and names the key path (`schedulers[0].SequentialLR...`)
-    in its errors; they become `ConfigError`s with that key.
+    The throwaway optimizer has the one untagged param group that the `optimizer:` block
+    builds, or, with `any_tags` (drawing a schedule needs no model), one more group per tag
+    the block names. `build` reads both spellings and names the key path
+    (`schedulers[0].SequentialLR...`) in its errors; they become `ConfigError`s with that key.
     """
     try:
-        cs_schedulers.build(spec, make_optimizer([torch.nn.Parameter(torch.zeros(1))]))
+        cs_schedulers.build(spec, make_optimizer(probe_param_groups(spec if any_tags else None)))
     except (ValueError, TypeError) as err:
         message = str(err)
         key, sep, problem = message.partition(": ")
@@ -165,6 +168,9 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory) -> Schedule
         # `build` names a class_path block by its class path; the YAML key there is init_args.
         for class_path in sorted(_class_paths(spec), key=len, reverse=True):
             key = key.replace(f".{class_path}", ".init_args")
+        if "match no param group" in problem:
+            problem += ("; the optimizer: block puts every parameter in one untagged group; fix: remove "
+                        "param_group_tags, or build tagged groups and these schedulers in configure_optimizers")
         raise ConfigError(key, problem) from None
 
     def build(optimizer: torch.optim.Optimizer) -> list:
@@ -173,8 +179,10 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory) -> Schedule
     return build
 
 
-def _run_factories(config: Mapping[str, Any]) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
-    """The optimizer and scheduler factories of a parsed config, fully validated."""
+def _run_factories(config: Mapping[str, Any], any_tags: bool = False
+                   ) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
+    """The optimizer and scheduler factories of a parsed config, fully validated (`any_tags`:
+    as in `_schedulers_factory`)."""
     optimizer_spec, scheduler_spec = config.get("optimizer"), config.get("schedulers")
     make_optimizer = optimizer_factory(optimizer_spec) if optimizer_spec is not None else None
     if scheduler_spec in (None, []):
@@ -182,7 +190,7 @@ def _run_factories(config: Mapping[str, Any]) -> tuple[OptimizerFactory | None, 
     if make_optimizer is None:
         raise ConfigError("schedulers", "schedulers need an optimizer to act on; "
                           "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
-    return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer)
+    return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer, any_tags)
 
 
 def _attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
@@ -398,7 +406,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
         _load_yaml(path, key=f"config[{i}]")
     _run_imports(argv)
     config = _merged(paths)
-    make_optimizer, make_schedulers = _run_factories(config)
+    make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
     if make_schedulers is None:
         raise ConfigError("schedulers", "no schedulers in the config, nothing to draw; "
                           "fix: add a schedulers: block")
@@ -406,7 +414,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
     if not isinstance(steps, int) or steps <= 0:
         raise ConfigError("trainer.max_steps", f"need a positive number of steps, got {steps!r}; "
                           "fix: pass --steps N or set trainer.max_steps")
-    schedulers = make_schedulers(make_optimizer([torch.nn.Parameter(torch.zeros(1))]))
+    schedulers = make_schedulers(make_optimizer(probe_param_groups(config["schedulers"])))
     if opts.out:
         cs_schedulers.plot(schedulers, steps, out=opts.out)
         print(f"wrote {opts.out} ({steps} steps)")

@@ -40,8 +40,10 @@ import torch
 import yaml
 from jsonargparse import get_loader
 
+from cs_lightning import schedulers
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import torch_optimizers
+from cs_lightning.schedulers.registry import named_tags, probe_param_groups
 
 CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
 
@@ -315,15 +317,10 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
 
 def _scheduler_class(name: str, key: str) -> type:
     """A scheduler name as Model Zoo wrote it (`Linear`, `CosineDecay`, `LinearLR`) -> class."""
-    from cs_lightning import schedulers
-
     try:
         return schedulers.resolve(name)
-    except ValueError as err:
-        try:
-            return schedulers.resolve(f"{name}LR")
-        except ValueError:
-            raise ConfigError(key, f"{err}; fix: use a cerebras.pytorch scheduler name") from None
+    except (ValueError, TypeError) as err:
+        raise ConfigError(key, f"{err}; fix: use a cerebras.pytorch scheduler name") from None
 
 
 def _canonical(block: Any, key: str) -> dict[str, Any]:
@@ -392,8 +389,6 @@ def _with_milestones(block: dict[str, Any], built: Any) -> dict[str, Any]:
 
 def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: str) -> None:
     """Check the converted blocks by building them, then write `schedulers:` with milestones."""
-    from cs_lightning import schedulers
-
     written = []
     for i, block in enumerate(blocks):
         try:
@@ -404,26 +399,11 @@ def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: str) -> None:
             raise ConfigError("", f"{src}[{i}]{message}" if message != str(err) else f"{src}[{i}]: {err}") from None
         written.append(_with_milestones(block, built))
     out.set("schedulers", written, src)
-    tags = sorted((t for t in _tags(blocks) if t is not None), key=str)
+    tags = named_tags(blocks)
     if tags:
-        out.report.notes.append(f"the schedules target param groups tagged {tags}: give the optimizer param "
-                                "groups with those 'tags' (in configure_optimizers); an optimizer: block "
-                                "alone builds one untagged group")
-
-
-def _tags(block: Any) -> set[Any]:
-    """Every param_group_tags value named anywhere in a scheduler block."""
-    found: set[Any] = set()
-    if isinstance(block, Mapping):
-        for key, value in block.items():
-            if key == "param_group_tags":
-                found |= set(value) if isinstance(value, (list, tuple, set)) else {value}
-            else:
-                found |= _tags(value)
-    elif isinstance(block, list):
-        for item in block:
-            found |= _tags(item)
-    return found
+        out.report.notes.append(f"the schedules target param groups tagged {tags}, but an optimizer: block "
+                                "builds one untagged group: build the optimizer with those 'tags' and these "
+                                "schedulers in your LightningModule's configure_optimizers instead")
 
 
 def probe_optimizer(*blocks: Any) -> torch.optim.Optimizer:
@@ -431,10 +411,7 @@ def probe_optimizer(*blocks: Any) -> torch.optim.Optimizer:
 
     Building a schedule on it checks names, arguments and milestones without a model.
     """
-    tags = sorted((t for block in blocks for t in _tags(block) if t is not None), key=str)
-    groups = [{"params": [torch.nn.Parameter(torch.zeros(1))]}]
-    groups += [{"params": [torch.nn.Parameter(torch.zeros(1))], "tags": {tag}} for tag in tags]
-    return torch.optim.SGD(groups, lr=0.1)
+    return torch.optim.SGD(probe_param_groups(list(blocks)), lr=0.1)
 
 
 # ---------------------------------------------------------------------------- layouts

@@ -173,6 +173,9 @@ BAD = {
         {"schedulers": [{"class_path": "cs_lightning.schedulers.SequentialLR", "init_args": {"schedulers": [
             {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": {**LINEAR, "warmup": 3}}]}}]},
         "schedulers[0].init_args.schedulers[0].init_args", "unknown argument 'warmup'"),
+    "tagged schedule, untagged optimizer": (
+        {"schedulers": [{"LinearLR": {**LINEAR, "param_group_tags": "decoder"}}]},
+        "schedulers[0].LinearLR", "fix: remove param_group_tags"),
     "schedulers without optimizer": ({"optimizer": None}, "schedulers", "add an optimizer: block"),
     "missing imports file": ({"imports": ["no_such_module.py"]}, "imports[0]", "no_such_module.py"),
     "unknown trainer key": ({"trainer": {"max_stepz": 3}}, "trainer.max_stepz", "correct its spelling"),
@@ -272,6 +275,18 @@ def test_schedule_table_shows_the_closed_form_without_building_the_model(tmp_pat
     assert rows[WARMUP][0] == pytest.approx(PEAK)
     assert rows[STEPS - 1][0] == pytest.approx(END + (PEAK - END) * 0.5 * (1 + math.cos(math.pi * 7 / DECAY)), rel=1e-5)
     assert _files(tmp_path) == {Path("run.yaml")}
+
+
+def test_schedule_draws_schedules_of_tagged_param_groups(tmp_path: Path, capfd) -> None:
+    """No model, so no real groups: one probe group per tag named, as `convert` writes such blocks."""
+    tagged = [{"StepLR": {"initial_learning_rate": 0.1, "step_size": 2, "gamma": 0.5, "param_group_tags": "decoder"}},
+              {"ConstantLR": {"learning_rate": 0.002, "param_group_tags": [None]}}]
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"SGD": {"lr": 1.0}}, schedulers=tagged))
+    assert main(["schedule", "--config", str(path), "--steps", "4"]) == 0
+    lines = capfd.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["step", "StepLR", "group", "1", "lr", "ConstantLR", "group", "0", "lr"]
+    assert [[float(v) for v in line.split()] for line in lines[1:]] == [
+        [0, 0.1, 0.002], [1, 0.1, 0.002], [2, 0.05, 0.002], [3, 0.05, 0.002]]
 
 
 def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:

@@ -97,6 +97,34 @@ def build(spec: Any, optimizer: torch.optim.Optimizer) -> list[Scheduler]:
     return [_build_one(spec, optimizer, "schedulers")]
 
 
+def named_tags(spec: Any) -> list[Any]:
+    """Every tag that a ``param_group_tags`` anywhere in a YAML block names, None left out, sorted."""
+    return sorted(_named_tags(spec) - {None}, key=str)
+
+
+def probe_param_groups(spec: Any) -> list[dict[str, Any]]:
+    """Param groups to check a YAML block on without a model: one untagged group, plus one
+    per tag the block names (``named_tags``)."""
+    return [{"params": [torch.nn.Parameter(torch.zeros(1))], **({} if tag is None else {"tags": {tag}})}
+            for tag in [None, *named_tags(spec)]]
+
+
+def _named_tags(spec: Any) -> set[Any]:
+    if isinstance(spec, Mapping):
+        found = set()
+        for key, value in spec.items():
+            if key != "param_group_tags":
+                found |= _named_tags(value)
+            elif isinstance(value, (list, tuple, set)):
+                found |= set(value)
+            else:
+                found.add(value)
+        return found
+    if isinstance(spec, list):
+        return set().union(*(_named_tags(item) for item in spec))
+    return set()
+
+
 def _is_legacy(spec: Any) -> bool:
     items = [spec] if isinstance(spec, Mapping) else spec
     return (
