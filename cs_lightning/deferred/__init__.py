@@ -9,7 +9,10 @@ With the same seed, the materialized parameters, buffers and global RNG state ar
 bit-identical to building the model eagerly (and casting it), including custom
 ``apply(_init_weights)`` init, slices initialized in place, tied weights, buffers computed
 in ``__init__`` and BatchNorm statistics. ``materialize(..., state_dict=ckpt)`` reads the
-tensors a checkpoint provides straight into place and never initializes them.
+tensors a checkpoint provides straight into place and never initializes them. In-place
+initialization applied after ``deferred_init`` (``model.apply(init_fn)``,
+``load_state_dict``) is recorded too; anything that makes new tensors from deferred ones
+(a forward pass) raises until ``materialize``.
 ``mode="independent"`` trades eager equality for parallel, order-free initialization.
 
 No Lightning needed; the csx strategy uses these under ``configure_model``.

@@ -315,7 +315,9 @@ class Session:
         except NotImplementedError as err:  # no meta kernel (data-dependent shape)
             return self._run_for_real(func, flat, spec, fakes, margs, mkwargs, is_random, err)
         written = _written_args(func, margs, mkwargs)
-        if not self.active and (written or not self._is_view(mout)):
+        if not self.active and not self._is_view(mout):
+            # After the block, in-place init (model.apply(init_fn)) is still recorded;
+            # anything that makes a new tensor (a forward pass) needs real weights.
             raise DeferredInitError(_not_materialized(func))
         by_meta = {id(m): i for i, m in enumerate(metas) if isinstance(m, torch.Tensor)}
         if any(id(w) in by_meta and by_meta[id(w)] in reals for w in written):
