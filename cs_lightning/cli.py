@@ -412,11 +412,16 @@ def _schedule_command(argv: Sequence[str]) -> None:
                           "fix: add a schedulers: block")
     steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
     if not isinstance(steps, int) or steps <= 0:
-        raise ConfigError("trainer.max_steps", f"need a positive number of steps, got {steps!r}; "
+        raise ConfigError("--steps" if opts.steps is not None else "trainer.max_steps",
+                          f"need a positive number of steps, got {steps!r}; "
                           "fix: pass --steps N or set trainer.max_steps")
     schedulers = make_schedulers(make_optimizer(probe_param_groups(config["schedulers"])))
     if opts.out:
-        cs_schedulers.plot(schedulers, steps, out=opts.out)
+        try:
+            cs_schedulers.plot(schedulers, steps, out=opts.out)
+        except (OSError, ValueError) as err:  # no such folder, a format matplotlib does not write
+            raise ConfigError("--out", f"cannot write {opts.out!r}: {err}; "
+                              "fix: a path in an existing folder, ending in .png, .pdf or .svg") from None
         print(f"wrote {opts.out} ({steps} steps)")
     else:
         print(cs_schedulers.table(schedulers, steps))

@@ -445,6 +445,9 @@ def _trainer_layout(out: _Output) -> None:
         if not isinstance(optimizer, Mapping) or len(optimizer) != 1:
             raise ConfigError(f"{init}.optimizer", f"expected {{OptimizerName: {{args}}}}, got {optimizer!r}")
         (name, args), = optimizer.items()
+        if args is not None and not isinstance(args, Mapping):
+            raise ConfigError(f"{init}.optimizer.{name}", f"expected a mapping of arguments, got {args!r}; "
+                              f"fix: write {name}: {{arg: value, ...}}")
         if not args and str(name).lower() in torch_optimizers():
             out.record(f"{init}.optimizer.{name}", "optimizer")
         _optimizer(out, str(name), dict(args or {}), f"{init}.optimizer.{name}")
@@ -570,7 +573,11 @@ def convert_file(src: str | Path, out: str | Path) -> Report:
     except yaml.YAMLError as err:
         raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
     converted, report = convert(config, source=str(src))
-    Path(out).write_text(dump(converted, report))
+    try:
+        Path(out).write_text(dump(converted, report))
+    except OSError as err:
+        raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a path in an "
+                          "existing folder") from None
     return report
 
 

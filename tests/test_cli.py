@@ -298,6 +298,9 @@ def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
 
 @pytest.mark.parametrize(("extra", "config_change", "key"), [
     ([], {"trainer": {}}, "trainer.max_steps"),
+    (["--steps", "-3"], {}, "--steps"),
+    (["--out", "no_such_folder/lr.png"], {}, "--out"),
+    (["--out", "lr.xyz"], {}, "--out"),
     (["--table", "--out", "x.png"], {}, "schedule"),
     ([], {"schedulers": None}, "schedulers"),
     ([], {"schedulers": [{"LinearLR": {"initial_learning_rate": 0.0}}]}, "schedulers[0].LinearLR"),

@@ -181,11 +181,25 @@ def test_unknown_scheduler_lists_close_names():
         convert(_load("bad_unknown_scheduler.yaml"))
 
 
-@pytest.mark.parametrize("argv", [["missing.yaml", "-o", "run.yaml"], ["only-source.yaml"]])
+@pytest.mark.parametrize("argv", [["missing.yaml", "-o", "run.yaml"], ["only-source.yaml"],
+                                  [str(DATA / "gpt_trainer.yaml"), "-o", "no_such_folder/run.yaml"]])
 def test_missing_file_or_argument_exit_2(argv, capsys):
     assert main_convert(argv) == 2
     assert capsys.readouterr().err.count("\n") == 1
-    assert not Path("run.yaml").exists()
+    assert list(Path().iterdir()) == []
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("trainer:\n  init:\n    optimizer: {AdamW: 5}\n", "trainer.init.optimizer.AdamW"),
+    ("trainer:\n  init:\n    schedulers: [{torch.optim.lr_scheduler.StepLR: {step_size: 3}}]\n",
+     "trainer.init.schedulers[0]"),
+])
+def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
+    (tmp_path / "mz.yaml").write_text(text)
+    assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"cs-lightning convert: error: {key}: ")
+    assert not (tmp_path / "run.yaml").exists()
 
 
 def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
