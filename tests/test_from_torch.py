@@ -41,6 +41,9 @@ CASES = {
     "LinearLR": lambda o: L.LinearLR(o, start_factor=0.05, end_factor=1.0, total_iters=400),
     "PolynomialLR": lambda o: L.PolynomialLR(o, total_iters=800, power=2.0),
     "ConstantLR": lambda o: L.ConstantLR(o, factor=0.25, total_iters=150),
+    "ConstantLR-total_iters_0": lambda o: L.ConstantLR(o, factor=0.25, total_iters=0),  # factor forever
+    "SequentialLR-from-ConstantLR-total_iters_0": lambda o: L.SequentialLR(
+        o, [L.ConstantLR(o, factor=0.25, total_iters=0), L.StepLR(o, step_size=50, gamma=0.5)], milestones=[30]),
     "OneCycleLR": lambda o: L.OneCycleLR(o, max_lr=0.5, total_steps=STEPS + 1, cycle_momentum=False),
     "OneCycleLR-3phase-linear": lambda o: L.OneCycleLR(o, max_lr=0.5, total_steps=STEPS + 1, three_phase=True,
                                                        anneal_strategy="linear", cycle_momentum=False),
@@ -141,6 +144,8 @@ NOT_CONVERTIBLE = {
     "sequence continuing a rate": (lambda o: L.SequentialLR(o, [L.ConstantLR(o, 0.5, 5),
                                                                 L.MultiplicativeLR(o, lambda k: 0.9)], [5]),
                                    "continues from the learning rate"),
+    "sequence restarting a ConstantLR(total_iters=0)": (
+        lambda o: L.SequentialLR(o, [L.StepLR(o, 10), L.ConstantLR(o, 0.5, total_iters=0)], [5]), "full rate"),
 }
 
 

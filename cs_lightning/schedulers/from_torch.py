@@ -178,8 +178,8 @@ def _polynomial(s: torch_lr.PolynomialLR) -> _Plan:
 
 
 def _constant(s: torch_lr.ConstantLR) -> _Plan:
-    if s.total_iters == 0:
-        return _plain("ConstantLR", s, lambda b: {"learning_rate": b})
+    if s.total_iters == 0:  # torch's stepping applies the factor at step 0 and never undoes it
+        return _plain("ConstantLR", s, lambda b: {"learning_rate": b * s.factor})
     return _plain("PiecewiseConstantLR", s, lambda b: {"learning_rates": [b * s.factor, b],
                                                        "milestones": [s.total_iters]})
 
@@ -262,6 +262,9 @@ def _sequential(s: torch_lr.SequentialLR) -> _Plan:
         if not isinstance(child, _RESTART_AT_MILESTONE):
             raise NotConvertible(f"schedulers[{index}] ({type(child).__name__}) continues from the "
                                  "learning rate before its milestone instead of restarting")
+        if isinstance(child, torch_lr.ConstantLR) and child.total_iters == 0:
+            raise NotConvertible(f"schedulers[{index}] (ConstantLR with total_iters=0) restarts at the "
+                                 "full rate, which its own stepping never reaches (it keeps the factor)")
     children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
     return _Plan("SequentialLR", {"milestones": list(s._milestones)}, _common_scales(children), children)
 
