@@ -296,6 +296,8 @@ def test_table_and_plot(tmp_path):
     lines = text.splitlines()
     assert lines[0].split() == ["step", "LinearLR", "group", "0", "lr", "LinearWD", "group", "0", "weight_decay"]
     assert [line.split() for line in lines[1:]] == [["0", "0", "0.1"], ["10", "0.1", "0"], ["20", "0.1", "0"]]
+    with pytest.raises(ValueError, match="table: got every=0"):
+        table(schedulers, 21, every=0)
     figure = plot(schedulers, 21, out=str(tmp_path / "schedule.png"))
     assert (tmp_path / "schedule.png").stat().st_size > 1000
     assert [ax.get_ylabel() for ax in figure.axes] == ["lr", "weight_decay"]

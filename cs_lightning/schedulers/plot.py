@@ -68,7 +68,7 @@ def table(schedulers: Scheduler | list[Scheduler], steps: int, every: int | None
     """The schedules as text: a row every ``every`` steps (default: about 20 rows) and the
     last step, a column per scheduled param group."""
     steps = _checks.integer("table", "steps", steps, 1)
-    every = _checks.integer("table", "every", every or max(1, steps // 20), 1)
+    every = _checks.integer("table", "every", max(1, steps // 20) if every is None else every, 1)
     columns = _columns(_as_list(schedulers), steps)
     rows = sorted(set(range(0, steps, every)) | {steps - 1})
     header = ["step"] + [f"{label} {key}" for key, label, _ in columns]
