@@ -206,10 +206,14 @@ def _attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
             return optimizer
         return [optimizer], [cs_schedulers.lightning_config(s) for s in make_schedulers(optimizer)]
 
-    if type(model).configure_optimizers is not LightningModule.configure_optimizers:
+    if _has_own_optimizers(model):
         warnings.warn(f"{type(model).__name__}.configure_optimizers is replaced by the YAML optimizer: block",
                       stacklevel=2)
     model.configure_optimizers = MethodType(configure_optimizers, model)
+
+
+def _has_own_optimizers(model: LightningModule) -> bool:
+    return type(model).configure_optimizers is not LightningModule.configure_optimizers
 
 
 # ----------------------------------------------------------------------- error lines
@@ -342,6 +346,10 @@ class CSLightningCLI(LightningCLI):
             self._seed_log.drop()
             config = self.config.get(str(self.subcommand), self.config)
             raise ConfigError("", _instantiation_error_line(config, err)) from err
+        if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
+            self._seed_log.drop()
+            raise ConfigError("optimizer", f"missing, and {type(self.model).__name__} has no configure_optimizers; "
+                              "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
         self._seed_log.release()
         if self.make_optimizer is not None:
             _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)

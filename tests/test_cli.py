@@ -176,6 +176,8 @@ BAD = {
     "tagged schedule, untagged optimizer": (
         {"schedulers": [{"LinearLR": {**LINEAR, "param_group_tags": "decoder"}}]},
         "schedulers[0].LinearLR", "fix: remove param_group_tags"),
+    "no optimizer for a model without configure_optimizers": (
+        {"optimizer": None, "schedulers": None}, "optimizer", "has no configure_optimizers"),
     "schedulers without optimizer": ({"optimizer": None}, "schedulers", "add an optimizer: block"),
     "missing imports file": ({"imports": ["no_such_module.py"]}, "imports[0]", "no_such_module.py"),
     "unknown trainer key": ({"trainer": {"max_stepz": 3}}, "trainer.max_stepz", "correct its spelling"),

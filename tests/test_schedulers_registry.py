@@ -126,7 +126,8 @@ def test_build_nested_and_chained_and_tags():
     ({"SequentialLR": {"schedulers": [{"LinearLR": WARMUP}, {"StepLR": {"initial_learning_rate": 0.1, "step_size": -1, "gamma": 0.5}}], "milestones": [10]}},
      ConfigError, r"schedulers\.SequentialLR\.schedulers\[1\]\.StepLR: StepLR: got step_size=-1"),
     ({"SequentialLR": {"schedulers": {"LinearLR": WARMUP}}}, ConfigError, r"schedulers\.SequentialLR\.schedulers: got .*; give a list"),
-    ({"LinearLR": {"initial_learning_rate": 0.0}}, TypeError, r"schedulers\.LinearLR: .*missing"),
+    ({"LinearLR": {"initial_learning_rate": 0.0}}, TypeError,
+     r"schedulers\.LinearLR: LinearLR needs end_learning_rate, total_iters; fix: add end_learning_rate: <value>"),
     ([{"scheduler": "Lineer", **WARMUP}, {"scheduler": "CosineDecay", **DECAY}], ConfigError,
      r"schedulers\[0\]\.Lineer: unknown scheduler 'Lineer'; closest: .*LinearLR"),
 ])

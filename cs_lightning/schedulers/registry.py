@@ -192,6 +192,14 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Schedu
         args["milestones"] = _milestones(args["schedulers"], args.get("milestones"), path)
     if "optimizer" in parameters:
         args["optimizer"] = optimizer
+    missing = [
+        name for name, parameter in parameters.items()
+        if name != "self" and name not in args and parameter.default is parameter.empty
+        and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    ]
+    if missing:
+        raise TypeError(f"{path}: {cls.__name__} needs {', '.join(missing)}; fix: add "
+                        + ", ".join(f"{name}: <value>" for name in missing))
     try:
         return cls(**args)
     except ValueError as error:
