@@ -148,6 +148,24 @@ def test_tensor_values_update_one_tensor_in_place():
     assert type(optimizer.param_groups[0]["lr"]) is float
 
 
+def test_a_composite_keeps_its_tensor_values_through_load_state_dict():
+    """Loading writes once, from the parent: the children do not swap the tensors it holds for floats."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=1.0)
+    sequence = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, 5), CosineDecayLR(optimizer, 1.0, 0.0, 10)], [5])
+    sequence.set_tensor_values(True)
+    held = optimizer.param_groups[0]["lr"]
+    for _ in range(3):
+        sequence.step()
+    state = sequence.state_dict()
+    for _ in range(4):
+        sequence.step()
+    sequence.load_state_dict(state)
+    assert optimizer.param_groups[0]["lr"] is held
+    assert held.item() == pytest.approx(0.6)
+    sequence.step()
+    assert held.item() == pytest.approx(0.8) and sequence.get_last_lr() == [held.item()]
+
+
 def test_tags_schedule_only_matching_groups():
     groups = [
         {"params": [torch.nn.Parameter(torch.ones(1))], "lr": 0.5, "tags": {"decay"}},

@@ -380,6 +380,12 @@ class Scheduler(_TorchLRScheduler):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume exactly where ``state_dict`` was taken; ``state_dict`` is not modified."""
+        self._load_state(state_dict)
+        self._write(self._cursor.last)
+
+    def _load_state(self, state_dict: dict[str, Any]) -> None:
+        """``load_state_dict`` without writing into the param groups: a composite loads its
+        children this way, so they do not replace the values (tensors) it holds there."""
         owner = type(self).__name__
         expected = {"last_epoch", *_saved_fields(self)}
         if set(state_dict) != expected:
@@ -393,7 +399,7 @@ class Scheduler(_TorchLRScheduler):
             self._bind_groups()
         step = _checks.integer(owner, "last_epoch", state_dict["last_epoch"], 0)
         self._cursor = _Cursor(step)
-        self._write(self._refill(step))
+        self._cursor.last = self._refill(step)
 
 
 class LRScheduler(Scheduler):
@@ -511,7 +517,7 @@ def _to_state(value: Any) -> Any:
 def _load_field(scheduler: Scheduler, name: str, saved: Any) -> None:
     current = getattr(scheduler, name)
     if isinstance(current, Scheduler):
-        current.load_state_dict(saved)
+        current._load_state(saved)
     elif _children(current):
         if len(saved) != len(current):
             raise ValueError(
@@ -519,7 +525,7 @@ def _load_field(scheduler: Scheduler, name: str, saved: Any) -> None:
                 f"{name}, which has {len(current)} schedulers"
             )
         for child, child_state in zip(current, saved):
-            child.load_state_dict(child_state)
+            child._load_state(child_state)
     elif name == "param_group_tags":
         scheduler.param_group_tags = _tag_set(type(scheduler).__name__, saved)
     else:
