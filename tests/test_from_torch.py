@@ -338,3 +338,28 @@ def test_arguments_the_catalogue_refuses_keep_torch_stepping():
     with pytest.warns(HostSchedulerWarning, match="power"):
         assert convert_scheduler(sequence) is None
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.05)  # the children built first are undone
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_resumes_from_the_torch_schedulers_state_dict(name):
+    """A checkpoint written before the switch to csx holds torch's state dict: the step is read."""
+    make = CASES[name]
+    before_opt = _optimizer(0.1)
+    before = make(before_opt)
+    for _ in range(37):
+        before_opt.step()
+        before.step()
+    converted_opt = _optimizer(0.1)
+    converted = convert_scheduler(make(converted_opt), strict=True)
+    converted.load_state_dict(before.state_dict())
+    expected, got = [], []
+    for _ in range(20):
+        expected.append([float(g["lr"]) for g in before_opt.param_groups])
+        got.append([float(g["lr"]) for g in converted_opt.param_groups])
+        before_opt.step()
+        before.step()
+        converted.step()
+    torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64),
+                               rtol=1e-6, atol=1e-5 * max(max(row) for row in expected))
+    with pytest.raises(ValueError, match="another scheduler class"):
+        converted.load_state_dict({"last_epoch": 3})

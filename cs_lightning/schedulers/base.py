@@ -383,21 +383,30 @@ class Scheduler(_TorchLRScheduler):
         self._load_state(state_dict)
         self._write(self._cursor.last)
 
+    def _step_of_foreign_state(self, state_dict: dict[str, Any]) -> int | None:
+        """The step in a state dict of another format that this scheduler resumes from
+        (only its step is read), or None. None here; a scheduler converted from torch's
+        reads the torch scheduler's state dict (a checkpoint from before the switch)."""
+        return None
+
     def _load_state(self, state_dict: dict[str, Any]) -> None:
         """``load_state_dict`` without writing into the param groups: a composite loads its
         children this way, so they do not replace the values (tensors) it holds there."""
         owner = type(self).__name__
-        expected = {"last_epoch", *_saved_fields(self)}
-        if set(state_dict) != expected:
-            raise ValueError(
-                f"{owner}.load_state_dict: got keys {sorted(state_dict)}, expected "
-                f"{sorted(expected)} (a state dict from another scheduler class?)"
-            )
-        for name in expected - {"last_epoch"}:
-            _load_field(self, name, state_dict[name])
-        if "param_group_tags" in expected:
-            self._bind_groups()
-        step = _checks.integer(owner, "last_epoch", state_dict["last_epoch"], 0)
+        step = self._step_of_foreign_state(state_dict)
+        if step is None:
+            expected = {"last_epoch", *_saved_fields(self)}
+            if set(state_dict) != expected:
+                raise ValueError(
+                    f"{owner}.load_state_dict: got keys {sorted(state_dict)}, expected "
+                    f"{sorted(expected)} (a state dict from another scheduler class?)"
+                )
+            for name in expected - {"last_epoch"}:
+                _load_field(self, name, state_dict[name])
+            if "param_group_tags" in expected:
+                self._bind_groups()
+            step = state_dict["last_epoch"]
+        step = _checks.integer(owner, "last_epoch", step, 0)
         self._cursor = _Cursor(step)
         self._cursor.last = self._refill(step)
 

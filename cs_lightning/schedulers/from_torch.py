@@ -20,6 +20,7 @@ group (`GroupScaledLR`) where torch's schedule is proportional to the base rate.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -335,6 +336,18 @@ def _steps_taken(scheduler: Any) -> int:
     return int(scheduler.last_epoch)
 
 
+def _step_of_torch_state(keys: frozenset[str], state: dict[str, Any]) -> int | None:
+    """The step of a state dict with the keys of the torch scheduler a conversion replaced
+    (a checkpoint written before the switch to csx), else None. Its arguments are not read:
+    the converted scheduler has them from the same ``configure_optimizers``."""
+    if set(state) != keys:
+        return None
+    if "last_epoch" not in state:  # ChainedScheduler counts in its children
+        first = state["_schedulers"][0]
+        return _step_of_torch_state(frozenset(first), first)
+    return state["last_epoch"]
+
+
 def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | None:
     """The closed-form equivalent of a torch LR scheduler, built on its optimizer, at its step.
 
@@ -345,7 +358,8 @@ def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | No
 
     Returns:
         The new scheduler, which has already written its current values into the
-        optimizer's param groups (one info line says what was converted into what), or
+        optimizer's param groups (one info line says what was converted into what) and
+        also resumes from the torch scheduler's state dict (its step), or
         None when the scheduler is not convertible (after one `HostSchedulerWarning`
         saying why; keep stepping the torch scheduler then).
     """
@@ -370,6 +384,7 @@ def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | No
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
     for _ in range(_steps_taken(scheduler)):
         converted.step()
+    converted._step_of_foreign_state = functools.partial(_step_of_torch_state, frozenset(scheduler.state_dict()))
     rank_zero_info(f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
                    + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else ""))
     return converted
