@@ -88,8 +88,11 @@ def _import_entry(entry: str, base: Path, key: str) -> str:
         if not path.is_file():
             raise FileNotFoundError(f"no file {str(path)!r}")
         loaded = sys.modules.get(path.stem)
-        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == path:
-            return str(path)
+        if loaded is not None:
+            if Path(getattr(loaded, "__file__", "") or "").resolve() == path:
+                return str(path)
+            raise ConfigError(key, f"{entry!r} would be imported as module {path.stem!r}, which is already "
+                              f"{getattr(loaded, '__file__', None) or 'a built-in module'}; fix: rename the file")
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[path.stem] = module

@@ -45,7 +45,7 @@ from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, probe_param_groups
 
-CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
+_CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
 
 # Model Zoo's mixed-precision formats -> Lightning precision strings.
 _PRECISION = {"bfloat16": "bf16-mixed", "cbfloat16": "bf16-mixed", "float16": "16-mixed"}
@@ -277,7 +277,7 @@ def _checkpoint_every(out: _Output, key: str) -> None:
         return
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
         raise ConfigError(key, f"expected a positive number of steps, got {steps!r}")
-    callback = {"class_path": CHECKPOINT_CALLBACK,
+    callback = {"class_path": _CHECKPOINT_CALLBACK,
                 "init_args": {"every_n_train_steps": steps, "save_top_k": -1}}
     out.set("trainer.callbacks", [callback], key)
 

@@ -248,6 +248,16 @@ def test_imports_can_be_given_on_the_command_line(option: str, module: str, tmp_
     assert metrics(tmp_path)["lr-SGD"] == {0: 0.001, 1: 0.001}
 
 
+def test_an_imports_file_never_replaces_a_loaded_module(tmp_path: Path, capfd) -> None:
+    (tmp_path / "json.py").write_text("raise SystemExit('must not run')\n")
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["imports"].append("json.py")
+    assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("cs-lightning: error: imports[1]: 'json.py' would be imported as module 'json'")
+    assert "fix: rename the file" in err and sys.modules["json"].__file__ != str(tmp_path / "json.py")
+
+
 def test_console_script_error_is_one_line_on_stderr(tmp_path: Path) -> None:
     """The installed command, in a fresh process: exit 2, one line, no traceback, no files."""
     blocks, key, _ = BAD["data constructor rejects a value"]
