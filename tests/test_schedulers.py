@@ -134,6 +134,13 @@ def test_trains_with_torch_optimizers(optimizer_cls, kwargs):
     assert torch.all(weight < 1.0)  # it trained
 
 
+@pytest.mark.parametrize("steps", [True, [1.5], [True, False], "abc", [[1, 2]], torch.zeros(2, 2, dtype=torch.long)])
+def test_values_refuses_what_is_not_steps(steps):
+    scheduler = LinearLR(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0), 0.0, 1.0, 10)
+    with pytest.raises(TypeError, match=r"LinearLR\.values: got steps=.*1-D sequence of int steps"):
+        scheduler.values(steps)
+
+
 def test_tensor_values_update_one_tensor_in_place():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=1.0)
     scheduler = CosineDecayLR(optimizer, 0.1, 0.01, 20)

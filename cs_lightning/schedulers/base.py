@@ -20,6 +20,7 @@ import copy
 import functools
 import inspect
 import math
+import reprlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -453,16 +454,27 @@ def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> range | Tensor
         lowest = min(steps[0], steps[-1]) if steps else 0
         tensor = None
     else:
-        tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))
-        if tensor.ndim != 1 or (tensor.numel() and tensor.is_floating_point()):
-            raise TypeError(
-                f"{owner}.values: got steps of shape {tuple(tensor.shape)} and dtype "
-                f"{tensor.dtype}; pass a 1-D sequence of int steps"
-            )
+        tensor = _step_tensor(owner, steps)
         lowest = int(tensor.min()) if tensor.numel() else 0
     if lowest < 0:
         raise ValueError(f"{owner}.values: got a negative step ({lowest}); steps start at 0")
     return steps if tensor is None else tensor.to(torch.int64)
+
+
+def _step_tensor(owner: str, steps: Any) -> Tensor:
+    """``steps`` as a 1-D integer tensor, or a TypeError naming it (floats and bools are not steps)."""
+    try:
+        tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))
+    except (TypeError, ValueError, RuntimeError):
+        tensor = None
+    integers = tensor is not None and (tensor.numel() == 0 or not (
+        tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool))
+    if not integers or tensor.ndim != 1:
+        raise TypeError(
+            f"{owner}.values: got steps={reprlib.repr(steps)}; pass an int n (for range(n)), a range "
+            "or a 1-D sequence of int steps"
+        )
+    return tensor
 
 
 def _tensor(steps: range | Tensor) -> Tensor:
