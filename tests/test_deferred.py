@@ -343,6 +343,61 @@ def test_one_key_of_a_tied_pair_loads_both_as_eager() -> None:
         assert torch.equal(tensors(lazy)[name], t), name
 
 
+class TwoHeads(nn.Module):
+    def __init__(self, tie: bool) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4, bias=False)
+        self.b = nn.Linear(4, 4, bias=False)
+        if tie:
+            self.b.weight = self.a.weight
+
+
+def test_memory_mapped_tensors_are_adopted_once_with_eager_strides(tmp_path) -> None:
+    """Eager load_state_dict gives every tensor its own memory with the module's strides."""
+    torch.save(TwoHeads(tie=True).state_dict(), tmp_path / "tied.pt")
+    torch.save({"weight": torch.randn(3, 4).t(), "bias": torch.zeros(4)}, tmp_path / "t.pt")
+    tied = torch.load(tmp_path / "tied.pt", mmap=True)
+    original = tied["a.weight"].clone()
+    untied = materialize(deferred_init(TwoHeads, tie=False), state_dict=tied)
+    second = materialize(deferred_init(TwoHeads, tie=False), state_dict=tied)
+    weights = [untied.a.weight, untied.b.weight, second.a.weight, second.b.weight]
+    assert len({w.data_ptr() for w in weights}) == 4
+    with torch.no_grad():
+        untied.a.weight.add_(1)
+    assert torch.equal(untied.b.weight, original)
+    assert torch.equal(second.a.weight, original)
+    transposed = torch.load(tmp_path / "t.pt", mmap=True)
+    lazy = materialize(deferred_init(nn.Linear, 3, 4), state_dict=transposed)
+    assert lazy.weight.stride() == nn.Linear(3, 4).weight.stride()
+    assert torch.equal(lazy.weight, transposed["weight"])
+
+
+def test_unused_checkpoint_keys_are_named_in_a_warning() -> None:
+    lazy = deferred_init(nn.Linear, 3, 3)
+    with pytest.warns(DeferredInitWarning, match=r"keys model\.weight, weigth name no"):
+        materialize(lazy, state_dict={"weigth": torch.ones(3, 3),
+                                      "model.weight": torch.ones(3, 3),
+                                      "bias": torch.ones(3)})
+    assert torch.equal(lazy.bias, torch.ones(3))
+
+
+@pytest.mark.filterwarnings("ignore:Casting complex values to real")
+def test_complex_parameters_are_cast_like_module_to() -> None:
+    class Spectral(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.filter = nn.Parameter(torch.randn(4, dtype=torch.complex64))
+            self.lin = nn.Linear(2, 2)
+
+    torch.manual_seed(SEED)
+    eager = Spectral().to(torch.float64)  # keeps the real part, as torch warns
+    torch.manual_seed(SEED)
+    lazy = materialize(deferred_init(Spectral), dtype=torch.float64)
+    for name, t in tensors(eager).items():
+        assert tensors(lazy)[name].dtype == t.dtype, name
+        assert torch.equal(tensors(lazy)[name], t), name
+
+
 def test_checkpoint_in_another_dtype_is_cast_like_load_then_to() -> None:
     torch.manual_seed(5)
     source = {k: v.to(torch.float16) for k, v in GPT().state_dict().items()}

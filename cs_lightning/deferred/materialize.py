@@ -6,6 +6,7 @@ import bisect
 import gc
 import os
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,11 @@ from cs_lightning.errors import DeferredInitWarning
 _MODES = ("exact", "independent")
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 _RNG = ("eager", "fast")
+# Start addresses of checkpoint storages adopted without a copy, each with the module that
+# holds it: adopting one again (a second model from the same checkpoint, or a tied
+# checkpoint loaded into untied weights) would make two tensors share memory that eager
+# loading gives each its own, so those are copied.
+_ADOPTED: weakref.WeakValueDictionary[int, nn.Module] = weakref.WeakValueDictionary()
 
 
 @dataclass
@@ -64,9 +70,11 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
         state_dict: values by ``module.state_dict()`` key (a ``torch.load(mmap=True)``
             result works). Tensors found there are never initialized: they are read
             straight into place, exactly as eager construction followed by
-            ``load_state_dict(strict=False)``. A memory-mapped (private, copy-on-write)
-            tensor that already has the final device and dtype is adopted without a
-            copy, so it shares memory with ``state_dict`` afterwards.
+            ``load_state_dict(strict=False)``; keys that name no parameter or
+            persistent buffer are reported in a warning. A memory-mapped (private,
+            copy-on-write) tensor that already has the final device, dtype and strides
+            is adopted without a copy, so it shares memory with ``state_dict``
+            afterwards (each storage by one module tensor only; others get copies).
         mode: ``"exact"``: bit-identical to eager construction, including the global
             RNG state afterwards. The replay draws from the global generator as it is
             now, so draw no random numbers between recording and materialize (a
@@ -87,15 +95,21 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             afterwards differs.
     """
     device, dtype = _check(device, dtype, state_dict, mode, rng)
+    state_dict = state_dict or {}
     with recording_paused(), torch.no_grad():
-        slots = _slots(module, state_dict or {})
-        deferred = _deferred(slots, state_dict or {})
+        slots = _slots(module, state_dict)
+        _warn_unexpected(slots, state_dict)
+        deferred = _deferred(slots, state_dict)
         finals: dict[int, torch.Tensor] = {}
+        mapped = _FileMappings()
         for k, (session, group) in enumerate(_by_session(deferred)):
             if mode == "exact" and k == 0:  # later sessions draw after the earlier ones
                 _warn_if_rng_moved(session)
-            finals.update(_materialize_session(session, group, device, dtype, mode, rng))
-        _assign(slots, finals, device, dtype, state_dict or {})
+            finals.update(_materialize_session(session, group, device, dtype, mode, rng,
+                                               mapped))
+        _assign(slots, finals, device, dtype, state_dict)
+        for address in mapped.adopted:
+            _ADOPTED[address] = module
     return module
 
 
@@ -148,6 +162,19 @@ def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_S
     return slots
 
 
+def _warn_unexpected(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Keys load_state_dict(strict=False) would return as unexpected: never silently unused."""
+    unexpected = sorted(set(state_dict) - {s.fqn for s in slots if s.in_state_dict})
+    if unexpected:
+        shown = ", ".join(unexpected[:5]) + (f" and {len(unexpected) - 5} more"
+                                              if len(unexpected) > 5 else "")
+        warnings.warn(
+            f"materialize: state_dict keys {shown} name no parameter or persistent buffer "
+            "of the module; they were not loaded. Rename them to the module's "
+            "state_dict() keys (check the prefix) or drop them.", DeferredInitWarning,
+            stacklevel=3)
+
+
 def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> list[_Deferred]:
     found: dict[int, _Deferred] = {}
     for slot in slots:
@@ -172,7 +199,7 @@ def _by_session(deferred: list[_Deferred]) -> list[tuple[Session, list[_Deferred
 
 def _materialize_session(session: Session, group: list[_Deferred],
                          device: torch.device | None, dtype: torch.dtype | None,
-                         mode: str, rng: str) -> dict[int, torch.Tensor]:
+                         mode: str, rng: str, mapped: _FileMappings) -> dict[int, torch.Tensor]:
     by_sid: dict[int, list[_Deferred]] = {}
     for entry in group:
         by_sid.setdefault(entry.ref.sid, []).append(entry)
@@ -185,7 +212,6 @@ def _materialize_session(session: Session, group: list[_Deferred],
     targets = {sid for sid, entries in by_sid.items()
                if any(e.source is None for e in entries)}
     finals: dict[int, torch.Tensor] = {}
-    mapped = _FileMappings()
     for sid in set(by_sid) - targets:  # wholly provided by the state_dict
         for e in by_sid[sid]:
             finals[id(e.fake)] = _from_checkpoint(e, session, device, dtype, mapped)
@@ -241,12 +267,19 @@ def _warn_if_rng_moved(session: Session) -> None:
 
 def _final(view: torch.Tensor, device: torch.device | None,
            dtype: torch.dtype | None) -> torch.Tensor:
-    target = dtype if dtype is not None and view.is_floating_point() else view.dtype
+    target = _cast_to(dtype, view.dtype)
     if (device is not None and view.device != device) or view.dtype != target:
         return view.to(device=device, dtype=target)
     # The same memory as a tensor of its own (not a view of the flat replay storage).
     own = torch.empty(0, dtype=view.dtype, device=view.device)
     return own.set_(view.untyped_storage(), view.storage_offset(), view.size(), view.stride())
+
+
+def _cast_to(dtype: torch.dtype | None, recorded: torch.dtype) -> torch.dtype:
+    """The dtype ``Module.to(dtype)`` gives a tensor: floating and complex ones are cast."""
+    if dtype is not None and (recorded.is_floating_point or recorded.is_complex):
+        return dtype
+    return recorded
 
 
 def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | None,
@@ -255,10 +288,10 @@ def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | 
     source, ref = entry.source, entry.ref
     assert source is not None
     recorded = ref.dtype
-    target = dtype if dtype is not None and recorded.is_floating_point else recorded
+    target = _cast_to(dtype, recorded)
     where = device if device is not None else session.storages[ref.sid].device
     if (source.dtype == target and source.device == where and not source.requires_grad
-            and mapped.holds(source)):
+            and tuple(source.stride()) == ref.stride and mapped.adopt(source)):
         return source.detach()
     value = source if source.dtype == recorded else source.to(recorded)  # copy_'s cast
     out = torch.empty_strided(ref.size, ref.stride, dtype=target, device=where)
@@ -270,17 +303,25 @@ class _FileMappings:
 
     def __init__(self) -> None:
         self._ranges: list[tuple[int, int]] | None = None
+        self.adopted: set[int] = set()  # storages adopted by this materialize
 
-    def holds(self, tensor: torch.Tensor) -> bool:
-        """Whether the tensor's memory lies inside one private file mapping."""
-        if tensor.device.type != "cpu":
+    def adopt(self, tensor: torch.Tensor) -> bool:
+        """Whether the tensor can be used in place: it fills a storage of its own inside a
+        private file mapping that no other module tensor uses."""
+        storage = tensor.untyped_storage()
+        start = storage.data_ptr()
+        if (tensor.device.type != "cpu" or start in self.adopted or start in _ADOPTED
+                or tensor.storage_offset() != 0
+                or tensor.numel() * tensor.element_size() != storage.nbytes()):
             return False
         if self._ranges is None:
             self._ranges = _private_file_ranges()
-        start = tensor.untyped_storage().data_ptr()
-        end = start + tensor.untyped_storage().nbytes()
+        end = start + storage.nbytes()
         k = bisect.bisect_right(self._ranges, (start, float("inf"))) - 1
-        return k >= 0 and self._ranges[k][0] <= start and end <= self._ranges[k][1]
+        if k >= 0 and self._ranges[k][0] <= start and end <= self._ranges[k][1]:
+            self.adopted.add(start)
+            return True
+        return False
 
 
 def _private_file_ranges() -> list[tuple[int, int]]:
@@ -320,7 +361,7 @@ def _update_real(slot: _Slot, device: torch.device | None, dtype: torch.dtype | 
     t = slot.tensor
     if slot.in_state_dict and slot.fqn in state_dict:
         t.copy_(state_dict[slot.fqn])
-    target = dtype if dtype is not None and t.is_floating_point() else t.dtype
+    target = _cast_to(dtype, t.dtype)
     if (device is None or t.device == device) and t.dtype == target:
         return
     moved = t.to(device=device, dtype=target)
