@@ -265,6 +265,30 @@ def test_lightning_project_trains_under_csx_with_torchs_rates(case):
                                rtol=1e-6, atol=1e-6 * expected.abs().max())
 
 
+def test_a_checkpoint_written_before_the_switch_to_csx_resumes(tmp_path):
+    import lightning.pytorch as pl
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    import cs_lightning  # noqa: F401  registers "csx"
+
+    class Project(BoringModel):
+        def configure_optimizers(self):
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            return [optimizer], [{"scheduler": L.StepLR(optimizer, step_size=2, gamma=0.5), "interval": "step"}]
+
+    def trainer(strategy, steps):
+        return pl.Trainer(strategy=strategy, max_steps=steps, logger=False, default_root_dir=tmp_path,
+                          enable_progress_bar=False, enable_model_summary=False)
+
+    before = trainer("auto", 5)
+    before.fit(Project())
+    before.save_checkpoint(tmp_path / "auto.ckpt")
+    after = trainer("csx", 8)
+    after.fit(Project(), ckpt_path=tmp_path / "auto.ckpt")
+    assert isinstance(after.lr_scheduler_configs[0].scheduler, cs.StepLR)
+    assert after.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** 4, rel=1e-6)
+
+
 def test_strict_csx_stops_on_a_scheduler_without_closed_form():
     import lightning.pytorch as pl
     from lightning.pytorch.demos.boring_classes import BoringModel
