@@ -135,6 +135,10 @@ NOT_CONVERTIBLE = {
     "python-only lambda": (lambda o: L.LambdaLR(o, lambda k: 1.0 if k < 10 else 0.1), "tensor of steps"),
     "math on a step": (lambda o: L.LambdaLR(o, lambda k: math.exp(-k / 100)), "tensor of steps"),
     "step-dependent factor": (lambda o: L.MultiplicativeLR(o, lambda k: 1 - 1e-4 * k), "changes with the step"),
+    "factor changing after the probed steps": (
+        lambda o: L.MultiplicativeLR(o, lambda k: torch.where(torch.as_tensor(k) < 1000, 0.99, 0.9)),
+        "changes with the step"),
+    "factor reducing the steps": (lambda o: L.MultiplicativeLR(o, lambda k: 0.9 ** (k.max() > 5)), "tensor of steps"),
     "OneCycleLR cycling momentum": (lambda o: L.OneCycleLR(o, max_lr=0.1, total_steps=100), "cycle_momentum"),
     "CyclicLR cycling momentum": (lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1), "cycle_momentum"),
     "custom scale_fn": (lambda o: L.CyclicLR(o, 0.01, 0.1, scale_fn=lambda c: 0.5 ** c, cycle_momentum=False),

@@ -197,18 +197,20 @@ def _lambda(s: torch_lr.LambdaLR) -> _Plan:
 
 
 def _multiplicative(s: torch_lr.MultiplicativeLR) -> _Plan:
+    """A constant factor only: one value for a whole tensor of steps (a function that ignores
+    the step), the same one each step gets alone. A factor computed from the step tensor
+    could change at any later step, which no probe can rule out."""
     factor = _same_function(s.lr_lambdas)
-    steps = torch.arange(1, _PROBE_STEPS + 1)
     try:
-        on_tensor = torch.as_tensor(factor(steps), dtype=torch.float64).expand(steps.shape)
+        on_tensor = torch.as_tensor(factor(torch.arange(1, _PROBE_STEPS + 1)), dtype=torch.float64)
+        on_ints = [float(factor(k)) for k in range(1, _PROBE_STEPS + 1)]
     except Exception as err:  # any failure means: a Python-only function
         raise NotConvertible(f"its lr_lambda does not work on a tensor of steps ({err})") from None
-    on_ints = torch.tensor([float(factor(int(k))) for k in steps], dtype=torch.float64)
-    if not (torch.equal(on_tensor, on_ints) and bool((on_ints == on_ints[0]).all())):
+    if on_tensor.ndim or any(value != float(on_tensor) for value in on_ints):
         raise NotConvertible("its factor changes with the step, and a running product of "
                              "step-dependent factors has no closed form; use LambdaLR with the "
                              "product written out")
-    return _plain("ExponentialLR", s, lambda b: _geometric(b, float(on_ints[0])))
+    return _plain("ExponentialLR", s, lambda b: _geometric(b, on_ints[0]))
 
 
 def _no_momentum_cycling(s: Any) -> None:
