@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO
 from cs_lightning.schedulers import (
+    ChainedScheduler,
     ClosedFormError,
     ConstantLR,
     CosineDecayLR,
@@ -355,6 +356,19 @@ def test_changing_a_child_argument_reaches_the_parent():
     warmup.end_learning_rate = 2.0
     sequence.step()
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.4)
+
+
+def test_a_chain_reads_its_childrens_initial_values_when_it_evaluates():
+    """As cerebras.pytorch's ChainedScheduler: a later child's initial value is read live."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    decay = LinearLR(optimizer, 1.0, 0.5, 10)
+    chain = ChainedScheduler([ConstantLR(optimizer, 0.2), decay])
+    state = chain.state_dict()
+    decay.initial_learning_rate, decay.end_learning_rate = 2.0, 1.0  # the same relative decay
+    assert chain.values([0, 10])[:, 0].tolist() == pytest.approx([0.2, 0.1])
+    state["schedulers"][1].update(initial_learning_rate=4.0, end_learning_rate=1.0)
+    chain.load_state_dict(state)
+    assert chain.values([0, 10])[:, 0].tolist() == pytest.approx([0.2, 0.05])
 
 
 class LongFailsLR(LRScheduler):

@@ -118,7 +118,8 @@ class _Chained(_Composite):
 
     def __init__(self, schedulers: Sequence[Scheduler], param_group_tags: Tags = None) -> None:
         self.schedulers = _scheduler_list(type(self).__name__, "schedulers", schedulers)
-        self._bases = [_initial_value(self, child) for child in self.schedulers[1:]]
+        for child in self.schedulers[1:]:
+            _initial_value(self, child)  # fail now on a child that starts at 0
         super().__init__(self.schedulers[0].optimizer, param_group_tags=param_group_tags)
 
     def _children(self) -> tuple[str, list[Scheduler]]:
@@ -127,8 +128,8 @@ class _Chained(_Composite):
     def _get_closed_form(self) -> Tensor:
         k = self.last_epoch
         value = self.schedulers[0]._closed_form_at(k)
-        for child, base in zip(self.schedulers[1:], self._bases):
-            value = torch.mul(value, torch.div(child._closed_form_at(k), base))
+        for child in self.schedulers[1:]:  # initial values read now: a child's arguments may change
+            value = torch.mul(value, torch.div(child._closed_form_at(k), _initial_value(self, child)))
         return value
 
 
