@@ -381,6 +381,50 @@ def test_unused_checkpoint_keys_are_named_in_a_warning() -> None:
     assert torch.equal(lazy.bias, torch.ones(3))
 
 
+class ScalesOnLoad(nn.Module):
+    """Loads in its own way: a pre-hook rewrites a key, extra state, a lazy layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.lazy = nn.LazyLinear(2)
+        self.steps = 0
+        self._register_load_state_dict_pre_hook(self._upgrade)
+
+    @staticmethod
+    def _upgrade(state_dict, prefix, *args) -> None:
+        if prefix + "old_weight" in state_dict:
+            state_dict[prefix + "lin.weight"] = 2 * state_dict.pop(prefix + "old_weight")
+
+    def get_extra_state(self) -> dict:
+        return {"steps": self.steps}
+
+    def set_extra_state(self, state: dict) -> None:
+        self.steps = state["steps"]
+
+
+def test_modules_that_load_in_their_own_way_are_loaded_by_load_state_dict() -> None:
+    checkpoint = {"old_weight": torch.ones(3, 3), "lazy.weight": torch.ones(2, 5),
+                  "lazy.bias": torch.zeros(2),
+                  "_extra_state": {"steps": 7}}
+    torch.manual_seed(SEED)
+    eager = ScalesOnLoad()
+    eager.load_state_dict(checkpoint, strict=False)
+    eager = eager.to(torch.bfloat16)
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    with pytest.warns(DeferredInitWarning, match=r"root module \(ScalesOnLoad\), with load"):
+        lazy = materialize(deferred_init(ScalesOnLoad), dtype=torch.bfloat16,
+                           state_dict=checkpoint)
+    assert lazy.steps == 7
+    assert torch.equal(lazy.lin.weight, torch.full((3, 3), 2.0, dtype=torch.bfloat16))
+    for name, t in tensors(eager).items():
+        assert tensors(lazy)[name].dtype == t.dtype, name
+        assert torch.equal(tensors(lazy)[name], t), name
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+    assert "old_weight" in checkpoint  # the caller's mapping is not changed
+
+
 @pytest.mark.filterwarnings("ignore:Casting complex values to real")
 def test_complex_parameters_are_cast_like_module_to() -> None:
     class Spectral(nn.Module):

@@ -7,12 +7,14 @@ import gc
 import os
 import warnings
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules.batchnorm import _NormBase
+from torch.nn.modules.instancenorm import _InstanceNorm
 
 from cs_lightning.deferred.independent import replay_independent
 from cs_lightning.deferred.recorder import DeferredTensor, Ref, Session, recording_paused
@@ -27,6 +29,10 @@ _RNG = ("eager", "fast")
 # checkpoint loaded into untied weights) would make two tensors share memory that eager
 # loading gives each its own, so those are copied.
 _ADOPTED: weakref.WeakValueDictionary[int, nn.Module] = weakref.WeakValueDictionary()
+# _load_from_state_dict overrides that only handle old checkpoint versions: copying the
+# tensors into place gives what they give.
+_PLAIN_LOADING = {nn.Module._load_from_state_dict, _NormBase._load_from_state_dict,
+                  _InstanceNorm._load_from_state_dict}
 
 
 @dataclass
@@ -75,6 +81,9 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             copy-on-write) tensor that already has the final device, dtype and strides
             is adopted without a copy, so it shares memory with ``state_dict``
             afterwards (each storage by one module tensor only; others get copies).
+            A module that loads in its own way (load_state_dict hooks, its own
+            ``_load_from_state_dict`` or ``set_extra_state``) is initialized in full
+            and then loaded with ``load_state_dict``, with a warning naming it.
         mode: ``"exact"``: bit-identical to eager construction, including the global
             RNG state afterwards. The replay draws from the global generator as it is
             now, so draw no random numbers between recording and materialize (a
@@ -96,9 +105,18 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
     """
     device, dtype = _check(device, dtype, state_dict, mode, rng)
     state_dict = state_dict or {}
+    custom = _custom_loading(module, state_dict)
+    if custom is not None:
+        warnings.warn(
+            f"materialize: {custom} loads a state_dict in its own way, so the module is "
+            "initialized in full and then loaded with load_state_dict, as eager does "
+            "(no time saved on the checkpoint).", DeferredInitWarning, stacklevel=2)
+        materialize(module, device, mode=mode)
+        _warn_unused(module.load_state_dict(state_dict, strict=False).unexpected_keys)
+        return materialize(module, device, dtype)
     with recording_paused(), torch.no_grad():
         slots = _slots(module, state_dict)
-        _warn_unexpected(slots, state_dict)
+        _warn_unused(set(state_dict) - {s.fqn for s in slots if s.in_state_dict})
         deferred = _deferred(slots, state_dict)
         finals: dict[int, torch.Tensor] = {}
         mapped = _FileMappings()
@@ -162,10 +180,32 @@ def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_S
     return slots
 
 
-def _warn_unexpected(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> None:
+def _custom_loading(module: nn.Module, state_dict: Mapping[str, Any]) -> str | None:
+    """The first submodule given state_dict keys whose loading is more than copying them
+    into place, as ``"path (why)"``; None if there is none."""
+    if not state_dict:
+        return None
+    given = {""}  # every module path that some key lies under
+    for key in state_dict:
+        parts = key.split(".")
+        given.update(".".join(parts[:k]) for k in range(1, len(parts)))
+    for path, mod in module.named_modules():
+        if path not in given:
+            continue
+        name = f"{path or 'the root module'} ({type(mod).__name__})"
+        if mod._load_state_dict_pre_hooks or mod._load_state_dict_post_hooks:
+            return f"{name}, with load_state_dict hooks,"
+        if type(mod)._load_from_state_dict not in _PLAIN_LOADING:
+            return f"{name}, with its own _load_from_state_dict,"
+        if (f"{path}." if path else "") + "_extra_state" in state_dict:
+            return f"{name}, with extra state,"
+    return None
+
+
+def _warn_unused(keys: Collection[str]) -> None:
     """Keys load_state_dict(strict=False) would return as unexpected: never silently unused."""
-    unexpected = sorted(set(state_dict) - {s.fqn for s in slots if s.in_state_dict})
-    if unexpected:
+    if keys:
+        unexpected = sorted(keys)
         shown = ", ".join(unexpected[:5]) + (f" and {len(unexpected) - 5} more"
                                               if len(unexpected) > 5 else "")
         warnings.warn(
