@@ -59,7 +59,7 @@ def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     """One YAML config file as a dict (jsonargparse's loader: `3e-4` is a float)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(key, f"file {str(path)!r} does not exist; fix: check the path")
+        raise ConfigError(key, f"{str(path)!r} is not a file; fix: check the path")
     try:
         data = get_loader("yaml")(path.read_text())
     except yaml.YAMLError as err:
@@ -67,10 +67,10 @@ def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(key, f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
                           "fix: correct the YAML syntax there") from None
-    if data is None:
-        return {}
     if not isinstance(data, dict):
-        raise ConfigError(key, f"{str(path)!r} holds {type(data).__name__}, not a mapping of keys")
+        what = "nothing" if data is None else type(data).__name__
+        raise ConfigError(key, f"{str(path)!r} holds {what}, not a mapping of keys; "
+                          "fix: write top-level keys such as model:, trainer:, optimizer:")
     return data
 
 

@@ -226,6 +226,17 @@ def test_missing_config_file_is_one_line(tmp_path: Path, capfd) -> None:
 
 
 @pytest.mark.parametrize("command", ["fit", "schedule"])
+@pytest.mark.parametrize(("text", "holds"), [("", "nothing"), ("- 1\n", "list")])
+def test_a_config_that_is_not_a_mapping_is_one_line(command: str, text: str, holds: str, tmp_path: Path,
+                                                    capfd) -> None:
+    (tmp_path / "run.yaml").write_text(text)
+    assert main([command, "--config", "run.yaml"]) == 2
+    out, err = capfd.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert re.match(rf"cs-lightning: error: config(\[0\])?: 'run.yaml' holds {holds}, not a mapping of keys; fix: ", err)
+
+
+@pytest.mark.parametrize("command", ["fit", "schedule"])
 def test_yaml_syntax_error_is_one_line_with_its_position(command: str, tmp_path: Path, capfd) -> None:
     (tmp_path / "run.yaml").write_text("model: {class_path: x\ntrainer: [1,\n")
     assert main([command, "--config", "run.yaml"]) == 2
