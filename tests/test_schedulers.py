@@ -99,6 +99,17 @@ def test_resume_equals_uninterrupted(index, k, more):
     assert _same(_stepped(resumed, fresh_optimizer, more + 1), expected)
 
 
+def test_numpy_integers_are_saved_as_ints():
+    import numpy as np
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    scheduler = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, np.int64(10)),
+                                         ConstantLR(optimizer, 1.0)], np.array([10]))
+    buffer = io.BytesIO()
+    torch.save(scheduler.state_dict(), buffer)
+    buffer.seek(0)
+    assert torch.load(buffer, weights_only=True)["schedulers"][0]["total_iters"] == 10
+
+
 def test_values_are_side_effect_free():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=1.0)
     scheduler = LinearLR(optimizer, 0.0, 1.0, 10)

@@ -167,9 +167,9 @@ class Scheduler(_TorchLRScheduler):
             raise TypeError(f"{owner}: subclass LRScheduler or WeightDecayScheduler, not Scheduler")
         if not _has_closed_form(type(self)):
             raise TypeError(f"{owner}: override _get_closed_form() (torch ops on self.last_epoch)")
-        if total_iters is not None:
-            _checks.integer(owner, "total_iters", total_iters, 1)
-        _checks.integer(owner, "last_epoch", last_epoch, -1)
+        if total_iters is not None:  # an int, not a numpy one: state dicts load with weights_only
+            total_iters = _checks.integer(owner, "total_iters", total_iters, 1)
+        last_epoch = _checks.integer(owner, "last_epoch", last_epoch, -1)
         self.optimizer = optimizer
         self.total_iters = total_iters
         self.param_group_tags = _tag_set(owner, param_group_tags)
