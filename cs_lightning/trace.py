@@ -114,7 +114,12 @@ def _captured_forward(
     forward: Callable[..., Any], backend: str | Callable[..., Any], fullgraph: bool, timer: _FirstCallTimer
 ) -> Callable[..., Any]:
     inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
-    compiled = torch.compile(forward, backend=_no_host_reads(inner) if fullgraph else inner, fullgraph=fullgraph)
+    # Static, as a CS-X graph: with automatic dynamic shapes, a float attribute seen before with
+    # another value (Dropout's p, even in an earlier model of the same code) becomes a graph input
+    # read back with `.item()`, which the host-read check would blame on the user.
+    compiled = torch.compile(
+        forward, backend=_no_host_reads(inner) if fullgraph else inner, fullgraph=fullgraph, dynamic=False
+    )
 
     def capturing_forward(*args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():  # nested in a captured call: part of the outer graph
