@@ -132,7 +132,11 @@ def _captured_forward(
                     raise error.inner_exception from None
                 raise
             except torch._dynamo.exc.TorchDynamoException as error:
-                raise GraphBreakError(_explain(error)) from error
+                failure = error
+        # A plain bug (a shape mismatch, the user's own raise) fails under TorchDynamo too: run
+        # eagerly so it surfaces as the user's own error, as it would without the check.
+        forward(*args, **kwargs)
+        raise GraphBreakError(_explain(failure)) from failure
 
     return capturing_forward
 

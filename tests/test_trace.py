@@ -149,3 +149,19 @@ def test_a_float_attribute_changed_since_an_earlier_capture_is_not_taken_for_a_h
         with captured([model]):
             out = model(torch.randn(2, 4))
         assert out.shape == (2, 4)
+
+
+class ShapeBug(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x[:, :3])
+
+
+def test_a_bug_in_forward_surfaces_as_its_own_error_not_as_a_graph_break() -> None:
+    model = ShapeBug()
+    with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied") as error, captured([model]):
+        model(torch.randn(2, 4))
+    assert not isinstance(error.value, GraphBreakError)
