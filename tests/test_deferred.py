@@ -806,12 +806,42 @@ def test_deferred_init_falls_back_to_eager_with_a_warning() -> None:
             WritesOutside()
 
 
+class SeedsInside(nn.Module):
+    def __init__(self, setter: str) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        if setter == "manual_seed":
+            torch.manual_seed(42)
+            self.b = nn.Linear(3, 3)
+        else:  # fork_rng puts back a state read before a's draws happened
+            with torch.random.fork_rng():
+                self.b = nn.Linear(3, 3)
+        self.c = nn.Linear(3, 3)
+
+
+@pytest.mark.parametrize("setter", ["manual_seed", "fork_rng"])
+def test_setting_the_generator_in_a_constructor_falls_back_to_eager(setter) -> None:
+    torch.manual_seed(SEED)
+    eager = SeedsInside(setter)
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    with pytest.warns(DeferredInitWarning, match=r"SeedsInside.__init__ .*Falling back"):
+        lazy = deferred_init(SeedsInside, setter)
+    assert not is_deferred(lazy)
+    for name, t in tensors(eager).items():
+        assert torch.equal(tensors(lazy)[name], t), name
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+
+
 def test_recording_restores_global_state_on_error() -> None:
+    hooked = (nn.init.trunc_normal_, torch.manual_seed, torch.random.set_rng_state)
     with pytest.raises(ZeroDivisionError):
         with recording():
             nn.Linear(2, 2)
+            assert torch.manual_seed is not hooked[1]
             1 / 0
-    assert not hasattr(nn.init.trunc_normal_, "__wrapped__")  # the recording hook is gone
+    # the recording hooks are gone
+    assert (nn.init.trunc_normal_, torch.manual_seed, torch.random.set_rng_state) == hooked
     torch.manual_seed(SEED)
     layer = nn.Linear(2, 2)
     assert not is_deferred(layer)

@@ -29,8 +29,9 @@ Limits, each reported rather than hidden:
 * A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop)
   makes everything recorded so far run eagerly, with a warning naming the constructor;
   the values stay eager's. ``nn.init.trunc_normal_`` is recorded as one call instead.
-* Writing random numbers into a tensor created outside the recording, or an in-place
-  op without a meta kernel, cannot be deferred: ``recording()`` raises
+* Writing random numbers into a tensor created outside the recording, setting the
+  global generator (``torch.manual_seed``, ``fork_rng``) inside the constructor, or an
+  in-place op without a meta kernel, cannot be deferred: ``recording()`` raises
   :class:`~cs_lightning.errors.DeferredInitError` naming the constructor, and
   ``deferred_init`` falls back to eager construction with a warning.
 * Bit-identity is tested on the CPU; on other devices replay runs the same ops there,

@@ -20,6 +20,7 @@ import itertools
 import math
 import random
 import sys
+import sysconfig
 import threading
 import warnings
 import weakref
@@ -55,6 +56,7 @@ _METADATA_QUERIES = {aten._has_compatible_shallow_copy_type.default,
 _CONST_COPY_BYTES = 1 << 20
 _HERE = str(Path(__file__).resolve().parent)
 _TORCH = str(Path(torch.__file__).resolve().parent)
+_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,7 @@ def constructor_site() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         file = frame.f_code.co_filename
-        if site is None and not file.startswith((_HERE, _TORCH)):
+        if site is None and not file.startswith((_HERE, _TORCH, _STDLIB)):
             site = f"{file}:{frame.f_lineno}"
         owner = frame.f_locals.get("self")
         name = frame.f_code.co_name
@@ -487,7 +489,8 @@ class Session:
             "constructor to keep the whole model deferred.", DeferredInitWarning,
             stacklevel=4)
         keep = {self.ref(f).sid for f in list(self.alive)}
-        replay_exact(self, set(), keep, None, True, lambda sid, executor: None)
+        with recording_paused():
+            replay_exact(self, set(), keep, None, True, lambda sid, executor: None)
 
     def record_call(self, func: Callable[..., Any], tensor: DeferredTensor, args: tuple,
                     kwargs: dict) -> DeferredTensor:
@@ -535,15 +538,30 @@ def current_session() -> Session | None:
     return getattr(_state, "session", None)
 
 
+def _recording_user_code() -> Session | None:
+    """The session, if this thread is recording and not running replay or materialize."""
+    return None if getattr(_state, "paused", False) else current_session()
+
+
 @contextlib.contextmanager
 def recording_paused() -> Iterator[None]:
     """Run real ops inside a recording (replay, values read by a constructor)."""
-    with _disable_current_modes():
-        yield
+    paused = getattr(_state, "paused", False)
+    _state.paused = True
+    try:
+        with _disable_current_modes():
+            yield
+    finally:
+        _state.paused = paused
 
 
 # Init functions whose Python loops on random values; recorded as one call each.
 _WHOLE_CALLS = [(torch.nn.init, "trunc_normal_")]
+# Setters of the global CPU generator: the draws recorded before them happen only at
+# materialize, so a state set (or restored, as fork_rng does) now cannot be replayed.
+_RNG_SETTERS = [(torch, "manual_seed"), (torch.random, "manual_seed"), (torch, "seed"),
+                (torch.random, "seed"), (torch, "set_rng_state"),
+                (torch.random, "set_rng_state")]
 _patch_lock = threading.Lock()
 _patch_users = 0
 
@@ -560,14 +578,30 @@ def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def _refused_setter(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _recording_user_code() is not None:
+            raise DeferredInitError(
+                f"torch.{original.__name__} in {constructor_site()}: the random numbers "
+                "recorded so far are drawn only at materialize, so setting the global "
+                "generator here cannot be replayed. Seed before deferred_init/recording.")
+        return original(*args, **kwargs)
+
+    return call
+
+
 @contextlib.contextmanager
-def _whole_calls_recorded() -> Iterator[None]:
-    """Swap the data-dependent init functions for recording wrappers, process-wide."""
+def _patched() -> Iterator[None]:
+    """Swap in the recording wrappers (init functions, generator setters), process-wide;
+    each acts only on the thread that records."""
     global _patch_users
+    patches = [(owner, name, _recorded_call) for owner, name in _WHOLE_CALLS]
+    patches += [(owner, name, _refused_setter) for owner, name in _RNG_SETTERS]
     with _patch_lock:
         if _patch_users == 0:
-            for owner, name in _WHOLE_CALLS:
-                setattr(owner, name, _recorded_call(getattr(owner, name)))
+            for owner, name, wrap in patches:
+                setattr(owner, name, wrap(getattr(owner, name)))
         _patch_users += 1
     try:
         yield
@@ -575,7 +609,7 @@ def _whole_calls_recorded() -> Iterator[None]:
         with _patch_lock:
             _patch_users -= 1
             if _patch_users == 0:
-                for owner, name in _WHOLE_CALLS:
+                for owner, name, _ in patches:
                     setattr(owner, name, getattr(owner, name).__wrapped__)
 
 
@@ -593,7 +627,7 @@ def recording() -> Iterator[None]:
     session = Session()
     _state.session = session
     try:
-        with _whole_calls_recorded(), _RecordingMode(session):
+        with _patched(), _RecordingMode(session):
             yield
     finally:
         session.active = False
