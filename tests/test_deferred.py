@@ -286,6 +286,22 @@ def test_config_object_model_with_post_init_and_tied_embeddings() -> None:
     assert lazy.lm_head.weight is lazy.embed_tokens.weight
 
 
+def test_attributes_set_on_parameters_and_buffers_are_kept() -> None:
+    class Flags(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.lin.bias.no_weight_decay = True
+            self.register_buffer("steps", torch.zeros(()))
+            self.steps.reset_each_epoch = "yes"
+
+    eager, lazy = assert_identical(Flags)
+    assert lazy.lin.bias.no_weight_decay is True
+    assert lazy.steps.reset_each_epoch == "yes"
+    assert not hasattr(lazy.lin.weight, "no_weight_decay")
+    assert not hasattr(lazy.lin.bias, "_cs_session")
+
+
 def test_in_place_init_of_a_slice() -> None:
     assert_identical(SliceInit)
 

@@ -389,6 +389,9 @@ def _assign(slots: list[_Slot], finals: dict[int, torch.Tensor], device: torch.d
             _update_real(slot, device, dtype, state_dict)
             continue
         value = params.get(id(t), finals[id(t)])  # other references get the Parameter too
+        # attributes the constructor set on it, e.g. a no-weight-decay flag
+        value.__dict__.update((k, v) for k, v in vars(t).items()
+                              if k not in ("_cs_session", "_is_param"))
         if slot.kind == "item":
             getattr(slot.owner, slot.name)[slot.key] = value
         else:
