@@ -48,14 +48,19 @@ def eager_and_deferred(build: Callable[[], nn.Module], seed: int = SEED, **optio
     return (eager, eager_rng), (lazy, torch.get_rng_state())
 
 
-def assert_identical(build: Callable[[], nn.Module], seed: int = SEED,
-                     **options) -> tuple[nn.Module, nn.Module]:
-    (eager, eager_rng), (lazy, lazy_rng) = eager_and_deferred(build, seed, **options)
-    want, got = tensors(eager), tensors(lazy)
+def assert_same(expected: nn.Module, actual: nn.Module) -> None:
+    """The same names, dtypes and values (torch.equal) for every parameter and buffer."""
+    want, got = tensors(expected), tensors(actual)
     assert want.keys() == got.keys()
     for name in want:
         assert got[name].dtype == want[name].dtype, name
         assert torch.equal(got[name], want[name]), name
+
+
+def assert_identical(build: Callable[[], nn.Module], seed: int = SEED,
+                     **options) -> tuple[nn.Module, nn.Module]:
+    (eager, eager_rng), (lazy, lazy_rng) = eager_and_deferred(build, seed, **options)
+    assert_same(eager, lazy)
     assert torch.equal(lazy_rng, eager_rng), "global RNG state differs from eager"
     return eager, lazy
 
@@ -268,8 +273,7 @@ def test_lazy_modules_initialize_on_first_call_as_eager() -> None:
     eager(torch.ones(1, 5))
     torch.manual_seed(SEED)
     lazy = build_and_call()
-    for name, t in tensors(eager).items():
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
 
 
 def test_gpt_with_apply_init_weights_tied_head_and_rotary_tables() -> None:
@@ -320,9 +324,8 @@ def test_bfloat16_equals_eager_then_cast() -> None:
     want_rng = torch.get_rng_state()
     torch.manual_seed(SEED)
     got = materialize(deferred_init(GPT), dtype=torch.bfloat16)
-    for name, t in tensors(want).items():
-        assert tensors(got)[name].dtype == t.dtype == torch.bfloat16
-        assert torch.equal(tensors(got)[name], t), name
+    assert_same(want, got)
+    assert {t.dtype for t in got.parameters()} == {torch.bfloat16}
     assert torch.equal(torch.get_rng_state(), want_rng)
     assert got.head.weight is got.wte.weight
 
@@ -339,8 +342,7 @@ def test_partial_checkpoint_equals_eager_plus_load_state_dict(tmp_path) -> None:
     eager_rng = torch.get_rng_state()
     torch.manual_seed(SEED)
     lazy = materialize(deferred_init(GPT), state_dict=checkpoint)
-    for name, t in tensors(eager).items():
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
     assert torch.equal(torch.get_rng_state(), eager_rng)
     # read straight into place: the module uses the memory-mapped tensor itself
     block = lazy.blocks[0].qkv.weight
@@ -355,8 +357,7 @@ def test_one_key_of_a_tied_pair_loads_both_as_eager() -> None:
     torch.manual_seed(SEED)
     lazy = materialize(deferred_init(GPT), state_dict=checkpoint)
     assert lazy.wte.weight is lazy.head.weight
-    for name, t in tensors(eager).items():
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
 
 
 class TwoHeads(nn.Module):
@@ -434,9 +435,7 @@ def test_modules_that_load_in_their_own_way_are_loaded_by_load_state_dict() -> N
                            state_dict=checkpoint)
     assert lazy.steps == 7
     assert torch.equal(lazy.lin.weight, torch.full((3, 3), 2.0, dtype=torch.bfloat16))
-    for name, t in tensors(eager).items():
-        assert tensors(lazy)[name].dtype == t.dtype, name
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
     assert torch.equal(torch.get_rng_state(), eager_rng)
     assert "old_weight" in checkpoint  # the caller's mapping is not changed
 
@@ -453,9 +452,7 @@ def test_complex_parameters_are_cast_like_module_to() -> None:
     eager = Spectral().to(torch.float64)  # keeps the real part, as torch warns
     torch.manual_seed(SEED)
     lazy = materialize(deferred_init(Spectral), dtype=torch.float64)
-    for name, t in tensors(eager).items():
-        assert tensors(lazy)[name].dtype == t.dtype, name
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
 
 
 def test_checkpoint_in_another_dtype_is_cast_like_load_then_to() -> None:
@@ -467,8 +464,7 @@ def test_checkpoint_in_another_dtype_is_cast_like_load_then_to() -> None:
     eager = eager.to(torch.bfloat16)
     torch.manual_seed(SEED)
     lazy = materialize(deferred_init(GPT), dtype=torch.bfloat16, state_dict=source)
-    for name, t in tensors(eager).items():
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
 
 
 def test_fast_rng_skips_only_draws_that_nothing_needs() -> None:
@@ -509,8 +505,7 @@ def test_draws_of_checkpointed_tensors_are_replayed_exactly_in_chunks(dtype) -> 
     eager_rng = torch.get_rng_state()
     torch.manual_seed(SEED)
     lazy = materialize(deferred_init(Wide, dtype), state_dict=checkpoint)
-    for name, t in tensors(eager).items():
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
     assert torch.equal(torch.get_rng_state(), eager_rng)
 
 
@@ -559,8 +554,7 @@ def test_modules_recorded_together_materialize_in_any_order(order) -> None:
     for k in order:
         eager, lazy = want[k], got[k]
         materialize(lazy)
-        for name, t in tensors(eager).items():
-            assert torch.equal(tensors(lazy)[name], t), name
+        assert_same(eager, lazy)
     assert torch.equal(torch.get_rng_state(), want_rng)
 
 
@@ -577,15 +571,13 @@ def test_a_model_assembled_from_two_recordings_replays_them_in_recording_order()
     want_rng = torch.get_rng_state()
     torch.manual_seed(SEED)
     got = materialize(build(deferred=True))
-    for name, t in tensors(want).items():
-        assert torch.equal(tensors(got)[name], t), name
+    assert_same(want, got)
     assert torch.equal(torch.get_rng_state(), want_rng)
     torch.manual_seed(SEED)
     got = build(deferred=True)
     materialize(got[1])  # one recording after the other: no warning, still exact
     materialize(got[0])
-    for name, t in tensors(want).items():
-        assert torch.equal(tensors(got)[name], t), name
+    assert_same(want, got)
 
 
 def test_random_numbers_drawn_before_materialize_are_reported() -> None:
@@ -681,8 +673,7 @@ def test_independent_mode_depends_only_on_seed_and_names() -> None:
         torch.set_num_threads(threads_before)
     torch.manual_seed(SEED)
     eager = GPT()
-    for name, t in tensors(one).items():
-        assert torch.equal(tensors(two)[name], t), name
+    assert_same(one, two)
     assert not torch.equal(one.blocks[0].qkv.weight, eager.blocks[0].qkv.weight)
     assert torch.equal(one.rotary.cos, eager.rotary.cos)  # no randomness: exact
     assert one.head.weight is one.wte.weight
@@ -716,8 +707,7 @@ def test_independent_values_do_not_depend_on_what_else_was_recorded() -> None:
         first, second = nn.Linear(5, 5), pair()
     materialize(first, mode="independent")
     materialize(second, mode="independent")
-    for name, t in tensors(alone).items():
-        assert torch.equal(tensors(second)[name], t), name
+    assert_same(alone, second)
     assert not torch.equal(second[0].weight, second[1].weight)
 
 
@@ -844,8 +834,7 @@ def test_setting_the_generator_in_a_constructor_falls_back_to_eager(setter) -> N
     with pytest.warns(DeferredInitWarning, match=r"SeedsInside.__init__ .*Falling back"):
         lazy = deferred_init(SeedsInside, setter)
     assert not is_deferred(lazy)
-    for name, t in tensors(eager).items():
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
     assert torch.equal(torch.get_rng_state(), eager_rng)
 
 
@@ -879,8 +868,7 @@ def test_in_place_init_after_construction_is_recorded_too() -> None:
     lazy.apply(init)  # outside the recording: still deferred
     assert is_deferred(lazy)
     materialize(lazy)
-    for name, t in tensors(eager).items():
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
     assert torch.equal(torch.get_rng_state(), eager_rng)
 
     checkpoint = {"weight": torch.full((2, 4), 0.5), "bias": torch.ones(2)}
@@ -1003,8 +991,7 @@ def test_materialize_inside_a_recording_block() -> None:
         assert not is_deferred(first) and is_deferred(second)
     materialize(second)
     for eager, lazy in zip(want, (first, second)):
-        for name, t in tensors(eager).items():
-            assert torch.equal(tensors(lazy)[name], t), name
+        assert_same(eager, lazy)
 
 
 _GPT_KEYS = sorted(GPT().state_dict())
@@ -1021,7 +1008,6 @@ def test_any_partial_checkpoint_equals_eager_plus_load(keys, rng) -> None:
     eager_rng = torch.get_rng_state()
     torch.manual_seed(SEED)
     lazy = materialize(deferred_init(GPT), state_dict=source, rng=rng)
-    for name, t in tensors(eager).items():
-        assert torch.equal(tensors(lazy)[name], t), name
+    assert_same(eager, lazy)
     if rng == "eager":
         assert torch.equal(torch.get_rng_state(), eager_rng)
