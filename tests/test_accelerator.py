@@ -3,8 +3,9 @@
 import pytest
 import torch
 from lightning.pytorch import Trainer
-from lightning.pytorch.accelerators import AcceleratorRegistry, CUDAAccelerator
-from lightning.pytorch.strategies import StrategyRegistry
+from lightning.pytorch.accelerators import AcceleratorRegistry, CPUAccelerator, CUDAAccelerator
+from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy, StrategyRegistry
+from lightning.pytorch.trainer.connectors.accelerator_connector import _AcceleratorConnector
 
 import cs_lightning
 from cs_lightning import CSXAccelerator, CSXDDPStrategy, CSXStrategy
@@ -29,10 +30,37 @@ def test_import_registers_the_csx_names() -> None:
 
 def test_registering_twice_changes_nothing() -> None:
     before = (dict(AcceleratorRegistry), dict(StrategyRegistry))
+    hooks = (_AcceleratorConnector._choose_strategy, _AcceleratorConnector._init_strategy)
     cs_lightning._register()
+    assert (_AcceleratorConnector._choose_strategy, _AcceleratorConnector._init_strategy) == hooks  # not wrapped twice
     trainer = _trainer(strategy="csx")
     assert isinstance(trainer.strategy, CSXStrategy)
     assert (AcceleratorRegistry.keys(), StrategyRegistry.keys()) == (before[0].keys(), before[1].keys())
+
+
+def test_other_strategies_are_left_as_lightning_makes_them() -> None:
+    trainer = _trainer()
+    assert type(trainer.strategy) is SingleDeviceStrategy and type(trainer.accelerator) is CPUAccelerator
+    trainer = _trainer(strategy="ddp", accelerator="cpu", devices=2)
+    assert type(trainer.strategy) is DDPStrategy and type(trainer.accelerator) is CPUAccelerator
+
+
+def test_a_lightning_without_the_hooked_connector_methods_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(_AcceleratorConnector, "_choose_strategy")
+    with pytest.raises(ImportError, match=r"lightning 2\.\d+\.\d+.*has no _choose_strategy"):
+        cs_lightning._register()
+
+
+def test_a_lightning_whose_connector_changed_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    fallback = _AcceleratorConnector._check_strategy_and_fallback
+
+    def without_num_nodes_flag(self: _AcceleratorConnector) -> None:
+        fallback(self)
+        del self._num_nodes_flag
+
+    monkeypatch.setattr(_AcceleratorConnector, "_check_strategy_and_fallback", without_num_nodes_flag)
+    with pytest.raises(RuntimeError, match=r"connector has changed .*_num_nodes_flag"):
+        _trainer(strategy="csx")
 
 
 def test_strategy_csx_alone_implies_the_csx_accelerator_backed_by_cpu() -> None:

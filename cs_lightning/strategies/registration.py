@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import lightning
 from lightning.pytorch.accelerators import AcceleratorRegistry, CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.strategies import StrategyRegistry
 from lightning.pytorch.trainer.connectors.accelerator_connector import _AcceleratorConnector
@@ -29,10 +30,13 @@ _BACKING_NAMES = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda"}
 
 def register() -> None:
     """Register ``"csx"`` (accelerator and strategy) and ``"csx_ddp"`` with Lightning; safe to call twice."""
+    connector = _AcceleratorConnector
+    missing = [name for name in ("_choose_strategy", "_init_strategy") if not callable(getattr(connector, name, None))]
+    if missing:
+        raise ImportError(_lightning_changed(f"its accelerator connector has no {', '.join(missing)}"))
     CSXAccelerator.register_accelerators(AcceleratorRegistry)
     CSXStrategy.register_strategies(StrategyRegistry)
     CSXDDPStrategy.register_strategies(StrategyRegistry)
-    connector = _AcceleratorConnector
     if not getattr(connector._init_strategy, "_csx", False):
         connector._choose_strategy = _csx_for_csx_accelerator(connector._choose_strategy)
         connector._init_strategy = _csx_system(connector._init_strategy)
@@ -54,14 +58,18 @@ def _csx_system(init: Callable[[_AcceleratorConnector], None]) -> Callable[[_Acc
             return
         if not isinstance(self.accelerator, CSXAccelerator):
             self.accelerator = CSXAccelerator(backing=_backing_name(self.accelerator))
+        try:
+            processes = len(self._parallel_devices) * self._num_nodes_flag
+            by_name = isinstance(self._strategy_flag, str)
+            devices = self._devices_flag
+        except AttributeError as error:
+            raise RuntimeError(_lightning_changed(f"its accelerator connector has changed ({error})")) from error
         # Lightning picks autocast's device from this flag: it must be the backing device type.
         self._accelerator_flag = self.accelerator.backing
-        processes = len(self._parallel_devices) * self._num_nodes_flag
-        by_name = isinstance(self._strategy_flag, str)
         if isinstance(self.strategy, CSXStrategy) and processes > 1:
             if not by_name:
                 raise ValueError(
-                    f"CSXStrategy emulates one system, but devices={self._devices_flag!r} and"
+                    f"CSXStrategy emulates one system, but devices={devices!r} and"
                     f" num_nodes={self._num_nodes_flag} ask for {processes}; pass strategy='csx' or"
                     " CSXDDPStrategy(...) for data-parallel systems, or devices=1."
                 )
@@ -71,6 +79,13 @@ def _csx_system(init: Callable[[_AcceleratorConnector], None]) -> Callable[[_Acc
 
     init_strategy._csx = True  # type: ignore[attr-defined]
     return init_strategy
+
+
+def _lightning_changed(what: str) -> str:
+    return (
+        f"cs_lightning cannot teach lightning {lightning.__version__} the 'csx' names: {what}. Install a"
+        " lightning release cs_lightning supports (see its package requirements) or a newer cs_lightning."
+    )
 
 
 def _backing_name(accelerator: object) -> str:
