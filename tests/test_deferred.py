@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -792,15 +793,19 @@ def test_deferred_init_falls_back_to_eager_with_a_warning() -> None:
         def __init__(self) -> None:
             super().__init__()
             self.lin = nn.Linear(2, 2)
+            self.dropout_rate = float(np.random.uniform(0, 0.1))
             self.positive = bool(self.lin.weight.sum() > 0)  # runs what came before
             outside.normal_()  # a draw into a tensor the recording does not own
 
     torch.manual_seed(SEED)
+    np.random.seed(SEED)
     eager = WritesOutside()
     eager_rng, eager_outside = torch.get_rng_state(), outside.clone()
     torch.manual_seed(SEED)
+    np.random.seed(SEED)
     with pytest.warns(DeferredInitWarning) as caught:
         lazy = deferred_init(WritesOutside)
+    assert lazy.dropout_rate == eager.dropout_rate  # the retry starts from numpy's state too
     assert "WritesOutside.__init__" in str(caught[-1].message)
     assert "Falling back" in str(caught[-1].message)
     assert not is_deferred(lazy)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
@@ -644,7 +645,8 @@ def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """
     if current_session() is not None:
         return fn(*args, **kwargs)
-    python_rng, torch_rng = random.getstate(), torch.get_rng_state()
+    python_rng, numpy_rng = random.getstate(), np.random.get_state()
+    torch_rng = torch.get_rng_state()
     try:
         with recording():
             return fn(*args, **kwargs)
@@ -654,6 +656,7 @@ def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
                       stacklevel=2)
         # Start over from where the failed attempt started (it may have run a part).
         random.setstate(python_rng)
+        np.random.set_state(numpy_rng)
         torch.set_rng_state(torch_rng)
         return fn(*args, **kwargs)
 
