@@ -894,6 +894,18 @@ def test_deferred_tensors_refuse_computation_until_materialized() -> None:
         torch.save(lazy.state_dict(), "weights.pt")
 
 
+def test_deferred_tensors_of_another_recording_are_refused_by_name() -> None:
+    first, second = deferred_init(nn.Linear, 3, 3), deferred_init(nn.Linear, 3, 3)
+    with pytest.raises(TypeError, match=r"state_dict\['weight'\] is a deferred tensor"):
+        materialize(second, state_dict=first.state_dict())
+    with pytest.raises(RuntimeError, match="mixes deferred tensors of two recordings"):
+        second.load_state_dict(first.state_dict())
+    materialize(first)
+    second.load_state_dict(first.state_dict())  # recorded as copies of real values
+    materialize(second)
+    assert_same(first, second)
+
+
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
     ({"mode": "fastest"}, ValueError, "mode='fastest'"),
     ({"rng": "none"}, ValueError, "rng='none'"),

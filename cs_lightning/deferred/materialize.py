@@ -172,6 +172,9 @@ def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_S
                              for key, item in items if isinstance(item, DeferredTensor))
     for slot in slots:
         source = state_dict.get(slot.fqn) if slot.in_state_dict else None
+        if isinstance(source, DeferredTensor):
+            raise TypeError(f"materialize: state_dict[{slot.fqn!r}] is a deferred tensor; "
+                            "materialize the module it comes from first.")
         if source is not None and tuple(source.shape) != tuple(slot.tensor.shape):
             raise ValueError(
                 f"materialize: state_dict[{slot.fqn!r}] has shape {tuple(source.shape)}, "

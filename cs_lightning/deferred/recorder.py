@@ -280,6 +280,11 @@ class Session:
         reals = [i for i, x in enumerate(flat)
                  if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor)]
         is_random = torch.Tag.nondeterministic_seeded in func.tags
+        if any(flat[i]._cs_session is not self for i in fakes):
+            raise DeferredInitError(
+                f"{func} mixes deferred tensors of two recordings, in "
+                f"{constructor_site()}; materialize the module recorded first, or build "
+                "both in one recording() block.")
         if func in _LIFT:
             return self._record_constant(flat[0])
         if not fakes and reals:
