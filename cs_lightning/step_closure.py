@@ -83,6 +83,10 @@ class StepBoundary:
     def __init__(self) -> None:
         self._open: ExitStack | None = None
 
+    @property
+    def is_open(self) -> bool:
+        return self._open is not None
+
     def begin(self) -> None:
         """Start a step (ending one still open)."""
         self.end()

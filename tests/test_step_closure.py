@@ -85,6 +85,47 @@ def test_in_training_closures_run_after_the_optimizer_step(strategy: str) -> Non
     assert model.updated_before_closure == [True, True, True]  # ran once the update was applied
 
 
+def test_accumulated_batches_share_one_step_whose_closures_run_after_the_update() -> None:
+    model = _ClosureModel()
+    fit(model, "csx", steps=3, accumulate_grad_batches=2)
+    assert model.closures_run_when_step_returns == [0, 0, 2, 2, 4, 4]
+    assert model.updated_before_closure == [True] * 6
+
+
+class _TwoOptimizers(Regressor):
+    """Manual optimization: the first layer and the last one each have their own optimizer."""
+
+    def __init__(self) -> None:
+        super().__init__(optimizer="sgd")
+        self.automatic_optimization = False
+        self.last_updated_before_closure: list[bool] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self(x), y)
+        for optimizer in self.optimizers():
+            optimizer.zero_grad()
+        self.manual_backward(loss)
+        self._check(self.net[-1].weight.detach().clone())
+        for optimizer in self.optimizers():
+            optimizer.step()
+        return loss
+
+    @step_closure
+    def _check(self, weight_during_step: torch.Tensor) -> None:
+        self.last_updated_before_closure.append(not torch.equal(weight_during_step, self.net[-1].weight))
+
+    def configure_optimizers(self) -> Any:
+        first, last = self.net[0].parameters(), self.net[-1].parameters()
+        return torch.optim.SGD(first, lr=0.1), torch.optim.SGD(last, lr=0.1)
+
+
+def test_under_manual_optimization_closures_run_after_every_optimizer_of_the_step() -> None:
+    model = _TwoOptimizers()
+    fit(model, "csx", steps=6)  # two optimizer steps per batch
+    assert model.last_updated_before_closure == [True, True, True]
+
+
 class _HostReads(TorchFunctionMode):
     """Counts reads of tensor values to the host (item, float, bool, tolist, numpy, cpu)."""
 

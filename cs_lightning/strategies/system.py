@@ -119,9 +119,10 @@ class CSXSystem(Strategy):
 
     @override
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        """Open the step whose closures run after its optimizer step."""
+        """Open the step whose closures run after its optimizer step (accumulated batches share one step)."""
         super().on_train_batch_start(batch, batch_idx)
-        self._step.begin()
+        if not self._step.is_open:
+            self._step.begin()
         if self._drives_clock:
             self._time_to_first_loss.step_started()
 
@@ -217,13 +218,16 @@ class CSXSystem(Strategy):
         Code that passed the check before (in this process, or in the run that wrote the
         checkpoint being resumed) is not checked again.
         """
-        if not self._check_pending:
-            return super().training_step(*args, **kwargs)
-        self._check_pending = False
         module = self.lightning_module
-        with trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
+        if self._check_pending:
+            self._check_pending = False
+            with trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
+                output = super().training_step(*args, **kwargs)
+            self._traced_code = trace.fingerprint(module)
+        else:
             output = super().training_step(*args, **kwargs)
-        self._traced_code = trace.fingerprint(module)
+        if not module.automatic_optimization:  # its optimizer steps all ran inside training_step
+            self._end_step(output.get("loss") if isinstance(output, Mapping) else output)
         return output
 
     @override
@@ -234,7 +238,8 @@ class CSXSystem(Strategy):
         model: LightningModule | nn.Module | None = None,
         **kwargs: Any,
     ) -> Any:
-        """The step ends with its update: step closures run, the first loss is reported.
+        """The step ends with its update: step closures run, the first loss is reported
+        (under manual optimization, once ``training_step`` has made all its updates).
 
         Under ``compile=True`` Lightning's closure runs as usual and the update runs compiled.
         """
@@ -243,9 +248,8 @@ class CSXSystem(Strategy):
                 loss = super().optimizer_step(optimizer, closure, model, **kwargs)
         else:
             loss = super().optimizer_step(optimizer, closure, model, **kwargs)
-        self._step.end()
-        if self._drives_clock:
-            self._time_to_first_loss.step_ended(self.lightning_module.trainer, loss)
+        if self.lightning_module.automatic_optimization:
+            self._end_step(loss)
         return loss
 
     @override
@@ -259,6 +263,11 @@ class CSXSystem(Strategy):
             if optimizer.__dict__.pop("_csx_compiled_update", None) is not None:
                 trace.forget(optimizer.step)
         super().teardown()
+
+    def _end_step(self, loss: Any) -> None:
+        self._step.end()
+        if self._drives_clock:
+            self._time_to_first_loss.step_ended(self.lightning_module.trainer, loss)
 
     def _is_recorded(self, module: nn.Module | None) -> bool:
         return module is not None and self._recorded and deferred.is_deferred(module)
