@@ -148,6 +148,26 @@ def test_fit_from_checkpoint_materializes_the_saved_weights_and_restores_the_gen
     assert run.global_step == 4
 
 
+class _TorchStepLR(Regressor):
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)
+        schedule = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def test_a_checkpoint_written_by_the_default_strategy_resumes_under_csx() -> None:
+    fit(_TorchStepLR(), "auto", steps=6, enable_checkpointing=True,
+        callbacks=[ModelCheckpoint(dirpath="ckpt", save_last=True)])
+    saved = torch.load("ckpt/last.ckpt", weights_only=False)
+    assert not any(key.startswith("csx") for key in saved)
+    snapshot = _Snapshot()
+    run, _ = fit(_TorchStepLR(build_in="configure_model"), "csx", steps=12, ckpt_path="ckpt/last.ckpt",
+                 callbacks=[snapshot])
+    assert _equal([saved["state_dict"][k] for k in run.lightning_module.state_dict()], snapshot.weights)
+    # the torch StepLR, converted to its closed form, went on from step 6: halved at 3, 6, 9 and 12
+    assert run.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.01 * 0.5**4, rel=1e-6)
+
+
 def test_bad_options_are_rejected_naming_the_argument() -> None:
     with pytest.raises(ValueError, match=r"init_mode='lazy'.*'exact', 'independent'"):
         CSXStrategy(init_mode="lazy")
