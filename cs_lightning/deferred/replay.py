@@ -79,10 +79,12 @@ class Executor:
         """The whole storage as a flat tensor of the dtype it was created with."""
         if sid not in self.bases:
             s = self.storages[sid]
-            spare = self._spare[(s.nbytes, s.dtype, self.device_of(sid))]
-            itemsize = torch.empty((), dtype=s.dtype, device="meta").element_size()
-            self.bases[sid] = spare.pop() if spare else torch.empty(
-                s.nbytes // itemsize, dtype=s.dtype, device=self.device_of(sid))
+            try:  # one atomic pop: independent mode's threads share the spares
+                self.bases[sid] = self._spare[(s.nbytes, s.dtype, self.device_of(sid))].pop()
+            except IndexError:
+                itemsize = torch.empty((), dtype=s.dtype, device="meta").element_size()
+                self.bases[sid] = torch.empty(s.nbytes // itemsize, dtype=s.dtype,
+                                              device=self.device_of(sid))
         return self.bases[sid]
 
     def view(self, ref: Ref) -> torch.Tensor:
