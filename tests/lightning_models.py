@@ -12,22 +12,24 @@ from torch.utils.data import DataLoader, TensorDataset
 from cs_lightning.schedulers import CosineDecayLR
 
 
-def mlp() -> nn.Module:
-    """Dropout and a LayerNorm so RNG use and buffers-free norms are both exercised."""
-    return nn.Sequential(nn.Linear(6, 16), nn.LayerNorm(16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 1))
+def mlp(norm: str = "layer") -> nn.Module:
+    """Dropout, and a LayerNorm (no buffers) or a BatchNorm (running statistics): RNG use and norms exercised."""
+    layer = nn.LayerNorm(16) if norm == "layer" else nn.BatchNorm1d(16)
+    return nn.Sequential(nn.Linear(6, 16), layer, nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 1))
 
 
 class Regressor(LightningModule):
     """An MLP regressor built in ``__init__`` (eager) or in ``configure_model`` (recorded under csx)."""
 
-    def __init__(self, build_in: str = "init", scheduler: bool = False, optimizer: str = "adamw") -> None:
+    def __init__(self, build_in: str = "init", scheduler: bool = False, optimizer: str = "adamw",
+                 norm: str = "layer") -> None:
         super().__init__()
-        self.build_in, self.scheduler, self.optimizer_name = build_in, scheduler, optimizer
-        self.net: nn.Module | None = mlp() if build_in == "init" else None
+        self.build_in, self.scheduler, self.optimizer_name, self.norm = build_in, scheduler, optimizer, norm
+        self.net: nn.Module | None = mlp(norm) if build_in == "init" else None
 
     def configure_model(self) -> None:
         if self.net is None:
-            self.net = mlp()
+            self.net = mlp(self.norm)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

@@ -18,13 +18,17 @@ def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-def test_model_built_in_configure_model_trains_bit_identically_to_eager_default() -> None:
+@pytest.mark.parametrize("norm", ["layer", "batch"])
+def test_model_built_in_configure_model_trains_bit_identically_to_eager_default(norm: str) -> None:
     torch.manual_seed(0)
-    _, eager = fit(Regressor(build_in="init"), "auto", steps=20)
+    eager_model = Regressor(build_in="init", norm=norm)
+    _, eager = fit(eager_model, "auto", steps=20)
     torch.manual_seed(0)
-    run, csx = fit(Regressor(build_in="configure_model"), "csx", steps=20)
+    csx_model = Regressor(build_in="configure_model", norm=norm)
+    run, csx = fit(csx_model, "csx", steps=20)
     assert len(eager.values) == 20
     assert _equal(eager.values, csx.values)
+    assert _equal(list(eager_model.state_dict().values()), list(csx_model.state_dict().values()))  # with BN stats
     assert isinstance(run.strategy, CSXStrategy)
 
 
