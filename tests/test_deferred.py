@@ -468,6 +468,21 @@ def test_checkpoint_in_another_dtype_is_cast_like_load_then_to() -> None:
     assert_same(eager, lazy)
 
 
+def test_a_model_built_eagerly_is_loaded_and_cast_like_load_then_to() -> None:
+    checkpoint = {"blocks.0.qkv.weight": torch.full((96, 32), 0.5),
+                  "head.weight": torch.ones(50, 32)}
+    torch.manual_seed(SEED)
+    want = GPT()
+    want.load_state_dict(checkpoint, strict=False)
+    want = want.to(torch.bfloat16)
+    torch.manual_seed(SEED)
+    got = GPT()
+    head = got.head.weight
+    materialize(got, dtype=torch.bfloat16, state_dict=checkpoint)
+    assert_same(want, got)
+    assert got.head.weight is head is got.wte.weight  # moved in place, as Module.to does
+
+
 def test_fast_rng_skips_only_draws_that_nothing_needs() -> None:
     torch.manual_seed(3)
     full = GPT().state_dict()
