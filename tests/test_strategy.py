@@ -152,6 +152,28 @@ def test_fit_from_checkpoint_materializes_the_saved_weights_and_restores_the_gen
     assert run.global_step == 4
 
 
+class _Evaluated(Regressor):
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self.log("val_loss", torch.nn.functional.mse_loss(self(batch[0]), batch[1]))
+
+    def predict_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self(batch[0])
+
+
+def test_validate_and_predict_materialize_a_recorded_model_from_the_checkpoint_or_from_scratch() -> None:
+    fit(_Evaluated(), "auto", steps=4, enable_checkpointing=True, limit_val_batches=0,
+        callbacks=[ModelCheckpoint(dirpath="ckpt", save_last=True)])
+    expected = trainer("auto").validate(_Evaluated(), data(), ckpt_path="ckpt/last.ckpt")
+    recorded = _Evaluated(build_in="configure_model")
+    assert trainer("csx").validate(recorded, data(), ckpt_path="ckpt/last.ckpt") == expected
+    predicted = trainer("csx").predict(_Evaluated(build_in="configure_model"), data(), ckpt_path="ckpt/last.ckpt")
+    assert torch.equal(torch.cat(predicted), torch.cat(trainer("auto").predict(recorded, data())))
+    torch.manual_seed(0)
+    from_scratch = trainer("csx").predict(_Evaluated(build_in="configure_model"), data())
+    torch.manual_seed(0)
+    assert torch.equal(torch.cat(from_scratch), torch.cat(trainer("auto").predict(_Evaluated(), data())))
+
+
 class _TorchStepLR(Regressor):
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)

@@ -26,7 +26,8 @@ class CSXStrategy(CSXSystem, SingleDeviceStrategy):
         compile: compile forward and optimizer update with ``torch.compile`` for speed.
         compile_backend: the ``torch.compile`` backend used when ``compile=True``.
         init_mode: ``"exact"`` or ``"independent"`` materialization of a recorded model.
-        **kwargs: passed to :class:`~lightning.pytorch.strategies.SingleDeviceStrategy`.
+        **kwargs: ``strict_schedulers`` (see :class:`~cs_lightning.strategies.CSXSystem`), and the
+            arguments of :class:`~lightning.pytorch.strategies.SingleDeviceStrategy`.
     """
 
     strategy_name = "csx"

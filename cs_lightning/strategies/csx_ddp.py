@@ -27,8 +27,8 @@ class CSXDDPStrategy(CSXSystem, DDPStrategy):
 
     Args:
         trace_check, compile, compile_backend, init_mode: as for :class:`~cs_lightning.strategies.CSXStrategy`.
-        **kwargs: passed to :class:`~lightning.pytorch.strategies.DDPStrategy` (and on to
-            ``DistributedDataParallel``).
+        **kwargs: ``strict_schedulers`` (see :class:`~cs_lightning.strategies.CSXSystem`), and the
+            arguments of :class:`~lightning.pytorch.strategies.DDPStrategy` (and on to ``DistributedDataParallel``).
     """
 
     strategy_name = "csx_ddp"
