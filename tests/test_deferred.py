@@ -291,7 +291,7 @@ def test_config_object_model_with_post_init_and_tied_embeddings() -> None:
     assert lazy.lm_head.weight is lazy.embed_tokens.weight
 
 
-def test_attributes_set_on_parameters_and_buffers_are_kept() -> None:
+def test_attributes_and_gradient_hooks_set_on_tensors_are_kept() -> None:
     class Flags(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -299,11 +299,26 @@ def test_attributes_set_on_parameters_and_buffers_are_kept() -> None:
             self.lin.bias.no_weight_decay = True
             self.register_buffer("steps", torch.zeros(()))
             self.steps.reset_each_epoch = "yes"
+            self.lin.weight.register_hook(torch.zeros_like)
+            self.lin.weight.accumulated = 0
+            self.lin.weight.register_post_accumulate_grad_hook(Flags._count)
+
+        @staticmethod
+        def _count(param: nn.Parameter) -> None:
+            param.accumulated += 1
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x)
 
     eager, lazy = assert_identical(Flags)
     assert lazy.lin.bias.no_weight_decay is True
+    lazy(torch.ones(2)).sum().backward()
+    eager(torch.ones(2)).sum().backward()
+    assert torch.equal(lazy.lin.weight.grad, torch.zeros(2, 2))  # the hook runs
+    assert torch.equal(lazy.lin.bias.grad, eager.lin.bias.grad)
+    assert lazy.lin.weight.accumulated == eager.lin.weight.accumulated == 1
     assert lazy.steps.reset_each_epoch == "yes"
-    assert not hasattr(lazy.lin.weight, "no_weight_decay")
+    assert not hasattr(lazy.lin.bias, "accumulated")
     assert not hasattr(lazy.lin.bias, "_cs_session")
 
 

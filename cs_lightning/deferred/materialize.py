@@ -392,13 +392,25 @@ def _assign(slots: list[_Slot], finals: dict[int, torch.Tensor], device: torch.d
             _update_real(slot, device, dtype, state_dict)
             continue
         value = params.get(id(t), finals[id(t)])  # other references get the Parameter too
-        # attributes the constructor set on it, e.g. a no-weight-decay flag
-        value.__dict__.update((k, v) for k, v in vars(t).items()
-                              if k not in ("_cs_session", "_is_param"))
+        _carry_over(t, value)
         if slot.kind == "item":
             getattr(slot.owner, slot.name)[slot.key] = value
         else:
             setattr(slot.owner, slot.name, value)
+
+
+def _carry_over(fake: DeferredTensor, real: torch.Tensor) -> None:
+    """What a constructor attached to a tensor: attributes (a no-weight-decay flag) and
+    gradient hooks (registered again: handles taken before materialize no longer remove
+    them)."""
+    real.__dict__.update((k, v) for k, v in vars(fake).items()
+                         if k not in ("_cs_session", "_is_param"))
+    if real._backward_hooks is None and fake._backward_hooks:  # once, if tied
+        for hook in fake._backward_hooks.values():
+            real.register_hook(hook)
+    if real._post_accumulate_grad_hooks is None and fake._post_accumulate_grad_hooks:
+        for hook in fake._post_accumulate_grad_hooks.values():
+            real.register_post_accumulate_grad_hook(hook)
 
 
 def _update_real(slot: _Slot, device: torch.device | None, dtype: torch.dtype | None,
