@@ -573,14 +573,13 @@ _patch_users = 0
 
 
 def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
     def call(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         session = current_session()
         if session is None or not isinstance(tensor, DeferredTensor):
             return original(tensor, *args, **kwargs)
         return session.record_call(original, tensor, args, kwargs)
 
-    call.__wrapped__ = original  # type: ignore[attr-defined]
-    call.__doc__ = original.__doc__
     return call
 
 
