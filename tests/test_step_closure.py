@@ -85,6 +85,26 @@ def test_in_training_closures_run_after_the_optimizer_step(strategy: str) -> Non
     assert model.updated_before_closure == [True, True, True]  # ran once the update was applied
 
 
+def test_a_training_step_that_raises_leaves_no_step_open_and_drops_its_closures() -> None:
+    seen: list[int] = []
+    record = step_closure(seen.append)
+
+    class Fails(Regressor):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            record(batch_idx)
+            if batch_idx == 1:
+                raise KeyError("step failed")
+            return super().training_step(batch, batch_idx)
+
+    model = Fails()
+    with pytest.raises(KeyError):
+        fit(model, "csx", steps=4)
+    assert seen == [0]  # the failed step's closure was dropped
+    record(7)
+    assert seen == [0, 7]  # no step left open: runs at once
+    assert "forward" not in model.__dict__ and "forward" not in model.net.__dict__  # trace patches undone
+
+
 def test_accumulated_batches_share_one_step_whose_closures_run_after_the_update() -> None:
     model = _ClosureModel()
     fit(model, "csx", steps=3, accumulate_grad_batches=2)
@@ -138,8 +158,6 @@ class _HostReads(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.count += getattr(func, "__name__", "") in self.READS
         return func(*args, **(kwargs or {}))
-
-
 
 
 def test_logging_adds_no_host_read_on_steps_that_do_not_log() -> None:
