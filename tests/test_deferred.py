@@ -619,6 +619,31 @@ def test_random_numbers_drawn_before_materialize_are_reported() -> None:
         materialize(lazy)
 
 
+class OwnGenerator(nn.Module):
+    def __init__(self, generator: torch.Generator) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4, generator=generator))
+        self.lin = nn.Linear(4, 4)
+        nn.init.uniform_(self.lin.weight, generator=generator)
+
+
+def test_a_generator_of_the_callers_own_replays_exactly_and_is_watched() -> None:
+    generator = torch.Generator()
+    generator.manual_seed(3)
+    torch.manual_seed(SEED)
+    eager, eager_state = OwnGenerator(generator), generator.get_state()
+    generator.manual_seed(3)
+    torch.manual_seed(SEED)
+    lazy = materialize(deferred_init(OwnGenerator, generator))
+    assert_same(eager, lazy)
+    assert torch.equal(generator.get_state(), eager_state)
+    generator.manual_seed(3)
+    lazy = deferred_init(OwnGenerator, generator)
+    torch.randn(2, generator=generator)  # e.g. a data split drawn from the same generator
+    with pytest.warns(DeferredInitWarning, match="or one the constructor used"):
+        materialize(lazy)
+
+
 class DataAssign(nn.Module):
     """Old-style init: replaces `.data`, converts dtype and deep-copies inside __init__."""
 

@@ -301,11 +301,16 @@ def _warn_if_rng_moved(session: Session) -> None:
     expected = session.rng_state
     if session.follows is not None:  # eager would have drawn after the earlier recording
         expected = session.follows.rng_after
-    if expected is not None and not torch.equal(expected, torch.get_rng_state()):
+    moved = expected is not None and not torch.equal(expected, torch.get_rng_state())
+    # (a generator shared with an earlier recording is not checked: it moved legitimately)
+    moved = moved or session.follows is None and any(
+        not torch.equal(g.get_state(), state) for g, state in session.generators.values())
+    if moved:
         warnings.warn(
             "materialize: random numbers were drawn (or the seed was set) between "
-            "recording and materialize; the weights are those eager construction would "
-            "give now, not at recording time.", DeferredInitWarning, stacklevel=3)
+            "recording and materialize, from the global generator or one the constructor "
+            "used; the weights are those eager construction would give now, not at "
+            "recording time.", DeferredInitWarning, stacklevel=3)
 
 
 def _final(view: torch.Tensor, device: torch.device | None,

@@ -230,6 +230,9 @@ class Session:
         self.executor: Any = None  # the replay state, kept across materialize calls
         self.rng_state = torch.get_rng_state()  # what eager would have drawn from
         self.rng_after: torch.Tensor | None = None  # set when its replay is complete
+        # The caller's own generators, each with its state when the recording first used
+        # it: like the global one, replay draws from them as they are at materialize.
+        self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         # Recorded right after another recording whose draws are still deferred: eager
         # would have drawn from the state that one's replay leaves.
         self.follows: Session | None = None
@@ -417,6 +420,7 @@ class Session:
         if not fakes and not reals:  # a factory: pin what defaults it resolved
             logged, spec = self._pin_factory_defaults(func, logged, spec, mout, device)
         index = len(self.ops)
+        self._note_generators(logged)
         self.ops.append(Op(func, logged, spec, frozenset(reads),
                            frozenset(writes | overwrites), frozenset(overwrites),
                            tuple(creates), is_random))
@@ -425,6 +429,11 @@ class Session:
             self.uninitialized.discard(sid)
         if func.overloadpacket in _UNINITIALIZED:
             self.uninitialized.update(ref.sid for _, ref in creates)
+
+    def _note_generators(self, logged: list[Any]) -> None:
+        for x in logged:
+            if isinstance(x, torch.Generator) and id(x) not in self.generators:
+                self.generators[id(x)] = (x, x.get_state())
 
     @staticmethod
     def _pin_factory_defaults(func, logged, spec, mout, device) -> tuple[list, TreeSpec]:
@@ -514,6 +523,7 @@ class Session:
                                     f"the one it initializes, in {constructor_site()}.")
         sid = frozenset({ref.sid})
         index = len(self.ops)
+        self._note_generators(logged)
         self.ops.append(Op(func, logged, spec, frozenset() if full else sid, sid,
                            sid if full else frozenset(), (), True))
         self._last_write[ref.sid] = index
