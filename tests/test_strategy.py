@@ -8,8 +8,9 @@ import pytest
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningCLI
 
-from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
+from cs_lightning import CSXDDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
 from lightning_models import Regressor, data, fit, trainer
 
@@ -192,6 +193,17 @@ def test_a_checkpoint_written_by_the_default_strategy_resumes_under_csx() -> Non
     assert _equal([saved["state_dict"][k] for k in run.lightning_module.state_dict()], snapshot.weights)
     # the torch StepLR, converted to its closed form, went on from step 6: halved at 3, 6, 9 and 12
     assert run.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.01 * 0.5**4, rel=1e-6)
+
+
+def test_lightning_cli_configures_the_strategy_and_its_options() -> None:
+    args = ["--trainer.strategy=cs_lightning.CSXStrategy", "--trainer.strategy.init_mode=independent",
+            "--trainer.strategy.strict_schedulers=true", "--trainer.logger=false", "--model.build_in=configure_model"]
+    cli = LightningCLI(Regressor, run=False, args=args, save_config_callback=None)
+    assert isinstance(cli.trainer.strategy, CSXStrategy)
+    assert cli.trainer.strategy.init_mode == "independent" and cli.trainer.strategy.strict_schedulers is True
+    by_name = LightningCLI(Regressor, run=False, args=["--trainer.strategy=csx", "--trainer.devices=2",
+                                                        "--trainer.accelerator=cpu"], save_config_callback=None)
+    assert type(by_name.trainer.strategy) is CSXDDPStrategy
 
 
 def test_bad_options_are_rejected_naming_the_argument() -> None:
