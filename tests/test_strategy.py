@@ -195,6 +195,17 @@ def test_a_checkpoint_written_by_the_default_strategy_resumes_under_csx() -> Non
     assert run.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.01 * 0.5**4, rel=1e-6)
 
 
+def test_a_second_fit_with_the_same_trainer_goes_on_from_the_trained_weights() -> None:
+    model = Regressor(build_in="configure_model")
+    snapshot = _Snapshot()
+    run, losses = fit(model, "csx", steps=3, callbacks=[snapshot])
+    after_first = [p.detach().clone() for p in model.parameters()]
+    run.fit_loop.epoch_loop.max_steps = 6
+    run.fit(model, data())
+    assert _equal(snapshot.weights, after_first)  # on_fit_start of the second fit: not materialized again
+    assert run.global_step == 6 and len(losses.values) == 6
+
+
 def test_lightning_cli_configures_the_strategy_and_its_options() -> None:
     args = ["--trainer.strategy=cs_lightning.CSXStrategy", "--trainer.strategy.init_mode=independent",
             "--trainer.strategy.strict_schedulers=true", "--trainer.logger=false", "--model.build_in=configure_model"]
