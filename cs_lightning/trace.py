@@ -54,6 +54,9 @@ def captured(
         yield
     finally:
         for module, own_forward, forward in reversed(patched):
+            capturing = module.__dict__.get("forward")
+            if capturing is not None and hasattr(capturing, "traced"):
+                forget(capturing.traced)
             if own_forward is None:
                 del module.forward
             else:
@@ -117,8 +120,15 @@ def _captured_forward(
     # Static, as a CS-X graph: with automatic dynamic shapes, a float attribute seen before with
     # another value (Dropout's p, even in an earlier model of the same code) becomes a graph input
     # read back with `.item()`, which the host-read check would blame on the user.
+    # Capture through a wrapper with a code object of its own: TorchDynamo keys its graphs by
+    # code, and a torch-defined forward (nn.Sequential's) would otherwise share one cache with
+    # every other capture in the process and hit its recompile limit after eight fits.
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        return forward(*args, **kwargs)
+
+    traced.__code__ = traced.__code__.replace()
     compiled = torch.compile(
-        forward, backend=_no_host_reads(inner) if fullgraph else inner, fullgraph=fullgraph, dynamic=False
+        traced, backend=_no_host_reads(inner) if fullgraph else inner, fullgraph=fullgraph, dynamic=False
     )
 
     def capturing_forward(*args: Any, **kwargs: Any) -> Any:
@@ -137,6 +147,8 @@ def _captured_forward(
         # eagerly so it surfaces as the user's own error, as it would without the check.
         forward(*args, **kwargs)
         raise GraphBreakError(_explain(failure)) from failure
+
+    capturing_forward.traced = traced  # type: ignore[attr-defined]
 
     return capturing_forward
 

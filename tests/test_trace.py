@@ -165,3 +165,16 @@ def test_a_bug_in_forward_surfaces_as_its_own_error_not_as_a_graph_break() -> No
     with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied") as error, captured([model]):
         model(torch.randn(2, 4))
     assert not isinstance(error.value, GraphBreakError)
+
+
+def test_many_captures_of_a_torch_defined_forward_stay_under_dynamos_recompile_limit() -> None:
+    # nn.Sequential.forward lives in torch; captured directly, all its captures would share one
+    # TorchDynamo cache and the ninth model in a process (a sweep, a notebook) would fail.
+    for width in range(2, 14):
+        model = nn.Sequential(nn.Linear(4, width), nn.Dropout(0.1 * (width % 3)), nn.Linear(width, 1))
+        x = torch.randn(3, 4)
+        torch.manual_seed(width)
+        expected = model(x)
+        torch.manual_seed(width)
+        with captured([model]):
+            assert torch.equal(model(x), expected)
