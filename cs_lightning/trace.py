@@ -48,15 +48,16 @@ def captured(
     """
     timer = _FirstCallTimer(on_first_call)
     patched = [(module, module.__dict__.get("forward"), module.forward) for module in modules]
+    wrappers: list[Callable[..., Any]] = []
     try:
         for module, _, forward in patched:
             module.forward = _captured_forward(forward, backend, fullgraph, timer)
+            wrappers.append(module.forward.traced)
         yield
     finally:
+        for traced in wrappers:
+            forget(traced)
         for module, own_forward, forward in reversed(patched):
-            capturing = module.__dict__.get("forward")
-            if capturing is not None and hasattr(capturing, "traced"):
-                forget(capturing.traced)
             if own_forward is None:
                 del module.forward
             else:
