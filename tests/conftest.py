@@ -25,9 +25,3 @@ def _deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     random.seed(0)
     torch.manual_seed(0)
     monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture()
-def repo() -> Path:
-    """Root of the checkout, for tests that read examples or the README."""
-    return REPO
