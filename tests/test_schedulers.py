@@ -79,6 +79,45 @@ def test_values_equals_stepping(case):
     assert _same(values.tolist(), _targeted(values, stepped))
 
 
+@given(index=st.integers(0, len(CASES) - 1), start=st.integers(0, 3000), stride=st.integers(1, 7),
+       count=st.integers(1, 300), seed=st.integers(0, 2**16))
+def test_any_steps_give_the_values_of_consecutive_ones(index, start, stride, count, seed):
+    """Consecutive steps take faster paths (a sequence's children see only their stage, a
+    staircase repeats its levels); strided, shuffled and descending steps take the
+    general one. Every path gives the same values, bit for bit."""
+    case = CASES[index]
+    (scheduler,) = build(case["spec"], _optimizer(case))
+    steps = range(start, start + stride * count, stride)
+    everything = scheduler.values(range(steps[-1] + 1))
+    shuffled = torch.tensor(steps)[torch.randperm(count, generator=torch.Generator().manual_seed(seed))]
+    assert _same(scheduler.values(steps).tolist(), everything[list(steps)].tolist())
+    assert _same(scheduler.values(steps[::-1]).tolist(), everything[list(steps[::-1])].tolist())
+    assert _same(scheduler.values(shuffled).tolist(), everything[shuffled].tolist())
+
+
+def test_stages_of_any_length_agree_with_stepping():
+    """torch's scalar pow (a tensor's last few elements) can differ from its vectorized pow
+    by an ulp; a sequence pads each stage to whole vector lanes, so every path agrees."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    warmup = LinearLR(optimizer, 0.0, 0.1, total_iters=10)
+    decay = ExponentialLR(optimizer, 0.1, total_iters=7, decay_rate=0.9)
+    sequence = SequentialLR(optimizer, [warmup, decay], milestones=[10])
+    stepped = [row[0] for row in _stepped(sequence, optimizer, 1200)]
+    for n in range(1000, 1200):  # the last stage ends at every offset within the lanes
+        assert sequence.values(range(n))[:, 0].tolist() == stepped[:n], n
+
+
+@pytest.mark.parametrize("around", [2**24, 2**53])
+def test_steps_beyond_exact_floats_take_the_general_path(around):
+    """float32 holds every int only up to 2**24: past it, consecutive steps are converted
+    from int64 as any other steps are, and the staircase computes each step's period."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    for scheduler in (StepLR(optimizer, 1.0, step_size=3, gamma=0.999999),
+                      CosineDecayLR(optimizer, 1.0, 0.0, total_iters=2**25)):
+        steps = range(around - 70, around + 70)
+        assert torch.equal(scheduler.values(steps), scheduler.values(torch.tensor(steps)))
+
+
 @given(index=st.integers(0, len(CASES) - 1), k=st.integers(0, 1500), more=st.integers(1, 40))
 def test_resume_equals_uninterrupted(index, k, more):
     case = CASES[index]

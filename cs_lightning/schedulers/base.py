@@ -10,11 +10,13 @@ in ``_get_closed_form()``. The same function serves three uses:
 
 ``step()`` stays cheap because values are evaluated a block of steps at a time (one
 vectorized call of the closed form), so a step is a list lookup and a write per group.
-Values are float32, as the same schedule computes on a CS-X (and in cerebras.pytorch).
+Values are float32, as the same schedule computes on a CS-X (and in cerebras.pytorch);
+a scheduler converted from torch's computes in float64, as torch does.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import copy
 import functools
@@ -41,11 +43,80 @@ Tags = str | None | Sequence[str | None]
 _LANES = 64
 # Steps evaluated per vectorized call of the closed form while stepping.
 _BLOCK = 1024
-# Steps per call inside values(): intermediates stay in cache.
+# Steps per call inside values(): the few intermediates (256 KB each) stay in cache and
+# are reused by the allocator from one call to the next, where fresh memory would cost
+# a page fault per 4 KB.
 _CHUNK = 1 << 16
 # Counts changes of any scheduler's arguments: a block precomputed before a change (of the
 # scheduler itself or of a child it composes) is stale.
 _changes = [0]
+# Largest magnitude up to which every integer is exact in a float dtype.
+_EXACT = {torch.float32: 2**24, torch.float64: 2**53}
+
+
+class Steps:
+    """The steps a closed form is evaluated at: a range, or any tensor of int steps.
+
+    Stepping and ``values()`` evaluate ranges. Float steps then come straight from
+    ``arange`` (no int64 tensor in between), and a composite hands each child just the
+    part of the range it covers. Each form of the steps is made once and shared by the
+    closed forms nested in one evaluation, so they must not modify it in place.
+    """
+
+    __slots__ = ("range", "_ints", "_floats")
+
+    def __init__(self, steps: range | Tensor) -> None:
+        self.range = steps if isinstance(steps, range) else None
+        self._ints = None if isinstance(steps, range) else steps
+        self._floats: dict[torch.dtype, Tensor] = {}
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size([len(self.range)]) if self.range is not None else self._ints.shape
+
+    def ints(self) -> Tensor:
+        """The steps as an int64 tensor (``last_epoch``)."""
+        if self._ints is None:
+            self._ints = torch.arange(self.range.start, self.range.stop, self.range.step)
+        return self._ints
+
+    def floats(self, dtype: torch.dtype) -> Tensor:
+        """The steps converted to ``dtype``, as ``last_epoch.to(dtype)`` gives them."""
+        floats = self._floats.get(dtype)
+        if floats is None:
+            r = self.range
+            if r is not None and max(abs(r.start), abs(r.stop)) <= _EXACT[dtype]:
+                floats = _count(r, dtype)
+            else:
+                floats = self.ints().to(dtype)
+            self._floats[dtype] = floats
+        return floats
+
+    def ascending(self) -> range | None:
+        """The steps as an increasing range, or None when they are not one."""
+        r = self.range
+        return r if r is not None and r.step > 0 else None
+
+
+@functools.cache
+def _counting(dtype: torch.dtype) -> Tensor:
+    return torch.arange(_CHUNK, dtype=dtype)
+
+
+def _count(steps: range, dtype: torch.dtype) -> Tensor:
+    """``steps`` as exact integers in a float dtype: a (new) shifted copy of a cached
+    0, 1, 2, ... when it is long enough, which costs half of a fresh ``arange``."""
+    counting = _counting(dtype)
+    if steps.step == 1 and len(steps) <= len(counting):
+        return torch.add(counting[: len(steps)], steps.start)
+    return torch.arange(steps.start, steps.stop, steps.step, dtype=dtype)
+
+
+def padded(steps: range, multiple: int = _LANES) -> range:
+    """An increasing range extended by later steps to a length that is a multiple of
+    ``multiple`` (see _LANES); the first ``len(steps)`` values are computed as before."""
+    size = -(-len(steps) // multiple) * multiple
+    return range(steps.start, steps.start + size * steps.step, steps.step)
 
 
 @contextlib.contextmanager
@@ -79,11 +150,6 @@ class _Alias:
 
     def __set__(self, obj: Any, value: Any) -> None:
         setattr(obj, self.target, value)
-
-
-def f32(value: float) -> Tensor:
-    """A 0-d float32 constant, for closed forms that need a tensor operand."""
-    return torch.tensor(value, dtype=torch.float32)
 
 
 def _tag_set(owner: str, tags: Any) -> set[str | None] | None:
@@ -173,7 +239,8 @@ class Scheduler(_TorchLRScheduler):
         self.optimizer = optimizer
         self.total_iters = total_iters
         self.param_group_tags = _tag_set(owner, param_group_tags)
-        self._probe: Tensor | None = None
+        self._probe: Steps | None = None
+        self._dtype = torch.float32
         self._tensor_values = False
         self._bind_groups()
         self.base_lrs = [group.get(self.param_group_key) for group in optimizer.param_groups]
@@ -199,20 +266,40 @@ class Scheduler(_TorchLRScheduler):
     def last_epoch(self) -> Tensor:
         """The step as an int64 tensor: 0-d when stepping, 1-D inside ``values()``."""
         probe = self._probe
-        return torch.tensor(self._cursor.step) if probe is None else probe
+        return torch.tensor(self._cursor.step) if probe is None else probe.ints()
 
     @last_epoch.setter
     def last_epoch(self, step: int | Tensor) -> None:
         self._cursor.step = int(step)
 
-    def _closed_form_at(self, steps: Tensor) -> Tensor:
-        """Evaluate the closed form with ``last_epoch`` = ``steps`` (any shape), float32."""
+    def _float_steps(self) -> Tensor:
+        """``last_epoch`` in the compute dtype (float32; float64 for a scheduler converted
+        from torch's), made once per evaluation: modify it out of place only."""
+        probe = self._probe
+        if probe is None:
+            return torch.tensor(self._cursor.step, dtype=self._dtype)
+        return probe.floats(self._dtype)
+
+    def _ascending_steps(self) -> range | None:
+        """The steps of this evaluation as an increasing range, or None when they are not one
+        (closed forms may take a faster path over consecutive steps)."""
+        probe = self._probe
+        return None if probe is None else probe.ascending()
+
+    def _const(self, value: float) -> Tensor:
+        """A 0-d constant of the compute dtype, for closed forms that need a tensor operand."""
+        return torch.tensor(value, dtype=self._dtype)
+
+    def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
+        """Evaluate the closed form with ``last_epoch`` = ``steps``, in the compute dtype."""
+        if not isinstance(steps, Steps):
+            steps = Steps(steps)
         saved, self._probe = self._probe, steps
         try:
             value = self._get_closed_form()
         finally:
             self._probe = saved
-        value = torch.as_tensor(value).to(torch.float32)
+        value = torch.as_tensor(value).to(self._dtype)
         if value.shape not in (torch.Size(), steps.shape):
             raise ClosedFormError(
                 f"{type(self).__name__}._get_closed_form returned shape {tuple(value.shape)} "
@@ -224,7 +311,7 @@ class Scheduler(_TorchLRScheduler):
         """Fail now, naming the class, if the closed form branches in Python on the step."""
         start = self._cursor.step
         try:
-            curve = self._closed_form_at(torch.arange(start, start + _BLOCK))
+            curve = self._closed_form_at(range(start, start + _BLOCK))
         except Exception as error:
             try:
                 self._closed_form_at(torch.tensor(start))
@@ -264,7 +351,7 @@ class Scheduler(_TorchLRScheduler):
                 f"{type(self).__name__}: got param_group_tags={sorted(tags, key=str)}, which "
                 f"match no param group; the groups' tags are {sorted(available, key=str)}"
             )
-        self._scales = torch.tensor(self._group_scales(), dtype=torch.float32)
+        self._scales = torch.tensor(self._group_scales(), dtype=torch.float64)
         self._unscaled = bool((self._scales == 1.0).all())
 
     def _group_scales(self) -> list[float]:
@@ -275,7 +362,7 @@ class Scheduler(_TorchLRScheduler):
         """Values of the targeted groups, one row per group: shape ``(targets, steps)``."""
         if self._unscaled:
             return curve.expand(len(self._targets), -1)
-        return self._scales.unsqueeze(1) * curve
+        return self._scales.to(curve.dtype).unsqueeze(1) * curve
 
     def _set_block(self, start: int, curve: Tensor) -> None:
         cursor = self._cursor
@@ -284,7 +371,7 @@ class Scheduler(_TorchLRScheduler):
         cursor.changes = _changes[0]
 
     def _refill(self, step: int) -> list[float]:
-        self._set_block(step, self._closed_form_at(torch.arange(step, step + _BLOCK)))
+        self._set_block(step, self._closed_form_at(range(step, step + _BLOCK)))
         return self._cursor.block[0]
 
     def _write(self, row: list[float]) -> None:
@@ -332,8 +419,9 @@ class Scheduler(_TorchLRScheduler):
                 ``range(n)``.
 
         Returns:
-            A float32 tensor of shape ``(len(steps), len(optimizer.param_groups))``; groups
-            this scheduler does not target hold nan.
+            A tensor of shape ``(len(steps), len(optimizer.param_groups))``, float32 (the
+            compute dtype: float64 for a scheduler converted from torch's); groups this
+            scheduler does not target hold nan.
         """
         groups = len(self.optimizer.param_groups)
         everyone = len(self._targets) == groups
@@ -341,15 +429,22 @@ class Scheduler(_TorchLRScheduler):
         with _one_thread():
             steps = _as_steps(type(self).__name__, steps)
             count = len(steps)
-            out = torch.empty(groups, count) if everyone else torch.full((groups, count), math.nan)
+            # One row per group, filled a chunk at a time: (1, n).T is (n, 1) with no copy.
+            out = torch.empty(groups, count, dtype=self._dtype)
+            if not everyone:
+                out.fill_(math.nan)
             for begin in range(0, count, _CHUNK):
-                part = _tensor(steps[begin : begin + _CHUNK])
-                size = len(part)
-                if size % _LANES:
-                    part = torch.cat([part, part.new_zeros(-size % _LANES)])
-                values = self._per_target(self._closed_form_at(part))
-                out[rows, begin : begin + size] = values[:, :size]
+                part = self._per_target(self._closed_form_at(_lanes(steps[begin : begin + _CHUNK])))
+                size = min(_CHUNK, count - begin)
+                out[rows, begin : begin + size] = part[:, :size]
             return out.T.contiguous()
+
+    def _set_dtype(self, dtype: torch.dtype) -> None:
+        """Compute this schedule (and every schedule it composes) in ``dtype``, from now on."""
+        for scheduler in _tree(self):
+            scheduler._dtype = dtype
+        self._cursor.last = self._refill(self._cursor.step)
+        self._write(self._cursor.last)
 
     def set_tensor_values(self, enabled: bool) -> None:
         """Hold each targeted value as a 0-d float32 tensor updated in place (for compiled
@@ -477,10 +572,24 @@ def _step_tensor(owner: str, steps: Any) -> Tensor:
     return tensor
 
 
-def _tensor(steps: range | Tensor) -> Tensor:
+def _lanes(steps: range | Tensor) -> range | Tensor:
+    """``steps`` lengthened to a multiple of _LANES: an increasing range by later steps,
+    anything else by step 0 (``values()`` drops the extra values)."""
+    if isinstance(steps, range) and steps.step > 0:
+        return padded(steps)
     if isinstance(steps, range):
-        return torch.arange(steps.start, steps.stop, steps.step)
-    return steps
+        steps = torch.arange(steps.start, steps.stop, steps.step)
+    return torch.cat([steps, steps.new_zeros(-len(steps) % _LANES)])
+
+
+def _tree(scheduler: Scheduler) -> Iterator[Scheduler]:
+    """A scheduler and, depth first, every scheduler among its arguments."""
+    yield scheduler
+    for name in _state_fields(type(scheduler)):
+        value = getattr(scheduler, name, None)
+        children = [value] if isinstance(value, Scheduler) else value if _children(value) else []
+        for child in children:
+            yield from _tree(child)
 
 
 @functools.cache

@@ -7,13 +7,14 @@ children are built on the same optimizer first; the parent writes its own values
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from cs_lightning.schedulers import _checks
-from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler
+from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, padded
 
 
 def _check_children(parent: Scheduler, name: str, children: Sequence[Scheduler]) -> None:
@@ -98,12 +99,28 @@ class _Sequential(_Composite):
         return "schedulers", self.schedulers
 
     def _get_closed_form(self) -> Tensor:
+        steps = self._ascending_steps()
+        if steps is not None:
+            return self._stages(steps)
         k = self.last_epoch
         value = self.schedulers[0]._closed_form_at(k)
         for milestone, child in zip(self.milestones, self.schedulers[1:]):
             shifted = child._closed_form_at(torch.clamp(k - milestone, min=0))
             value = torch.where(k < milestone, value, shifted)
         return value
+
+    def _stages(self, steps: range) -> Tensor:
+        """Over increasing steps, each child evaluates just the steps of its own stage
+        (lengthened by later ones to whole vector lanes, see base._LANES)."""
+        out = torch.empty(len(steps), dtype=self._dtype)
+        starts = [0, *self.milestones]
+        bounds = [0, *(bisect.bisect_left(steps, m) for m in self.milestones), len(steps)]
+        for child, start, begin, end in zip(self.schedulers, starts, bounds, bounds[1:]):
+            if end > begin:
+                first = steps[begin] - start
+                stage = range(first, first + (end - begin) * steps.step, steps.step)
+                out[begin:end] = child._closed_form_at(padded(stage))[: end - begin]
+        return out
 
 
 class _Chained(_Composite):

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from cs_lightning.schedulers import _checks
-from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, f32
+from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias
 
 # The scale mode each built-in cyclic mode implies (as in torch and cerebras.pytorch).
 _SCALE_MODES = {"triangular": "cycle", "triangular2": "cycle", "exp_range": "iterations"}
@@ -70,13 +70,13 @@ class _Cyclic(Scheduler):
 
     def _scale(self, cycle: Tensor) -> Tensor | float:
         if self.mode == "triangular2":
-            return torch.div(f32(1.0), torch.pow(f32(2.0), cycle.sub(1)))
+            return torch.div(self._const(1.0), torch.pow(self._const(2.0), cycle.sub(1)))
         if self.mode == "exp_range":
-            return torch.pow(f32(self.gamma), self.last_epoch.float())
+            return torch.pow(self._const(self.gamma), self._float_steps())
         return 1.0
 
     def _get_closed_form(self) -> Tensor:
-        k = self.last_epoch.float()
+        k = self._float_steps()
         total = self.step_size_up + self.step_size_down
         ratio = self.step_size_up / total
         cycle = torch.floor(torch.div(k, total).add(1))
@@ -158,10 +158,10 @@ class _OneCycle(Scheduler):
         return torch.mul(t, end - start).add(start)
 
     def _get_closed_form(self) -> Tensor:
-        k = self.last_epoch.float()
+        k = self._float_steps()
         ends = self._phase_ends()
         begin = 0.0
-        value = f32(0.0)
+        value = self._const(0.0)
         for index, (end, (start_val, end_val)) in enumerate(zip(ends, self._phase_values())):
             t = torch.div(torch.sub(k, begin), end - begin)
             phase = self._anneal(start_val, end_val, t)

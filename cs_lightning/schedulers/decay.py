@@ -4,9 +4,10 @@ Each curve is one closed form in a generic class (``_Polynomial``, ...) written 
 weight-decay argument names (``initial_val``, ``end_val``); the ``*WD`` class is that class
 with its key, the ``*LR`` class renames the arguments (``initial_learning_rate``, ...).
 In the formulas, :math:`k` is the step. The operations run in float32 in the same order as
-cerebras.pytorch 2.10, so the values agree with it to float32 rounding; the int64 step is
-converted to float32 once (the same rounding torch applies inside each mixed int/float
-op, but much faster on long step tensors) and compared as an int.
+cerebras.pytorch 2.10, so the values agree with it to float32 rounding. The step is
+converted to float once (``_float_steps``: the rounding torch applies inside each mixed
+int/float op, but much faster on long step tensors); after one out-of-place operation on
+it, the rest run in place, so evaluating a million steps makes one tensor.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from torch import Tensor
 
 from cs_lightning.schedulers import _checks
-from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, f32
+from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias
 
 
 class _Constant(Scheduler):
@@ -41,7 +42,7 @@ class _Constant(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        return f32(self.val)
+        return self._const(self.val)
 
 
 class _Polynomial(Scheduler):
@@ -77,12 +78,12 @@ class _Polynomial(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        k = self.last_epoch
-        remaining = torch.sub(1, torch.div(k.float(), self.total_iters))
+        # From T on, k = T gives (1 - 1)^p = 0 and the end value, with no select.
+        remaining = torch.clamp(self._float_steps(), max=self.total_iters)
+        remaining.div_(self.total_iters).neg_().add_(1)  # -x + 1 rounds as 1 - x
         if self.power != 1.0:  # x ** 1.0 is x: skip a pass over long step tensors
-            remaining = remaining.pow(self.power)
-        decayed = remaining.mul(self.initial_val - self.end_val).add(self.end_val)
-        return torch.where(k >= self.total_iters, f32(self.end_val), decayed)
+            remaining.pow_(self.power)
+        return remaining.mul_(self.initial_val - self.end_val).add_(self.end_val)
 
 
 class _Linear(_Polynomial):
@@ -125,10 +126,10 @@ class _Exponential(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        power = torch.div(self.last_epoch.float(), self.total_iters)
+        power = torch.div(self._float_steps(), self.total_iters)
         if self.staircase:
-            power = power.floor()
-        return torch.pow(self.decay_rate, power).mul(self.initial_val)
+            power.floor_()
+        return torch.pow(self.decay_rate, power).mul_(self.initial_val)
 
 
 class _InverseExponentialTimeDecay(Scheduler):
@@ -159,10 +160,10 @@ class _InverseExponentialTimeDecay(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        alpha = torch.div(torch.pow(self.last_epoch.float(), self.step_exponent), self.total_iters)
+        alpha = torch.pow(self._float_steps(), self.step_exponent).div_(self.total_iters)
         if self.staircase:
-            alpha = alpha.floor()
-        return torch.div(f32(self.initial_val), alpha.mul(self.decay_rate).add(1.0))
+            alpha.floor_()
+        return torch.div(self._const(self.initial_val), alpha.mul_(self.decay_rate).add_(1.0))
 
 
 class _InverseSquareRootDecay(Scheduler):
@@ -188,8 +189,8 @@ class _InverseSquareRootDecay(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        held = torch.maximum(f32(self.warmup_steps), self.last_epoch.float())
-        return torch.div(f32(self.scale), torch.sqrt(held)).mul(self.initial_val)
+        held = torch.clamp(self._float_steps(), min=self._const(self.warmup_steps))
+        return torch.div(self._const(self.scale), held.sqrt_()).mul_(self.initial_val)
 
 
 class _CosineDecay(Scheduler):
@@ -215,9 +216,9 @@ class _CosineDecay(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        step = torch.minimum(f32(self.total_iters), self.last_epoch.float())
-        progress = torch.div(math.pi, self.total_iters).mul(step).cos().add(1).mul(0.5)
-        return progress.mul(self.initial_val - self.end_val).add(self.end_val)
+        step = torch.clamp(self._float_steps(), max=self._const(self.total_iters))
+        progress = step.mul_(math.pi / self.total_iters).cos_().add_(1).mul_(0.5)
+        return progress.mul_(self.initial_val - self.end_val).add_(self.end_val)
 
 
 class _CosineAnnealing(Scheduler):
@@ -243,8 +244,8 @@ class _CosineAnnealing(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        wave = torch.div(self.last_epoch.float(), self.T_max).mul(math.pi).cos().add(1).div(2)
-        return wave.mul(self.initial_val - self.eta_min).add(self.eta_min)
+        wave = torch.div(self._float_steps(), self.T_max).mul_(math.pi).cos_().add_(1).div_(2)
+        return wave.mul_(self.initial_val - self.eta_min).add_(self.eta_min)
 
 
 class _CosineAnnealingWarmRestarts(Scheduler):
@@ -292,8 +293,8 @@ class _CosineAnnealingWarmRestarts(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         t_cur, t_i = self._period(self.last_epoch)
-        wave = torch.div(t_cur.float(), t_i.float()).mul(math.pi).cos().add(1).div(2)
-        return wave.mul(self.initial_val - self.eta_min).add(self.eta_min)
+        wave = torch.div(t_cur.to(self._dtype), t_i.to(self._dtype)).mul_(math.pi).cos_().add_(1).div_(2)
+        return wave.mul_(self.initial_val - self.eta_min).add_(self.eta_min)
 
 
 class _Multiplicative(Scheduler):
@@ -316,7 +317,7 @@ class _Multiplicative(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        return torch.pow(f32(self.coefficient), self.last_epoch.float()).mul(self.initial_val)
+        return torch.pow(self._const(self.coefficient), self._float_steps()).mul_(self.initial_val)
 
 
 StepFunction = Callable[[Tensor], Tensor]
@@ -344,7 +345,7 @@ class _Lambda(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        return torch.mul(f32(self.initial_val), self.wd_lambda(self.last_epoch))
+        return torch.mul(self._const(self.initial_val), self.wd_lambda(self.last_epoch))
 
 
 # -- learning rate -------------------------------------------------------------------

@@ -1,18 +1,37 @@
 """Staircase schedules: StepLR, MultiStepLR, PiecewiseConstantLR and their WD twins.
 
 As in ``decay``, a generic class holds the closed form with the weight-decay argument
-names and the LR class renames them; :math:`k` is the step.
+names and the LR class renames them; :math:`k` is the step. A staircase has few distinct
+values: over consecutive steps (stepping, ``values(range(n))``) each is computed once and
+repeated, and any other steps look theirs up.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from cs_lightning.schedulers import _checks
-from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, f32
+from cs_lightning.schedulers.base import (
+    _EXACT, LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, padded,
+)
+
+
+def _stairs(scheduler: Scheduler, edges: Sequence[int], levels: Tensor) -> Tensor:
+    """``levels[j]`` at the steps :math:`m_{j-1} \le k < m_j` (``edges`` = :math:`m`,
+    increasing; one level more than edges), at the steps being evaluated."""
+    steps = scheduler._ascending_steps()
+    if steps is None:
+        k = scheduler.last_epoch
+        index = torch.searchsorted(torch.tensor(edges, dtype=k.dtype), k.reshape(-1), right=True)
+        return levels.index_select(0, index).reshape(k.shape)
+    bounds = [0, *(bisect.bisect_left(steps, edge) for edge in edges), len(steps)]
+    return torch.cat([
+        level.expand(end - begin) for level, begin, end in zip(levels, bounds, bounds[1:]) if end > begin
+    ])
 
 
 class _Step(Scheduler):
@@ -38,8 +57,27 @@ class _Step(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        periods = torch.div(self.last_epoch.float(), self.step_size).floor()
-        return torch.pow(f32(self.gamma), periods).mul(self.initial_val)
+        steps = self._ascending_steps()
+        if steps is not None and steps.step == 1 and steps.stop <= _EXACT[self._dtype]:
+            return self._consecutive(steps)
+        periods = torch.div(self._float_steps(), self.step_size).floor_()
+        return self._levels(periods)
+
+    def _levels(self, periods: Tensor) -> Tensor:
+        return torch.pow(self._const(self.gamma), periods).mul_(self.initial_val)
+
+    def _consecutive(self, steps: range) -> Tensor:
+        """The closed form over consecutive steps, each period's value computed once. Below
+        _EXACT the float floor(k / S) is the integer k // S, so the values are the same."""
+        size = self.step_size
+        first, last = steps.start // size, (steps.stop - 1) // size
+        periods = padded(range(first, last + 1))  # pow on the vectorized path, as above
+        levels = self._levels(torch.arange(periods.start, periods.stop, dtype=self._dtype))
+        head = levels[0].expand(min(steps.stop, (first + 1) * size) - steps.start)
+        if last == first:
+            return head
+        middle = levels[1 : last - first, None].expand(-1, size).reshape(-1)
+        return torch.cat([head, middle, levels[last - first].expand(steps.stop - last * size)])
 
 
 class _MultiStep(Scheduler):
@@ -65,11 +103,10 @@ class _MultiStep(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        k = self.last_epoch
-        value = f32(self.initial_val)
-        for milestone in self.milestones:
-            value = torch.where(k < milestone, value, value * self.gamma)
-        return value
+        levels = [self._const(self.initial_val)]
+        for _ in self.milestones:
+            levels.append(levels[-1] * self.gamma)
+        return _stairs(self, self.milestones, torch.stack(levels))
 
 
 class _PiecewiseConstant(Scheduler):
@@ -98,11 +135,7 @@ class _PiecewiseConstant(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        k = self.last_epoch
-        value = f32(self.vals[0])
-        for milestone, val in zip(self.milestones, self.vals[1:]):
-            value = torch.where(k < milestone, value, f32(val))
-        return value
+        return _stairs(self, self.milestones, torch.tensor(self.vals, dtype=self._dtype))
 
 
 class StepLR(_Step, LRScheduler):
