@@ -299,7 +299,8 @@ class Scheduler(_TorchLRScheduler):
             value = self._get_closed_form()
         finally:
             self._probe = saved
-        value = torch.as_tensor(value).to(self._dtype)
+        if not isinstance(value, Tensor) or value.dtype != self._dtype:
+            value = torch.as_tensor(value).to(self._dtype)
         if value.shape not in (torch.Size(), steps.shape):
             raise ClosedFormError(
                 f"{type(self).__name__}._get_closed_form returned shape {tuple(value.shape)} "

@@ -112,15 +112,15 @@ class _Sequential(_Composite):
     def _stages(self, steps: range) -> Tensor:
         """Over increasing steps, each child evaluates just the steps of its own stage
         (lengthened by later ones to whole vector lanes, see base._LANES)."""
-        out = torch.empty(len(steps), dtype=self._dtype)
         starts = [0, *self.milestones]
         bounds = [0, *(bisect.bisect_left(steps, m) for m in self.milestones), len(steps)]
+        parts = []
         for child, start, begin, end in zip(self.schedulers, starts, bounds, bounds[1:]):
             if end > begin:
                 first = steps[begin] - start
                 stage = range(first, first + (end - begin) * steps.step, steps.step)
-                out[begin:end] = child._closed_form_at(padded(stage))[: end - begin]
-        return out
+                parts.append(child._closed_form_at(padded(stage))[: end - begin])
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 class _Chained(_Composite):

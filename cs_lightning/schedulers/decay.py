@@ -216,7 +216,7 @@ class _CosineDecay(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        step = torch.clamp(self._float_steps(), max=self._const(self.total_iters))
+        step = torch.clamp(self._float_steps(), max=self.total_iters)
         progress = step.mul_(math.pi / self.total_iters).cos_().add_(1).mul_(0.5)
         return progress.mul_(self.initial_val - self.end_val).add_(self.end_val)
 
