@@ -43,10 +43,11 @@ Tags = str | None | Sequence[str | None]
 _LANES = 64
 # Steps evaluated per vectorized call of the closed form while stepping.
 _BLOCK = 1024
-# Steps per call inside values(): the few intermediates (256 KB each) stay in cache and
+# Steps per call inside values(): the few intermediates (512 KB each) stay in cache and
 # are reused by the allocator from one call to the next, where fresh memory would cost
-# a page fault per 4 KB.
-_CHUNK = 1 << 16
+# a page fault per 4 KB. (Measured: 2**16 pays more per-op overhead, 2**18 and more
+# lose the cache or the allocator's reuse.)
+_CHUNK = 1 << 17
 # Counts changes of any scheduler's arguments: a block precomputed before a change (of the
 # scheduler itself or of a child it composes) is stale.
 _changes = [0]
