@@ -16,7 +16,6 @@ a scheduler converted from torch's computes in float64, as torch does.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import copy
 import functools
