@@ -280,6 +280,11 @@ class Scheduler(_TorchLRScheduler):
             return torch.tensor(self._cursor.step, dtype=self._dtype)
         return probe.floats(self._dtype)
 
+    def _steps(self) -> Steps:
+        """The steps of this evaluation (the current step outside one), for a composite to
+        hand to its children: they then share one conversion to floats."""
+        return self._probe if self._probe is not None else Steps(self.last_epoch)
+
     def _ascending_steps(self) -> range | None:
         """The steps of this evaluation as an increasing range, or None when they are not one
         (closed forms may take a faster path over consecutive steps)."""

@@ -143,10 +143,10 @@ class _Chained(_Composite):
         return "schedulers", self.schedulers
 
     def _get_closed_form(self) -> Tensor:
-        k = self.last_epoch
-        value = self.schedulers[0]._closed_form_at(k)
+        steps = self._steps()
+        value = self.schedulers[0]._closed_form_at(steps)
         for child in self.schedulers[1:]:  # initial values read now: a child's arguments may change
-            value = torch.mul(value, torch.div(child._closed_form_at(k), _initial_value(self, child)))
+            value = torch.mul(value, torch.div(child._closed_form_at(steps), _initial_value(self, child)))
         return value
 
 
@@ -198,7 +198,7 @@ class _ScalePerParam(_Composite):
         ]
 
     def _get_closed_form(self) -> Tensor:
-        return self.scheduler._closed_form_at(self.last_epoch)
+        return self.scheduler._closed_form_at(self._steps())
 
 
 class SequentialLR(_Sequential, LRScheduler):
