@@ -60,6 +60,9 @@ CASES = {
                                                       L.ExponentialLR(o, gamma=0.998),
                                                       L.LinearLR(o, start_factor=0.5, total_iters=50)]),
     "LambdaLR": lambda o: L.LambdaLR(o, _ramp_then_decay),
+    # Python numbers meeting the step tensor: float64 under conversion, as in torch
+    "LambdaLR-power": lambda o: L.LambdaLR(o, lambda k: 0.999 ** k),
+    "LambdaLR-linear": lambda o: L.LambdaLR(o, lambda k: 1 - k / STEPS),
     "MultiplicativeLR": lambda o: L.MultiplicativeLR(o, lambda step: 0.997),
 }
 

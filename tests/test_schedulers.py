@@ -380,6 +380,20 @@ def test_table_and_plot(tmp_path):
     assert figure.axes[0].lines[0].get_ydata()[10] == pytest.approx(0.1)
 
 
+@given(total=st.integers(1, 5000), initial=st.floats(1e-6, 1.0), end=st.floats(0.0, 1e-6))
+def test_cosine_decay_rounds_as_cerebras_pytorch(total, initial, end):
+    """cerebras.pytorch 2.10 computes torch.div(pi, T) (pi rounded to float32 first), then
+    min(k, T) times that, cos, + 1, * 0.5, * (initial - end), + end, all in float32. For
+    about a third of all T, pi / T rounded from float64 differs in the last bit."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    n = -(-(2 * total + 1) // 64) * 64  # whole vector lanes, as values() computes them
+    k = torch.arange(n)
+    angle = torch.div(math.pi, total).mul(torch.minimum(torch.tensor(float(total)), k.float()))
+    expected = angle.cos().add(1).mul(0.5).mul(initial - end).add(end)
+    got = CosineDecayLR(optimizer, initial, end, total_iters=total).values(n)[:, 0]
+    assert torch.equal(got, expected)
+
+
 def test_lambda_takes_a_function_of_the_step_tensor_and_resumes():
     def decay(k):
         return torch.exp(-k.float() / 10)

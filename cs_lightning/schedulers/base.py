@@ -42,7 +42,7 @@ Tags = str | None | Sequence[str | None]
 _LANES = 64
 # Steps evaluated per vectorized call of the closed form while stepping.
 _BLOCK = 1024
-# Steps per call inside values(): the few intermediates (512 KB each) stay in cache and
+# Steps per call inside values(): the few intermediates (512 KB of float32) stay in cache and
 # are reused by the allocator from one call to the next, where fresh memory would cost
 # a page fault per 4 KB. (Measured: 2**16 pays more per-op overhead, 2**18 and more
 # lose the cache or the allocator's reuse.)
@@ -133,6 +133,18 @@ def _one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """torch's default float dtype set to ``dtype`` meanwhile: the dtype Python numbers take
+    where they meet an int tensor (``0.999 ** k``, ``k / 1000``)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 class _Alias:
@@ -446,10 +458,13 @@ class Scheduler(_TorchLRScheduler):
             return out.T.contiguous()
 
     def _set_dtype(self, dtype: torch.dtype) -> None:
-        """Compute this schedule (and every schedule it composes) in ``dtype``, from now on."""
-        for scheduler in _tree(self):
+        """Compute this schedule (and every schedule it composes) in ``dtype`` (float32 or
+        float64), from now on; the new values are written into the param groups."""
+        tree = list(_tree(self))
+        for scheduler in tree:
             scheduler._dtype = dtype
-        self._cursor.last = self._refill(self._cursor.step)
+        for scheduler in tree:  # a parent's values need its children in dtype already
+            scheduler._cursor.last = scheduler._refill(scheduler._cursor.step)
         self._write(self._cursor.last)
 
     def set_tensor_values(self, enabled: bool) -> None:

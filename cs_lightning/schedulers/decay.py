@@ -19,7 +19,9 @@ import torch
 from torch import Tensor
 
 from cs_lightning.schedulers import _checks
-from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias
+from cs_lightning.schedulers.base import (
+    LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, default_dtype,
+)
 
 
 def _half(scale: float) -> float:
@@ -224,7 +226,8 @@ class _CosineDecay(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         step = torch.clamp(self._float_steps(), max=self.total_iters)
-        wave = step.mul_(math.pi / self.total_iters).cos_().add_(1)
+        # pi / T rounded as cerebras.pytorch rounds it: pi to float32 first, then divided
+        wave = step.mul_(torch.div(self._const(math.pi), self.total_iters)).cos_().add_(1)
         return wave.mul_(_half(self.initial_val - self.end_val)).add_(self.end_val)
 
 
@@ -352,7 +355,9 @@ class _Lambda(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        return torch.mul(self._const(self.initial_val), self.wd_lambda(self.last_epoch))
+        with default_dtype(self._dtype):  # Python numbers in the function compute in it too
+            factor = self.wd_lambda(self.last_epoch)
+        return torch.mul(self._const(self.initial_val), factor)
 
 
 # -- learning rate -------------------------------------------------------------------

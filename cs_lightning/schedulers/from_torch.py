@@ -32,7 +32,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.optim import lr_scheduler as torch_lr
 
 from cs_lightning import schedulers as cs
-from cs_lightning.schedulers.base import Scheduler
+from cs_lightning.schedulers.base import Scheduler, default_dtype
 
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
@@ -182,8 +182,31 @@ def _same_function(functions: Sequence[Callable[..., Any]]) -> Callable[..., Any
 
 
 def _lambda(s: torch_lr.LambdaLR) -> _Plan:
-    function = _same_function(s.lr_lambdas)
+    function = _in_torchs_dtype(_same_function(s.lr_lambdas))
     return _plain("LambdaLR", s, lambda b: {"initial_learning_rate": b, "lr_lambda": function})
+
+
+def _in_torchs_dtype(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The function, computing in the dtype torch's LambdaLR computes it in.
+
+    torch calls it with an int step: Python arithmetic then computes in float64 (as the
+    converted schedule does), but torch ops in the default dtype, usually float32. Called
+    with a tensor of steps, both would compute in one dtype; so a function whose value at
+    an int step is a float32 tensor computes in float32 here too.
+    """
+    try:
+        value = function(1)
+    except Exception:  # a Python-only function: the closed-form check says why
+        return function
+    if not (isinstance(value, torch.Tensor) and value.dtype == torch.float32):
+        return function
+
+    @functools.wraps(function)
+    def in_float32(steps: torch.Tensor) -> torch.Tensor:
+        with default_dtype(torch.float32):
+            return function(steps)
+
+    return in_float32
 
 
 def _multiplicative(s: torch_lr.MultiplicativeLR) -> _Plan:

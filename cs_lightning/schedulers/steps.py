@@ -21,7 +21,7 @@ from cs_lightning.schedulers.base import (
 
 
 def _stairs(scheduler: Scheduler, edges: Sequence[int], levels: Tensor) -> Tensor:
-    """``levels[j]`` at the steps :math:`m_{j-1} \le k < m_j` (``edges`` = :math:`m`,
+    r"""``levels[j]`` at the steps :math:`m_{j-1} \le k < m_j` (``edges`` = :math:`m`,
     increasing; one level more than edges), at the steps being evaluated."""
     steps = scheduler._ascending_steps()
     if steps is None:
