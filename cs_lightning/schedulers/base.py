@@ -303,6 +303,14 @@ class Scheduler(_TorchLRScheduler):
         probe = self._probe
         return None if probe is None else probe.ascending()
 
+    def _held(self, last: int) -> Tensor:
+        """``min(k, last)`` for the steps :math:`k` in float steps, shared (modify it out of
+        place): the steps themselves when none of them is past ``last``."""
+        steps, floats = self._ascending_steps(), self._float_steps()
+        if steps and steps[-1] <= last:
+            return floats
+        return torch.clamp(floats, max=last)
+
     def _const(self, value: float) -> Tensor:
         """A 0-d constant of the compute dtype, for closed forms that need a tensor operand."""
         return torch.tensor(value, dtype=self._dtype)

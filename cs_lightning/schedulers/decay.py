@@ -24,6 +24,11 @@ from cs_lightning.schedulers.base import (
 )
 
 
+def _shift(values: Tensor, offset: float) -> Tensor:
+    """``values + offset`` in place; adding 0 changes no value, so it is skipped."""
+    return values if offset == 0 else values.add_(offset)
+
+
 def _half(scale: float) -> float:
     """``scale / 2``, for ``(1 + cos x) / 2 * scale`` as ``(1 + cos x) * (scale / 2)``: one pass
     fewer, and the same float32 result, as halving is exact both ways (the tensor's
@@ -88,11 +93,11 @@ class _Polynomial(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         # From T on, k = T gives (1 - 1)^p = 0 and the end value, with no select.
-        remaining = torch.clamp(self._float_steps(), max=self.total_iters)
-        remaining.div_(self.total_iters).neg_().add_(1)  # -x + 1 rounds as 1 - x
+        remaining = torch.div(self._held(self.total_iters), self.total_iters)
+        remaining.neg_().add_(1)  # -x + 1 rounds as 1 - x
         if self.power != 1.0:  # x ** 1.0 is x: skip a pass over long step tensors
             remaining.pow_(self.power)
-        return remaining.mul_(self.initial_val - self.end_val).add_(self.end_val)
+        return _shift(remaining.mul_(self.initial_val - self.end_val), self.end_val)
 
 
 class _Linear(_Polynomial):
@@ -225,10 +230,10 @@ class _CosineDecay(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        step = torch.clamp(self._float_steps(), max=self.total_iters)
         # pi / T rounded as cerebras.pytorch rounds it: pi to float32 first, then divided
-        wave = step.mul_(torch.div(self._const(math.pi), self.total_iters)).cos_().add_(1)
-        return wave.mul_(_half(self.initial_val - self.end_val)).add_(self.end_val)
+        angle = torch.div(self._const(math.pi), self.total_iters)
+        wave = torch.mul(self._held(self.total_iters), angle).cos_().add_(1)
+        return _shift(wave.mul_(_half(self.initial_val - self.end_val)), self.end_val)
 
 
 class _CosineAnnealing(Scheduler):
@@ -255,7 +260,7 @@ class _CosineAnnealing(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         wave = torch.div(self._float_steps(), self.T_max).mul_(math.pi).cos_().add_(1)
-        return wave.mul_(_half(self.initial_val - self.eta_min)).add_(self.eta_min)
+        return _shift(wave.mul_(_half(self.initial_val - self.eta_min)), self.eta_min)
 
 
 class _CosineAnnealingWarmRestarts(Scheduler):
@@ -304,7 +309,7 @@ class _CosineAnnealingWarmRestarts(Scheduler):
     def _get_closed_form(self) -> Tensor:
         t_cur, t_i = self._period(self.last_epoch)
         wave = torch.div(t_cur.to(self._dtype), t_i.to(self._dtype)).mul_(math.pi).cos_().add_(1)
-        return wave.mul_(_half(self.initial_val - self.eta_min)).add_(self.eta_min)
+        return _shift(wave.mul_(_half(self.initial_val - self.eta_min)), self.eta_min)
 
 
 class _Multiplicative(Scheduler):
