@@ -71,7 +71,7 @@ class _Step(Scheduler):
         _EXACT the float floor(k / S) is the integer k // S, so the values are the same."""
         size = self.step_size
         first, last = steps.start // size, (steps.stop - 1) // size
-        periods = padded(range(first, last + 1))  # pow on the vectorized path, as above
+        periods = padded(range(first, last + 1))  # whole vector lanes: see base._LANES
         levels = self._levels(torch.arange(periods.start, periods.stop, dtype=self._dtype))
         head = levels[0].expand(min(steps.stop, (first + 1) * size) - steps.start)
         if last == first:
