@@ -107,6 +107,57 @@ def test_stages_of_any_length_agree_with_stepping():
         assert sequence.values(range(n))[:, 0].tolist() == stepped[:n], n
 
 
+def _long_sequences(optimizer):
+    """Sequences whose stages change near where values() starts a new chunk (any power of
+    two from 2**16 to 2**20 steps): the stages write into the result side by side."""
+    yield SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 0.1, 2**19 - 10),
+                                   CosineDecayLR(optimizer, 0.1, 0.01, 2**19 + 20),
+                                   ExponentialLR(optimizer, 0.01, 7, 0.9)], [2**19 - 10, 2**20 + 10])
+    yield SequentialLR(optimizer, [ConstantLR(optimizer, 0.1, 2**17 + 3),
+                                   StepLR(optimizer, 0.1, step_size=999, gamma=0.9)], [2**17 + 3])
+
+
+@pytest.mark.parametrize("index", range(len(CASES) + 2))
+def test_long_evaluations_equal_short_ones(index):
+    """values() evaluates a long range a chunk at a time, with the closed forms writing into
+    the tensor it returns: every window of it equals the same steps evaluated alone."""
+    if index < len(CASES):
+        case = CASES[index]
+        (scheduler,) = build(case["spec"], _optimizer(case))
+    else:
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+        scheduler = list(_long_sequences(optimizer))[index - len(CASES)]
+    n = 2**20 + 5000
+    everything = scheduler.values(range(n))
+    for start in [*range(2**16 - 50, n, 2**16), n - 100]:
+        window = range(start, start + 100)
+        assert _same(scheduler.values(window).tolist(), everything[start : start + 100].tolist())
+
+
+class WritesIntoItsStepsLR(LRScheduler):
+    """Breaks the rule that closed forms leave their (shared, cached) float steps as they are."""
+
+    def _get_closed_form(self):
+        return self._float_steps().mul_(0.0).add_(0.5)
+
+
+def test_a_closed_form_writing_into_its_steps_spoils_no_later_evaluation():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    linear = LinearLR(optimizer, 0.0, 1.0, 100)
+    before = linear.values(200)
+    assert WritesIntoItsStepsLR(optimizer).values(200).unique().tolist() == [0.5]
+    assert torch.equal(linear.values(200), before)
+
+
+def test_a_schedule_of_several_groups_gives_each_the_same_values():
+    groups = [{"params": [torch.nn.Parameter(torch.ones(1))], "lr": lr} for lr in (0.5, 0.7, 0.9)]
+    optimizer = torch.optim.SGD(groups, lr=0.1)
+    scheduler = CosineDecayLR(optimizer, 0.2, 0.01, total_iters=100)
+    values = scheduler.values(range(130))
+    assert torch.equal(values, values[:, :1].expand(-1, 3))
+    assert values.tolist() == _stepped(scheduler, optimizer, 130)
+
+
 @pytest.mark.parametrize("around", [2**24, 2**53])
 def test_steps_beyond_exact_floats_take_the_general_path(around):
     """float32 holds every int only up to 2**24: past it, consecutive steps are converted

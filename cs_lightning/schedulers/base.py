@@ -42,11 +42,14 @@ Tags = str | None | Sequence[str | None]
 _LANES = 64
 # Steps evaluated per vectorized call of the closed form while stepping.
 _BLOCK = 1024
-# Steps per call inside values(): the few intermediates (512 KB of float32) stay in cache and
-# are reused by the allocator from one call to the next, where fresh memory would cost
-# a page fault per 4 KB. (Measured: 2**16 pays more per-op overhead, 2**18 and more
-# lose the cache or the allocator's reuse.)
-_CHUNK = 1 << 17
+# Steps per call inside values(). Closed forms write their result into the tensor values()
+# returns and work on it in place, so 2 MB of float32 stay in the cache from one pass to the
+# next. (Measured from 2**16 to 2**20: 2**19 is fastest for the common schedules; OneCycle
+# and Cyclic, with more intermediates, would take 2**17, 25% faster.)
+_CHUNK = 1 << 19
+# Float steps 0, 1, 2, ... up to this many are kept (16 MB of float32 at most, grown to the
+# last step asked for), so a range of steps in it costs no pass over memory.
+_COUNTED = 1 << 22
 # Counts changes of any scheduler's arguments: a block precomputed before a change (of the
 # scheduler itself or of a child it composes) is stale.
 _changes = [0]
@@ -57,18 +60,23 @@ _EXACT = {torch.float32: 2**24, torch.float64: 2**53}
 class Steps:
     """The steps a closed form is evaluated at: a range, or any tensor of int steps.
 
-    Stepping and ``values()`` evaluate ranges. Float steps then come straight from
-    ``arange`` (no int64 tensor in between), and a composite hands each child just the
-    part of the range it covers. Each form of the steps is made once and shared by the
-    closed forms nested in one evaluation, so they must not modify it in place.
+    Stepping and ``values()`` evaluate ranges. Float steps then come straight from a cached
+    count (no int64 tensor in between), and a composite hands each child just the part of
+    the range it covers. Each form of the steps is made once and shared by the closed forms
+    nested in one evaluation, so they must not modify it in place.
+
+    ``values()`` also hands over ``out``, the slice of the tensor it returns that this
+    evaluation fills: the first closed form to ask for it (``Scheduler._out()``) may write
+    its result there, which saves an allocation and a copy per chunk.
     """
 
-    __slots__ = ("range", "_ints", "_floats")
+    __slots__ = ("range", "_ints", "_floats", "_out")
 
-    def __init__(self, steps: range | Tensor) -> None:
+    def __init__(self, steps: range | Tensor, out: Tensor | None = None) -> None:
         self.range = steps if isinstance(steps, range) else None
         self._ints = None if isinstance(steps, range) else steps
         self._floats: dict[torch.dtype, Tensor] = {}
+        self._out = out
 
     @property
     def shape(self) -> torch.Size:
@@ -97,19 +105,32 @@ class Steps:
         r = self.range
         return r if r is not None and r.step > 0 else None
 
+    def take_out(self, dtype: torch.dtype) -> Tensor | None:
+        """``out`` for the first caller computing in its dtype; None for everyone else."""
+        out = self._out
+        if out is None or out.dtype != dtype:
+            return None
+        self._out = None
+        return out
 
-@functools.cache
-def _counting(dtype: torch.dtype) -> Tensor:
-    return torch.arange(_CHUNK, dtype=dtype)
+
+# dtype -> (0, 1, 2, ... as floats, its version): see _count
+_counts: dict[torch.dtype, tuple[Tensor, int]] = {}
 
 
 def _count(steps: range, dtype: torch.dtype) -> Tensor:
-    """``steps`` as exact integers in a float dtype: a (new) shifted copy of a cached
-    0, 1, 2, ... when it is long enough, which costs half of a fresh ``arange``."""
-    counting = _counting(dtype)
-    if steps.step == 1 and len(steps) <= len(counting):
-        return torch.add(counting[: len(steps)], steps.start)
-    return torch.arange(steps.start, steps.stop, steps.step, dtype=dtype)
+    """``steps`` as exact integers in a float dtype: unit steps from 0 to _COUNTED are a
+    view of a cached 0, 1, 2, ... (grown on demand), others a fresh ``arange``."""
+    if steps.step != 1 or steps.start < 0 or steps.stop > _COUNTED:
+        return torch.arange(steps.start, steps.stop, steps.step, dtype=dtype)
+    counting, version = _counts.get(dtype, (None, None))
+    # A closed form that broke the rule above and wrote into its steps changed the version:
+    # count afresh rather than hand the changed steps to later evaluations.
+    if counting is None or len(counting) < steps.stop or counting._version != version:
+        size = min(_COUNTED, max(_CHUNK, 1 << (steps.stop - 1).bit_length()))
+        counting = torch.arange(size, dtype=dtype)
+        _counts[dtype] = counting, counting._version
+    return counting[steps.start : steps.stop]
 
 
 def padded(steps: range, multiple: int = _LANES) -> range:
@@ -315,6 +336,13 @@ class Scheduler(_TorchLRScheduler):
         """A 0-d constant of the compute dtype, for closed forms that need a tensor operand."""
         return torch.tensor(value, dtype=self._dtype)
 
+    def _out(self) -> Tensor | None:
+        """``out=`` for a closed form's first out-of-place op, whose tensor then holds the
+        result: inside ``values()``, the first caller gets a slice of the tensor returned;
+        everywhere else, None (the op allocates)."""
+        probe = self._probe
+        return None if probe is None else probe.take_out(self._dtype)
+
     def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
         """Evaluate the closed form with ``last_epoch`` = ``steps``, in the compute dtype."""
         if not isinstance(steps, Steps):
@@ -451,19 +479,31 @@ class Scheduler(_TorchLRScheduler):
         """
         groups = len(self.optimizer.param_groups)
         everyone = len(self._targets) == groups
-        rows = slice(None) if everyone else self._targets
         with _one_thread():
             steps = _as_steps(type(self).__name__, steps)
             count = len(steps)
-            # One row per group, filled a chunk at a time: (1, n).T is (n, 1) with no copy.
-            out = torch.empty(groups, count, dtype=self._dtype)
+            # One row per group, filled a chunk at a time (each chunk whole vector lanes):
+            # (1, n).T is (n, 1) with no copy.
+            out = torch.empty(groups, -(-count // _LANES) * _LANES, dtype=self._dtype)
             if not everyone:
                 out.fill_(math.nan)
             for begin in range(0, count, _CHUNK):
-                part = self._per_target(self._closed_form_at(_lanes(steps[begin : begin + _CHUNK])))
-                size = min(_CHUNK, count - begin)
-                out[rows, begin : begin + size] = part[:, :size]
-            return out.T.contiguous()
+                chunk = _lanes(steps[begin : begin + _CHUNK])
+                self._fill(out[:, begin : begin + len(chunk)], chunk)
+            return out[:, :count].T.contiguous()
+
+    def _fill(self, out: Tensor, steps: range | Tensor) -> None:
+        """Write the values at ``steps`` into the targeted rows of ``out``."""
+        if not self._unscaled:
+            out[self._targets] = self._per_target(self._closed_form_at(steps))
+            return
+        first, *others = self._targets
+        row = out[first]
+        curve = self._closed_form_at(Steps(steps, out=row))
+        if curve.data_ptr() != row.data_ptr():  # the closed form did not write into row
+            row.copy_(curve)
+        for other in others:
+            out[other].copy_(row)
 
     def _set_dtype(self, dtype: torch.dtype) -> None:
         """Compute this schedule (and every schedule it composes) in ``dtype`` (float32 or

@@ -14,7 +14,9 @@ import torch
 from torch import Tensor
 
 from cs_lightning.schedulers import _checks
-from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, padded
+from cs_lightning.schedulers.base import (
+    LRScheduler, Scheduler, Steps, Tags, WeightDecayScheduler, padded,
+)
 
 
 def _check_children(parent: Scheduler, name: str, children: Sequence[Scheduler]) -> None:
@@ -111,16 +113,24 @@ class _Sequential(_Composite):
 
     def _stages(self, steps: range) -> Tensor:
         """Over increasing steps, each child evaluates just the steps of its own stage
-        (lengthened by later ones to whole vector lanes, see base._LANES)."""
+        (lengthened by later ones to whole vector lanes, see base._LANES), straight into
+        its part of the result where the lengthened stage fits: the next stage overwrites
+        the extra steps."""
+        out = self._out()
+        if out is None:
+            out = torch.empty(len(steps), dtype=self._dtype)
         starts = [0, *self.milestones]
         bounds = [0, *(bisect.bisect_left(steps, m) for m in self.milestones), len(steps)]
-        parts = []
         for child, start, begin, end in zip(self.schedulers, starts, bounds, bounds[1:]):
             if end > begin:
                 first = steps[begin] - start
-                stage = range(first, first + (end - begin) * steps.step, steps.step)
-                parts.append(child._closed_form_at(padded(stage))[: end - begin])
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+                stage = padded(range(first, first + (end - begin) * steps.step, steps.step))
+                room = out[begin : begin + len(stage)]
+                fits = len(room) == len(stage)
+                part = child._closed_form_at(Steps(stage, out=room if fits else None))
+                if not fits or part.data_ptr() != room.data_ptr():
+                    out[begin:end] = part[: end - begin]
+        return out
 
 
 class _Chained(_Composite):

@@ -83,7 +83,7 @@ class _Cyclic(Scheduler):
         x = torch.sub(torch.div(k, total), cycle).add(1)
         rise = torch.where(x <= ratio, torch.div(x, ratio), torch.div(x.sub(1), ratio - 1))
         height = rise.mul(self.max_val - self.base_val)
-        return torch.mul(height, self._scale(cycle)).add(self.base_val)
+        return torch.mul(height, self._scale(cycle), out=self._out()).add_(self.base_val)
 
 
 class _OneCycle(Scheduler):
