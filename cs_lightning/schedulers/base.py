@@ -45,7 +45,7 @@ _BLOCK = 1024
 # Steps per call inside values(). Closed forms write their result into the tensor values()
 # returns and work on it in place, so 2 MB of float32 stay in the cache from one pass to the
 # next. (Measured from 2**16 to 2**20: 2**19 is fastest for the common schedules; OneCycle
-# and Cyclic, with more intermediates, would take 2**17, 25% faster.)
+# and Cyclic, with more intermediates, run up to 10% faster at 2**17.)
 _CHUNK = 1 << 19
 # Float steps 0, 1, 2, ... up to this many are kept (16 MB of float32 at most, grown to the
 # last step asked for), so a range of steps in it costs no pass over memory.

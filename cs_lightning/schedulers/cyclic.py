@@ -79,10 +79,10 @@ class _Cyclic(Scheduler):
         k = self._float_steps()
         total = self.step_size_up + self.step_size_down
         ratio = self.step_size_up / total
-        cycle = torch.floor(torch.div(k, total).add(1))
-        x = torch.sub(torch.div(k, total), cycle).add(1)
-        rise = torch.where(x <= ratio, torch.div(x, ratio), torch.div(x.sub(1), ratio - 1))
-        height = rise.mul(self.max_val - self.base_val)
+        cycle = torch.div(k, total).add_(1).floor_()
+        x = torch.div(k, total).sub_(cycle).add_(1)
+        rise = torch.where(x <= ratio, torch.div(x, ratio), x.sub(1).div_(ratio - 1))
+        height = rise.mul_(self.max_val - self.base_val)
         return torch.mul(height, self._scale(cycle), out=self._out()).add_(self.base_val)
 
 
@@ -153,9 +153,10 @@ class _OneCycle(Scheduler):
         return [(self.initial_val, self.max_val), (self.max_val, low)]
 
     def _anneal(self, start: float, end: float, t: Tensor) -> Tensor:
+        """From ``start`` at ``t = 0`` to ``end`` at ``t = 1``, computed in place of ``t``."""
         if self.anneal_strategy == "cos":
-            return torch.mul(t, math.pi).cos().add(1).mul((start - end) / 2.0).add(end)
-        return torch.mul(t, end - start).add(start)
+            return t.mul_(math.pi).cos_().add_(1).mul_((start - end) / 2.0).add_(end)
+        return t.mul_(end - start).add_(start)
 
     def _get_closed_form(self) -> Tensor:
         k = self._float_steps()
@@ -163,7 +164,7 @@ class _OneCycle(Scheduler):
         begin = 0.0
         value = self._const(0.0)
         for index, (end, (start_val, end_val)) in enumerate(zip(ends, self._phase_values())):
-            t = torch.div(torch.sub(k, begin), end - begin)
+            t = torch.sub(k, begin).div_(end - begin)
             phase = self._anneal(start_val, end_val, t)
             value = phase if index == 0 else torch.where(k > begin, phase, value)
             begin = end
