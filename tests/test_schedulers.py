@@ -110,9 +110,9 @@ def test_stages_of_any_length_agree_with_stepping():
 def _long_sequences(optimizer):
     """Sequences whose stages change near where values() starts a new chunk (any power of
     two from 2**16 to 2**20 steps): the stages write into the result side by side."""
-    yield SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 0.1, 2**19 - 10),
-                                   CosineDecayLR(optimizer, 0.1, 0.01, 2**19 + 20),
-                                   ExponentialLR(optimizer, 0.01, 7, 0.9)], [2**19 - 10, 2**20 + 10])
+    stages = [LinearLR(optimizer, 0.0, 0.1, 2**19 - 10), CosineDecayLR(optimizer, 0.1, 0.01, 2**19 + 20),
+              ExponentialLR(optimizer, 0.01, 7, 0.9)]
+    yield SequentialLR(optimizer, stages, [2**19 - 10, 2**20 + 10])
     yield SequentialLR(optimizer, [ConstantLR(optimizer, 0.1, 2**17 + 3),
                                    StepLR(optimizer, 0.1, step_size=999, gamma=0.9)], [2**17 + 3])
 

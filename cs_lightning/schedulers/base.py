@@ -47,8 +47,8 @@ _BLOCK = 1024
 # next. (Measured from 2**16 to 2**20: 2**19 is fastest for the common schedules; OneCycle
 # and Cyclic, with more intermediates, run up to 10% faster at 2**17.)
 _CHUNK = 1 << 19
-# Float steps 0, 1, 2, ... up to this many are kept (16 MB of float32 at most, grown to the
-# last step asked for), so a range of steps in it costs no pass over memory.
+# Float steps 0, 1, 2, ... up to this many are kept (16 MB of float32, 32 MB of float64 at most,
+# grown to the last step asked for), so a range of steps in it costs no pass over memory.
 _COUNTED = 1 << 22
 # Counts changes of any scheduler's arguments: a block precomputed before a change (of the
 # scheduler itself or of a child it composes) is stale.
