@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import REPO
+from cs_lightning.schedulers import base
 from cs_lightning.schedulers import (
     ChainedScheduler,
     ClosedFormError,
@@ -147,6 +148,31 @@ def test_a_closed_form_writing_into_its_steps_spoils_no_later_evaluation():
     before = linear.values(200)
     assert WritesIntoItsStepsLR(optimizer).values(200).unique().tolist() == [0.5]
     assert torch.equal(linear.values(200), before)
+
+
+def test_schedules_evaluate_in_inference_mode(monkeypatch):
+    """Lightning validates and predicts under torch.inference_mode(), where tensors have no
+    version counter; the first evaluation of a process may come from there."""
+    monkeypatch.setattr(base, "_counts", {})
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    with torch.inference_mode():
+        scheduler = CosineDecayLR(optimizer, 0.1, 0.01, total_iters=1000)
+        inside = scheduler.values(2**20)
+    assert torch.equal(inside, scheduler.values(2**20))
+
+
+class ResizesItsOutLR(LRScheduler):
+    """Claims the result buffer for an op whose result is 0-d: torch resizes the buffer."""
+
+    def _get_closed_form(self):
+        return torch.mul(self._const(0.1), 1.0, out=self._claim_out())
+
+
+def test_a_resized_result_buffer_is_copied_from_not_trusted():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    with pytest.warns(UserWarning, match="resized"):
+        values = ResizesItsOutLR(optimizer).values(200)
+    assert values.unique().tolist() == [pytest.approx(0.1)]
 
 
 def test_a_schedule_of_several_groups_gives_each_the_same_values():

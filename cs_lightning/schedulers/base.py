@@ -66,17 +66,17 @@ class Steps:
     nested in one evaluation, so they must not modify it in place.
 
     ``values()`` also hands over ``out``, the slice of the tensor it returns that this
-    evaluation fills: the first closed form to ask for it (``Scheduler._out()``) may write
-    its result there, which saves an allocation and a copy per chunk.
+    evaluation fills: the first closed form to claim it (``Scheduler._claim_out()``) may
+    write its result there, which saves an allocation and a copy per chunk.
     """
 
-    __slots__ = ("range", "_ints", "_floats", "_out")
+    __slots__ = ("range", "_ints", "_floats", "_unclaimed")
 
     def __init__(self, steps: range | Tensor, out: Tensor | None = None) -> None:
         self.range = steps if isinstance(steps, range) else None
         self._ints = None if isinstance(steps, range) else steps
         self._floats: dict[torch.dtype, Tensor] = {}
-        self._out = out
+        self._unclaimed = out
 
     @property
     def shape(self) -> torch.Size:
@@ -105,12 +105,12 @@ class Steps:
         r = self.range
         return r if r is not None and r.step > 0 else None
 
-    def take_out(self, dtype: torch.dtype) -> Tensor | None:
+    def claim_out(self, dtype: torch.dtype) -> Tensor | None:
         """``out`` for the first caller computing in its dtype; None for everyone else."""
-        out = self._out
+        out = self._unclaimed
         if out is None or out.dtype != dtype:
             return None
-        self._out = None
+        self._unclaimed = None
         return out
 
 
@@ -128,9 +128,17 @@ def _count(steps: range, dtype: torch.dtype) -> Tensor:
     # count afresh rather than hand the changed steps to later evaluations.
     if counting is None or len(counting) < steps.stop or counting._version != version:
         size = min(_COUNTED, max(_CHUNK, 1 << (steps.stop - 1).bit_length()))
-        counting = torch.arange(size, dtype=dtype)
+        with torch.inference_mode(False):  # an inference tensor has no version to check
+            counting = torch.arange(size, dtype=dtype)
         _counts[dtype] = counting, counting._version
     return counting[steps.start : steps.stop]
+
+
+def holds(result: Tensor, out: Tensor) -> bool:
+    """Whether ``result`` is all of ``out``: a closed form wrote its result there. (Pass a
+    view of ``out`` other than the one handed out: torch may resize an ``out=`` tensor.)"""
+    return (result.data_ptr() == out.data_ptr() and result.shape == out.shape
+            and result.stride() == out.stride())
 
 
 def padded(steps: range, multiple: int = _LANES) -> range:
@@ -336,12 +344,13 @@ class Scheduler(_TorchLRScheduler):
         """A 0-d constant of the compute dtype, for closed forms that need a tensor operand."""
         return torch.tensor(value, dtype=self._dtype)
 
-    def _out(self) -> Tensor | None:
-        """``out=`` for a closed form's first out-of-place op, whose tensor then holds the
-        result: inside ``values()``, the first caller gets a slice of the tensor returned;
-        everywhere else, None (the op allocates)."""
+    def _claim_out(self) -> Tensor | None:
+        """``out=`` for the op of a closed form that makes the tensor holding its result (its
+        first out-of-place op; later ops work in place on it). Inside ``values()`` the first
+        claim of an evaluation gets a slice of the tensor returned; a later claim (a parent's
+        after its child's) and any claim outside ``values()`` get None: the op allocates."""
         probe = self._probe
-        return None if probe is None else probe.take_out(self._dtype)
+        return None if probe is None else probe.claim_out(self._dtype)
 
     def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
         """Evaluate the closed form with ``last_epoch`` = ``steps``, in the compute dtype."""
@@ -484,7 +493,7 @@ class Scheduler(_TorchLRScheduler):
             count = len(steps)
             # One row per group, filled a chunk at a time (each chunk whole vector lanes):
             # (1, n).T is (n, 1) with no copy.
-            out = torch.empty(groups, -(-count // _LANES) * _LANES, dtype=self._dtype)
+            out = torch.empty(groups, len(padded(range(count))), dtype=self._dtype)
             if not everyone:
                 out.fill_(math.nan)
             for begin in range(0, count, _CHUNK):
@@ -499,8 +508,8 @@ class Scheduler(_TorchLRScheduler):
             return
         first, *others = self._targets
         row = out[first]
-        curve = self._closed_form_at(Steps(steps, out=row))
-        if curve.data_ptr() != row.data_ptr():  # the closed form did not write into row
+        curve = self._closed_form_at(Steps(steps, out=out[first]))
+        if not holds(curve, row):
             row.copy_(curve)
         for other in others:
             out[other].copy_(row)

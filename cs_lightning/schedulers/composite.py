@@ -15,7 +15,7 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    LRScheduler, Scheduler, Steps, Tags, WeightDecayScheduler, padded,
+    LRScheduler, Scheduler, Steps, Tags, WeightDecayScheduler, holds, padded,
 )
 
 
@@ -116,7 +116,7 @@ class _Sequential(_Composite):
         (lengthened by later ones to whole vector lanes, see base._LANES), straight into
         its part of the result where the lengthened stage fits: the next stage overwrites
         the extra steps."""
-        out = self._out()
+        out = self._claim_out()
         if out is None:
             out = torch.empty(len(steps), dtype=self._dtype)
         starts = [0, *self.milestones]
@@ -125,10 +125,9 @@ class _Sequential(_Composite):
             if end > begin:
                 first = steps[begin] - start
                 stage = padded(range(first, first + (end - begin) * steps.step, steps.step))
-                room = out[begin : begin + len(stage)]
-                fits = len(room) == len(stage)
-                part = child._closed_form_at(Steps(stage, out=room if fits else None))
-                if not fits or part.data_ptr() != room.data_ptr():
+                room = slice(begin, begin + len(stage)) if begin + len(stage) <= len(out) else None
+                part = child._closed_form_at(Steps(stage, out=None if room is None else out[room]))
+                if room is None or not holds(part, out[room]):
                     out[begin:end] = part[: end - begin]
         return out
 

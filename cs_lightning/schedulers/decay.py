@@ -93,7 +93,7 @@ class _Polynomial(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         # From T on, k = T gives (1 - 1)^p = 0 and the end value, with no select.
-        remaining = torch.div(self._held(self.total_iters), self.total_iters, out=self._out())
+        remaining = torch.div(self._held(self.total_iters), self.total_iters, out=self._claim_out())
         remaining.neg_().add_(1)  # -x + 1 rounds as 1 - x
         if self.power != 1.0:  # x ** 1.0 is x: skip a pass over long step tensors
             remaining.pow_(self.power)
@@ -140,7 +140,7 @@ class _Exponential(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        power = torch.div(self._float_steps(), self.total_iters, out=self._out())
+        power = torch.div(self._float_steps(), self.total_iters, out=self._claim_out())
         if self.staircase:
             power.floor_()
         return torch.pow(self.decay_rate, power, out=power).mul_(self.initial_val)
@@ -174,7 +174,7 @@ class _InverseExponentialTimeDecay(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        alpha = torch.pow(self._float_steps(), self.step_exponent, out=self._out())
+        alpha = torch.pow(self._float_steps(), self.step_exponent, out=self._claim_out())
         alpha.div_(self.total_iters)
         if self.staircase:
             alpha.floor_()
@@ -205,7 +205,8 @@ class _InverseSquareRootDecay(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        held = torch.clamp(self._float_steps(), min=self._const(self.warmup_steps), out=self._out())
+        warmup = self._const(self.warmup_steps)
+        held = torch.clamp(self._float_steps(), min=warmup, out=self._claim_out())
         return torch.div(self._const(self.scale), held.sqrt_(), out=held).mul_(self.initial_val)
 
 
@@ -234,7 +235,7 @@ class _CosineDecay(Scheduler):
     def _get_closed_form(self) -> Tensor:
         # pi / T rounded as cerebras.pytorch rounds it: pi to float32 first, then divided
         angle = torch.div(self._const(math.pi), self.total_iters)
-        wave = torch.mul(self._held(self.total_iters), angle, out=self._out()).cos_().add_(1)
+        wave = torch.mul(self._held(self.total_iters), angle, out=self._claim_out()).cos_().add_(1)
         return _shift(wave.mul_(_half(self.initial_val - self.end_val)), self.end_val)
 
 
@@ -261,7 +262,7 @@ class _CosineAnnealing(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        wave = torch.div(self._float_steps(), self.T_max, out=self._out())
+        wave = torch.div(self._float_steps(), self.T_max, out=self._claim_out())
         wave.mul_(math.pi).cos_().add_(1)
         return _shift(wave.mul_(_half(self.initial_val - self.eta_min)), self.eta_min)
 
@@ -311,7 +312,7 @@ class _CosineAnnealingWarmRestarts(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         t_cur, t_i = self._period(self.last_epoch)
-        wave = torch.div(t_cur.to(self._dtype), t_i.to(self._dtype), out=self._out())
+        wave = torch.div(t_cur.to(self._dtype), t_i.to(self._dtype), out=self._claim_out())
         wave.mul_(math.pi).cos_().add_(1)
         return _shift(wave.mul_(_half(self.initial_val - self.eta_min)), self.eta_min)
 
@@ -336,7 +337,7 @@ class _Multiplicative(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        powers = torch.pow(self._const(self.coefficient), self._float_steps(), out=self._out())
+        powers = torch.pow(self._const(self.coefficient), self._float_steps(), out=self._claim_out())
         return powers.mul_(self.initial_val)
 
 

@@ -31,7 +31,7 @@ def _stairs(scheduler: Scheduler, edges: Sequence[int], levels: Tensor) -> Tenso
     bounds = [0, *(bisect.bisect_left(steps, edge) for edge in edges), len(steps)]
     return torch.cat([
         level.expand(end - begin) for level, begin, end in zip(levels, bounds, bounds[1:]) if end > begin
-    ], out=scheduler._out())
+    ], out=scheduler._claim_out())
 
 
 class _Step(Scheduler):
@@ -60,7 +60,7 @@ class _Step(Scheduler):
         steps = self._ascending_steps()
         if steps is not None and steps.step == 1 and steps.stop <= _EXACT[self._dtype]:
             return self._consecutive(steps)
-        periods = torch.div(self._float_steps(), self.step_size, out=self._out()).floor_()
+        periods = torch.div(self._float_steps(), self.step_size, out=self._claim_out()).floor_()
         return self._levels(periods, out=periods)
 
     def _levels(self, periods: Tensor, out: Tensor | None = None) -> Tensor:
@@ -78,7 +78,7 @@ class _Step(Scheduler):
             return head
         middle = levels[1 : last - first, None].expand(-1, size).reshape(-1)
         tail = levels[last - first].expand(steps.stop - last * size)
-        return torch.cat([head, middle, tail], out=self._out())
+        return torch.cat([head, middle, tail], out=self._claim_out())
 
 
 class _MultiStep(Scheduler):
