@@ -16,6 +16,7 @@ a scheduler converted from torch's computes in float64, as torch does.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import copy
 import functools
@@ -134,11 +135,10 @@ def _count(steps: range, dtype: torch.dtype) -> Tensor:
     return counting[steps.start : steps.stop]
 
 
-def holds(result: Tensor, out: Tensor) -> bool:
-    """Whether ``result`` is all of ``out``: a closed form wrote its result there. (Pass a
-    view of ``out`` other than the one handed out: torch may resize an ``out=`` tensor.)"""
-    return (result.data_ptr() == out.data_ptr() and result.shape == out.shape
-            and result.stride() == out.stride())
+def bounds(steps: range, edges: Sequence[int]) -> list[int]:
+    """Where the stages between ``edges`` (increasing steps) begin among increasing ``steps``,
+    and where the last one ends: ``[0, ..., len(steps)]``."""
+    return [0, *(bisect.bisect_left(steps, edge) for edge in edges), len(steps)]
 
 
 def padded(steps: range, multiple: int = _LANES) -> range:
@@ -352,6 +352,14 @@ class Scheduler(_TorchLRScheduler):
         probe = self._probe
         return None if probe is None else probe.claim_out(self._dtype)
 
+    def _closed_form_into(self, out: Tensor, steps: range | Tensor) -> None:
+        """Evaluate the closed form at ``steps`` into ``out`` (of their shape): the closed form
+        may claim it (see _claim_out), else its result is copied there."""
+        result = self._closed_form_at(Steps(steps, out=out[...]))  # torch may resize an out=
+        if not (result.data_ptr() == out.data_ptr() and result.shape == out.shape
+                and result.stride() == out.stride()):
+            out.copy_(result)
+
     def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
         """Evaluate the closed form with ``last_epoch`` = ``steps``, in the compute dtype."""
         if not isinstance(steps, Steps):
@@ -507,12 +515,9 @@ class Scheduler(_TorchLRScheduler):
             out[self._targets] = self._per_target(self._closed_form_at(steps))
             return
         first, *others = self._targets
-        row = out[first]
-        curve = self._closed_form_at(Steps(steps, out=out[first]))
-        if not holds(curve, row):
-            row.copy_(curve)
+        self._closed_form_into(out[first], steps)
         for other in others:
-            out[other].copy_(row)
+            out[other].copy_(out[first])
 
     def _set_dtype(self, dtype: torch.dtype) -> None:
         """Compute this schedule (and every schedule it composes) in ``dtype`` (float32 or

@@ -7,7 +7,6 @@ children are built on the same optimizer first; the parent writes its own values
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 
 import torch
@@ -15,7 +14,7 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    LRScheduler, Scheduler, Steps, Tags, WeightDecayScheduler, holds, padded,
+    LRScheduler, Scheduler, Tags, WeightDecayScheduler, bounds, padded,
 )
 
 
@@ -120,15 +119,15 @@ class _Sequential(_Composite):
         if out is None:
             out = torch.empty(len(steps), dtype=self._dtype)
         starts = [0, *self.milestones]
-        bounds = [0, *(bisect.bisect_left(steps, m) for m in self.milestones), len(steps)]
-        for child, start, begin, end in zip(self.schedulers, starts, bounds, bounds[1:]):
+        ends = bounds(steps, self.milestones)
+        for child, start, begin, end in zip(self.schedulers, starts, ends, ends[1:]):
             if end > begin:
                 first = steps[begin] - start
                 stage = padded(range(first, first + (end - begin) * steps.step, steps.step))
-                room = slice(begin, begin + len(stage)) if begin + len(stage) <= len(out) else None
-                part = child._closed_form_at(Steps(stage, out=None if room is None else out[room]))
-                if room is None or not holds(part, out[room]):
-                    out[begin:end] = part[: end - begin]
+                if begin + len(stage) <= len(out):
+                    child._closed_form_into(out[begin : begin + len(stage)], stage)
+                else:
+                    out[begin:end] = child._closed_form_at(stage)[: end - begin]
         return out
 
 

@@ -8,7 +8,6 @@ repeated, and any other steps look theirs up.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 
 import torch
@@ -16,7 +15,7 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    _EXACT, LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, padded,
+    _EXACT, LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, bounds, padded,
 )
 
 
@@ -28,9 +27,9 @@ def _stairs(scheduler: Scheduler, edges: Sequence[int], levels: Tensor) -> Tenso
         k = scheduler.last_epoch
         index = torch.searchsorted(torch.tensor(edges, dtype=k.dtype), k.reshape(-1), right=True)
         return levels.index_select(0, index).reshape(k.shape)
-    bounds = [0, *(bisect.bisect_left(steps, edge) for edge in edges), len(steps)]
+    ends = bounds(steps, edges)
     return torch.cat([
-        level.expand(end - begin) for level, begin, end in zip(levels, bounds, bounds[1:]) if end > begin
+        level.expand(end - begin) for level, begin, end in zip(levels, ends, ends[1:]) if end > begin
     ], out=scheduler._claim_out())
 
 
