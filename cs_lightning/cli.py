@@ -385,7 +385,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage, so errors stay one line."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError("schedule", f"{message}; fix: see cs-lightning schedule --help")
+        raise ConfigError(self.prog.removeprefix("cs-lightning "), f"{message}; fix: see {self.prog} --help")
 
 
 def _merged(paths: Sequence[Path]) -> dict[str, Any]:
@@ -438,6 +438,24 @@ def _schedule_command(argv: Sequence[str]) -> None:
         print(cs_schedulers.table(schedulers, steps))
 
 
+# ----------------------------------------------------------------------- cache command
+
+
+def _cache_command(argv: Sequence[str]) -> None:
+    """`cs-lightning cache info` and `cs-lightning cache clear`: the trace check's cache on disk."""
+    from cs_lightning.trace_cache import TraceCache
+
+    parser = _OneLineParser(prog="cs-lightning cache",
+                            description="Show or clear the trace-check cache (CS_LIGHTNING_CACHE_DIR).")
+    parser.add_argument("action", choices=["info", "clear"])
+    opts = parser.parse_args(list(argv))
+    cache = TraceCache()
+    if opts.action == "clear":
+        print(f"removed {cache.clear()} entries from {cache.folder}")
+    else:
+        print(cache.info())
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -451,6 +469,9 @@ def main(args: Sequence[str] | None = None) -> int:
     try:
         if argv[:1] == ["schedule"]:
             _schedule_command(argv[1:])
+            return 0
+        if argv[:1] == ["cache"]:
+            _cache_command(argv[1:])
             return 0
         if argv[:1] == ["convert"]:
             from cs_lightning.convert import main_convert

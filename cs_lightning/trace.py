@@ -22,12 +22,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from cs_lightning.errors import CSLightningError
+
 __all__ = ["GraphBreakError", "captured", "fingerprint", "forget"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
 
 
-class GraphBreakError(RuntimeError):
+class GraphBreakError(CSLightningError, RuntimeError):
     """The model's forward cannot be captured as one graph; the message names file, line and fix."""
 
 
@@ -66,14 +68,15 @@ def captured(
 
 
 def fingerprint(module: nn.Module) -> str | None:
-    """Identify the code a model runs: a hash of the source files of its module classes.
+    """Identify the code a model runs: a hash of the source files of its module classes and their bases.
 
-    A check that passed for one fingerprint need not run again for the same code (as a
-    CS-X compile cache skips a graph it compiled before): the csx strategy stores it in
-    checkpoints, so a resumed run goes straight to its first loss. None when some class
-    has no source file (defined in ``python -c`` or a notebook): such code is always checked.
+    A check that passed for one fingerprint need not run again for the same code and
+    inputs (as a CS-X compile cache skips a graph it compiled before): see
+    ``cs_lightning.trace_cache``. None when some class has no source file (defined in
+    ``python -c`` or a notebook): such code is always checked.
     """
-    files = {_source_file(type(m)) for m in module.modules()}
+    classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
+    files = {_source_file(cls) for cls in classes}
     if None in files:
         return None
     digest = hashlib.sha256(torch.__version__.encode())

@@ -21,7 +21,8 @@ settings.load_profile("cs_lightning")
 
 @pytest.fixture(autouse=True)
 def _deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed every generator and keep Lightning's logs out of the checkout."""
+    """Seed every generator; keep Lightning's logs out of the checkout and start from an empty trace cache."""
     random.seed(0)
     torch.manual_seed(0)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path / "cs_lightning_cache"))

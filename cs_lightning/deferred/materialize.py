@@ -273,7 +273,11 @@ def _materialize_session(session: Session, group: list[_Deferred],
             executor.release(sid, reusable=copied)
 
     if mode == "exact":
-        replay_exact(session, targets, keep, device, rng == "eager", on_ready)
+        # Random fills go on all threads where their storages are the final tensors; a cast
+        # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
+        parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
+        replay_exact(session, targets, keep, device, rng == "eager", on_ready,
+                     workers=torch.get_num_threads() if parallel else 1)
     else:
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid])
                 for sid in targets}

@@ -20,6 +20,8 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -246,13 +248,15 @@ def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple
 
 def replay_exact(session: Session, targets: set[int], keep: set[int],
                  device: torch.device | None, draw_trailing: bool,
-                 on_ready: Callable[[int, Executor], None]) -> None:
+                 on_ready: Callable[[int, Executor], None], workers: int = 1) -> None:
     """Replay the session's pending ops on the global generator, eager's order.
 
     ``targets`` are storages the caller wants (``on_ready`` is called for each after its
     last live op); ``keep`` are storages other live tensors still hold, computed and kept
     in the session for a later materialize. ``draw_trailing=False`` skips the draws of
-    dead random ops that no later live random op depends on.
+    dead random ops that no later live random op depends on. With ``workers > 1`` the
+    random fills are generated on that many threads when the log allows it (see
+    :func:`_parallel_plan`), with the very same numbers.
     """
     indices = session.pending()
     ops = [session.ops[k] for k in indices]
@@ -276,14 +280,19 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
             elif sid not in keep:
                 executor.release(sid, reusable=True)
 
+    plan = _parallel_plan(ops, flags, executor, draw_trailing, last_draw, workers)
     skipped = _SkippedDraws()
     finish(-1)
+    if plan is not None:
+        skipped.add(_fill_in_parallel(plan, ops, executor))
     for k, op in enumerate(ops):
-        if flags[k]:
+        if plan is not None and k in plan.filled:
+            pass  # generated above, on the threads
+        elif flags[k]:
             if op.random:
                 skipped.settle()
             executor.run(op)
-        elif op.random and (draw_trailing or k < last_draw):
+        elif op.random and (draw_trailing or k < last_draw) and plan is None:
             words = executor.global_draws(op)
             if words is None:
                 skipped.settle()
@@ -295,6 +304,113 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
     session.done.update(indices)
     session.rng_after = torch.get_rng_state()
     executor.drop_spares()
+
+
+@dataclass
+class _Piece:
+    """Elements ``[start, stop)`` of live fill op ``k``, whose first number is output ``offset`` of the stream."""
+
+    k: int
+    start: int
+    stop: int
+    offset: int
+
+
+@dataclass
+class _Plan:
+    """How the random fills of a replay split over threads, and what the stream holds after them."""
+
+    shares: list[list[_Piece]]  # per thread, in stream order
+    filled: set[int]  # the ops generated on the threads
+    trailing: int  # outputs after the last live fill that eager also drew (dead ops)
+
+
+def _parallel_plan(ops: Sequence[Op], flags: list[bool], executor: Executor, draw_trailing: bool,
+                   last_draw: int, workers: int) -> _Plan | None:
+    """Split the live random fills over ``workers`` threads, or None where order must be kept.
+
+    Eager draws every random op's numbers from one mt19937 stream, in order; a fill
+    (``normal_``/``uniform_``/``randn``/``rand`` of contiguous float32 on the CPU) takes a
+    known count of outputs, so each op starts at a known offset, and a thread can enter the
+    stream there by jumping (``mt19937.advance``) and run torch's own kernel on its piece.
+    ``normal_`` transforms aligned groups of 16 numbers, so pieces split at multiples of
+    16, and the piece holding a ragged end keeps at least 16 elements. Each filled storage
+    must be touched first by its fill (nothing to order against on the threads); any
+    other random op with an unknown count keeps the whole replay serial.
+    """
+    if workers < 2 or not mt19937.available():
+        return None
+    offset, fills = 0, []  # (k, number of elements, outputs taken)
+    touched: set[int] = set()
+    for k, op in enumerate(ops):
+        live = flags[k]
+        if live and not op.random:
+            touched |= op.reads | op.writes
+            continue
+        if not op.random or not (live or draw_trailing or k < last_draw):
+            continue
+        words = executor.global_draws(op)
+        fill = _chunkable(op)
+        if words is None or fill is None or fill[1].dtype != torch.float32:
+            return None
+        if live:
+            sid = fill[1].sid
+            if sid in touched or not _contiguous(fill[1]):
+                return None
+            touched.add(sid)
+            fills.append((k, fill[1].numel, words, offset))
+        offset += words
+    total = sum(words for _, _, words, _ in fills)
+    if not fills or total < workers * _CHUNK:
+        return None
+    end = fills[-1][3] + fills[-1][2]
+    shares: list[list[_Piece]] = [[] for _ in range(workers)]
+    done = 0  # live outputs assigned so far
+    for k, numel, words, start in fills:
+        normal = _chunkable(ops[k])[0] is aten.normal_.default
+        cut = 0
+        while cut < numel:
+            share = min(done * workers // total, workers - 1)
+            room = (share + 1) * total // workers - done  # outputs left in this thread's share
+            stop = numel if share == workers - 1 else min(numel, cut + max(room, 1))
+            if normal and stop < numel:  # cut is a multiple of 16 here
+                stop = max(cut + 16, stop // 16 * 16)
+                if numel - stop < 16:
+                    stop = numel
+            shares[share].append(_Piece(k, cut, stop, start + cut))
+            done += stop - cut
+            cut = stop
+    filled = {k for k, _, _, _ in fills}
+    return _Plan([s for s in shares if s], filled, offset - end)
+
+
+def _fill_in_parallel(plan: _Plan, ops: Sequence[Op], executor: Executor) -> int:
+    """Run the planned pieces on their threads; leave the global generator after the last
+    live fill; return the outputs still owed after it (trailing dead draws)."""
+    base = torch.get_rng_state()
+    for k in plan.filled:
+        executor.base(_chunkable(ops[k])[1].sid)  # allocated here, so no two threads race to
+
+    def run(pieces: list[_Piece]) -> torch.Tensor:
+        generator = torch.Generator()
+        generator.set_state(base)
+        at = 0
+        for piece in pieces:
+            _skip(generator, piece.offset - at)  # to this thread's start, or over dead ops' numbers
+            op = ops[piece.k]
+            func, target = _chunkable(op)
+            args, kwargs = executor._scratch_args(op, target)
+            view = executor.view(target).view(-1)[piece.start:piece.stop]
+            func(view, *args, **{**kwargs, "generator": generator})
+            at = piece.offset + (piece.stop - piece.start)
+            if piece.stop == target.numel and func is aten.normal_.default and target.numel % 16:
+                at += 16  # the ragged end's extra numbers
+        return generator.get_state()
+
+    with ThreadPoolExecutor(max_workers=len(plan.shares)) as pool:
+        states = list(pool.map(run, plan.shares))
+    torch.set_rng_state(states[-1])
+    return plan.trailing
 
 
 class _SkippedDraws:
@@ -311,10 +427,15 @@ class _SkippedDraws:
         self.owed += words
 
     def settle(self) -> None:
-        if self.owed >= _JUMP_FROM and mt19937.available():
-            torch.set_rng_state(mt19937.advance(torch.get_rng_state(), self.owed))
-        elif self.owed:
-            scratch = torch.empty(min(self.owed, _CHUNK), dtype=torch.int32)
-            for size in _chunks(self.owed):  # int32 random_: one output per element
-                scratch[:size].random_()
+        _skip(torch.default_generator, self.owed)
         self.owed = 0
+
+
+def _skip(generator: torch.Generator, outputs: int) -> None:
+    """Advance a CPU generator by ``outputs`` 32-bit outputs: few are drawn, many jumped over."""
+    if outputs >= _JUMP_FROM and mt19937.available():
+        generator.set_state(mt19937.advance(generator.get_state(), outputs))
+    elif outputs:
+        scratch = torch.empty(min(outputs, _CHUNK), dtype=torch.int32)
+        for size in _chunks(outputs):  # int32 random_: one output per element
+            scratch[:size].random_(generator=generator)

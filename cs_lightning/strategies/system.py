@@ -33,6 +33,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning import deferred, trace
+from cs_lightning.trace_cache import TraceCache
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import convert_lightning_configs
 from cs_lightning.step_closure import StepBoundary
@@ -40,10 +41,10 @@ from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 INIT_MODES = ("exact", "independent")
 
-# Checkpoint keys: the random generators' states (torch, CUDA, numpy, python), and the
-# fingerprint of the model code that passed the trace check.
+# Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
 _RNG_KEY = "csx_rng_states"
-_TRACED_KEY = "csx_traced_code"
+# What the trace check's verdict depends on besides code and inputs (part of its cache key).
+_CHECK_OPTIONS = {"backend": "eager", "fullgraph": True, "dynamic": False}
 
 # Parameter dtype per Lightning precision; the others keep float32 weights.
 _WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
@@ -89,7 +90,7 @@ class CSXSystem(Strategy):
         self._step = StepBoundary()
         self._recorded = False
         self._check_pending = False
-        self._traced_code: str | None = None
+        self._code: str | None = None  # trace.fingerprint of the model being fitted
         self._compiled: ExitStack | None = None
 
     @property
@@ -157,8 +158,6 @@ class CSXSystem(Strategy):
     def save_checkpoint(self, checkpoint: dict[str, Any], filepath: _PATH, storage_options: Any | None = None) -> None:
         """Save the random generators too: a resumed run then draws what the uninterrupted one would."""
         checkpoint[_RNG_KEY] = _rng_states()
-        if self._traced_code is not None:
-            checkpoint[_TRACED_KEY] = self._traced_code
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
 
     @override
@@ -175,7 +174,6 @@ class CSXSystem(Strategy):
             super().load_model_state_dict(checkpoint, strict=strict)
         if _RNG_KEY in checkpoint:
             _restore_rng_states(checkpoint[_RNG_KEY])
-        self._traced_code = checkpoint.get(_TRACED_KEY, self._traced_code)
 
     @override
     def setup(self, trainer: Trainer) -> None:
@@ -188,8 +186,8 @@ class CSXSystem(Strategy):
             return
         if self.compile:
             self._compile(module)
-        code = trace.fingerprint(module)
-        self._check_pending = self.trace_check and not self.compile and (code is None or code != self._traced_code)
+        self._code = trace.fingerprint(module)
+        self._check_pending = self.trace_check and not self.compile
 
     @override
     def setup_optimizers(self, trainer: Trainer) -> None:
@@ -215,19 +213,28 @@ class CSXSystem(Strategy):
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
         """The first step runs captured as one graph: the check costs no extra step.
 
-        Code that passed the check before (in this process, or in the run that wrote the
-        checkpoint being resumed) is not checked again.
+        A step whose code and input shapes passed the check before, in this run or any
+        earlier one (see ``cs_lightning.trace_cache``), is not checked again.
         """
         module = self.lightning_module
         if self._check_pending:
             self._check_pending = False
-            with trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
-                output = super().training_step(*args, **kwargs)
-            self._traced_code = trace.fingerprint(module)
+            output = self._checked_training_step(args, kwargs)
         else:
             output = super().training_step(*args, **kwargs)
         if not module.automatic_optimization:  # its optimizer steps all ran inside training_step
             self._end_step(output.get("loss") if isinstance(output, Mapping) else output)
+        return output
+
+    def _checked_training_step(self, args: tuple, kwargs: dict) -> STEP_OUTPUT:
+        cache = TraceCache()
+        key = None if self._code is None else cache.key(self._code, args, _CHECK_OPTIONS)
+        if key is not None and cache.hit(key):
+            return super().training_step(*args, **kwargs)
+        with trace.captured(_trace_targets(self.lightning_module), on_first_call=self._trace_timer()):
+            output = super().training_step(*args, **kwargs)
+        if key is not None:
+            cache.store(key, {"model": type(self.lightning_module).__qualname__})
         return output
 
     @override

@@ -1,0 +1,153 @@
+"""Remember on disk which training steps passed the trace check, like a compiler cache.
+
+A CS-X compile is cached by the graph it compiles; the csx strategy's check that the step
+captures as one graph is cached the same way. An entry is keyed by everything that can
+change the verdict: the model's code (:func:`cs_lightning.trace.fingerprint`), the shapes
+and dtypes of the step's inputs, the torch, Python and cs_lightning versions and the
+options of the check. A warm entry skips the capture whatever wrote the checkpoint being
+resumed; changed code misses.
+
+Entries are small JSON files under ``$CS_LIGHTNING_CACHE_DIR`` (default
+``$XDG_CACHE_HOME/cs_lightning``, else ``~/.cache/cs_lightning``), written to a temporary
+file and renamed into place, so concurrent writers (DDP ranks, two runs) never leave a
+torn entry. An unreadable or foreign entry is ignored with a warning and rewritten; a
+cache that cannot be written costs the check, never the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+__all__ = ["TraceCache", "cache_dir", "input_signature"]
+
+_FORMAT = 1
+_FOLDER = "trace"
+
+
+def cache_dir() -> Path:
+    """Where cs_lightning keeps its caches: ``CS_LIGHTNING_CACHE_DIR``, else the XDG cache."""
+    given = os.environ.get("CS_LIGHTNING_CACHE_DIR")
+    if given:
+        return Path(given).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "cs_lightning"
+
+
+def input_signature(inputs: Any) -> list[Any]:
+    """What the captured graph depends on in a step's inputs: tensor shapes, dtypes, devices.
+
+    Other leaves count by type only (a batch index changes every step, never the graph).
+    """
+    leaves, spec = tree_flatten(inputs)
+    described: list[Any] = [str(spec)]
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            described.append([list(leaf.shape), str(leaf.dtype), leaf.device.type, leaf.requires_grad])
+        else:
+            described.append(type(leaf).__qualname__)
+    return described
+
+
+class TraceCache:
+    """Trace-check verdicts on disk, one file per key.
+
+    Args:
+        root: the cache folder (its ``trace/`` subfolder holds the entries); default :func:`cache_dir`.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root) if root is not None else cache_dir()
+        self.folder = self.root / _FOLDER
+
+    @staticmethod
+    def key(code: str, inputs: Any, options: Mapping[str, Any]) -> str:
+        """The entry key of model code ``code`` run on ``inputs`` under the check's ``options``."""
+        from cs_lightning import __version__
+
+        described = {
+            "format": _FORMAT,
+            "code": code,
+            "inputs": input_signature(inputs),
+            "options": {name: repr(value) for name, value in sorted(options.items())},
+            "torch": torch.__version__,
+            "python": list(sys.version_info[:2]),
+            "cs_lightning": __version__,
+        }
+        return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key}.json"
+
+    def hit(self, key: str) -> bool:
+        """Whether code with this key passed the check before; a damaged entry warns and misses."""
+        path = self._path(key)
+        try:
+            entry = json.loads(path.read_bytes())
+        except (FileNotFoundError, NotADirectoryError):  # no entry (or no cache folder) yet
+            return False
+        except (OSError, ValueError) as error:  # unreadable, truncated, not JSON
+            self._warn_unusable(path, f"it cannot be read ({type(error).__name__})")
+            return False
+        if not isinstance(entry, dict) or entry.get("format") != _FORMAT or entry.get("key") != key:
+            self._warn_unusable(path, "it is not an entry for this key")
+            return False
+        return True
+
+    def store(self, key: str, about: Mapping[str, Any]) -> None:
+        """Record that ``key`` passed, atomically; a cache that cannot be written only warns."""
+        text = json.dumps({"format": _FORMAT, "key": key, **about})
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            descriptor, temporary = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+        except OSError as error:
+            self._warn_unwritable(error)
+            return
+        try:
+            with os.fdopen(descriptor, "w") as file:
+                file.write(text)
+            os.replace(temporary, self._path(key))
+        except OSError as error:
+            Path(temporary).unlink(missing_ok=True)
+            self._warn_unwritable(error)
+
+    def entries(self) -> list[Path]:
+        """The entry files, oldest first."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(self.folder.glob("*.json"), key=lambda path: path.stat().st_mtime)
+
+    def info(self) -> str:
+        """One line: where the cache is, how many entries and bytes it holds."""
+        entries = self.entries()
+        size = sum(path.stat().st_size for path in entries)
+        return f"trace cache {self.folder}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {size} bytes"
+
+    def clear(self) -> int:
+        """Delete every entry (and leftover temporary files); return how many entries went."""
+        removed = 0
+        for path in self.entries():
+            path.unlink(missing_ok=True)
+            removed += 1
+        if self.folder.is_dir():
+            for leftover in self.folder.glob(".tmp-*"):
+                leftover.unlink(missing_ok=True)
+        return removed
+
+    def _warn_unwritable(self, error: OSError) -> None:
+        warnings.warn(f"cs_lightning trace cache: cannot write to {self.folder} ({error}); the trace check"
+                      " runs again next time. Set CS_LIGHTNING_CACHE_DIR to a writable folder.", stacklevel=3)
+
+    def _warn_unusable(self, path: Path, why: str) -> None:
+        warnings.warn(f"cs_lightning trace cache: ignoring {path}: {why}; the trace check runs again"
+                      " and rewrites it.", stacklevel=3)

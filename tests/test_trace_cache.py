@@ -1,0 +1,189 @@
+"""The trace check's cache on disk: hits skip the capture, anything changed misses, damage is repaired."""
+
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch import LightningModule, Trainer
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import cs_lightning
+from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
+from cs_lightning.cli import main
+from cs_lightning.trace_cache import TraceCache, cache_dir
+
+MODEL_SOURCE = '''
+import torch
+from lightning.pytorch import LightningModule
+from torch import nn
+
+
+class Net(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(4, 1)
+
+    def forward(self, x):
+        y = self.layer(x)
+        {extra}
+        return y
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.mse_loss(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+'''
+
+
+def _write_model(folder: Path, extra: str = "pass") -> Path:
+    path = folder / "user_model.py"
+    path.write_text(MODEL_SOURCE.replace("{extra}", extra))
+    return path
+
+
+def _load(path: Path) -> type[LightningModule]:
+    """The Net class of a freshly written file (a new module object each time: no stale import)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"user_model_{os.urandom(4).hex()}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an imported module is: its source file can be found
+    spec.loader.exec_module(module)
+    return module.Net
+
+
+def _fit(net_class: type[LightningModule], rows: int = 8) -> dict[str, float]:
+    data = TensorDataset(torch.randn(rows, 4), torch.randn(rows, 1))
+    clock = TimeToFirstLoss()
+    trainer = Trainer(strategy="csx", max_steps=2, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, callbacks=[clock])
+    trainer.fit(net_class(), DataLoader(data, batch_size=4))
+    return clock.metrics
+
+
+def test_cache_location_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path / "given"))
+    assert cache_dir() == tmp_path / "given"
+    monkeypatch.delenv("CS_LIGHTNING_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "cs_lightning"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "cs_lightning"
+
+
+def test_second_run_hits_and_skips_the_capture(tmp_path: Path) -> None:
+    net = _load(_write_model(tmp_path))
+    first = _fit(net)
+    assert "ttfl/trace" in first
+    assert len(TraceCache().entries()) == 1
+    second = _fit(_load(_write_model(tmp_path)))  # a new process would see the same file
+    assert "ttfl/trace" not in second
+    assert second["ttfl/loss"] != 0
+
+
+def test_changed_code_misses_and_a_graph_break_is_caught_despite_a_warm_cache(tmp_path: Path) -> None:
+    _fit(_load(_write_model(tmp_path)))
+    assert len(TraceCache().entries()) == 1
+    broken = _load(_write_model(tmp_path, "y = y * 2 if y.sum() > 0 else y"))
+    with pytest.raises(GraphBreakError, match="user_model.py"):
+        _fit(broken)
+    assert len(TraceCache().entries()) == 1  # a refused step is not remembered
+
+
+def test_other_input_shapes_miss(tmp_path: Path) -> None:
+    net = _load(_write_model(tmp_path))
+    _fit(net, rows=8)
+    data = TensorDataset(torch.randn(6, 4), torch.randn(6, 1))
+    trainer = Trainer(strategy="csx", max_steps=1, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(net(), DataLoader(data, batch_size=3))
+    assert len(TraceCache().entries()) == 2
+
+
+@pytest.mark.parametrize("changed", ["torch", "cs_lightning"])
+def test_a_version_change_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changed: str) -> None:
+    net = _load(_write_model(tmp_path))
+    _fit(net)
+    if changed == "torch":
+        monkeypatch.setattr(torch, "__version__", torch.__version__ + "+other")
+    else:
+        monkeypatch.setattr(cs_lightning, "__version__", "999.0")
+    assert "ttfl/trace" in _fit(net)
+    assert len(TraceCache().entries()) == 2
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"format": 1, "ke', b"\xff\xfe not json", b'{"format": 1, "key": "other"}'])
+def test_a_damaged_entry_warns_once_and_is_rewritten(tmp_path: Path, damage: bytes) -> None:
+    net = _load(_write_model(tmp_path))
+    _fit(net)
+    (entry,) = TraceCache().entries()
+    entry.write_bytes(damage)
+    with pytest.warns(UserWarning, match="ignoring .*trace check runs again") as caught:
+        metrics = _fit(net)
+    assert len([w for w in caught if "trace cache" in str(w.message)]) == 1
+    assert "ttfl/trace" in metrics
+    assert json.loads(entry.read_text())["key"] == entry.stem
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*trace cache.*")
+        assert "ttfl/trace" not in _fit(net)
+
+
+def test_an_unwritable_cache_warns_and_training_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(blocker))
+    with pytest.warns(UserWarning, match="cannot write to"):
+        metrics = _fit(_load(_write_model(tmp_path)))
+    assert "ttfl/loss" in metrics
+
+
+def _store_many(folder: str, worker: int) -> None:
+    os.environ["CS_LIGHTNING_CACHE_DIR"] = folder
+    cache = TraceCache()
+    for k in range(50):
+        cache.store(f"key{k}", {"worker": worker})
+
+
+def test_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:
+    folder = str(tmp_path / "shared")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_store_many, args=(folder, w)) for w in range(3)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join()
+        assert process.exitcode == 0
+    cache = TraceCache(folder)
+    assert [p.name for p in cache.folder.iterdir() if p.name.startswith(".tmp-")] == []
+    assert all(cache.hit(f"key{k}") for k in range(50))
+    assert {json.loads(p.read_text())["worker"] for p in cache.entries()} <= {0, 1, 2}
+
+
+def test_cli_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _fit(_load(_write_model(tmp_path)))
+    assert main(["cache", "info"]) == 0
+    assert "1 entry" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    assert "removed 1 entries" in capsys.readouterr().out
+    assert TraceCache().entries() == []
+    assert main(["cache", "nonsense"]) == 2
+    assert "cache: argument action" in capsys.readouterr().err
+
+
+def test_trace_check_off_neither_reads_nor_writes_the_cache(tmp_path: Path) -> None:
+    shutil.rmtree(cache_dir(), ignore_errors=True)
+    data = TensorDataset(torch.randn(8, 4), torch.randn(8, 1))
+    trainer = Trainer(strategy=CSXStrategy(trace_check=False), max_steps=1, logger=False,
+                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(_load(_write_model(tmp_path))(), DataLoader(data, batch_size=4))
+    assert not cache_dir().exists()
