@@ -7,10 +7,8 @@ and dtypes of the step's inputs, the torch, Python and cs_lightning versions and
 options of the check. A warm entry skips the capture whatever wrote the checkpoint being
 resumed; changed code misses.
 
-Entries are small JSON files under ``$CS_LIGHTNING_CACHE_DIR`` (default
-``$XDG_CACHE_HOME/cs_lightning``, else ``~/.cache/cs_lightning``), written to a temporary
-file and renamed into place, so concurrent writers (DDP ranks, two runs) never leave a
-torn entry. An unreadable or foreign entry is ignored with a warning and rewritten; a
+Entries are small JSON files in the ``trace/`` folder of :func:`cs_lightning.cache.cache_dir`,
+written atomically, so concurrent writers (DDP ranks, two runs) never leave a torn entry. An unreadable or foreign entry is ignored with a warning and rewritten; a
 cache that cannot be written costs the check, never the run.
 """
 
@@ -20,7 +18,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,19 +26,12 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["TraceCache", "cache_dir", "input_signature"]
+from cs_lightning.cache import cache_dir, write_atomic
+
+__all__ = ["TraceCache", "input_signature"]
 
 _FORMAT = 1
 _FOLDER = "trace"
-
-
-def cache_dir() -> Path:
-    """Where cs_lightning keeps its caches: ``CS_LIGHTNING_CACHE_DIR``, else the XDG cache."""
-    given = os.environ.get("CS_LIGHTNING_CACHE_DIR")
-    if given:
-        return Path(given).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "cs_lightning"
 
 
 def input_signature(inputs: Any) -> list[Any]:
@@ -106,20 +96,12 @@ class TraceCache:
 
     def store(self, key: str, about: Mapping[str, Any]) -> None:
         """Record that ``key`` passed, atomically; a cache that cannot be written only warns."""
-        text = json.dumps({"format": _FORMAT, "key": key, **about})
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+            write_atomic(self._path(key), json.dumps({"format": _FORMAT, "key": key, **about}).encode())
         except OSError as error:
-            self._warn_unwritable(error)
-            return
-        try:
-            with os.fdopen(descriptor, "w") as file:
-                file.write(text)
-            os.replace(temporary, self._path(key))
-        except OSError as error:
-            Path(temporary).unlink(missing_ok=True)
-            self._warn_unwritable(error)
+            warnings.warn(f"cs_lightning trace cache: cannot write to {self.folder} ({error}); the trace"
+                          " check runs again next time. Set CS_LIGHTNING_CACHE_DIR to a writable folder.",
+                          stacklevel=2)
 
     def entries(self) -> list[Path]:
         """The entry files, oldest first."""
@@ -143,10 +125,6 @@ class TraceCache:
             for leftover in self.folder.glob(".tmp-*"):
                 leftover.unlink(missing_ok=True)
         return removed
-
-    def _warn_unwritable(self, error: OSError) -> None:
-        warnings.warn(f"cs_lightning trace cache: cannot write to {self.folder} ({error}); the trace check"
-                      " runs again next time. Set CS_LIGHTNING_CACHE_DIR to a writable folder.", stacklevel=3)
 
     def _warn_unusable(self, path: Path, why: str) -> None:
         warnings.warn(f"cs_lightning trace cache: ignoring {path}: {why}; the trace check runs again"

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cs_lightning.deferred import deferred_init, materialize
+from cs_lightning.cache import cache_dir
+from cs_lightning.deferred import deferred_init, materialize, mt19937
 from cs_lightning.deferred.mt19937 import advance, available
 
 
@@ -62,3 +63,24 @@ def test_materialize_jumps_over_large_skipped_draws_exactly() -> None:
     assert torch.equal(torch.get_rng_state(), eager_rng)
     assert torch.equal(lazy[1].weight, eager[1].weight)
     assert torch.equal(lazy[0].weight, eager[0].weight)
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "wrong"])
+def test_the_polynomial_kept_on_disk_is_checked_when_read(damage: str) -> None:
+    mt19937._phi.cache_clear()
+    phi = mt19937._phi()  # the conftest's empty cache folder: found and written
+    stored = cache_dir() / mt19937._PHI_FILE_NAME
+    assert int.from_bytes(stored.read_bytes(), "little") == phi
+    if damage == "missing":
+        stored.unlink()
+    elif damage == "truncated":
+        stored.write_bytes(stored.read_bytes()[:100])
+    else:
+        stored.write_bytes((phi ^ (1 << 777)).to_bytes(len(stored.read_bytes()), "little"))
+    mt19937._phi.cache_clear()
+    assert mt19937._phi() == phi
+    assert int.from_bytes(stored.read_bytes(), "little") == phi  # rewritten
+    generator = torch.Generator().manual_seed(1)
+    start = generator.get_state()
+    torch.empty(5 * 624 + 3, dtype=torch.int32).random_(generator=generator)
+    assert torch.equal(mt19937.advance(start, 5 * 624 + 3), generator.get_state())

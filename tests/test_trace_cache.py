@@ -17,7 +17,8 @@ from torch.utils.data import DataLoader, TensorDataset
 import cs_lightning
 from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.cli import main
-from cs_lightning.trace_cache import TraceCache, cache_dir
+from cs_lightning.cache import cache_dir
+from cs_lightning.trace_cache import TraceCache
 
 MODEL_SOURCE = '''
 import torch
@@ -51,10 +52,10 @@ def _write_model(folder: Path, extra: str = "pass") -> Path:
 
 
 def _load(path: Path) -> type[LightningModule]:
-    """The Net class of a freshly written file (a new module object each time: no stale import)."""
+    """The Net class of a freshly written file, as a new process importing it would see it."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(f"user_model_{os.urandom(4).hex()}", path)
+    spec = importlib.util.spec_from_file_location("user_model", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # as an imported module is: its source file can be found
     spec.loader.exec_module(module)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import bisect
 import gc
-import os
 import warnings
-import weakref
 from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +22,6 @@ from cs_lightning.errors import DeferredInitWarning
 _MODES = ("exact", "independent")
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 _RNG = ("eager", "fast")
-# Start addresses of checkpoint storages adopted without a copy, each with the module that
-# holds it: adopting one again (a second model from the same checkpoint, or a tied
-# checkpoint loaded into untied weights) would make two tensors share memory that eager
-# loading gives each its own, so those are copied.
-_ADOPTED: weakref.WeakValueDictionary[int, nn.Module] = weakref.WeakValueDictionary()
 # _load_from_state_dict overrides that only handle old checkpoint versions: copying the
 # tensors into place gives what they give.
 _PLAIN_LOADING = {nn.Module._load_from_state_dict, _NormBase._load_from_state_dict,
@@ -77,11 +70,11 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             result works). Tensors found there are never initialized: they are read
             straight into place, exactly as eager construction followed by
             ``load_state_dict(strict=False)``; keys that name no parameter or
-            persistent buffer are reported in a warning. A memory-mapped (private,
-            copy-on-write) tensor that already has the final device, dtype and strides
-            is adopted without a copy, so it shares memory with ``state_dict``
-            afterwards (each storage by one module tensor only; others get copies).
-            A module that loads in its own way (load_state_dict hooks, its own
+            persistent buffer are reported in a warning. They are copied on all
+            threads, so the module owns its memory, as after ``load_state_dict`` (a
+            memory-mapped checkpoint adopted in place would instead fault its pages in
+            during the first step, and copy each again when the optimizer first writes
+            it: measured slower to the first loss). A module that loads in its own way (load_state_dict hooks, its own
             ``_load_from_state_dict`` or ``set_extra_state``) is initialized in full
             and then loaded with ``load_state_dict``, with a warning naming it.
         mode: ``"exact"``: bit-identical to eager construction, including the global
@@ -119,15 +112,11 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
         _warn_unused(set(state_dict) - {s.fqn for s in slots if s.in_state_dict})
         deferred = _deferred(slots, state_dict)
         finals: dict[int, torch.Tensor] = {}
-        mapped = _FileMappings()
         for k, (session, group) in enumerate(_by_session(deferred)):
             if mode == "exact" and k == 0:  # later sessions draw after the earlier ones
                 _warn_if_rng_moved(session)
-            finals.update(_materialize_session(session, group, device, dtype, mode, rng,
-                                               mapped))
+            finals.update(_materialize_session(session, group, device, dtype, mode, rng))
         _assign(slots, finals, device, dtype, state_dict)
-        for address in mapped.adopted:
-            _ADOPTED[address] = module
     return module
 
 
@@ -242,7 +231,7 @@ def _by_session(deferred: list[_Deferred]) -> list[tuple[Session, list[_Deferred
 
 def _materialize_session(session: Session, group: list[_Deferred],
                          device: torch.device | None, dtype: torch.dtype | None,
-                         mode: str, rng: str, mapped: _FileMappings) -> dict[int, torch.Tensor]:
+                         mode: str, rng: str) -> dict[int, torch.Tensor]:
     by_sid: dict[int, list[_Deferred]] = {}
     for entry in group:
         by_sid.setdefault(entry.ref.sid, []).append(entry)
@@ -254,10 +243,8 @@ def _materialize_session(session: Session, group: list[_Deferred],
     keep = {session.ref(f).sid for f in others}  # still held elsewhere: computed and kept
     targets = {sid for sid, entries in by_sid.items()
                if any(e.source is None for e in entries)}
-    finals: dict[int, torch.Tensor] = {}
-    for sid in set(by_sid) - targets:  # wholly provided by the state_dict
-        for e in by_sid[sid]:
-            finals[id(e.fake)] = _from_checkpoint(e, session, device, dtype, mapped)
+    provided = [e for sid in set(by_sid) - targets for e in by_sid[sid]]
+    finals = _read_checkpoint(provided, session, device, dtype)
     _warn_uninitialized(session, targets, by_sid)
 
     def on_ready(sid: int, executor: Executor) -> None:
@@ -334,59 +321,26 @@ def _cast_to(dtype: torch.dtype | None, recorded: torch.dtype) -> torch.dtype:
     return recorded
 
 
+def _read_checkpoint(entries: list[_Deferred], session: Session, device: torch.device | None,
+                     dtype: torch.dtype | None) -> dict[int, torch.Tensor]:
+    """The tensors the state_dict provides, copied into place on all threads, largest first
+    (``copy_`` releases the GIL; the new memory's page faults are taken in parallel too)."""
+    entries = sorted(entries, key=lambda e: -e.ref.numel)
+    with ThreadPoolExecutor(max_workers=max(1, torch.get_num_threads())) as pool:
+        values = pool.map(lambda e: _from_checkpoint(e, session, device, dtype), entries)
+        return {id(e.fake): value for e, value in zip(entries, values)}
+
+
 def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | None,
-                     dtype: torch.dtype | None, mapped: _FileMappings) -> torch.Tensor:
+                     dtype: torch.dtype | None) -> torch.Tensor:
     """A tensor's value read from the state_dict, as load_state_dict + .to(dtype) give."""
     source, ref = entry.source, entry.ref
     assert source is not None
     recorded = ref.dtype
-    target = _cast_to(dtype, recorded)
     where = device if device is not None else session.storages[ref.sid].device
-    if (source.dtype == target and source.device == where and not source.requires_grad
-            and tuple(source.stride()) == ref.stride and mapped.adopt(source)):
-        return source.detach()
     value = source if source.dtype == recorded else source.to(recorded)  # copy_'s cast
-    out = torch.empty_strided(ref.size, ref.stride, dtype=target, device=where)
+    out = torch.empty_strided(ref.size, ref.stride, dtype=_cast_to(dtype, recorded), device=where)
     return out.copy_(value)
-
-
-class _FileMappings:
-    """This process's private (copy-on-write) file mappings, read once, on first use."""
-
-    def __init__(self) -> None:
-        self._ranges: list[tuple[int, int]] | None = None
-        self.adopted: set[int] = set()  # storages adopted by this materialize
-
-    def adopt(self, tensor: torch.Tensor) -> bool:
-        """Whether the tensor can be used in place: it fills a storage of its own inside a
-        private file mapping that no other module tensor uses."""
-        storage = tensor.untyped_storage()
-        start = storage.data_ptr()
-        if (tensor.device.type != "cpu" or start in self.adopted or start in _ADOPTED
-                or tensor.storage_offset() != 0
-                or tensor.numel() * tensor.element_size() != storage.nbytes()):
-            return False
-        if self._ranges is None:
-            self._ranges = _private_file_ranges()
-        end = start + storage.nbytes()
-        k = bisect.bisect_right(self._ranges, (start, float("inf"))) - 1
-        if k >= 0 and self._ranges[k][0] <= start and end <= self._ranges[k][1]:
-            self.adopted.add(start)
-            return True
-        return False
-
-
-def _private_file_ranges() -> list[tuple[int, int]]:
-    if not os.path.exists("/proc/self/maps"):
-        return []
-    ranges = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            fields = line.split()
-            if len(fields) >= 6 and fields[1].endswith("p") and fields[5].startswith("/"):
-                lo, hi = (int(x, 16) for x in fields[0].split("-"))
-                ranges.append((lo, hi))
-    return sorted(ranges)
 
 
 def _assign(slots: list[_Slot], finals: dict[int, torch.Tensor], device: torch.device | None,

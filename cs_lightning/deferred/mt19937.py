@@ -7,9 +7,10 @@ GF(2), so its state n steps ahead is g(T) applied to the state, where T is one s
 the recurrence and g(x) = x^n mod phi(x), phi the recurrence's characteristic polynomial
 (degree 19937): a few hundred milliseconds whatever n is.
 
-phi is found once per process by Berlekamp-Massey on outputs of torch's own generator,
-so nothing here is a constant copied from elsewhere; every jump is checked by tests
-against drawing the numbers.
+phi is found by Berlekamp-Massey on outputs of torch's own generator (once per machine:
+it is kept in the cs_lightning cache folder and checked whenever read), so nothing here
+is a constant copied from elsewhere; every jump is checked by tests against drawing the
+numbers.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import struct
 
 import numpy as np
 import torch
+
+from cs_lightning.cache import cache_dir, write_atomic
 
 _N, _M = 624, 397
 _DEGREE = 19937
@@ -146,11 +149,42 @@ def _reduction_table() -> dict[int, int]:
 
 @functools.cache
 def _phi() -> int:
-    """The characteristic polynomial of the recurrence (Berlekamp-Massey, GF(2))."""
-    draws = torch.empty(2 * _DEGREE + 100, dtype=torch.int32)
+    """The characteristic polynomial of the recurrence, found once per machine.
+
+    Berlekamp-Massey on the low bits of torch's own outputs (~0.1 s) runs once; the
+    result is kept in the cache folder and checked, each time it is read, against 256
+    further bits of the sequence (a wrong polynomial passes with probability 2^-256).
+    """
+    bits = _low_bits(2 * _DEGREE + 356)
+    stored = cache_dir() / _PHI_FILE_NAME
+    try:
+        phi = int.from_bytes(stored.read_bytes(), "little")
+        if phi.bit_length() == _DEGREE + 1 and _annihilates(_reciprocal(phi), bits):
+            return phi
+    except OSError:  # not written yet, or unreadable: found again below
+        pass
+    phi = _reciprocal(_connection_polynomial(bits[:2 * _DEGREE + 100]))
+    try:
+        write_atomic(stored, phi.to_bytes((_DEGREE + 8) // 8, "little"))
+    except OSError:  # a read-only cache costs the 0.1 s next time, nothing else
+        pass
+    return phi
+
+
+_PHI_FILE_NAME = "mt19937-phi.bin"
+
+
+def _low_bits(count: int) -> list[int]:
+    """The lowest bit of each of the first ``count`` outputs of a generator seeded with 5489."""
+    draws = torch.empty(count, dtype=torch.int32)
     draws.random_(generator=torch.Generator().manual_seed(5489))  # one output each
+    return (draws.numpy() & 1).tolist()
+
+
+def _connection_polynomial(bits: list[int]) -> int:
+    """Berlekamp-Massey over GF(2): the shortest recurrence the bits satisfy."""
     c, b, length, gap, window = 1, 1, 0, 1, 0
-    for i, s in enumerate((draws.numpy() & 1).tolist()):
+    for i, s in enumerate(bits):
         window = (window << 1) | s  # bit j: the (i-j)-th bit of the sequence
         if (c & window).bit_count() & 1 == 0:
             gap += 1
@@ -161,4 +195,17 @@ def _phi() -> int:
             gap += 1
     if length != _DEGREE:
         raise AssertionError(f"mt19937: linear complexity {length}, expected {_DEGREE}")
-    return int(f"{c:0{_DEGREE + 1}b}"[::-1], 2)  # reciprocal of the connection polynomial
+    return c
+
+
+def _annihilates(c: int, bits: list[int]) -> bool:
+    """Whether recurrence ``c`` holds at the last 256 positions of ``bits``."""
+    reversed_bits = int("".join(map(str, bits)), 2)  # bit m: bits[len - 1 - m]
+    mask = (1 << (_DEGREE + 1)) - 1
+    return all((c & (reversed_bits >> (len(bits) - 1 - i)) & mask).bit_count() % 2 == 0
+               for i in range(len(bits) - 256, len(bits)))
+
+
+def _reciprocal(p: int) -> int:
+    """p(x) with its coefficients reversed over degree DEGREE."""
+    return int(f"{p:0{_DEGREE + 1}b}"[::-1], 2)

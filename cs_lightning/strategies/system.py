@@ -228,13 +228,14 @@ class CSXSystem(Strategy):
 
     def _checked_training_step(self, args: tuple, kwargs: dict) -> STEP_OUTPUT:
         cache = TraceCache()
+        module = self.lightning_module
         key = None if self._code is None else cache.key(self._code, args, _CHECK_OPTIONS)
         if key is not None and cache.hit(key):
             return super().training_step(*args, **kwargs)
-        with trace.captured(_trace_targets(self.lightning_module), on_first_call=self._trace_timer()):
+        with trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
             output = super().training_step(*args, **kwargs)
         if key is not None:
-            cache.store(key, {"model": type(self.lightning_module).__qualname__})
+            cache.store(key, {"model": type(module).__qualname__})
         return output
 
     @override

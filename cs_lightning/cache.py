@@ -1,0 +1,41 @@
+"""Where cs_lightning keeps what it learned in earlier runs, and how it writes there.
+
+``$CS_LIGHTNING_CACHE_DIR``, else ``$XDG_CACHE_HOME/cs_lightning``, else
+``~/.cache/cs_lightning``. Files are written to a temporary name and renamed into place,
+so concurrent writers (DDP ranks, two runs) never leave a torn file; every reader
+checks what it reads, so a damaged or foreign file costs a recomputation, never a
+wrong result.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["cache_dir", "write_atomic"]
+
+
+def cache_dir() -> Path:
+    """The cache folder: ``CS_LIGHTNING_CACHE_DIR``, else under the XDG cache folder."""
+    given = os.environ.get("CS_LIGHTNING_CACHE_DIR")
+    if given:
+        return Path(given).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "cs_lightning"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
+
+    Raises OSError when the folder cannot be made or written; nothing is left behind then.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
