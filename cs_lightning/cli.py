@@ -46,6 +46,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.errors import ConfigError
+from cs_lightning.trace import GraphBreakError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
 from cs_lightning.schedulers.registry import probe_param_groups
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -463,7 +464,9 @@ def main(args: Sequence[str] | None = None) -> int:
     """Entry point of the `cs-lightning` console script; returns the exit code.
 
     Configuration mistakes print one line (`cs-lightning: error: <key path>: ... fix: ...`)
-    and return 2 before anything is written; errors during training propagate as usual.
+    and return 2 before anything is written; so does a first step the csx trace check
+    refuses (no update was applied; Lightning's log folder may exist by then). Other errors
+    during training propagate as usual.
     """
     argv = list(sys.argv[1:] if args is None else args)
     try:
@@ -482,7 +485,7 @@ def main(args: Sequence[str] | None = None) -> int:
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
             CSLightningCLI(args=argv, imported=imported)
-    except ConfigError as err:
+    except (ConfigError, GraphBreakError) as err:  # the user's to fix: one line, no traceback
         return _fail(str(err))
     except argparse.ArgumentError as err:
         return _fail(_parser_error_line(str(err)))

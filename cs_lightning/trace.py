@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import linecache
 import os
+import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from cs_lightning.errors import CSLightningError
 
-__all__ = ["GraphBreakError", "captured", "fingerprint", "forget"]
+__all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "refusing_host_reads"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
 
@@ -65,6 +70,58 @@ def captured(
             else:
                 module.forward = own_forward
             forget(forward)
+
+
+def refusing_host_reads() -> TorchFunctionMode:
+    """Within the block, the user's own code may not read a tensor's value to the host.
+
+    ``.item()``, ``.tolist()``, ``.numpy()``, ``float(t)``, ``int(t)`` and ``if t > x:``
+    raise :class:`GraphBreakError` naming the file and line, before the step goes on: on
+    a CS-X the whole step runs on the system, and the host sees values only after it
+    (``cs_lightning.step_closure``, ``self.log``). Reads made by libraries on the user's
+    behalf (Lightning's logging, torchmetrics' input checks) are host-side bookkeeping and
+    pass. Captured forwards see the mode too, at no cost in TorchDynamo's trace.
+    """
+    return _HostReadGuard()
+
+
+class _HostReadGuard(TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if getattr(func, "__name__", None) in _HOST_READ_METHODS:
+            site = _user_frame()
+            if site is not None:
+                raise GraphBreakError(_host_read_message(func.__name__, site))
+        return func(*args, **(kwargs or {}))
+
+
+_HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__"})
+_NOT_USER = (str(Path(torch.__file__).parent), str(Path(__file__).parent),
+             str(Path(sysconfig.get_paths()["stdlib"]).resolve()))
+_LIBRARIES = ("site-packages", "dist-packages")
+
+
+def _user_frame() -> tuple[str, int, str] | None:
+    """The innermost caller outside torch, cs_lightning and the standard library, if it is the
+    user's own code (not an installed library): (file, line, function)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_NOT_USER):
+        frame = frame.f_back
+    if frame is None or any(part in Path(frame.f_code.co_filename).parts for part in _LIBRARIES):
+        return None
+    return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+
+
+def _host_read_message(method: str, site: tuple[str, int, str]) -> str:
+    file, line, function = site
+    read = {"__bool__": "`bool(tensor)` (a Python `if`/`while`/`and` on a tensor)",
+            "__float__": "`float(tensor)`", "__int__": "`int(tensor)`",
+            "__index__": "a tensor used as a Python index"}.get(method, f"`.{method}()`")
+    return (
+        f"The training step reads a tensor's value to the host with {read}, which a CS-X system cannot do"
+        f' inside a step:\n  File "{file}", line {line}, in {function}\n    {linecache.getline(file, line).strip()}\n'
+        "Fix: keep the value a tensor (torch ops, torch.where), or read it after the step with"
+        f" cs_lightning.step_closure or self.log.\n{_HOW_TO_DISABLE}"
+    )
 
 
 def fingerprint(module: nn.Module) -> str | None:
@@ -150,7 +207,7 @@ def _captured_forward(
         # A plain bug (a shape mismatch, the user's own raise) fails under TorchDynamo too: run
         # eagerly so it surfaces as the user's own error, as it would without the check.
         forward(*args, **kwargs)
-        raise GraphBreakError(_explain(failure)) from failure
+        raise GraphBreakError(_explain(failure)) from None  # TorchDynamo's own traceback is noise here
 
     capturing_forward.traced = traced  # type: ignore[attr-defined]
 

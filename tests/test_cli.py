@@ -355,3 +355,38 @@ def test_command_line_overrides_the_optimizer_block(tmp_path: Path) -> None:
     assert main(["fit", "--config", str(path), "--optimizer", "{SGD: {lr: 0.25}}", "--trainer.max_steps", "2"]) == 0
     lr = metrics(tmp_path)["lr-SGD"]
     assert lr == {0: 0.25, 1: 0.25}
+
+
+HOST_READ_MODEL = '''
+import torch
+from lightning.pytorch import LightningModule
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class ReadsLoss(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        loss = torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+        print(loss.item())
+        return loss
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+'''
+
+
+def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path, capfd) -> None:
+    (tmp_path / "reads_loss.py").write_text(HOST_READ_MODEL)
+    config = {"imports": [str(tmp_path / "reads_loss.py")], "model": {"class_path": "reads_loss.ReadsLoss"},
+              "trainer": {"strategy": "csx", "max_steps": 2, "logger": False, "enable_checkpointing": False,
+                          "enable_progress_bar": False, "default_root_dir": str(tmp_path)}}
+    assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
+    err = capfd.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("cs-lightning: error: The training step reads a tensor's value to the host with `.item()`")
+    assert f'File "{tmp_path / "reads_loss.py"}", line 14, in training_step print(loss.item())' in err

@@ -4,6 +4,7 @@ import inspect
 
 import pytest
 import torch
+import torchmetrics
 from lightning.pytorch import LightningModule, Trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -178,3 +179,56 @@ def test_many_captures_of_a_torch_defined_forward_stay_under_dynamos_recompile_l
         torch.manual_seed(width)
         with captured([model]):
             assert torch.equal(model(x), expected)
+
+
+class HostSyncInStep(LightningModule):
+    """A model whose forward is fine and whose training_step reads the loss to the host."""
+
+    def __init__(self, read: str) -> None:
+        super().__init__()
+        self.layer = nn.Linear(4, 1)
+        self.read = read
+        self.accuracy = torchmetrics.MeanSquaredError()
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        prediction = self.layer(x)
+        loss = nn.functional.mse_loss(prediction, y)
+        self.accuracy(prediction, y)  # a library's own host reads are bookkeeping, not the user's
+        self.log("loss", loss)
+        if self.read == "item":
+            print(loss.item())  # the host read
+        elif self.read == "if":
+            if loss > 100:  # the host read
+                loss = loss * 0
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize(("read", "line"), [("item", "print(loss.item())"), ("if", "if loss > 100:")])
+def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, line: str) -> None:
+    model = HostSyncInStep(read)
+    before = [p.detach().clone() for p in model.parameters()]
+    data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+    trainer = Trainer(strategy="csx", max_steps=2, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    with pytest.raises(GraphBreakError) as error:
+        trainer.fit(model, data)
+    message = str(error.value)
+    assert f'File "{__file__}", line {_line_of(HostSyncInStep, line)}, in training_step' in message
+    assert line in message and "step_closure" in message and "trace_check=False" in message
+    chained = error.value.__cause__ or (None if error.value.__suppress_context__ else error.value.__context__)
+    assert chained is None  # no TorchDynamo traceback in front of the message
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))  # no update was applied
+    assert trainer.global_step == 0
+
+
+def test_a_step_without_host_reads_trains_with_logging_and_metrics() -> None:
+    model = HostSyncInStep("none")
+    data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+    trainer = Trainer(strategy="csx", max_steps=2, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(model, data)
+    assert trainer.global_step == 2 and "loss" in trainer.callback_metrics

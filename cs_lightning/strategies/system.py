@@ -44,7 +44,7 @@ INIT_MODES = ("exact", "independent")
 # Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
 _RNG_KEY = "csx_rng_states"
 # What the trace check's verdict depends on besides code and inputs (part of its cache key).
-_CHECK_OPTIONS = {"backend": "eager", "fullgraph": True, "dynamic": False}
+_CHECK_OPTIONS = {"backend": "eager", "fullgraph": True, "dynamic": False, "host_reads": "training_step"}
 
 # Parameter dtype per Lightning precision; the others keep float32 weights.
 _WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
@@ -232,7 +232,7 @@ class CSXSystem(Strategy):
         key = None if self._code is None else cache.key(self._code, args, _CHECK_OPTIONS)
         if key is not None and cache.hit(key):
             return super().training_step(*args, **kwargs)
-        with trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
+        with trace.refusing_host_reads(), trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
             output = super().training_step(*args, **kwargs)
         if key is not None:
             cache.store(key, {"model": type(module).__qualname__})
