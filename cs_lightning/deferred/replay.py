@@ -17,6 +17,9 @@ time, never the whole model.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import math
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -280,13 +283,15 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
             elif sid not in keep:
                 executor.release(sid, reusable=True)
 
-    plan = _parallel_plan(ops, flags, executor, draw_trailing, last_draw, workers)
-    skipped = _SkippedDraws()
     finish(-1)
-    if plan is not None:
-        skipped.add(_fill_in_parallel(plan, ops, executor))
+    plan = _parallel_plan(ops, flags, executor, draw_trailing, last_draw, workers)
+    base = torch.get_rng_state()
+    if plan is not None and not _run_plan(plan, ops, executor):
+        torch.set_rng_state(base)  # a truncated normal took a second round: eager's order, serially
+        plan = None
+    skipped = _SkippedDraws()
     for k, op in enumerate(ops):
-        if plan is not None and k in plan.filled:
+        if plan is not None and k in plan.done:
             pass  # generated above, on the threads
         elif flags[k]:
             if op.random:
@@ -307,8 +312,24 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
 
 
 @dataclass
+class _Fill:
+    """A live op that fills a float32 storage with a known count of the stream's numbers.
+
+    ``func`` (``normal_`` or ``uniform_``) with ``args``/``kwargs`` reproduces it on any
+    piece; ``bounds`` marks a truncated normal, speculated to take one round of ``normal_``.
+    """
+
+    func: torch._ops.OpOverload
+    target: Ref
+    args: tuple
+    kwargs: dict
+    words: int
+    bounds: tuple[float, float] | None = None
+
+
+@dataclass
 class _Piece:
-    """Elements ``[start, stop)`` of live fill op ``k``, whose first number is output ``offset`` of the stream."""
+    """Elements ``[start, stop)`` of fill ``k``, whose first number is output ``offset`` of its stage."""
 
     k: int
     start: int
@@ -317,12 +338,25 @@ class _Piece:
 
 
 @dataclass
-class _Plan:
-    """How the random fills of a replay split over threads, and what the stream holds after them."""
+class _Stage:
+    """Fills split over threads, then one op drawing an unknown count, in eager's order.
 
-    shares: list[list[_Piece]]  # per thread, in stream order
-    filled: set[int]  # the ops generated on the threads
-    trailing: int  # outputs after the last live fill that eager also drew (dead ops)
+    ``words`` counts the outputs the stage takes (fills and dead ops' draws); ``barrier``
+    (if any) then draws from the global generator itself: ``executor.run`` if live, else
+    ``executor.advance``.
+    """
+
+    shares: list[list[_Piece]]
+    words: int
+    barrier: int | None = None
+    live_barrier: bool = False
+
+
+@dataclass
+class _Plan:
+    stages: list[_Stage]
+    fills: dict[int, _Fill]
+    done: set[int]  # live ops the plan runs: the fills and the live barriers
 
 
 def _parallel_plan(ops: Sequence[Op], flags: list[bool], executor: Executor, draw_trailing: bool,
@@ -330,18 +364,19 @@ def _parallel_plan(ops: Sequence[Op], flags: list[bool], executor: Executor, dra
     """Split the live random fills over ``workers`` threads, or None where order must be kept.
 
     Eager draws every random op's numbers from one mt19937 stream, in order; a fill
-    (``normal_``/``uniform_``/``randn``/``rand`` of contiguous float32 on the CPU) takes a
-    known count of outputs, so each op starts at a known offset, and a thread can enter the
-    stream there by jumping (``mt19937.advance``) and run torch's own kernel on its piece.
-    ``normal_`` transforms aligned groups of 16 numbers, so pieces split at multiples of
-    16, and the piece holding a ragged end keeps at least 16 elements. Each filled storage
-    must be touched first by its fill (nothing to order against on the threads); any
-    other random op with an unknown count keeps the whole replay serial.
+    (``normal_``/``uniform_``/``randn``/``rand``/``trunc_normal_`` of contiguous float32 on
+    the CPU) takes a known count of outputs, so each op starts at a known offset, and a
+    thread can enter the stream there by jumping (``mt19937.advance``) and run torch's own
+    kernel on its piece. An op drawing an unknown count ends a stage: it runs after the
+    stage's fills, on the global generator, and the next stage starts where it left it.
+    Each random op must be the first live op on its storages (nothing to order against
+    on the threads), else the replay stays serial.
     """
     if workers < 2 or not mt19937.available():
         return None
-    offset, fills = 0, []  # (k, number of elements, outputs taken)
-    touched: set[int] = set()
+    stages, fills, done = [], {}, set()
+    stage: list[tuple[int, int]] = []  # (k, offset in the stage) of the current stage's fills
+    offset, touched = 0, set()
     for k, op in enumerate(ops):
         live = flags[k]
         if live and not op.random:
@@ -349,28 +384,92 @@ def _parallel_plan(ops: Sequence[Op], flags: list[bool], executor: Executor, dra
             continue
         if not op.random or not (live or draw_trailing or k < last_draw):
             continue
-        words = executor.global_draws(op)
-        fill = _chunkable(op)
-        if words is None or fill is None or fill[1].dtype != torch.float32:
+        if live and (op.reads | op.writes) & touched:
             return None
         if live:
-            sid = fill[1].sid
-            if sid in touched or not _contiguous(fill[1]):
-                return None
-            touched.add(sid)
-            fills.append((k, fill[1].numel, words, offset))
+            fill = _fill(op, executor)
+            words = None if fill is None else fill.words
+        else:
+            fill, words = None, executor.global_draws(op)
+        if words is None:  # an unknown count: ends the stage
+            stages.append(_Stage(_shares(stage, fills, workers), offset, k, live))
+            if live:
+                done.add(k)
+                touched |= op.reads | op.writes
+            stage, offset = [], 0
+            continue
+        if fill is not None:
+            fills[k] = fill
+            stage.append((k, offset))
+            touched |= op.writes
         offset += words
-    total = sum(words for _, _, words, _ in fills)
-    if not fills or total < workers * _CHUNK:
+    stages.append(_Stage(_shares(stage, fills, workers), offset))
+    if sum(fill.words for fill in fills.values()) < workers * _CHUNK:
         return None
-    end = fills[-1][3] + fills[-1][2]
+    return _Plan(stages, fills, done | set(fills))
+
+
+def _fill(op: Op, executor: Executor) -> _Fill | None:
+    """``op`` as a fill the threads can split, or None."""
+    chunk = _chunkable(op)
+    if chunk is None:
+        return _truncated_normal(op)
+    func, target = chunk
+    words = executor.global_draws(op)
+    if words is None or target.dtype != torch.float32 or not _contiguous(target):
+        return None
+    return _Fill(func, target, *executor._scratch_args(op, target), words)
+
+
+def _truncated_normal(op: Op) -> _Fill | None:
+    """A recorded ``nn.init.trunc_normal_`` as the one round of ``normal_`` it almost always is.
+
+    torch redraws the whole tensor while any value falls outside ``[a, b]`` (for the usual
+    bounds, wider than 0.3 of the mass); with ``std=0.02`` and bounds at +-2 that is never. The
+    plan speculates on one round and checks it afterwards (see :func:`_run_plan`).
+    """
+    if op.func is not torch.nn.init.trunc_normal_ or not _one_round_is_normal():
+        return None
+    args, kwargs = tree_unflatten(op.flat, op.spec)
+    bound = inspect.signature(torch.nn.init.trunc_normal_).bind(*args, **kwargs)
+    bound.apply_defaults()
+    target, mean, std, a, b = (bound.arguments[name] for name in ("tensor", "mean", "std", "a", "b"))
+    if (bound.arguments["generator"] is not None or target.dtype != torch.float32 or target.numel < 16
+            or not _contiguous(target) or std <= 0 or _normal_mass(mean, std, a, b) <= 0.3):
+        return None
+    lo, hi = (torch.tensor(x, dtype=torch.float32).item() for x in (a, b))  # as torch compares
+    return _Fill(aten.normal_.default, target, (mean, std), {}, target.numel + (16 if target.numel % 16 else 0),
+                 (lo, hi))
+
+
+def _normal_mass(mean: float, std: float, a: float, b: float) -> float:
+    cdf = lambda x: (1.0 + math.erf((x - mean) / std / math.sqrt(2.0))) / 2.0  # noqa: E731
+    return cdf(b) - cdf(a)
+
+
+@functools.cache
+def _one_round_is_normal() -> bool:
+    """Whether this torch's trunc_normal_ is one ``normal_`` when nothing is out of bounds
+    (checked once, on private generators): if that ever changes, it replays serially."""
+    generators = [torch.Generator().manual_seed(20240229) for _ in range(2)]
+    truncated = torch.nn.init.trunc_normal_(torch.empty(1000), std=0.02, generator=generators[0])
+    normal = torch.empty(1000).normal_(0.0, 0.02, generator=generators[1])
+    return torch.equal(truncated, normal) and torch.equal(generators[0].get_state(), generators[1].get_state())
+
+
+def _shares(stage: list[tuple[int, int]], fills: dict[int, _Fill], workers: int) -> list[list[_Piece]]:
+    """Split a stage's fills over the threads by their numbers (one share if that is all
+    it is worth); pieces of ``normal_`` split at multiples of 16, and the piece holding a
+    ragged end keeps at least 16 elements."""
+    total = sum(fills[k].words for k, _ in stage)
+    workers = workers if total >= workers * _CHUNK else 1
     shares: list[list[_Piece]] = [[] for _ in range(workers)]
-    done = 0  # live outputs assigned so far
-    for k, numel, words, start in fills:
-        normal = _chunkable(ops[k])[0] is aten.normal_.default
+    done = 0  # outputs assigned so far
+    for k, start in stage:
+        numel, normal = fills[k].target.numel, fills[k].func is aten.normal_.default
         cut = 0
         while cut < numel:
-            share = min(done * workers // total, workers - 1)
+            share = min(done * workers // max(total, 1), workers - 1)
             room = (share + 1) * total // workers - done  # outputs left in this thread's share
             stop = numel if share == workers - 1 else min(numel, cut + max(room, 1))
             if normal and stop < numel:  # cut is a multiple of 16 here
@@ -380,37 +479,50 @@ def _parallel_plan(ops: Sequence[Op], flags: list[bool], executor: Executor, dra
             shares[share].append(_Piece(k, cut, stop, start + cut))
             done += stop - cut
             cut = stop
-    filled = {k for k, _, _, _ in fills}
-    return _Plan([s for s in shares if s], filled, offset - end)
+    return [share for share in shares if share]
 
 
-def _fill_in_parallel(plan: _Plan, ops: Sequence[Op], executor: Executor) -> int:
-    """Run the planned pieces on their threads; leave the global generator after the last
-    live fill; return the outputs still owed after it (trailing dead draws)."""
-    base = torch.get_rng_state()
-    for k in plan.filled:
-        executor.base(_chunkable(ops[k])[1].sid)  # allocated here, so no two threads race to
+def _run_plan(plan: _Plan, ops: Sequence[Op], executor: Executor) -> bool:
+    """Run the stages; leave the global generator where eager leaves it. False when a
+    truncated normal needed a second round: then nothing is final and the caller replays
+    serially from the generator state it started with."""
+    for fill in plan.fills.values():
+        executor.base(fill.target.sid)  # allocated here, so no two threads race to
+    with ThreadPoolExecutor(max_workers=max(len(stage.shares) for stage in plan.stages)) as pool:
+        for stage in plan.stages:
+            start, position = torch.get_rng_state(), 0
+            if stage.shares:
+                ends = list(pool.map(lambda share: _run_share(share, start, plan.fills, executor), stage.shares))
+                state, position = ends[-1]
+                torch.set_rng_state(state)
+            _skip(torch.default_generator, stage.words - position)  # dead ops' draws after the last fill
+            if stage.barrier is not None:
+                barrier = ops[stage.barrier]
+                executor.run(barrier) if stage.live_barrier else executor.advance(barrier)
+    return all(_within(fill, executor) for fill in plan.fills.values() if fill.bounds is not None)
 
-    def run(pieces: list[_Piece]) -> torch.Tensor:
-        generator = torch.Generator()
-        generator.set_state(base)
-        at = 0
-        for piece in pieces:
-            _skip(generator, piece.offset - at)  # to this thread's start, or over dead ops' numbers
-            op = ops[piece.k]
-            func, target = _chunkable(op)
-            args, kwargs = executor._scratch_args(op, target)
-            view = executor.view(target).view(-1)[piece.start:piece.stop]
-            func(view, *args, **{**kwargs, "generator": generator})
-            at = piece.offset + (piece.stop - piece.start)
-            if piece.stop == target.numel and func is aten.normal_.default and target.numel % 16:
-                at += 16  # the ragged end's extra numbers
-        return generator.get_state()
 
-    with ThreadPoolExecutor(max_workers=len(plan.shares)) as pool:
-        states = list(pool.map(run, plan.shares))
-    torch.set_rng_state(states[-1])
-    return plan.trailing
+def _run_share(pieces: list[_Piece], start: torch.Tensor, fills: dict[int, _Fill],
+               executor: Executor) -> tuple[torch.Tensor, int]:
+    """One thread's pieces, from generator state ``start``; its final state and position."""
+    generator = torch.Generator()
+    generator.set_state(start)
+    at = 0
+    for piece in pieces:
+        _skip(generator, piece.offset - at)  # to this thread's start, or over dead ops' numbers
+        fill = fills[piece.k]
+        view = executor.view(fill.target).view(-1)[piece.start:piece.stop]
+        fill.func(view, *fill.args, **{**fill.kwargs, "generator": generator})
+        at = piece.offset + (piece.stop - piece.start)
+        if piece.stop == fill.target.numel and fill.words > fill.target.numel:
+            at += fill.words - fill.target.numel  # normal_'s ragged end drew 16 more
+    return generator.get_state(), at
+
+
+def _within(fill: _Fill, executor: Executor) -> bool:
+    lo, hi = fill.bounds
+    values = executor.view(fill.target)
+    return not bool(((values < lo) | (values > hi)).any())
 
 
 class _SkippedDraws:
