@@ -56,6 +56,18 @@ def parallel_fills(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+def assert_materializes_as_eager(build: type[nn.Module], *args: object, seed: int = 11) -> None:
+    """Eager construction and record + materialize from the same seed: same tensors, same generator after."""
+    torch.manual_seed(seed)
+    eager = build(*args)
+    eager_after = torch.get_rng_state()
+    torch.manual_seed(seed)
+    recorded = materialize(deferred_init(build, *args), "cpu")
+    for name, value in eager.state_dict().items():
+        assert torch.equal(recorded.state_dict()[name], value), name
+    assert torch.equal(torch.get_rng_state(), eager_after)  # a later draw is eager's
+
+
 @pytest.fixture
 def two_threads() -> None:
     previous = torch.get_num_threads()
@@ -70,17 +82,9 @@ def test_parallel_exact_equals_eager(pattern: str, threads: int, parallel_fills:
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)  # for both: LAPACK's QR (orthogonal_) rounds by thread count
     try:
-        torch.manual_seed(11)
-        eager = Mixed(pattern)
-        eager_after = torch.get_rng_state()
-        torch.manual_seed(11)
-        recorded = deferred_init(Mixed, pattern)
-        materialize(recorded, "cpu")
+        assert_materializes_as_eager(Mixed, pattern)
     finally:
         torch.set_num_threads(previous)
-    for name, value in eager.state_dict().items():
-        assert torch.equal(recorded.state_dict()[name], value), name
-    assert torch.equal(torch.get_rng_state(), eager_after)  # a later draw is eager's
     assert parallel_fills == ([] if threads == 1 else [threads])
 
 
@@ -136,13 +140,5 @@ class Staged(nn.Module):
                                         (1.0, 0.0, 0.3)])   # under 0.3 of the mass: torch's other sampler
 def test_ops_drawing_unknown_counts_split_the_replay_into_stages(truncation, parallel_fills: list[int],
                                                                  two_threads: None) -> None:
-    torch.manual_seed(21)
-    eager = Staged(truncation)
-    eager_after = torch.get_rng_state()
-    torch.manual_seed(21)
-    recorded = deferred_init(Staged, truncation)
-    materialize(recorded, "cpu")
-    for name, value in eager.state_dict().items():
-        assert torch.equal(recorded.state_dict()[name], value), name
-    assert torch.equal(torch.get_rng_state(), eager_after)
+    assert_materializes_as_eager(Staged, truncation, seed=21)
     assert parallel_fills == [2]
