@@ -34,6 +34,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(descriptor, "wb") as file:
+            os.fchmod(file.fileno(), 0o644)  # mkstemp's 0600 would hide a shared cache from other users
             file.write(data)
         os.replace(temporary, path)
     except BaseException:

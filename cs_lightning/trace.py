@@ -94,28 +94,40 @@ class _HostReadGuard(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-_HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__"})
-_NOT_USER = (str(Path(torch.__file__).parent), str(Path(__file__).parent),
-             str(Path(sysconfig.get_paths()["stdlib"]).resolve()))
+# Tensor methods and torch functions that hand a tensor's value to Python.
+_HERE = str(Path(__file__).parent) + os.sep
+_HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__",
+                                "__complex__", "__format__", "__repr__", "__str__", "equal", "allclose",
+                                "is_nonzero"})
+_TORCH = str(Path(torch.__file__).parent) + os.sep
+# torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on: look past them.
+_PLUMBING = frozenset(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py"))
+_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep
 _LIBRARIES = ("site-packages", "dist-packages")
 
 
 def _user_frame() -> tuple[str, int, str] | None:
-    """The innermost caller outside torch, cs_lightning and the standard library, if it is the
-    user's own code (not an installed library): (file, line, function)."""
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_NOT_USER):
+    """Who made the read, if it is the user's own code: (file, line, function); None when it is
+    torch itself (an optimizer, TorchDynamo), cs_lightning or an installed library."""
+    frame = sys._getframe(2)  # the caller of the mode's __torch_function__
+    while frame is not None and frame.f_code.co_filename in _PLUMBING:
         frame = frame.f_back
-    if frame is None or any(part in Path(frame.f_code.co_filename).parts for part in _LIBRARIES):
+    if frame is None:
         return None
-    return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+    file = frame.f_code.co_filename
+    if (file.startswith(_TORCH) or file.startswith(_HERE)
+            or any(part in _LIBRARIES for part in Path(file).parts) or file.startswith(_STDLIB)):
+        return None
+    return file, frame.f_lineno, frame.f_code.co_name
 
 
 def _host_read_message(method: str, site: tuple[str, int, str]) -> str:
     file, line, function = site
     read = {"__bool__": "`bool(tensor)` (a Python `if`/`while`/`and` on a tensor)",
-            "__float__": "`float(tensor)`", "__int__": "`int(tensor)`",
-            "__index__": "a tensor used as a Python index"}.get(method, f"`.{method}()`")
+            "__float__": "`float(tensor)`", "__int__": "`int(tensor)`", "__complex__": "`complex(tensor)`",
+            "__index__": "a tensor used as a Python index", "__format__": "a tensor formatted into a string",
+            "__repr__": "a tensor printed", "__str__": "a tensor printed",
+            "equal": "`torch.equal`", "allclose": "`allclose`"}.get(method, f"`.{method}()`")
     return (
         f"The training step reads a tensor's value to the host with {read}, which a CS-X system cannot do"
         f' inside a step:\n  File "{file}", line {line}, in {function}\n    {linecache.getline(file, line).strip()}\n'
@@ -125,23 +137,58 @@ def _host_read_message(method: str, site: tuple[str, int, str]) -> str:
 
 
 def fingerprint(module: nn.Module) -> str | None:
-    """Identify the code a model runs: a hash of the source files of its module classes and their bases.
+    """Identify the code a model runs and how it is configured, as a hash.
 
-    A check that passed for one fingerprint need not run again for the same code and
-    inputs (as a CS-X compile cache skips a graph it compiled before): see
-    ``cs_lightning.trace_cache``. None when some class has no source file (defined in
-    ``python -c`` or a notebook): such code is always checked.
+    It covers the source files of the model's module classes and their bases, every
+    module of the user's own code loaded now (helpers a forward calls), and each
+    submodule's plain settings (``self.clip = True``, ``hparams``): any of them can
+    decide whether the step captures as one graph. A check that passed for one
+    fingerprint need not run again for the same inputs (as a CS-X compile cache skips a
+    graph it compiled before): see ``cs_lightning.trace_cache``. None when some class has
+    no source file (defined in ``python -c`` or a notebook): such code is always checked.
     """
     classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
     files = {_source_file(cls) for cls in classes}
     if None in files:
         return None
+    files |= _user_files()
     digest = hashlib.sha256(torch.__version__.encode())
     for name in sorted(files):
         digest.update(name.encode())
         with open(name, "rb") as source:
             digest.update(source.read())
+    digest.update(repr(_settings(module)).encode())
     return digest.hexdigest()
+
+
+def _user_files() -> set[str]:
+    """Source files of the loaded modules that are the user's own (not torch, cs_lightning,
+    the standard library or an installed package)."""
+    files = set()
+    for loaded in list(sys.modules.values()):
+        file = getattr(loaded, "__file__", None)
+        if (isinstance(file, str) and file.endswith(".py") and os.path.isfile(file)
+                and not file.startswith((_TORCH, _HERE, _STDLIB))
+                and not any(part in _LIBRARIES for part in Path(file).parts)):
+            files.add(file)
+    return files
+
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _settings(module: nn.Module) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """Per submodule: its path, class and public plain attributes (and a LightningModule's hparams)."""
+    def plain(value: Any) -> bool:
+        return isinstance(value, _SCALARS) or (isinstance(value, tuple) and all(isinstance(v, _SCALARS) for v in value))
+
+    settings = []
+    for path, sub in module.named_modules():
+        values = dict(vars(sub))
+        values.update((f"hparams.{k}", v) for k, v in dict(getattr(sub, "hparams", None) or {}).items())
+        settings.append((path, type(sub).__qualname__,
+                         sorted((k, repr(v)) for k, v in values.items() if not k.startswith("_") and plain(v))))
+    return settings
 
 
 def _source_file(cls: type) -> str | None:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +33,20 @@ __all__ = ["TraceCache", "input_signature"]
 
 _FORMAT = 1
 _FOLDER = "trace"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # cleared meanwhile by another process
+        return 0
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")
 
 
 def input_signature(inputs: Any) -> list[Any]:
@@ -104,27 +119,28 @@ class TraceCache:
                           stacklevel=2)
 
     def entries(self) -> list[Path]:
-        """The entry files, oldest first."""
+        """The entry files (not the temporary files of writes in progress)."""
         if not self.folder.is_dir():
             return []
-        return sorted(self.folder.glob("*.json"), key=lambda path: path.stat().st_mtime)
+        return sorted(path for path in self.folder.glob("*.json") if not path.name.startswith(".tmp-"))
 
     def info(self) -> str:
         """One line: where the cache is, how many entries and bytes it holds."""
         entries = self.entries()
-        size = sum(path.stat().st_size for path in entries)
+        size = sum(_size(path) for path in entries)
         return f"trace cache {self.folder}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {size} bytes"
 
     def clear(self) -> int:
-        """Delete every entry (and leftover temporary files); return how many entries went."""
-        removed = 0
-        for path in self.entries():
+        """Delete every entry, and temporary files an interrupted write left over an hour ago;
+        return how many entries went."""
+        entries = self.entries()
+        for path in entries:
             path.unlink(missing_ok=True)
-            removed += 1
         if self.folder.is_dir():
             for leftover in self.folder.glob(".tmp-*"):
-                leftover.unlink(missing_ok=True)
-        return removed
+                if time.time() - _mtime(leftover) > 3600:  # younger ones are writes in progress
+                    leftover.unlink(missing_ok=True)
+        return len(entries)
 
     def _warn_unusable(self, path: Path, why: str) -> None:
         warnings.warn(f"cs_lightning trace cache: ignoring {path}: {why}; the trace check runs again"

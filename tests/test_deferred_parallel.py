@@ -135,10 +135,43 @@ class Staged(nn.Module):
         nn.init.trunc_normal_(self.second.weight, std=std, a=a, b=b)
 
 
-@pytest.mark.parametrize("truncation", [(0.02, -2.0, 2.0),  # one round, as almost always
-                                        (1.0, -0.5, 0.5),   # rounds until all fall in [-0.5, 0.5]
+@pytest.mark.parametrize("truncation", [(0.02, -2.0, 2.0),  # one round, as almost always: speculated
+                                        (1.0, -0.5, 0.5),   # rounds until all fall in [-0.5, 0.5]: a stage end
                                         (1.0, 0.0, 0.3)])   # under 0.3 of the mass: torch's other sampler
 def test_ops_drawing_unknown_counts_split_the_replay_into_stages(truncation, parallel_fills: list[int],
                                                                  two_threads: None) -> None:
     assert_materializes_as_eager(Staged, truncation, seed=21)
     assert parallel_fills == [2]
+
+
+class Rare(nn.Module):
+    """A truncated normal whose second round has odds of 1e-3: speculated, and here needed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(512, 1024)
+        self.tail = nn.Parameter(torch.empty(1024))
+        nn.init.trunc_normal_(self.tail, std=1.0, a=-4.9, b=4.9)
+
+
+def _seed_with_a_second_round() -> int:
+    for seed in range(100_000):
+        torch.manual_seed(seed)
+        nn.Linear(512, 1024)
+        if torch.empty(1024).normal_().abs().max() > 4.9:  # the first round torch would draw
+            return seed
+    raise AssertionError("no seed found")
+
+
+def test_a_speculated_round_that_fails_falls_back_to_eagers_order(two_threads: None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    plans: list[bool] = []
+    real = replay._run_plan
+
+    def recorded_outcome(plan, ops, executor):  # type: ignore[no-untyped-def]
+        plans.append(real(plan, ops, executor))
+        return plans[-1]
+
+    monkeypatch.setattr(replay, "_run_plan", recorded_outcome)
+    assert_materializes_as_eager(Rare, seed=_seed_with_a_second_round())
+    assert plans == [False]  # the speculation was checked, refused, and the serial replay gave eager's bits

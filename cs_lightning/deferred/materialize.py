@@ -326,9 +326,13 @@ def _read_checkpoint(entries: list[_Deferred], session: Session, device: torch.d
     """The tensors the state_dict provides, copied into place on all threads, largest first
     (``copy_`` releases the GIL; the new memory's page faults are taken in parallel too)."""
     entries = sorted(entries, key=lambda e: -e.ref.numel)
+
+    def read(entry: _Deferred) -> torch.Tensor:
+        with torch.no_grad():  # grad mode is per thread: a source requiring grad must not be recorded
+            return _from_checkpoint(entry, session, device, dtype)
+
     with ThreadPoolExecutor(max_workers=max(1, torch.get_num_threads())) as pool:
-        values = pool.map(lambda e: _from_checkpoint(e, session, device, dtype), entries)
-        return {id(e.fake): value for e, value in zip(entries, values)}
+        return {id(e.fake): value for e, value in zip(entries, pool.map(read, entries))}
 
 
 def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | None,

@@ -370,7 +370,9 @@ def _parallel_plan(ops: Sequence[Op], flags: list[bool], executor: Executor, dra
     kernel on its piece. An op drawing an unknown count ends a stage: it runs after the
     stage's fills, on the global generator, and the next stage starts where it left it.
     Each random op must be the first live op on its storages (nothing to order against
-    on the threads), else the replay stays serial.
+    on the threads), and an op ending a stage must read nothing but what it writes and draw
+    from the global generator (a fallback to the serial replay resets only that one), else
+    the replay stays serial.
     """
     if workers < 2 or not mt19937.available():
         return None
@@ -391,7 +393,9 @@ def _parallel_plan(ops: Sequence[Op], flags: list[bool], executor: Executor, dra
             words = None if fill is None else fill.words
         else:
             fill, words = None, executor.global_draws(op)
-        if words is None:  # an unknown count: ends the stage
+        if words is None:  # an unknown count: ends the stage, in eager's place
+            if not op.reads <= op.writes or any(isinstance(x, torch.Generator) for x in op.flat):
+                return None  # it reads values made by ops that run later, or draws from its own generator
             stages.append(_Stage(_shares(stage, fills, workers), offset, k, live))
             if live:
                 done.add(k)
@@ -424,9 +428,10 @@ def _fill(op: Op, executor: Executor) -> _Fill | None:
 def _truncated_normal(op: Op) -> _Fill | None:
     """A recorded ``nn.init.trunc_normal_`` as the one round of ``normal_`` it almost always is.
 
-    torch redraws the whole tensor while any value falls outside ``[a, b]`` (for the usual
-    bounds, wider than 0.3 of the mass); with ``std=0.02`` and bounds at +-2 that is never. The
-    plan speculates on one round and checks it afterwards (see :func:`_run_plan`).
+    torch redraws the whole tensor while any value falls outside ``[a, b]`` (for bounds
+    holding over 0.3 of the mass); with ``std=0.02`` and bounds at +-2 that is never. Where
+    the odds of a second round are under 1e-3, the plan speculates on one round and checks
+    it afterwards (see :func:`_run_plan`); elsewhere the call ends a stage.
     """
     if op.func is not torch.nn.init.trunc_normal_ or not _one_round_is_normal():
         return None
@@ -435,7 +440,10 @@ def _truncated_normal(op: Op) -> _Fill | None:
     bound.apply_defaults()
     target, mean, std, a, b = (bound.arguments[name] for name in ("tensor", "mean", "std", "a", "b"))
     if (bound.arguments["generator"] is not None or target.dtype != torch.float32 or target.numel < 16
-            or not _contiguous(target) or std <= 0 or _normal_mass(mean, std, a, b) <= 0.3):
+            or not _contiguous(target) or std <= 0):
+        return None
+    mass = _normal_mass(mean, std, a, b)
+    if mass <= 0.3 or (1.0 - mass) * target.numel > 1e-3:  # another sampler, or a second round likely
         return None
     lo, hi = (torch.tensor(x, dtype=torch.float32).item() for x in (a, b))  # as torch compares
     return _Fill(aten.normal_.default, target, (mean, std), {}, target.numel + (16 if target.numel % 16 else 0),
@@ -508,14 +516,15 @@ def _run_share(pieces: list[_Piece], start: torch.Tensor, fills: dict[int, _Fill
     generator = torch.Generator()
     generator.set_state(start)
     at = 0
-    for piece in pieces:
-        _skip(generator, piece.offset - at)  # to this thread's start, or over dead ops' numbers
-        fill = fills[piece.k]
-        view = executor.view(fill.target).view(-1)[piece.start:piece.stop]
-        fill.func(view, *fill.args, **{**fill.kwargs, "generator": generator})
-        at = piece.offset + (piece.stop - piece.start)
-        if piece.stop == fill.target.numel and fill.words > fill.target.numel:
-            at += fill.words - fill.target.numel  # normal_'s ragged end drew 16 more
+    with torch.no_grad():  # grad mode is per thread
+        for piece in pieces:
+            _skip(generator, piece.offset - at)  # to this thread's start, or over dead ops' numbers
+            fill = fills[piece.k]
+            view = executor.view(fill.target).view(-1)[piece.start:piece.stop]
+            fill.func(view, *fill.args, **{**fill.kwargs, "generator": generator})
+            at = piece.offset + (piece.stop - piece.start)
+            if piece.stop == fill.target.numel and fill.words > fill.target.numel:
+                at += fill.words - fill.target.numel  # normal_'s ragged end drew 16 more
     return generator.get_state(), at
 
 

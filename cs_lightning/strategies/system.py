@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy
 import torch
+from lightning import __version__ as lightning_version
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
@@ -229,7 +230,8 @@ class CSXSystem(Strategy):
     def _checked_training_step(self, args: tuple, kwargs: dict) -> STEP_OUTPUT:
         cache = TraceCache()
         module = self.lightning_module
-        key = None if self._code is None else cache.key(self._code, args, _CHECK_OPTIONS)
+        options = {**_CHECK_OPTIONS, "precision": self.precision_plugin.precision, "lightning": lightning_version}
+        key = None if self._code is None else cache.key(self._code, args, options)
         if key is not None and cache.hit(key):
             return super().training_step(*args, **kwargs)
         with trace.refusing_host_reads(), trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
