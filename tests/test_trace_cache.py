@@ -25,15 +25,20 @@ import torch
 from lightning.pytorch import LightningModule
 from torch import nn
 
+import user_helper
+
 
 class Net(LightningModule):
-    def __init__(self):
+    def __init__(self, clip=False):
         super().__init__()
         self.layer = nn.Linear(4, 1)
+        self.clip = clip
 
     def forward(self, x):
-        y = self.layer(x)
+        y = user_helper.scale(self.layer(x))
         {extra}
+        if self.clip:
+            y = y.clamp(max=float(y.max()))  # a host read only this setting makes
         return y
 
     def training_step(self, batch, batch_idx):
@@ -45,20 +50,28 @@ class Net(LightningModule):
 '''
 
 
-def _write_model(folder: Path, extra: str = "pass") -> Path:
+def _write_model(folder: Path, extra: str = "pass", helper: str = "return y") -> Path:
+    """user_model.py, and the user_helper.py it imports, in ``folder``."""
+    (folder / "user_helper.py").write_text(f"def scale(y):\n    {helper}\n")
     path = folder / "user_model.py"
     path.write_text(MODEL_SOURCE.replace("{extra}", extra))
     return path
 
 
 def _load(path: Path) -> type[LightningModule]:
-    """The Net class of a freshly written file, as a new process importing it would see it."""
+    """The Net class of freshly written files, as a new process importing them would see it."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("user_model", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # as an imported module is: its source file can be found
-    spec.loader.exec_module(module)
+    for name in ("user_helper", "user_model"):
+        sys.modules.pop(name, None)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("user_model", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # as an imported module is: its source file can be found
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module.Net
 
 
@@ -190,62 +203,15 @@ def test_trace_check_off_neither_reads_nor_writes_the_cache(tmp_path: Path) -> N
     assert not cache_dir().exists()
 
 
-HELPED_SOURCE = '''
-import torch
-from lightning.pytorch import LightningModule
-from torch import nn
-
-import user_helper
-
-
-class Net(LightningModule):
-    def __init__(self, clip=False):
-        super().__init__()
-        self.layer = nn.Linear(4, 1)
-        self.clip = clip
-
-    def forward(self, x):
-        y = user_helper.scale(self.layer(x))
-        if self.clip:
-            y = y.clamp(max=float(y.max()))  # a host read only this setting makes
-        return y
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return nn.functional.mse_loss(self(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-'''
-
-
-def _load_helped(folder: Path, helper_body: str) -> type[LightningModule]:
-    import importlib.util
-
-    (folder / "user_helper.py").write_text(f"def scale(y):\n    {helper_body}\n")
-    for name in ("user_helper", "helped_model"):
-        sys.modules.pop(name, None)
-    sys.path.insert(0, str(folder))
-    try:
-        (folder / "helped_model.py").write_text(HELPED_SOURCE)
-        spec = importlib.util.spec_from_file_location("helped_model", folder / "helped_model.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module.Net
-    finally:
-        sys.path.remove(str(folder))
-
-
 def test_a_changed_helper_module_misses(tmp_path: Path) -> None:
-    _fit(_load_helped(tmp_path, "return y"))
+    _fit(_load(_write_model(tmp_path)))
     assert len(TraceCache().entries()) == 1
     with pytest.raises(GraphBreakError, match="user_helper.py"):
-        _fit(_load_helped(tmp_path, "return y * 2 if y.sum() > 0 else y"))
+        _fit(_load(_write_model(tmp_path, helper="return y * 2 if y.sum() > 0 else y")))
 
 
 def test_a_setting_that_switches_a_branch_misses(tmp_path: Path) -> None:
-    net = _load_helped(tmp_path, "return y")
+    net = _load(_write_model(tmp_path))
     _fit(net)
-    with pytest.raises(GraphBreakError, match="helped_model.py"):
+    with pytest.raises(GraphBreakError, match="user_model.py"):
         _fit(lambda: net(clip=True))
