@@ -7,6 +7,10 @@ drift, losses bit-identical); with ``fullgraph=True`` anything that would split 
 (data-dependent Python control flow) or read a value to the host mid-step (``.item()``,
 ``.tolist()``) raises :class:`GraphBreakError` naming the user's file and line before the
 step runs. Other backends (``"inductor"``) compile for speed.
+
+:func:`refusing_host_reads` covers the rest of the step: the user's own code around the
+forward (``training_step``) may not read a tensor's value to the host either.
+:func:`fingerprint` names the code and settings a verdict holds for (``trace_cache``).
 """
 
 from __future__ import annotations

@@ -1083,3 +1083,16 @@ def test_any_partial_checkpoint_equals_eager_plus_load(keys, rng) -> None:
     assert_same(eager, lazy)
     if rng == "eager":
         assert torch.equal(torch.get_rng_state(), eager_rng)
+
+
+def test_a_mapped_checkpoint_stays_readable_and_keeps_edits_after_its_pages_are_handed_back(tmp_path) -> None:
+    torch.manual_seed(5)
+    torch.save(GPT().state_dict(), tmp_path / "full.pt")
+    checkpoint = torch.load(tmp_path / "full.pt", mmap=True)
+    with torch.no_grad():
+        checkpoint["blocks.0.qkv.weight"].mul_(2)  # edited in place: copy-on-write pages
+    expected = {key: value.clone() for key, value in checkpoint.items()}
+    lazy = materialize(deferred_init(GPT), state_dict=checkpoint)
+    for key, value in expected.items():
+        assert torch.equal(checkpoint[key], value), key  # read again after the release: same values
+        assert torch.equal(lazy.state_dict()[key], value), key

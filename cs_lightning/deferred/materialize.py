@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
+import ctypes
+import functools
 import gc
+import mmap
+import os
+import sys
 import warnings
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -326,10 +332,13 @@ def _read_checkpoint(entries: list[_Deferred], session: Session, device: torch.d
     """The tensors the state_dict provides, copied into place on all threads, largest first
     (``copy_`` releases the GIL; the new memory's page faults are taken in parallel too)."""
     entries = sorted(entries, key=lambda e: -e.ref.numel)
+    mapped = _MappedFiles()
 
     def read(entry: _Deferred) -> torch.Tensor:
         with torch.no_grad():  # grad mode is per thread: a source requiring grad must not be recorded
-            return _from_checkpoint(entry, session, device, dtype)
+            value = _from_checkpoint(entry, session, device, dtype)
+        mapped.release(entry.source)
+        return value
 
     with ThreadPoolExecutor(max_workers=max(1, torch.get_num_threads())) as pool:
         return {id(e.fake): value for e, value in zip(entries, pool.map(read, entries))}
@@ -345,6 +354,49 @@ def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | 
     value = source if source.dtype == recorded else source.to(recorded)  # copy_'s cast
     out = torch.empty_strided(ref.size, ref.stride, dtype=_cast_to(dtype, recorded), device=where)
     return out.copy_(value)
+
+
+class _MappedFiles:
+    """This process's private file mappings (a checkpoint loaded with ``mmap=True``), read once.
+
+    A tensor copied out of one has its pages handed back (``MADV_PAGEOUT``): mapped pages
+    count in the process's memory, and a second copy of the weights is what loading from a
+    mapped file avoids. Clean pages come back from the file if read again; pages written
+    since mapping (copy-on-write) cannot be reclaimed and stay: nothing is lost either way.
+    """
+
+    _PAGEOUT = 21  # Linux 5.4+; older kernels refuse it, which costs only the memory
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+        if sys.platform.startswith("linux") and os.path.exists("/proc/self/maps"):
+            with open("/proc/self/maps") as maps:
+                for line in maps:
+                    fields = line.split()
+                    if len(fields) >= 6 and fields[1].endswith("p") and fields[5].startswith("/"):
+                        start, end = (int(x, 16) for x in fields[0].split("-"))
+                        self.ranges.append((start, end))
+            self.ranges.sort()
+
+    def release(self, tensor: torch.Tensor) -> None:
+        if tensor.device.type != "cpu" or not self.ranges:
+            return
+        start = tensor.data_ptr()
+        end = start + tensor.numel() * tensor.element_size()
+        k = bisect.bisect_right(self.ranges, (start, float("inf"))) - 1
+        if k < 0 or not (self.ranges[k][0] <= start and end <= self.ranges[k][1]):
+            return  # not in a file mapping: memory of its own, which the caller may still use
+        page = mmap.PAGESIZE
+        first, last = -(-start // page) * page, end // page * page  # whole pages of this tensor only
+        if last > first:
+            _libc().madvise(first, last - first, self._PAGEOUT)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return libc
 
 
 def _assign(slots: list[_Slot], finals: dict[int, torch.Tensor], device: torch.device | None,

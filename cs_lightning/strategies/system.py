@@ -5,8 +5,9 @@
   from the checkpoint when ``fit``/``validate``/... get a ``ckpt_path`` (no random init then).
 * Lazy factories: ``configure_optimizers()`` runs after materialization; a closed-form
   scheduler returned bare steps every optimizer step.
-* Traced execution: the first training step captures the model's forward as one graph, or
-  fails before training with the file and line that would not capture; ``compile=True``
+* Traced execution: the first training step captures the model's forward as one graph and
+  refuses host reads in the user's ``training_step``, or fails before any update with the
+  file and line; a step that passed before is not checked again (``trace_cache``); ``compile=True``
   compiles forward and optimizer update, with learning rates held as in-place tensors.
 * Step closures run at the end of each step; the time to first loss is measured and reported.
 """
@@ -34,11 +35,11 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning import deferred, trace
-from cs_lightning.trace_cache import TraceCache
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import convert_lightning_configs
 from cs_lightning.step_closure import StepBoundary
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
+from cs_lightning.trace_cache import TraceCache
 
 INIT_MODES = ("exact", "independent")
 
