@@ -9,6 +9,7 @@ wrong result.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -34,7 +35,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(descriptor, "wb") as file:
-            os.fchmod(file.fileno(), 0o644)  # mkstemp's 0600 would hide a shared cache from other users
+            if hasattr(os, "fchmod"):  # mkstemp's 0600 would hide a shared cache from other users
+                with contextlib.suppress(OSError):  # a file system without modes writes all the same
+                    os.fchmod(file.fileno(), 0o644)
             file.write(data)
         os.replace(temporary, path)
     except BaseException:

@@ -15,6 +15,7 @@ forward (``training_step``) may not read a tensor's value to the host either.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import inspect
 import linecache
@@ -22,7 +23,7 @@ import os
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -101,12 +102,14 @@ class _HostReadGuard(TorchFunctionMode):
 # Tensor methods and torch functions that hand a tensor's value to Python.
 _HERE = str(Path(__file__).parent) + os.sep
 _HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__",
-                                "__complex__", "__format__", "__repr__", "__str__", "equal", "allclose",
-                                "is_nonzero"})
+                                "__complex__", "__format__", "__repr__", "__str__", "__array__", "__contains__",
+                                "equal", "allclose", "is_nonzero"})
 _TORCH = str(Path(torch.__file__).parent) + os.sep
 # torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on: look past them.
 _PLUMBING = frozenset(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py"))
-_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep
+# As Python was started (frames' file names) and resolved (links in the prefix).
+_STDLIB = tuple({str(Path(sysconfig.get_paths()["stdlib"])) + os.sep,
+                 str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep, "<frozen "})
 _LIBRARIES = ("site-packages", "dist-packages")
 
 
@@ -131,6 +134,7 @@ def _host_read_message(method: str, site: tuple[str, int, str]) -> str:
             "__float__": "`float(tensor)`", "__int__": "`int(tensor)`", "__complex__": "`complex(tensor)`",
             "__index__": "a tensor used as a Python index", "__format__": "a tensor formatted into a string",
             "__repr__": "a tensor printed", "__str__": "a tensor printed",
+            "__array__": "a tensor turned into a NumPy array", "__contains__": "`x in tensor`",
             "equal": "`torch.equal`", "allclose": "`allclose`"}.get(method, f"`.{method}()`")
     return (
         f"The training step reads a tensor's value to the host with {read}, which a CS-X system cannot do"
@@ -172,27 +176,51 @@ def _user_files() -> set[str]:
     for loaded in list(sys.modules.values()):
         file = getattr(loaded, "__file__", None)
         if (isinstance(file, str) and file.endswith(".py") and os.path.isfile(file)
-                and not file.startswith((_TORCH, _HERE, _STDLIB))
+                and not file.startswith((_TORCH, _HERE, *_STDLIB))
                 and not any(part in _LIBRARIES for part in Path(file).parts)):
             files.add(file)
     return files
 
 
-_SCALARS = (bool, int, float, str, type(None))
-
-
-def _settings(module: nn.Module) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """Per submodule: its path, class and public plain attributes (and a LightningModule's hparams)."""
-    def plain(value: Any) -> bool:
-        return isinstance(value, _SCALARS) or (isinstance(value, tuple) and all(isinstance(v, _SCALARS) for v in value))
-
+def _settings(module: nn.Module) -> list[tuple[str, str, str]]:
+    """Per submodule: its path, class and public attributes described (a LightningModule's
+    hparams too): any of them may pick the code path its forward takes."""
     settings = []
     for path, sub in module.named_modules():
-        values = dict(vars(sub))
-        values.update((f"hparams.{k}", v) for k, v in dict(getattr(sub, "hparams", None) or {}).items())
-        settings.append((path, type(sub).__qualname__,
-                         sorted((k, repr(v)) for k, v in values.items() if not k.startswith("_") and plain(v))))
+        values = {name: value for name, value in vars(sub).items() if not name.startswith("_")}
+        hparams = getattr(sub, "hparams", None)
+        if isinstance(hparams, Mapping) and "hparams" not in values:  # Lightning keeps them in _hparams
+            values["hparams"] = hparams
+        settings.append((path, type(sub).__qualname__, _describe(values)))
     return settings
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, torch.dtype, torch.device)
+
+
+def _describe(value: Any, depth: int = 0) -> str:
+    """A stable text for a setting: values of plain data, names of functions and classes,
+    shapes of tensors, and the public attributes of other objects, a few levels deep."""
+    if isinstance(value, _SCALARS):
+        return repr(value)
+    if isinstance(value, torch.Tensor):
+        return f"tensor{tuple(value.shape)}{value.dtype}"
+    if isinstance(value, nn.Module):
+        return "module"  # described on its own, as a submodule
+    if isinstance(value, type) or inspect.isroutine(value):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+    if depth >= 4:
+        return type(value).__qualname__
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)) and len(value) > 256:
+        return f"{type(value).__qualname__}(len {len(value)})"  # a vocabulary, a table: data, not settings
+    if isinstance(value, Mapping):
+        items = sorted((str(k), _describe(v, depth + 1)) for k, v in value.items())
+        return f"{type(value).__qualname__}{items}"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_describe(v, depth + 1) for v in value]
+        return f"{type(value).__qualname__}{sorted(items) if isinstance(value, (set, frozenset)) else items}"
+    public = {k: v for k, v in getattr(value, "__dict__", {}).items() if not k.startswith("_")}
+    return f"{type(value).__qualname__}{_describe(public, depth + 1) if public else ''}"
 
 
 def _source_file(cls: type) -> str | None:

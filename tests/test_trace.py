@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from cs_lightning import CSXStrategy, GraphBreakError
-from cs_lightning.trace import captured
+from cs_lightning.trace import captured, refusing_host_reads
 
 
 class Branchy(nn.Module):
@@ -232,3 +232,24 @@ def test_a_step_without_host_reads_trains_with_logging_and_metrics() -> None:
                       enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(model, data)
     assert trainer.global_step == 2 and "loss" in trainer.callback_metrics
+
+
+@pytest.mark.parametrize("read", ["loss.item()", "float(loss)", "f'{loss:.3f}'", "print(loss)", "loss.tolist()",
+                                  "loss.numpy()", "numpy.asarray(loss)", "0.5 in loss", "torch.equal(loss, loss)",
+                                  "loss.allclose(loss)", "[1, 2][loss.long()]"])
+def test_every_kind_of_host_read_in_the_users_code_is_refused(read: str) -> None:
+    import numpy
+
+    loss = torch.tensor(0.25)
+    with pytest.raises(GraphBreakError, match=r'File "<string>", line 1'), refusing_host_reads():
+        eval(read, {"torch": torch, "numpy": numpy, "loss": loss})  # user code, as eval's <string>
+
+
+def test_reads_made_by_torch_and_libraries_pass() -> None:
+    parameter = nn.Parameter(torch.randn(3))
+    parameter.grad = torch.randn(3)
+    accuracy = torchmetrics.classification.BinaryAccuracy()  # checks its inputs on the host
+    with refusing_host_reads():
+        torch.nn.utils.clip_grad_norm_([parameter], 1.0, error_if_nonfinite=True)  # torch's own read
+        accuracy(torch.rand(16), torch.randint(0, 2, (16,)))
+    assert 0.0 <= float(accuracy.compute()) <= 1.0

@@ -1,5 +1,8 @@
 """The trace check's cache on disk: hits skip the capture, anything changed misses, damage is repaired."""
 
+import argparse
+import dataclasses
+import enum
 import json
 import multiprocessing
 import os
@@ -15,7 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import cs_lightning
-from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
+from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss, trace
 from cs_lightning.cli import main
 from cs_lightning.cache import cache_dir
 from cs_lightning.trace_cache import TraceCache
@@ -215,3 +218,32 @@ def test_a_setting_that_switches_a_branch_misses(tmp_path: Path) -> None:
     _fit(net)
     with pytest.raises(GraphBreakError, match="user_model.py"):
         _fit(lambda: net(clip=True))
+
+
+class Activation(enum.Enum):
+    RELU = "relu"
+    GELU = "gelu"
+
+
+@dataclasses.dataclass
+class Config:
+    activation: str = "relu"
+    sizes: tuple = (4, 4)
+
+
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    (Activation.RELU, Activation.GELU), (Config(), Config(activation="gelu")), (torch.relu, _double),
+    ([4, 4], [4, 8]), ({"norm": "layer"}, {"norm": "batch"}), (argparse.Namespace(depth=2), argparse.Namespace(depth=3)),
+])
+def test_any_setting_a_forward_may_branch_on_changes_the_fingerprint(first: object, second: object) -> None:
+    def fingerprint_with(setting: object) -> str:
+        model = nn.Sequential(nn.Linear(4, 4))
+        model[0].setting = setting  # a plain attribute, as `self.act = act` in a constructor
+        return trace.fingerprint(model)
+
+    assert fingerprint_with(first) == fingerprint_with(first)
+    assert fingerprint_with(first) != fingerprint_with(second)
