@@ -77,10 +77,11 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             straight into place, exactly as eager construction followed by
             ``load_state_dict(strict=False)``; keys that name no parameter or
             persistent buffer are reported in a warning. They are copied on all
-            threads, so the module owns its memory, as after ``load_state_dict`` (a
-            memory-mapped checkpoint adopted in place would instead fault its pages in
-            during the first step, and copy each again when the optimizer first writes
-            it: measured slower to the first loss). A module that loads in its own way (load_state_dict hooks, its own
+            threads, so the module owns its memory, as after ``load_state_dict``; the
+            pages of a memory-mapped source are handed back once copied (adopting them
+            in place instead faulted them in during the first step and copied each
+            again at the first update: measured slower to the first loss). A module
+            that loads in its own way (load_state_dict hooks, its own
             ``_load_from_state_dict`` or ``set_extra_state``) is initialized in full
             and then loaded with ``load_state_dict``, with a warning naming it.
         mode: ``"exact"``: bit-identical to eager construction, including the global

@@ -285,10 +285,11 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
 
     finish(-1)
     plan = _parallel_plan(ops, flags, executor, draw_trailing, last_draw, workers)
-    base = torch.get_rng_state()
-    if plan is not None and not _run_plan(plan, ops, executor):
-        torch.set_rng_state(base)  # a truncated normal took a second round: eager's order, serially
-        plan = None
+    if plan is not None:
+        base = torch.get_rng_state()
+        if not _run_plan(plan, ops, executor):
+            torch.set_rng_state(base)  # a truncated normal took a second round: eager's order, serially
+            plan = None
     skipped = _SkippedDraws()
     for k, op in enumerate(ops):
         if plan is not None and k in plan.done:
