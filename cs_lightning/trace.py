@@ -1,15 +1,15 @@
-"""Capture a model's forward as one graph, as a CS-X system compiles the whole step.
+"""Check that a training step runs as one graph, as a CS-X system traces it.
 
-:func:`captured` makes the outermost forward call of the given modules run through
-TorchDynamo. With the ``"eager"`` backend the captured graph runs the very same torch ops as
-eager PyTorch, so the first step is the check itself (no extra step, no RNG or BatchNorm
-drift, losses bit-identical); with ``fullgraph=True`` anything that would split the graph
-(data-dependent Python control flow) or read a value to the host mid-step (``.item()``,
-``.tolist()``) raises :class:`GraphBreakError` naming the user's file and line before the
-step runs. Other backends (``"inductor"``) compile for speed.
+A CS-X traces the step lazily: Python runs once, its conditionals resolved and loops
+unrolled, and every tensor op becomes a node of one graph. The graph breaks only where
+the host needs a value mid-step or where a shape depends on values.
+:func:`lazy_trace` checks exactly that while the first step runs for real, so the check
+costs no extra step and no capture: the user's own code may not read a tensor's value to
+the host (``.item()``, ``if loss > x:``, ``float(t)``, printing) nor call an op whose
+output shape depends on values (``nonzero``, ``x[mask]``, ``unique``); either raises
+:class:`GraphBreakError` naming the file and line, before the step goes on.
 
-:func:`refusing_host_reads` covers the rest of the step: the user's own code around the
-forward (``training_step``) may not read a tensor's value to the host either.
+:func:`captured` runs a model's forward through TorchDynamo (``compile=True``), and
 :func:`fingerprint` names the code and settings a verdict holds for (``trace_cache``).
 """
 
@@ -31,16 +31,17 @@ from typing import Any
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from cs_lightning.errors import CSLightningError
 
-__all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "refusing_host_reads"]
+__all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace", "refusing_host_reads"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
 
 
 class GraphBreakError(CSLightningError, RuntimeError):
-    """The model's forward cannot be captured as one graph; the message names file, line and fix."""
+    """The training step does not run as one graph; the message names file, line and fix."""
 
 
 @contextmanager
@@ -77,15 +78,26 @@ def captured(
             forget(forward)
 
 
+@contextmanager
+def lazy_trace() -> Iterator[None]:
+    """Within the block, the user's own code runs as a CS-X traces it: no host reads, static shapes.
+
+    Reads and value-dependent shapes that torch or an installed library make on the user's
+    behalf (an optimizer's step count, Lightning's logging, torchmetrics' input checks) are
+    host-side bookkeeping and pass.
+    """
+    with _HostReadGuard(), _StaticShapeGuard():
+        yield
+
+
 def refusing_host_reads() -> TorchFunctionMode:
     """Within the block, the user's own code may not read a tensor's value to the host.
 
     ``.item()``, ``.tolist()``, ``.numpy()``, ``float(t)``, ``int(t)`` and ``if t > x:``
     raise :class:`GraphBreakError` naming the file and line, before the step goes on: on
     a CS-X the whole step runs on the system, and the host sees values only after it
-    (``cs_lightning.step_closure``, ``self.log``). Reads made by libraries on the user's
-    behalf (Lightning's logging, torchmetrics' input checks) are host-side bookkeeping and
-    pass. Captured forwards see the mode too, at no cost in TorchDynamo's trace.
+    (``cs_lightning.step_closure``, ``self.log``). Reads made by torch or a library on the
+    user's behalf pass.
     """
     return _HostReadGuard()
 
@@ -93,10 +105,37 @@ def refusing_host_reads() -> TorchFunctionMode:
 class _HostReadGuard(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         if getattr(func, "__name__", None) in _HOST_READ_METHODS:
-            site = _user_frame()
+            site = _user_frame(sys._getframe(1))
             if site is not None:
                 raise GraphBreakError(_host_read_message(func.__name__, site))
         return func(*args, **(kwargs or {}))
+
+
+class _StaticShapeGuard(TorchDispatchMode):
+    """Refuses ops whose output shape depends on the values of their inputs, when the user
+    asked for them (directly, or through a torch function such as ``torch.unique``)."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # a mode that never compiles needs no TorchDynamo-disabling wrapper
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if torch.Tag.dynamic_output_shape in func.tags and _value_dependent(func, args, kwargs):
+            site = _user_frame(sys._getframe(1), past_torch=True)
+            if site is not None:
+                raise GraphBreakError(_dynamic_shape_message(func.__name__, site))
+        return func(*args, **kwargs)
+
+
+def _value_dependent(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether this call of an op torch tags as possibly value-dependent really is."""
+    name = func.__name__.split(".")[0]
+    if name == "index":  # x[mask]: only boolean indices select a value-dependent count
+        return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in args[1])
+    if name == "repeat_interleave":  # tensor repeats without output_size
+        return kwargs.get("output_size") is None
+    return True
 
 
 # Tensor methods and torch functions that hand a tensor's value to Python.
@@ -105,19 +144,22 @@ _HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float_
                                 "__complex__", "__format__", "__repr__", "__str__", "__array__", "__contains__",
                                 "equal", "allclose", "is_nonzero"})
 _TORCH = str(Path(torch.__file__).parent) + os.sep
-# torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on: look past them.
-_PLUMBING = frozenset(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py"))
+# torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on, and one guard
+# runs the other's calls: look past them.
+_PLUMBING = frozenset({*(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py")), __file__})
 # As Python was started (frames' file names) and resolved (links in the prefix).
 _STDLIB = tuple({str(Path(sysconfig.get_paths()["stdlib"])) + os.sep,
                  str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep, "<frozen "})
 _LIBRARIES = ("site-packages", "dist-packages")
 
 
-def _user_frame() -> tuple[str, int, str] | None:
-    """Who made the read, if it is the user's own code: (file, line, function); None when it is
-    torch itself (an optimizer, TorchDynamo), cs_lightning or an installed library."""
-    frame = sys._getframe(2)  # the caller of the mode's __torch_function__
-    while frame is not None and frame.f_code.co_filename in _PLUMBING:
+def _user_frame(frame: Any, past_torch: bool = False) -> tuple[str, int, str] | None:
+    """Who made a call, if it is the user's own code: (file, line, function); None when it is
+    torch itself (an optimizer), cs_lightning or an installed library. ``frame`` is the
+    innermost Python frame of the call; with ``past_torch`` a call made inside torch is
+    charged to whoever called torch."""
+    while frame is not None and (frame.f_code.co_filename in _PLUMBING
+                                 or (past_torch and frame.f_code.co_filename.startswith(_TORCH))):
         frame = frame.f_back
     if frame is None:
         return None
@@ -129,7 +171,6 @@ def _user_frame() -> tuple[str, int, str] | None:
 
 
 def _host_read_message(method: str, site: tuple[str, int, str]) -> str:
-    file, line, function = site
     read = {"__bool__": "`bool(tensor)` (a Python `if`/`while`/`and` on a tensor)",
             "__float__": "`float(tensor)`", "__int__": "`int(tensor)`", "__complex__": "`complex(tensor)`",
             "__index__": "a tensor used as a Python index", "__format__": "a tensor formatted into a string",
@@ -138,10 +179,22 @@ def _host_read_message(method: str, site: tuple[str, int, str]) -> str:
             "equal": "`torch.equal`", "allclose": "`allclose`"}.get(method, f"`.{method}()`")
     return (
         f"The training step reads a tensor's value to the host with {read}, which a CS-X system cannot do"
-        f' inside a step:\n  File "{file}", line {line}, in {function}\n    {linecache.getline(file, line).strip()}\n'
-        "Fix: keep the value a tensor (torch ops, torch.where), or read it after the step with"
-        f" cs_lightning.step_closure or self.log.\n{_HOW_TO_DISABLE}"
+        f" inside a step:\n{_where(site)}\nFix: keep the value a tensor (torch ops, torch.where), or read it"
+        f" after the step with cs_lightning.step_closure or self.log.\n{_HOW_TO_DISABLE}"
     )
+
+
+def _dynamic_shape_message(op: str, site: tuple[str, int, str]) -> str:
+    return (
+        f"The training step calls `{op.split('.')[0]}`, whose output shape depends on the values of its input,"
+        f" which a CS-X system cannot do inside its static graph:\n{_where(site)}\nFix: keep shapes static"
+        " (a mask multiplied in, torch.where, a fixed size such as one_hot's num_classes).\n" + _HOW_TO_DISABLE
+    )
+
+
+def _where(site: tuple[str, int, str]) -> str:
+    file, line, function = site
+    return f'  File "{file}", line {line}, in {function}\n    {linecache.getline(file, line).strip()}'
 
 
 def fingerprint(module: nn.Module) -> str | None:

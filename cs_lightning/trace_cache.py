@@ -1,10 +1,10 @@
 """Remember on disk which training steps passed the trace check, like a compiler cache.
 
 A CS-X compile is cached by the graph it compiles; the csx strategy's check that the step
-captures as one graph is cached the same way. An entry is keyed by everything that can
+traces as one graph is cached the same way. An entry is keyed by everything that can
 change the verdict: the model's code (:func:`cs_lightning.trace.fingerprint`), the shapes
 and dtypes of the step's inputs, the torch, Python and cs_lightning versions and the
-options of the check. A warm entry skips the capture whatever wrote the checkpoint being
+options of the check. A warm entry skips the check whatever wrote the checkpoint being
 resumed; changed code misses.
 
 Entries are small JSON files in the ``trace/`` folder of :func:`cs_lightning.cache.cache_dir`,
@@ -50,7 +50,7 @@ def _mtime(path: Path) -> float:
 
 
 def input_signature(inputs: Any) -> list[Any]:
-    """What the captured graph depends on in a step's inputs: tensor shapes, dtypes, devices.
+    """What the traced graph depends on in a step's inputs: tensor shapes, dtypes, devices.
 
     Other leaves count by type only (a batch index changes every step, never the graph).
     """

@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from cs_lightning import CSXStrategy, GraphBreakError
-from cs_lightning.trace import captured, refusing_host_reads
+from cs_lightning.trace import captured, lazy_trace, refusing_host_reads
 
 
 class Branchy(nn.Module):
@@ -201,14 +201,18 @@ class HostSyncInStep(LightningModule):
         elif self.read == "if":
             if loss > 100:  # the host read
                 loss = loss * 0
+        elif self.read == "mask":
+            loss = loss + prediction[prediction > 0].sum()  # a value-dependent shape
         return loss
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-@pytest.mark.parametrize(("read", "line"), [("item", "print(loss.item())"), ("if", "if loss > 100:")])
-def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, line: str) -> None:
+@pytest.mark.parametrize(("read", "line", "fix"), [("item", "print(loss.item())", "step_closure"),
+                                                   ("if", "if loss > 100:", "step_closure"),
+                                                   ("mask", "prediction[prediction > 0]", "keep shapes static")])
+def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, line: str, fix: str) -> None:
     model = HostSyncInStep(read)
     before = [p.detach().clone() for p in model.parameters()]
     data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
@@ -218,7 +222,7 @@ def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, li
         trainer.fit(model, data)
     message = str(error.value)
     assert f'File "{__file__}", line {_line_of(HostSyncInStep, line)}, in training_step' in message
-    assert line in message and "step_closure" in message and "trace_check=False" in message
+    assert line in message and fix in message and "trace_check=False" in message
     chained = error.value.__cause__ or (None if error.value.__suppress_context__ else error.value.__context__)
     assert chained is None  # no TorchDynamo traceback in front of the message
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))  # no update was applied
@@ -252,4 +256,31 @@ def test_reads_made_by_torch_and_libraries_pass() -> None:
     with refusing_host_reads():
         torch.nn.utils.clip_grad_norm_([parameter], 1.0, error_if_nonfinite=True)  # torch's own read
         accuracy(torch.rand(16), torch.randint(0, 2, (16,)))
+    assert 0.0 <= float(accuracy.compute()) <= 1.0
+
+
+@pytest.mark.parametrize("op", ["x[x > 0]", "x.nonzero()", "torch.argwhere(x)", "torch.unique(x)",
+                                "torch.masked_select(x, x > 0)", "torch.repeat_interleave(x, i)", "torch.bincount(i)"])
+def test_every_value_dependent_shape_in_the_users_code_is_refused(op: str) -> None:
+    x, i = torch.randn(6), torch.tensor([0, 2, 1, 0, 1, 2])
+    with pytest.raises(GraphBreakError, match=r'depends on the values(.|\n)*File "<string>", line 1'), lazy_trace():
+        eval(op, {"torch": torch, "nn": nn, "x": x, "i": i})  # user code, as eval's <string>
+
+
+@pytest.mark.parametrize("op", ["x[i]", "x[:, 1:]", "nn.functional.one_hot(i, 3)", "x.masked_fill(x > 0, 0)",
+                                "torch.where(x > 0, x, 0)", "x.index_put_((x > 0,), torch.tensor(0.0))",
+                                "torch.repeat_interleave(x, 2, dim=0)", "torch.repeat_interleave(x, i, dim=0, "
+                                "output_size=6)"])
+def test_static_shapes_pass_and_compute_as_without_the_check(op: str) -> None:
+    x, i = torch.randn(6, 4), torch.tensor([0, 2, 1, 0, 1, 2])
+    expected = eval(op, {"torch": torch, "nn": nn, "x": x.clone(), "i": i})
+    with lazy_trace():
+        got = eval(op, {"torch": torch, "nn": nn, "x": x.clone(), "i": i})
+    assert torch.equal(got, expected)
+
+
+def test_value_dependent_shapes_inside_a_library_pass() -> None:
+    accuracy = torchmetrics.classification.MulticlassAccuracy(num_classes=3)  # counts classes with bincount
+    with lazy_trace():
+        accuracy(torch.randn(16, 3), torch.randint(0, 3, (16,)))
     assert 0.0 <= float(accuracy.compute()) <= 1.0

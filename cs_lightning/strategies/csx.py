@@ -22,7 +22,7 @@ class CSXStrategy(CSXSystem, SingleDeviceStrategy):
 
     Args:
         device: the backing device; by default the first CUDA device when present, else the CPU.
-        trace_check: capture the first step's forward as one graph and fail early when it cannot be.
+        trace_check: check that the first step traces as one graph, failing early when it cannot.
         compile: compile forward and optimizer update with ``torch.compile`` for speed.
         compile_backend: the ``torch.compile`` backend used when ``compile=True``.
         init_mode: ``"exact"`` or ``"independent"`` materialization of a recorded model.

@@ -5,8 +5,8 @@
   from the checkpoint when ``fit``/``validate``/... get a ``ckpt_path`` (no random init then).
 * Lazy factories: ``configure_optimizers()`` runs after materialization; a closed-form
   scheduler returned bare steps every optimizer step.
-* Traced execution: the first training step captures the model's forward as one graph and
-  refuses host reads in the user's ``training_step``, or fails before any update with the
+* Traced execution: the first training step runs as a CS-X traces it (``trace.lazy_trace``):
+  a host read or a value-dependent shape in the user's code fails before any update with the
   file and line; a step that passed before is not checked again (``trace_cache``); ``compile=True``
   compiles forward and optimizer update, with learning rates held as in-place tensors.
 * Step closures run at the end of each step; the time to first loss is measured and reported.
@@ -46,7 +46,7 @@ INIT_MODES = ("exact", "independent")
 # Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
 _RNG_KEY = "csx_rng_states"
 # What the trace check's verdict depends on besides code and inputs (part of its cache key).
-_CHECK_OPTIONS = {"backend": "eager", "fullgraph": True, "dynamic": False, "host_reads": "training_step"}
+_CHECK_OPTIONS = {"check": "lazy trace", "host_reads": "refused", "shapes": "static"}
 
 # Parameter dtype per Lightning precision; the others keep float32 weights.
 _WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
@@ -56,7 +56,7 @@ class CSXSystem(Strategy):
     """Base of the CS-X strategies: lazy model, lazy factories, traced step, step closures, time to first loss.
 
     Args:
-        trace_check: capture the first step's forward as one graph and fail early when it cannot be.
+        trace_check: check that the first step traces as one graph, failing early when it cannot.
         compile: compile forward and optimizer update with ``torch.compile`` for speed.
         compile_backend: the ``torch.compile`` backend used when ``compile=True``.
         init_mode: ``"exact"`` (weights bit-identical to eager construction) or ``"independent"``
@@ -213,7 +213,9 @@ class CSXSystem(Strategy):
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
-        """The first step runs captured as one graph: the check costs no extra step.
+        """The first ``training_step`` runs as a CS-X traces it (``trace.lazy_trace``): the
+        check is the step itself, and a host read or a value-dependent shape in the user's
+        code is refused before any update.
 
         A step whose code and input shapes passed the check before, in this run or any
         earlier one (see ``cs_lightning.trace_cache``), is not checked again.
@@ -235,8 +237,10 @@ class CSXSystem(Strategy):
         key = None if self._code is None else cache.key(self._code, args, options)
         if key is not None and cache.hit(key):
             return super().training_step(*args, **kwargs)
-        with trace.refusing_host_reads(), trace.captured(_trace_targets(module), on_first_call=self._trace_timer()):
+        started = time.perf_counter()
+        with trace.lazy_trace():
             output = super().training_step(*args, **kwargs)
+        self._add_phase("trace", time.perf_counter() - started)
         if key is not None:
             cache.store(key, {"model": type(module).__qualname__})
         return output
