@@ -35,7 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from cs_lightning.errors import CSLightningError
 
-__all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace", "refusing_host_reads"]
+__all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
 
@@ -90,19 +90,11 @@ def lazy_trace() -> Iterator[None]:
         yield
 
 
-def refusing_host_reads() -> TorchFunctionMode:
-    """Within the block, the user's own code may not read a tensor's value to the host.
-
-    ``.item()``, ``.tolist()``, ``.numpy()``, ``float(t)``, ``int(t)`` and ``if t > x:``
-    raise :class:`GraphBreakError` naming the file and line, before the step goes on: on
-    a CS-X the whole step runs on the system, and the host sees values only after it
-    (``cs_lightning.step_closure``, ``self.log``). Reads made by torch or a library on the
-    user's behalf pass.
-    """
-    return _HostReadGuard()
-
-
 class _HostReadGuard(TorchFunctionMode):
+    """Refuses reads of a tensor's value to the host (``.item()``, ``.tolist()``, ``float(t)``,
+    ``if t > x:``) made by the user's own code: on a CS-X the whole step runs on the system,
+    and the host sees values only after it (``cs_lightning.step_closure``, ``self.log``)."""
+
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         if getattr(func, "__name__", None) in _HOST_READ_METHODS:
             site = _user_frame(sys._getframe(1))
