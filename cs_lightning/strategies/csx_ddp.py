@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -56,11 +55,12 @@ class CSXDDPStrategy(CSXSystem, DDPStrategy):
                 "The model replicas differ across ranks (were they built from different seeds?);"
                 " broadcasting rank 0's weights. Seed every rank alike to skip the broadcast."
             )
-        device_ids = self.determine_ddp_device_ids()
-        kwargs = {"init_sync": self.weights_broadcast, **self._ddp_kwargs}
-        # as in DDPStrategy: build the wrapper on a side stream on CUDA
-        with torch.cuda.stream(torch.cuda.Stream()) if device_ids is not None else nullcontext():
-            return DistributedDataParallel(module=model, device_ids=device_ids, **kwargs)
+        given = self._ddp_kwargs
+        self._ddp_kwargs = {"init_sync": self.weights_broadcast, **given}  # the user's init_sync still wins
+        try:
+            return super()._setup_model(model)
+        finally:
+            self._ddp_kwargs = given
 
     @classmethod
     @override
