@@ -79,33 +79,90 @@ def captured(
 
 
 @contextmanager
-def lazy_trace() -> Iterator[None]:
+def lazy_trace(model: nn.Module | None = None) -> Iterator[None]:
     """Within the block, the user's own code runs as a CS-X traces it: no host reads, static shapes.
 
-    Reads and value-dependent shapes that torch or an installed library make on the user's
-    behalf (an optimizer's step count, Lightning's logging, torchmetrics' input checks) are
-    host-side bookkeeping and pass.
+    Refused, naming the user's file and line: reading a tensor's value to the host
+    (``.item()``, ``if t > x:``, ``float(t)``, printing, a tensor given where torch needs a
+    Python number such as ``torch.zeros(n)``), and ops whose output shape depends on values
+    (``x[mask]``, ``nonzero``, ``unique``), asked for directly or through a torch function.
+    What torch's own modules and optimizers and installed bookkeeping libraries (Lightning's
+    logging, torchmetrics' input checks) do on the user's behalf passes. Only the calling
+    thread is checked.
+
+    Args:
+        model: the packages its modules come from count as the user's code wherever they are
+            installed: the model is what runs on the system.
     """
-    with _HostReadGuard(), _StaticShapeGuard():
+    code = _UserCode(model)
+    calls = _CallGuard(code)
+    with calls, _KernelGuard(code, calls):
         yield
 
 
-class _HostReadGuard(TorchFunctionMode):
-    """Refuses reads of a tensor's value to the host (``.item()``, ``.tolist()``, ``float(t)``,
-    ``if t > x:``) made by the user's own code: on a CS-X the whole step runs on the system,
-    and the host sees values only after it (``cs_lightning.step_closure``, ``self.log``)."""
+class _UserCode:
+    """Tells the user's own frames from torch's, cs_lightning's, the standard library's and
+    installed libraries' (except the packages the model comes from)."""
+
+    def __init__(self, model: nn.Module | None) -> None:
+        classes = [type(m) for m in model.modules()] if model is not None else []
+        self.packages = {cls.__module__.partition(".")[0] for cls in classes} - _BOOKKEEPING
+
+    def site(self, frame: Any, past_torch: bool = False) -> tuple[str, int, str] | None:
+        """(file, line, function) of the user's frame that made a call, ``frame`` being its
+        innermost Python frame; None when the call is not the user's. With ``past_torch`` a call
+        made inside a torch function is charged to its caller, unless one of torch's modules
+        made it (an implementation choice of torch's, such as SyncBatchNorm's)."""
+        while frame is not None:
+            file = frame.f_code.co_filename
+            if past_torch and file.startswith(_TORCH_MODULES):
+                return None
+            if file not in _PLUMBING and not (past_torch and file.startswith(_TORCH)):
+                break
+            frame = frame.f_back
+        if frame is None or not self._owns(frame):
+            return None
+        return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+
+    def _owns(self, frame: Any) -> bool:
+        file = frame.f_code.co_filename
+        if file.startswith((_TORCH, _HERE, *_STDLIB)):
+            return False
+        if any(part in _LIBRARIES for part in Path(file).parts):
+            return frame.f_globals.get("__name__", "").partition(".")[0] in self.packages
+        return True
+
+
+class _CallGuard(TorchFunctionMode):
+    """Refuses the user's Python-level reads of a tensor's value (``.item()``, ``float(t)``,
+    ``if t > x:``) and remembers which torch function the user is calling, for the kernel guard."""
+
+    def __init__(self, code: _UserCode) -> None:
+        super().__init__()
+        self.code = code
+        self.calling: tuple[str, tuple, dict] | None = None
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        if getattr(func, "__name__", None) in _HOST_READ_METHODS:
-            site = _user_frame(sys._getframe(1))
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _HOST_READ_METHODS:
+            site = self.code.site(sys._getframe(1))
             if site is not None:
-                raise GraphBreakError(_host_read_message(func.__name__, site))
-        return func(*args, **(kwargs or {}))
+                raise GraphBreakError(_host_read_message(_READS.get(name, f"`.{name}()`"), site))
+        outer, self.calling = self.calling, (name, args, kwargs)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.calling = outer
 
 
-class _StaticShapeGuard(TorchDispatchMode):
-    """Refuses ops whose output shape depends on the values of their inputs, when the user
-    asked for them (directly, or through a torch function such as ``torch.unique``)."""
+class _KernelGuard(TorchDispatchMode):
+    """Sees what torch's kernels do for the user's call: a value read in C++ (``torch.zeros(n)``,
+    ``x[:n]`` with a tensor ``n``) and ops whose output shape depends on values."""
+
+    def __init__(self, code: _UserCode, calls: _CallGuard) -> None:
+        super().__init__()
+        self.code, self.calls = code, calls
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -113,11 +170,30 @@ class _StaticShapeGuard(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        if torch.Tag.dynamic_output_shape in func.tags and _value_dependent(func, args, kwargs):
-            site = _user_frame(sys._getframe(1), past_torch=True)
+        if func is torch.ops.aten._local_scalar_dense.default and not self._static_call():
+            site = self.code.site(sys._getframe(1))
+            if site is not None:
+                raise GraphBreakError(_host_read_message(
+                    f"`{self._call_name()}` given a tensor where it needs a Python number", site))
+        elif (torch.Tag.dynamic_output_shape in func.tags and _value_dependent(func, args, kwargs)
+              and not self._static_call()):
+            site = self.code.site(sys._getframe(1), past_torch=True)
             if site is not None:
                 raise GraphBreakError(_dynamic_shape_message(func.__name__, site))
         return func(*args, **kwargs)
+
+    def _call_name(self) -> str:
+        return self.calls.calling[0] if self.calls.calling else "a torch call"
+
+    def _static_call(self) -> bool:
+        """Whether the torch function being called makes its output shape static anyway, reading
+        values only to validate them or computing through value-dependent steps."""
+        if self.calls.calling is None:
+            return False
+        name, args, kwargs = self.calls.calling
+        if name == "one_hot":  # checks its input's range; the shape is value-dependent only without num_classes
+            return (args[1] if len(args) > 1 else kwargs.get("num_classes", -1)) >= 0
+        return name in _STATIC_RESULTS
 
 
 def _value_dependent(func: Any, args: tuple, kwargs: dict) -> bool:
@@ -135,7 +211,14 @@ _HERE = str(Path(__file__).parent) + os.sep
 _HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__",
                                 "__complex__", "__format__", "__repr__", "__str__", "__array__", "__contains__",
                                 "equal", "allclose", "is_nonzero"})
+# torch functions whose output shape is static though they compute through value-dependent ops.
+_STATIC_RESULTS = frozenset({"combinations", "ctc_loss", "linalg_lstsq"})
+# Libraries that keep books on the host for the user (logging, metrics): their reads pass, even
+# when they are submodules of the model.
+_BOOKKEEPING = frozenset({"torch", "lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics",
+                          "cs_lightning"})
 _TORCH = str(Path(torch.__file__).parent) + os.sep
+_TORCH_MODULES = os.path.join(_TORCH + "nn", "modules") + os.sep
 # torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on, and one guard
 # runs the other's calls: look past them.
 _PLUMBING = frozenset({*(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py")), __file__})
@@ -145,35 +228,21 @@ _STDLIB = tuple({str(Path(sysconfig.get_paths()["stdlib"])) + os.sep,
 _LIBRARIES = ("site-packages", "dist-packages")
 
 
-def _user_frame(frame: Any, past_torch: bool = False) -> tuple[str, int, str] | None:
-    """Who made a call, if it is the user's own code: (file, line, function); None when it is
-    torch itself (an optimizer), cs_lightning or an installed library. ``frame`` is the
-    innermost Python frame of the call; with ``past_torch`` a call made inside torch is
-    charged to whoever called torch."""
-    while frame is not None and (frame.f_code.co_filename in _PLUMBING
-                                 or (past_torch and frame.f_code.co_filename.startswith(_TORCH))):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    file = frame.f_code.co_filename
-    if (file.startswith(_TORCH) or file.startswith(_HERE)
-            or any(part in _LIBRARIES for part in Path(file).parts) or file.startswith(_STDLIB)):
-        return None
-    return file, frame.f_lineno, frame.f_code.co_name
-
-
-def _host_read_message(method: str, site: tuple[str, int, str]) -> str:
-    read = {"__bool__": "`bool(tensor)` (a Python `if`/`while`/`and` on a tensor)",
-            "__float__": "`float(tensor)`", "__int__": "`int(tensor)`", "__complex__": "`complex(tensor)`",
-            "__index__": "a tensor used as a Python index", "__format__": "a tensor formatted into a string",
-            "__repr__": "a tensor printed", "__str__": "a tensor printed",
-            "__array__": "a tensor turned into a NumPy array", "__contains__": "`x in tensor`",
-            "equal": "`torch.equal`", "allclose": "`allclose`"}.get(method, f"`.{method}()`")
+def _host_read_message(read: str, site: tuple[str, int, str]) -> str:
     return (
         f"The training step reads a tensor's value to the host with {read}, which a CS-X system cannot do"
         f" inside a step:\n{_where(site)}\nFix: keep the value a tensor (torch ops, torch.where), or read it"
         f" after the step with cs_lightning.step_closure or self.log.\n{_HOW_TO_DISABLE}"
     )
+
+
+# How each read is named in the message.
+_READS = {"__bool__": "`bool(tensor)` (a Python `if`/`while`/`and` on a tensor)",
+          "__float__": "`float(tensor)`", "__int__": "`int(tensor)`", "__complex__": "`complex(tensor)`",
+          "__index__": "a tensor used as a Python index", "__format__": "a tensor formatted into a string",
+          "__repr__": "a tensor printed", "__str__": "a tensor printed",
+          "__array__": "a tensor turned into a NumPy array", "__contains__": "`x in tensor`",
+          "equal": "`torch.equal`", "allclose": "`allclose`"}
 
 
 def _dynamic_shape_message(op: str, site: tuple[str, int, str]) -> str:

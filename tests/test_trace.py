@@ -284,3 +284,84 @@ def test_value_dependent_shapes_inside_a_library_pass() -> None:
     with lazy_trace():
         accuracy(torch.randn(16, 3), torch.randint(0, 3, (16,)))
     assert 0.0 <= float(accuracy.compute()) <= 1.0
+
+
+@pytest.mark.parametrize("read", ["torch.zeros(n)", "torch.arange(n)", "x[:n]", "x.narrow(0, 0, n)",
+                                  "nn.functional.one_hot(i)"])
+def test_a_value_read_inside_torch_for_the_users_call_is_refused(read: str) -> None:
+    x, n, i = torch.randn(6), torch.tensor(3), torch.tensor([0, 2, 1])
+    with pytest.raises(GraphBreakError, match=r'to the host(.|\n)*File "<string>", line 1'), lazy_trace():
+        eval(read, {"torch": torch, "nn": nn, "x": x, "n": n, "i": i})  # user code, as eval's <string>
+
+
+def test_torch_functions_with_static_results_pass() -> None:
+    v, i = torch.arange(5.0), torch.tensor([0, 2, 1])
+    with lazy_trace():
+        pairs = torch.combinations(v, 2)  # computes through masked_select
+        hot = nn.functional.one_hot(i, 3)  # reads i's range to validate it
+    assert pairs.shape == (10, 2) and torch.equal(hot.argmax(1), i)
+
+
+def test_the_models_own_package_is_checked_wherever_it_is_installed(tmp_path, monkeypatch) -> None:
+    installed = tmp_path / "site-packages"
+    (installed / "their_model").mkdir(parents=True)
+    (installed / "their_model" / "__init__.py").write_text(
+        "import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.linear = torch.nn.Linear(2, 2)\n\n    def forward(self, x):\n"
+        "        return self.linear(x) * self.linear(x).max().item()\n")
+    (installed / "their_logging.py").write_text("def record(loss):\n    return loss.item()\n")
+    monkeypatch.syspath_prepend(str(installed))
+    from their_logging import record
+    from their_model import Net
+
+    model, x = Net(), torch.randn(3, 2)
+    with lazy_trace(model):
+        record(x.sum())  # another installed library's bookkeeping read passes
+        with pytest.raises(GraphBreakError, match=r"their_model.__init__.py\", line 9"):
+            model(x)
+
+
+def test_the_check_leaves_no_mode_behind_and_changes_no_number() -> None:
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 1)), torch.randn(4, 8)
+    plain = model(x).square().mean()
+    plain.backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    with lazy_trace(model):
+        checked = model(x).square().mean()
+    checked.backward()
+    assert torch.equal(checked, plain)
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), expected))
+    with pytest.raises(GraphBreakError), lazy_trace(model):
+        checked.item()
+    assert torch._C._len_torch_function_stack() == 0 and torch._C._len_torch_dispatch_stack() == 0
+
+
+class ManualReads(LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.layer = nn.Linear(4, 1)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        optimizer = self.optimizers()
+        loss = nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+        self.manual_backward(loss)
+        if loss > 0:  # the host read, before this step's update
+            optimizer.step()
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_under_manual_optimization_a_read_before_the_update_is_refused_before_it() -> None:
+    model = ManualReads()
+    before = [p.detach().clone() for p in model.parameters()]
+    data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+    trainer = Trainer(strategy="csx", max_steps=2, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False)
+    with pytest.raises(GraphBreakError, match=rf"line {_line_of(ManualReads, 'if loss > 0:')}"):
+        trainer.fit(model, data)
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))

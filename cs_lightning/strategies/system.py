@@ -6,8 +6,8 @@
 * Lazy factories: ``configure_optimizers()`` runs after materialization; a closed-form
   scheduler returned bare steps every optimizer step.
 * Traced execution: the first training step runs as a CS-X traces it (``trace.lazy_trace``):
-  a host read or a value-dependent shape in the user's code fails before any update with the
-  file and line; a step that passed before is not checked again (``trace_cache``); ``compile=True``
+  a host read or a value-dependent shape in the user's code fails before the update it precedes,
+  with the file and line; a step that passed before is not checked again (``trace_cache``); ``compile=True``
   compiles forward and optimizer update, with learning rates held as in-place tensors.
 * Step closures run at the end of each step; the time to first loss is measured and reported.
 """
@@ -189,6 +189,8 @@ class CSXSystem(Strategy):
         if self.compile:
             self._compile(module)
         self._code = trace.fingerprint(module)
+        # under compile=True TorchDynamo's fullgraph capture is the check (of forward): a step first
+        # run under the check's modes would be compiled twice
         self._check_pending = self.trace_check and not self.compile
 
     @override
@@ -215,7 +217,7 @@ class CSXSystem(Strategy):
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
         """The first ``training_step`` runs as a CS-X traces it (``trace.lazy_trace``): the
         check is the step itself, and a host read or a value-dependent shape in the user's
-        code is refused before any update.
+        code is refused before the update it precedes.
 
         A step whose code and input shapes passed the check before, in this run or any
         earlier one (see ``cs_lightning.trace_cache``), is not checked again.
@@ -238,7 +240,7 @@ class CSXSystem(Strategy):
         if key is not None and cache.hit(key):
             return super().training_step(*args, **kwargs)
         started = time.perf_counter()
-        with trace.lazy_trace():
+        with trace.lazy_trace(module):
             output = super().training_step(*args, **kwargs)
         self._add_phase("trace", time.perf_counter() - started)
         if key is not None:
