@@ -1,17 +1,35 @@
 """cs_lightning: Cerebras semantics inside PyTorch Lightning.
 
-Importing this package registers the ``"csx"`` accelerator and strategy with
-Lightning, so ``Trainer(strategy="csx")`` works after ``import cs_lightning``.
+Importing this package registers the ``"csx"`` accelerator and strategies with Lightning, so
+``Trainer(strategy="csx")`` works after ``import cs_lightning``. ``cs_lightning.schedulers``
+and ``cs_lightning.deferred`` need torch only: without Lightning they import and work, and
+the Lightning parts (strategies, accelerator, callbacks) are missing.
 """
+
+from typing import Any
 
 __version__ = "0.1.0"
 
-from cs_lightning.accelerator import CSXAccelerator  # noqa: E402
-from cs_lightning.module import CSXModule  # noqa: E402
-from cs_lightning.step_closure import StepClosureCallback, step_closure  # noqa: E402
-from cs_lightning.strategies import CSXDDPStrategy, CSXStrategy  # noqa: E402
-from cs_lightning.strategies.registration import register as _register  # noqa: E402
-from cs_lightning.time_to_first_loss import TimeToFirstLoss  # noqa: E402
+from cs_lightning.errors import CSLightningError  # noqa: E402
 from cs_lightning.trace import GraphBreakError  # noqa: E402
 
-_register()
+try:
+    import lightning  # noqa: F401
+except ImportError:
+    _LIGHTNING_PARTS = ("CSXAccelerator", "CSXModule", "StepClosureCallback", "step_closure", "CSXDDPStrategy",
+                        "CSXStrategy", "TimeToFirstLoss")
+
+    def __getattr__(name: str) -> Any:
+        if name in _LIGHTNING_PARTS:
+            raise ImportError(f"cs_lightning.{name} needs lightning, which is not installed: pip install lightning")
+        raise AttributeError(f"module 'cs_lightning' has no attribute {name!r}")
+
+else:
+    from cs_lightning.accelerator import CSXAccelerator
+    from cs_lightning.module import CSXModule
+    from cs_lightning.step_closure import StepClosureCallback, step_closure
+    from cs_lightning.strategies import CSXDDPStrategy, CSXStrategy
+    from cs_lightning.strategies.registration import register as _register
+    from cs_lightning.time_to_first_loss import TimeToFirstLoss
+
+    _register()

@@ -22,17 +22,22 @@ group (`GroupScaledLR`) where torch's schedule is proportional to the base rate.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from lightning.pytorch.utilities import rank_zero_info
 from torch.optim import lr_scheduler as torch_lr
 
 from cs_lightning import schedulers as cs
 from cs_lightning.schedulers.base import Scheduler, default_dtype
+
+try:  # Lightning's logger says it once per job, not once per rank
+    from lightning.pytorch.utilities import rank_zero_info as _info
+except ImportError:  # the schedulers need torch only
+    _info = logging.getLogger(__name__).info
 
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
@@ -401,7 +406,7 @@ def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | No
     for _ in range(_steps_taken(scheduler)):
         converted.step()
     converted._step_of_foreign_state = functools.partial(_step_of_torch_state, frozenset(scheduler.state_dict()))
-    rank_zero_info(f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
+    _info(f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
                    + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else ""))
     return converted
 

@@ -13,12 +13,13 @@ connector close the gap, at the points where Lightning itself picks or falls bac
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
+from typing import Any
 
 import lightning
 from lightning.pytorch.accelerators import AcceleratorRegistry, CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.strategies import StrategyRegistry
-from lightning.pytorch.trainer.connectors.accelerator_connector import _AcceleratorConnector
 
 from cs_lightning.accelerator import CSXAccelerator
 from cs_lightning.strategies.csx import CSXStrategy
@@ -29,30 +30,49 @@ _BACKING_NAMES = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda"}
 
 
 def register() -> None:
-    """Register ``"csx"`` (accelerator and strategy) and ``"csx_ddp"`` with Lightning; safe to call twice."""
-    connector = _AcceleratorConnector
-    missing = [name for name in ("_choose_strategy", "_init_strategy") if not callable(getattr(connector, name, None))]
-    if missing:
-        raise ImportError(_lightning_changed(f"its accelerator connector has no {', '.join(missing)}"))
+    """Register ``"csx"`` (accelerator and strategy) and ``"csx_ddp"`` with Lightning; safe to call twice.
+
+    The names go through Lightning's public registries. Resolving ``"csx"`` as Lightning
+    resolves its own names needs hooks in its private accelerator connector: when a Lightning
+    release has moved it, one warning says so and the strategies still work by name and by
+    instance (``devices=N`` then needs ``strategy="csx_ddp"``).
+    """
     CSXAccelerator.register_accelerators(AcceleratorRegistry)
     CSXStrategy.register_strategies(StrategyRegistry)
     CSXDDPStrategy.register_strategies(StrategyRegistry)
+    connector = _connector()
+    missing = [name for name in ("_choose_strategy", "_init_strategy") if not callable(getattr(connector, name, None))]
+    if missing:
+        warnings.warn(_lightning_changed(f"its accelerator connector has no {', '.join(missing)}"
+                                         if connector is not None else "its accelerator connector has moved")
+                      + " Meanwhile strategy='csx' trains on one device; for several, pass strategy='csx_ddp'.",
+                      stacklevel=3)
+        return
     if not getattr(connector._init_strategy, "_csx", False):
         connector._choose_strategy = _csx_for_csx_accelerator(connector._choose_strategy)
         connector._init_strategy = _csx_system(connector._init_strategy)
 
 
-def _csx_for_csx_accelerator(choose: Callable[[_AcceleratorConnector], object]) -> Callable[..., object]:
+def _connector() -> Any:
+    """Lightning's private accelerator connector class, or None where a release has moved it."""
+    try:
+        from lightning.pytorch.trainer.connectors.accelerator_connector import _AcceleratorConnector
+    except ImportError:
+        return None
+    return _AcceleratorConnector
+
+
+def _csx_for_csx_accelerator(choose: Callable[[Any], object]) -> Callable[..., object]:
     @functools.wraps(choose)
-    def choose_strategy(self: _AcceleratorConnector) -> object:
+    def choose_strategy(self: Any) -> object:
         return CSXStrategy.strategy_name if isinstance(self.accelerator, CSXAccelerator) else choose(self)
 
     return choose_strategy
 
 
-def _csx_system(init: Callable[[_AcceleratorConnector], None]) -> Callable[[_AcceleratorConnector], None]:
+def _csx_system(init: Callable[[Any], None]) -> Callable[[Any], None]:
     @functools.wraps(init)
-    def init_strategy(self: _AcceleratorConnector) -> None:
+    def init_strategy(self: Any) -> None:
         init(self)
         if not isinstance(self.strategy, CSXSystem):
             return

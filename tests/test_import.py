@@ -1,0 +1,72 @@
+"""Importing never breaks: the schedulers and deferred init need torch only, and a Lightning
+whose private connector moved gets one warning, not a broken package."""
+
+import subprocess
+import sys
+import textwrap
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+
+
+def test_schedulers_and_deferred_work_without_lightning() -> None:
+    done = _run("""
+        import sys
+        sys.modules["lightning"] = sys.modules["pytorch_lightning"] = None  # import lightning raises ImportError
+        import torch
+        import cs_lightning
+        from cs_lightning.deferred import deferred_init, materialize
+        from cs_lightning.schedulers import CosineDecayLR
+
+        optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+        print(CosineDecayLR(optimizer, initial_learning_rate=1.0, end_learning_rate=0.0, total_iters=10).values(11).flatten()[5].item())
+        torch.manual_seed(0)
+        model = materialize(deferred_init(lambda: torch.nn.Linear(3, 2)))
+        torch.manual_seed(0)
+        print(torch.equal(model.weight, torch.nn.Linear(3, 2).weight))
+        try:
+            cs_lightning.CSXStrategy
+        except ImportError as error:
+            print(error)
+        print("lightning" in sys.modules and sys.modules["lightning"] is None)
+    """)
+    assert done.returncode == 0, done.stderr
+    half, exact, error, blocked = done.stdout.splitlines()
+    assert abs(float(half) - 0.5) < 1e-6 and exact == "True" and blocked == "True"
+    assert error == "cs_lightning.CSXStrategy needs lightning, which is not installed: pip install lightning"
+
+
+def test_a_lightning_whose_connector_moved_gets_one_warning_and_csx_still_trains() -> None:
+    done = _run("""
+        import warnings
+        import lightning.pytorch as pl
+        import torch
+        from lightning.pytorch.trainer.connectors import accelerator_connector
+
+        del accelerator_connector._AcceleratorConnector  # as if a release moved it (the Trainer holds its own)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import cs_lightning
+        print(sum("cannot teach lightning" in str(w.message) for w in caught))
+
+        class Net(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.layer = torch.nn.Linear(2, 1)
+
+            def training_step(self, batch, batch_idx):
+                return self.layer(batch).square().mean()
+
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=0.1)
+
+        data = torch.utils.data.DataLoader(torch.randn(8, 2), batch_size=4)
+        for strategy in (cs_lightning.CSXStrategy(), "csx"):
+            trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_steps=2, logger=False,
+                                 enable_checkpointing=False, enable_progress_bar=False)
+            trainer.fit(Net(), data)
+            print(type(trainer.strategy).__name__, trainer.global_step)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-3:] == ["1", "CSXStrategy 2", "CSXStrategy 2"]
