@@ -1,9 +1,10 @@
 """Stock ``torch.optim.lr_scheduler`` instances -> closed-form cs_lightning schedulers.
 
 An existing Lightning project returns torch schedulers from ``configure_optimizers``.
-Under ``strategy="csx"`` they are replaced by closed-form equivalents from this package's
-catalogue, built on the same optimizer and at the same step, which give the learning rates
-torch's own stepping gives. Torch computes in float64 and so do the converted schedules
+Under ``strategy="csx"`` closed-form equivalents from this package's catalogue, built on the
+same optimizer and at the same step, drive them (`drive`): the user's object stays, and the
+learning rates are the ones torch's own stepping gives. For a plain PyTorch loop,
+`convert_scheduler` returns the closed-form scheduler itself. Torch computes in float64 and so do the converted schedules
 (the catalogue's own float32 would lose up to 1e-2 relative where a schedule nears 0, by
 cancellation in ``1 + cos``).
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +36,9 @@ from torch.optim import lr_scheduler as torch_lr
 from cs_lightning import schedulers as cs
 from cs_lightning.schedulers.base import Scheduler, default_dtype
 
+# Relative difference between torch's recursive values and the closed form's beyond which a
+# group's value was set by someone else (the two agree to about 1e-15).
+_ROUNDING = 1e-9
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
 
@@ -406,18 +411,99 @@ def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | No
     return converted
 
 
+# torch scheduler -> the closed form driving it (weak: a scheduler its user drops frees its driver)
+_DRIVERS: weakref.WeakKeyDictionary[Any, Scheduler] = weakref.WeakKeyDictionary()
+
+
+def drive(scheduler: Any, *, strict: bool = False) -> bool:
+    """Have a torch scheduler's closed-form equivalent drive it, in place.
+
+    The user's object stays the scheduler everyone sees (``isinstance``, Lightning's
+    ``lr_schedulers()``, the user's own reference), and still does torch's bookkeeping on
+    each ``step()`` (``last_epoch``, ``_step_count``, children, ``step(epoch)``'s warning);
+    the closed form then writes the param groups' values and ``get_last_lr()`` reads them.
+    Its ``state_dict()`` is torch's own, so checkpoints load both ways between a plain
+    Lightning run and a csx one; ``load_state_dict`` moves the closed form to the loaded step.
+
+    Returns:
+        True when a closed form drives it, False when there is none (after one
+        `HostSchedulerWarning`, or `NotConvertible` with ``strict``): it runs as torch's alone.
+    """
+    if isinstance(scheduler, Scheduler) or scheduler in _DRIVERS:
+        return True
+    closed = convert_scheduler(scheduler, strict=strict)
+    if closed is None:
+        return False
+    _DRIVERS[scheduler] = closed
+    scheduler.__class__ = _driven(type(scheduler))
+    _follow(scheduler, closed)
+    return True
+
+
+def closed_form_of(scheduler: Any) -> Scheduler | None:
+    """The closed form that computes a scheduler's values: itself, its driver, or None."""
+    return scheduler if isinstance(scheduler, Scheduler) else _DRIVERS.get(scheduler)
+
+
+def _follow(scheduler: Any, closed: Scheduler) -> None:
+    """Move the closed form to the torch scheduler's step; its values become the groups' and ``_last_lr``.
+
+    torch's chainable schedulers multiply whatever value a group holds, so a value written
+    by someone else (Lightning's ``BackboneFinetuning``, the user) carries on; the groups where
+    torch's step departs from the closed form beyond rounding follow it from torch's value.
+    """
+    groups = scheduler.optimizer.param_groups
+    torchs = [float(group["lr"]) for group in groups]
+    closed._jump(_steps_taken(scheduler))
+    departed = {index: torchs[index] for index, group in enumerate(groups)
+                if index in closed._targets and float(group["lr"]) != 0
+                and not math.isclose(float(group["lr"]), torchs[index], rel_tol=_ROUNDING)}
+    if departed:
+        closed._rebase(departed)
+        closed._jump(_steps_taken(scheduler))
+    scheduler._last_lr = [value.clone() if isinstance(value, torch.Tensor) else value
+                          for value in (group["lr"] for group in groups)]
+
+
+@functools.cache
+def _driven(cls: type) -> type:
+    """``cls`` with ``step`` and ``load_state_dict`` followed by the closed form (same name, same state)."""
+
+    def step(self: Any, *args: Any, **kwargs: Any) -> None:
+        closed = _DRIVERS.get(self)
+        if closed is not None:  # a group added since the last step joins at this step's value
+            closed._adopt_new_groups()
+        cls.step(self, *args, **kwargs)
+        if closed is not None:
+            _follow(self, closed)
+
+    def load_state_dict(self: Any, state_dict: dict[str, Any]) -> None:
+        cls.load_state_dict(self, state_dict)
+        closed = _DRIVERS.get(self)
+        if closed is not None:
+            _follow(self, closed)
+
+    def __reduce_ex__(self: Any, protocol: Any) -> Any:
+        # a copy or a pickle is the plain torch scheduler: the driver lives in this process only
+        rebuild, args, *rest = cls.__reduce_ex__(self, protocol)
+        return (rebuild, (cls, *args[1:]), *rest)
+
+    return type(cls.__name__, (cls,), {
+        "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+        "step": step, "load_state_dict": load_state_dict, "__reduce_ex__": __reduce_ex__,
+    })
+
+
 def convert_lightning_configs(configs: Sequence[Any], *, strict: bool = False) -> None:
-    """Replace, in place, the torch schedulers of Lightning's ``LRSchedulerConfig`` list.
+    """Have closed forms drive the torch schedulers of Lightning's ``LRSchedulerConfig`` list.
 
     Meant for the strategy, right after Lightning has read ``configure_optimizers``
-    (``trainer.strategy.lr_scheduler_configs``). Each config keeps its ``interval`` and
-    ``frequency``: a converted scheduler steps exactly when the torch one did.
+    (``trainer.strategy.lr_scheduler_configs``). Each config keeps its scheduler object,
+    ``interval`` and ``frequency``: the values change exactly when the torch ones did.
     """
     for config in configs:
-        converted = convert_scheduler(config.scheduler, strict=strict)
-        if converted is not None:
-            config.scheduler = converted
+        drive(config.scheduler, strict=strict)
 
 
-__all__ = ["GroupScaledLR", "HostSchedulerWarning", "NotConvertible", "convert_lightning_configs",
-           "convert_scheduler"]
+__all__ = ["GroupScaledLR", "HostSchedulerWarning", "NotConvertible", "closed_form_of",
+           "convert_lightning_configs", "convert_scheduler", "drive"]

@@ -36,7 +36,7 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.schedulers import Scheduler
-from cs_lightning.schedulers.from_torch import convert_lightning_configs
+from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.step_closure import StepBoundary
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 from cs_lightning.trace_cache import TraceCache
@@ -195,8 +195,8 @@ class CSXSystem(Strategy):
     def setup_optimizers(self, trainer: Trainer) -> None:
         """A closed-form scheduler returned bare steps every optimizer step: its arguments count steps.
 
-        Stock torch schedulers are then replaced by closed-form equivalents, keeping their
-        interval and frequency (those with no closed form warn, or raise if strict).
+        Stock torch schedulers are then driven by closed-form equivalents: the user's object
+        stays in place (those with no closed form warn, or raise if strict).
         """
         module = self.lightning_module
         own = module.__dict__.get("configure_optimizers")
@@ -293,8 +293,9 @@ class CSXSystem(Strategy):
     def _compile(self, module: LightningModule) -> None:
         """Capture forward for the whole fit; closed-form schedules write their values in place."""
         for config in self.lr_scheduler_configs:
-            if isinstance(config.scheduler, Scheduler):
-                config.scheduler.set_tensor_values(True)
+            closed = closed_form_of(config.scheduler)
+            if closed is not None:
+                closed.set_tensor_values(True)
         self._compiled = ExitStack()
         self._compiled.enter_context(
             trace.captured(

@@ -1,0 +1,218 @@
+"""A Lightning program behaves the same under strategy="auto" and strategy="csx" (issue 16).
+
+Each test is written as a Lightning user would write it (a LightningModule, a Trainer, public
+API only), runs under both strategies and asserts the same observable behaviour.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import BackboneFinetuning, ModelCheckpoint
+from torch import nn
+from torch.optim import lr_scheduler as torch_lr
+from torch.utils.data import DataLoader, TensorDataset
+
+import cs_lightning  # noqa: F401  registers "csx"
+from cs_lightning import schedulers as cs
+
+STRATEGIES = ["auto", "csx"]
+
+
+def _data(n: int = 48, batch_size: int = 4) -> DataLoader:
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(n, 4, generator=generator)
+    return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=batch_size)
+
+
+def _trainer(strategy: str, max_steps: int, **kwargs: Any) -> Trainer:
+    settings: dict[str, Any] = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                                    enable_model_summary=False)
+    settings.update(kwargs)
+    return Trainer(strategy=strategy, max_steps=max_steps, **settings)
+
+
+class _Rates(Callback):
+    """What a user sees at the start of every batch: each group's lr, and the scheduler's own view."""
+
+    def __init__(self) -> None:
+        self.lrs: list[list[float]] = []
+        self.last_epochs: list[int] = []
+        self.last_lrs: list[list[float]] = []
+
+    def on_train_batch_start(self, trainer: Trainer, module: LightningModule, batch: Any, batch_idx: int) -> None:
+        self.lrs.append([float(group["lr"]) for group in trainer.optimizers[0].param_groups])
+        scheduler = module.lr_schedulers()
+        self.last_epochs.append(int(scheduler.last_epoch))
+        # a group added since the last step has no last value yet (torch's list is shorter, ours holds None)
+        self.last_lrs.append([float(lr) for lr in scheduler.get_last_lr() if lr is not None])
+
+
+def _close(got: list[list[float]], expected: list[list[float]]) -> None:
+    """Equal to float32 precision (relative 1e-6), step for step and group for group."""
+    assert [len(row) for row in got] == [len(row) for row in expected]
+    flat = [torch.tensor([value for row in rows for value in row], dtype=torch.float64) for rows in (got, expected)]
+    torch.testing.assert_close(*flat, rtol=1e-6, atol=0.0)
+
+
+# -- 1. the user's scheduler object stays the one Lightning and the user see -------------------------
+
+
+class _UserStepLR(LightningModule):
+    """A user's module: a torch StepLR it keeps a reference to, and an lr_scheduler_step override."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.head = nn.Linear(4, 8), nn.Linear(8, 1)
+        self.stepped_by_override = 0
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.mse_loss(self.head(torch.relu(self.body(x))), y)
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD([{"params": self.body.parameters()},
+                                     {"params": self.head.parameters(), "lr": 0.03}], lr=0.1)
+        self.my_scheduler = torch_lr.StepLR(optimizer, step_size=3, gamma=0.5)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.my_scheduler, "interval": "step"}}
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        if isinstance(scheduler, torch_lr.StepLR):  # a common user check: it must keep stepping
+            self.stepped_by_override += 1
+            scheduler.step()
+
+
+def _fit_user_step_lr(strategy: str, steps: int = 10, ckpt_path: Any = None,
+                      **kwargs: Any) -> tuple[_UserStepLR, _Rates, Trainer]:
+    torch.manual_seed(0)
+    module, rates = _UserStepLR(), _Rates()
+    run = _trainer(strategy, steps, callbacks=[rates, *kwargs.pop("callbacks", [])], **kwargs)
+    run.fit(module, _data(), ckpt_path=ckpt_path)
+    return module, rates, run
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_users_scheduler_object_is_the_one_lightning_and_the_user_see(strategy: str) -> None:
+    module, rates, run = _fit_user_step_lr(strategy)
+    scheduler = module.my_scheduler
+    assert module.lr_schedulers() is scheduler and run.lr_scheduler_configs[0].scheduler is scheduler
+    assert isinstance(scheduler, torch_lr.StepLR) and type(scheduler).__name__ == "StepLR"
+    assert module.stepped_by_override == 10  # the override's isinstance check held every step
+    expected = [[0.1 * 0.5 ** (k // 3), 0.03 * 0.5 ** (k // 3)] for k in range(10)]
+    _close(rates.lrs, expected)
+    _close(rates.last_lrs, expected)  # get_last_lr() moves with the groups
+    assert rates.last_epochs == list(range(10))
+    assert scheduler.last_epoch == 10
+    _close([scheduler.get_last_lr()], [[0.1 * 0.5**3, 0.03 * 0.5**3]])
+    state = scheduler.state_dict()
+    assert state["last_epoch"] == 10 and state["_step_count"] == 11  # torch's own bookkeeping
+    assert set(state) == set(torch_lr.StepLR(torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=1.0), 3).state_dict())
+
+
+@pytest.mark.parametrize(("first", "second"), [("auto", "csx"), ("csx", "auto")])
+def test_checkpoints_load_both_ways_between_the_strategies(first: str, second: str, tmp_path: Any) -> None:
+    _, uninterrupted, _ = _fit_user_step_lr("auto", steps=10)
+    saver = ModelCheckpoint(dirpath=tmp_path, save_last=True)
+    _, before, _ = _fit_user_step_lr(first, steps=5, enable_checkpointing=True, callbacks=[saver])
+    saved = torch.load(tmp_path / "last.ckpt", weights_only=True)  # plain types only, as torch's state
+    assert saved["lr_schedulers"][0]["last_epoch"] == 5
+    module, after, run = _fit_user_step_lr(second, steps=10, ckpt_path=tmp_path / "last.ckpt")
+    _close(before.lrs + after.lrs, uninterrupted.lrs)
+    assert before.last_epochs + after.last_epochs == list(range(10))
+    assert module.my_scheduler.last_epoch == 10
+    _close([module.my_scheduler.get_last_lr()], [[0.1 * 0.5**3, 0.03 * 0.5**3]])
+
+
+# -- 2. param groups added later are scheduled as torch schedules them -------------------------------
+
+
+class _Finetuned(LightningModule):
+    """A backbone unfrozen by Lightning's BackboneFinetuning, which adds its param group at epoch 2."""
+
+    def __init__(self, make_scheduler: Any) -> None:
+        super().__init__()
+        self.backbone, self.head = nn.Linear(4, 8), nn.Linear(8, 1)
+        self.make_scheduler = make_scheduler
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.mse_loss(self.head(torch.relu(self.backbone(x))), y)
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(filter(lambda p: p.requires_grad, self.parameters()), lr=0.1)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.make_scheduler(optimizer),
+                                                         "interval": "step"}}
+
+
+LATE_GROUP_SCHEDULERS = {
+    "torch StepLR": lambda o: torch_lr.StepLR(o, step_size=5, gamma=0.5),
+    "torch ExponentialLR": lambda o: torch_lr.ExponentialLR(o, gamma=0.95),
+    "torch LinearLR": lambda o: torch_lr.LinearLR(o, start_factor=0.25, total_iters=30),
+    "cs StepLR": lambda o: cs.StepLR(o, initial_learning_rate=0.1, step_size=5, gamma=0.5),
+}
+
+
+def _fit_finetuned(strategy: str, case: str) -> _Rates:
+    torch.manual_seed(0)
+    rates = _Rates()
+    unfreeze = BackboneFinetuning(unfreeze_backbone_at_epoch=2, backbone_initial_ratio_lr=0.5, verbose=False)
+    # 12 steps an epoch: the backbone's group joins at step 24, mid-schedule
+    run = _trainer(strategy, 40, callbacks=[unfreeze, rates])
+    run.fit(_Finetuned(LATE_GROUP_SCHEDULERS[case]), _data())
+    return rates
+
+
+@pytest.mark.parametrize("case", LATE_GROUP_SCHEDULERS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_param_group_added_later_follows_the_schedule_from_its_own_lr(strategy: str, case: str) -> None:
+    rates = _fit_finetuned(strategy, case)
+    reference = _fit_finetuned("auto", case) if strategy != "auto" else rates
+    _close(rates.lrs, reference.lrs)
+    assert [len(lrs) for lrs in rates.lrs] == [1] * 24 + [2] * 16  # the backbone joins at epoch 2
+    # torch's chainable rule: the new group moves with the schedule from its own value (and from
+    # the values BackboneFinetuning sets at each epoch start), never frozen
+    assert rates.lrs[25][1] != rates.lrs[24][1] or rates.lrs[30][1] != rates.lrs[29][1]
+
+
+def test_a_native_scheduler_refuses_a_group_added_where_the_schedule_is_zero() -> None:
+    optimizer = torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.0)
+    warmup = cs.LinearLR(optimizer, initial_learning_rate=0.0, end_learning_rate=0.1, total_iters=10)
+    optimizer.add_param_group({"params": [nn.Parameter(torch.ones(1))], "lr": 0.05})
+    with pytest.raises(ValueError, match=r"param_groups\[1\] joins the schedule at step 0 holding lr=0.05, but the schedule is 0"):
+        warmup.step()
+
+
+# -- 4. step(epoch): torch's meaning and its deprecation warning -------------------------------------
+
+
+@pytest.mark.parametrize("make", [
+    lambda o: torch_lr.ExponentialLR(o, gamma=0.5),
+    lambda o: cs.ExponentialLR(o, initial_learning_rate=0.1, total_iters=1, decay_rate=0.5),
+], ids=["torch ExponentialLR", "cs ExponentialLR"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_step_with_an_epoch_jumps_there_with_torchs_deprecation_warning(strategy: str, make: Any) -> None:
+    class Jumping(LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": make(optimizer), "interval": "step"}}
+
+        def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+            scheduler.step(2 * self.trainer.global_step)  # an old-style schedule: two epochs a step
+
+    rates = _Rates()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _trainer(strategy, 5, callbacks=[rates]).fit(Jumping(), _data())
+    assert any("epoch parameter in `scheduler.step()`" in str(w.message) for w in caught)
+    _close(rates.lrs, [[0.1 * 0.5 ** (2 * k)] for k in range(5)])
