@@ -216,3 +216,55 @@ def test_step_with_an_epoch_jumps_there_with_torchs_deprecation_warning(strategy
         _trainer(strategy, 5, callbacks=[rates]).fit(Jumping(), _data())
     assert any("epoch parameter in `scheduler.step()`" in str(w.message) for w in caught)
     _close(rates.lrs, [[0.1 * 0.5 ** (2 * k)] for k in range(5)])
+
+
+# -- 8. LightningCLI's short scheduler names keep meaning torch's classes --------------------------
+
+
+class _CLIModel(LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+    def train_dataloader(self) -> DataLoader:
+        return _data()
+
+
+def _cli(strategy: str, config: dict[str, Any], tmp_path: Any) -> Any:
+    import yaml
+    from lightning.pytorch.cli import LightningCLI
+
+    path = tmp_path / f"{strategy}.yaml"
+    path.write_text(yaml.safe_dump({
+        "trainer": {"strategy": strategy, "max_steps": 6, "logger": False, "enable_checkpointing": False,
+                    "enable_progress_bar": False, "enable_model_summary": False},
+        "optimizer": {"class_path": "SGD", "init_args": {"lr": 0.1}}, **config}))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        return LightningCLI(_CLIModel, args=["fit", "--config", str(path)], save_config_callback=None)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_lightning_cli_short_scheduler_names_mean_torchs_classes(strategy: str, tmp_path: Any) -> None:
+    torchs = _cli(strategy, {"lr_scheduler": {"class_path": "StepLR", "init_args": {"step_size": 2}}}, tmp_path)
+    scheduler = torchs.model.lr_schedulers()
+    assert type(scheduler).__module__ == "torch.optim.lr_scheduler" and isinstance(scheduler, torch_lr.StepLR)
+    # Lightning steps a bare scheduler once an epoch: 12 batches, so not yet
+    assert torchs.trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.1)
+    ours = _cli(strategy, {"lr_scheduler": {"class_path": "cs_lightning.schedulers.StepLR",
+                                            "init_args": {"initial_learning_rate": 0.1, "step_size": 2,
+                                                          "gamma": 0.5}}}, tmp_path)
+    assert isinstance(ours.model.lr_schedulers(), cs.StepLR)  # full class paths reach the catalogue
+
+
+def test_lightning_cli_short_names_print_config_unambiguously(tmp_path: Any, capsys: Any) -> None:
+    from lightning.pytorch.cli import LightningCLI
+
+    with pytest.raises(SystemExit), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        LightningCLI(_CLIModel, args=["fit", "--optimizer", "SGD", "--optimizer.lr", "0.1", "--lr_scheduler",
+                                      "OneCycleLR", "--lr_scheduler.max_lr", "0.5", "--print_config"])
+    assert "class_path: torch.optim.lr_scheduler.OneCycleLR" in capsys.readouterr().out

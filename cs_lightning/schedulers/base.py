@@ -231,7 +231,21 @@ class _Cursor:
         self.changes = -1
 
 
-class Scheduler(_TorchLRScheduler):
+class _HiddenSubclasses(type):
+    """Metaclass of the closed-form schedulers: their subclasses are left out of ``__subclasses__()``.
+
+    LightningCLI resolves a short class name in its ``lr_scheduler`` key (``--lr_scheduler
+    StepLR``) by walking the subclasses of torch's ``LRScheduler``; this catalogue's StepLR,
+    OneCycleLR, ... would make those names ambiguous, and they must keep meaning torch's
+    classes. This package's registry walks the real list (``type.__subclasses__``), and full
+    class paths (``cs_lightning.schedulers.StepLR``) resolve as before.
+    """
+
+    def __subclasses__(cls) -> list[type]:
+        return []
+
+
+class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     """A schedule of one optimizer setting (``param_group_key``), in closed form.
 
     Subclass ``LRScheduler`` or ``WeightDecayScheduler``, store your arguments, call
