@@ -268,3 +268,50 @@ def test_lightning_cli_short_names_print_config_unambiguously(tmp_path: Any, cap
         LightningCLI(_CLIModel, args=["fit", "--optimizer", "SGD", "--optimizer.lr", "0.1", "--lr_scheduler",
                                       "OneCycleLR", "--lr_scheduler.max_lr", "0.5", "--print_config"])
     assert "class_path: torch.optim.lr_scheduler.OneCycleLR" in capsys.readouterr().out
+
+
+# -- 5. every floating and complex dtype under every precision -------------------------------------
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+class _AllDtypes(LightningModule):
+    """Buffers of every floating and complex dtype, a default-dtype pair and a layer, built in configure_model."""
+
+    def configure_model(self) -> None:
+        if hasattr(self, "net"):
+            return
+        self.net = nn.Linear(4, 1)
+        for dtype in DTYPES:
+            values = torch.tensor([1.25, -2.5j] if dtype.is_complex else [1.25, -2.5], dtype=dtype)
+            self.register_buffer(f"buffer_{str(dtype).removeprefix('torch.')}", values)
+        self.register_buffer("default_real", torch.tensor([1.25, -2.5]))  # the precision's default dtype
+        if torch.get_default_dtype() in (torch.float32, torch.float64):  # torch has no complex bfloat16/half default
+            self.register_buffer("default_complex", torch.tensor([1.25, -2.5j]))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return nn.functional.mse_loss(self.net(batch[0].to(self.net.weight.dtype)), batch[1].to(self.net.weight.dtype))
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def on_fit_start(self) -> None:
+        self.seen = {name: (t.dtype, t.detach().clone()) for name, t in self.state_dict().items()}
+
+
+@pytest.mark.filterwarnings("ignore:Casting complex values to real")  # what plain Lightning's half() does
+@pytest.mark.parametrize("precision", ["32-true", "64-true", "bf16-true", "16-true", "bf16-mixed", "16-mixed"])
+def test_every_floating_and_complex_buffer_gets_the_dtype_plain_lightning_gives(precision: str) -> None:
+    seen = {}
+    for strategy in STRATEGIES:
+        torch.manual_seed(0)
+        module = _AllDtypes()
+        _trainer(strategy, 1, precision=precision).fit(module, _data())
+        seen[strategy] = module.seen
+    assert seen["auto"].keys() == seen["csx"].keys()
+    for name, (dtype, value) in seen["auto"].items():
+        assert seen["csx"][name][0] == dtype, (name, seen["csx"][name][0], dtype)
+        assert torch.equal(seen["csx"][name][1], value), name
+    if precision == "64-true":  # the imaginary parts survive, and a default complex tensor is complex128
+        assert seen["csx"]["buffer_complex64"][1].imag.tolist() == [0.0, -2.5]
+        assert seen["csx"]["default_complex"][0] == torch.complex128
