@@ -315,7 +315,8 @@ class CSLightningCLI(LightningCLI):
 
     def __init__(self, args: Any = None, imported: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         """`imported`: what `_run_imports` returned, so the saved config holds absolute paths."""
-        kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss()]})
+        # the clock feeds the Done: line under any strategy; its metrics are logged only when asked
+        kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss(log_metrics=False)]})
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION})

@@ -13,6 +13,7 @@ import pytest
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import BackboneFinetuning, ModelCheckpoint
+from lightning.pytorch.loggers import Logger
 from torch import nn
 from torch.optim import lr_scheduler as torch_lr
 from torch.utils.data import DataLoader, TensorDataset
@@ -315,3 +316,57 @@ def test_every_floating_and_complex_buffer_gets_the_dtype_plain_lightning_gives(
     if precision == "64-true":  # the imaginary parts survive, and a default complex tensor is complex128
         assert seen["csx"]["buffer_complex64"][1].imag.tolist() == [0.0, -2.5]
         assert seen["csx"]["default_complex"][0] == torch.complex128
+
+
+# -- 6. the loggers receive what the user logged; ttfl/* only when asked --------------------------
+
+
+class _Recorder(Logger):
+    """An in-memory logger: every metric name it received."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    @property
+    def name(self) -> str:
+        return "recorder"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.names.update(metrics)
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class _Logged(LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = nn.functional.mse_loss(self.net(batch[0]), batch[1])
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_loggers_get_ttfl_metrics_only_with_the_callback(strategy: str, caplog: Any) -> None:
+    plain = _Recorder()
+    with caplog.at_level("INFO"):
+        _trainer(strategy, 3, logger=plain, log_every_n_steps=1).fit(_Logged(), _data())
+    assert plain.names == {"train_loss", "epoch"}  # what the user logged, nothing more
+    printed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss:")]
+    assert len(printed) == (1 if strategy == "csx" else 0)  # csx always prints the one line
+    asked = _Recorder()
+    _trainer(strategy, 3, logger=asked, log_every_n_steps=1,
+             callbacks=[cs_lightning.TimeToFirstLoss()]).fit(_Logged(), _data())
+    assert {"ttfl/total", "ttfl/setup", "ttfl/first_step", "ttfl/loss"} <= asked.names
+    assert asked.names - plain.names == {name for name in asked.names if name.startswith("ttfl/")}

@@ -115,8 +115,9 @@ class CSXSystem(Strategy):
         if trainer is None or trainer.state.fn != TrainerFn.FITTING:
             return
         given = [callback for callback in trainer.callbacks if isinstance(callback, TimeToFirstLoss)]
-        # without one from the user, drive a clock from the strategy's hooks: no callback on every step
-        self._time_to_first_loss = given[0] if given else TimeToFirstLoss()
+        # without one from the user, drive a clock from the strategy's hooks: no callback on every
+        # step, and no ttfl/* metrics the user did not ask for (the line is printed)
+        self._time_to_first_loss = given[0] if given else TimeToFirstLoss(log_metrics=False)
         self._drives_clock = not given
         self._time_to_first_loss.start(at=started)
 
