@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest.mock import NonCallableMock
 
 import torch
 from torch import nn
@@ -34,13 +35,28 @@ from torch.overrides import TorchFunctionMode
 
 from cs_lightning.errors import CSLightningError
 
-__all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "refusing_host_reads"]
+__all__ = ["GraphBreakError", "TraceCheckSkipped", "captured", "fingerprint", "forget", "mocked_tensor_methods",
+           "refusing_host_reads"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
 
 
 class GraphBreakError(CSLightningError, RuntimeError):
     """The model's forward cannot be captured as one graph; the message names file, line and fix."""
+
+
+class TraceCheckSkipped(UserWarning):
+    """The first step ran unchecked, for a reason outside the model (the message says which)."""
+
+
+def mocked_tensor_methods() -> list[str]:
+    """The ``torch.Tensor`` methods replaced by a mock (``mock.patch("torch.Tensor.backward")``,
+    common in test suites): TorchDynamo cannot capture a step then, whatever the model."""
+    return sorted(
+        f"torch.Tensor.{name}" for name, value in vars(torch.Tensor).items()
+        # a Mock itself, or the function mock.patch(autospec=True) puts in its place
+        if isinstance(value, NonCallableMock) or isinstance(getattr(value, "mock", None), NonCallableMock)
+    )
 
 
 @contextmanager

@@ -370,3 +370,25 @@ def test_loggers_get_ttfl_metrics_only_with_the_callback(strategy: str, caplog: 
              callbacks=[cs_lightning.TimeToFirstLoss()]).fit(_Logged(), _data())
     assert {"ttfl/total", "ttfl/setup", "ttfl/first_step", "ttfl/loss"} <= asked.names
     assert asked.names - plain.names == {name for name in asked.names if name.startswith("ttfl/")}
+
+
+# -- 9. a test suite that mocks Tensor.backward ---------------------------------------------------
+
+
+@pytest.mark.parametrize("autospec", [False, True], ids=["Mock", "autospec"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_mocked_backward_runs_as_under_auto_and_says_the_check_was_skipped(strategy: str, autospec: bool) -> None:
+    from unittest import mock
+
+    module = _Logged()
+    before = [p.detach().clone() for p in module.parameters()]
+    with mock.patch("torch.Tensor.backward", autospec=autospec) as backward, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _trainer(strategy, 3).fit(module, _data())
+    assert backward.call_count == 3
+    assert all(torch.equal(p, q) for p, q in zip(module.parameters(), before))  # no gradients, no update
+    skipped = [str(w.message) for w in caught if issubclass(w.category, cs_lightning.TraceCheckSkipped)]
+    assert skipped == ([] if strategy == "auto" else [
+        "torch.Tensor.backward is replaced by a mock, which TorchDynamo cannot capture, so the first training step"
+        " runs without the csx trace check (the model is not at fault); the check runs again when nothing is mocked"])
