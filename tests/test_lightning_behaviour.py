@@ -392,3 +392,74 @@ def test_a_mocked_backward_runs_as_under_auto_and_says_the_check_was_skipped(str
     assert skipped == ([] if strategy == "auto" else [
         "torch.Tensor.backward is replaced by a mock, which TorchDynamo cannot capture, so the first training step"
         " runs without the csx trace check (the model is not at fault); the check runs again when nothing is mocked"])
+
+
+# -- 3. OneCycleLR and CyclicLR cycle the momentum (or Adam's beta1) too --------------------------
+
+
+class _Momentum(Callback):
+    def __init__(self) -> None:
+        self.seen: list[list[float]] = []
+
+    def on_train_batch_start(self, trainer: Trainer, module: LightningModule, batch: Any, batch_idx: int) -> None:
+        group = trainer.optimizers[0].param_groups[0]
+        self.seen.append([float(group["lr"]), float(group["momentum"] if "momentum" in group else group["betas"][0])])
+
+
+MOMENTUM_CYCLES = {
+    "OneCycleLR, SGD momentum": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                                 lambda o: torch_lr.OneCycleLR(o, max_lr=0.5, total_steps=30)),
+    "OneCycleLR three-phase linear, Adam beta1": (lambda p: torch.optim.Adam(p, lr=0.1),
+                                                  lambda o: torch_lr.OneCycleLR(o, max_lr=0.5, total_steps=30,
+                                                                                three_phase=True,
+                                                                                anneal_strategy="linear")),
+    "CyclicLR exp_range, SGD momentum": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                                         lambda o: torch_lr.CyclicLR(o, 0.01, 0.1, step_size_up=4, step_size_down=3,
+                                                                     mode="exp_range", gamma=0.97)),
+    "CyclicLR triangular2, AdamW beta1": (lambda p: torch.optim.AdamW(p, lr=0.1),
+                                          lambda o: torch_lr.CyclicLR(o, 0.01, 0.1, step_size_up=5,
+                                                                      mode="triangular2")),
+}
+
+
+def _fit_cycling(strategy: str, case: str) -> list[list[float]]:
+    make_optimizer, make_scheduler = MOMENTUM_CYCLES[case]
+
+    class Cycling(LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self) -> Any:
+            optimizer = make_optimizer(self.parameters())
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": make_scheduler(optimizer), "interval": "step"}}
+
+    seen = _Momentum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cs_lightning.schedulers.from_torch.HostSchedulerWarning)  # converted
+        _trainer(strategy, 30, callbacks=[seen]).fit(Cycling(), _data())
+    return seen.seen
+
+
+@pytest.mark.parametrize("case", MOMENTUM_CYCLES)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_momentum_and_beta1_cycle_as_torchs_at_every_step(strategy: str, case: str) -> None:
+    got = _fit_cycling(strategy, case)
+    expected = _fit_cycling("auto", case) if strategy != "auto" else got
+    _close(got, expected)
+    assert len({row[1] for row in got}) > 5  # the momentum did cycle
+
+
+def test_momentum_schedules_name_what_they_cannot_do() -> None:
+    from cs_lightning.schedulers.from_torch import HostSchedulerWarning, convert_scheduler
+
+    adagrad = torch.optim.Adagrad([nn.Parameter(torch.ones(1))], lr=0.1)  # no momentum, no betas
+    with pytest.raises(ValueError, match=r"OneCycleMomentum: param_groups\[0\] has neither momentum nor betas \(Adagrad\)"):
+        cs.OneCycleMomentum(adagrad, initial_val=0.95, max_val=0.85, total_steps=10)
+    sgd = torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.1, momentum=0.9)
+    with pytest.warns(HostSchedulerWarning, match=r"cycles the optimizer's momentum .* from_torch.drive"):
+        assert convert_scheduler(torch_lr.OneCycleLR(sgd, max_lr=0.5, total_steps=10)) is None  # two schedules
+    assert sgd.param_groups[0]["momentum"] == pytest.approx(0.95)  # torch's own value, untouched

@@ -668,6 +668,41 @@ class WeightDecayScheduler(Scheduler):
     param_group_key: ClassVar[str] = "weight_decay"
 
 
+class MomentumScheduler(Scheduler):
+    """A closed-form schedule of the momentum: ``param_group["momentum"]`` (SGD, RMSprop), or
+    ``betas[0]`` in groups that have betas and no momentum (Adam's beta1), as torch's
+    OneCycleLR and CyclicLR cycle it. Values are Python floats (``set_tensor_values`` is
+    refused: torch optimizers take betas as floats)."""
+
+    param_group_key: ClassVar[str] = "momentum"
+
+    def _bind_groups(self) -> None:
+        super()._bind_groups()
+        groups = self.optimizer.param_groups
+        for index in self._targets:
+            if "momentum" not in groups[index] and "betas" not in groups[index]:
+                raise ValueError(
+                    f"{type(self).__name__}: param_groups[{index}] has neither momentum nor betas "
+                    f"({type(self.optimizer).__name__}); schedule the momentum of an optimizer "
+                    "that has one (SGD, RMSprop, Adam, AdamW, ...)"
+                )
+
+    def _write(self, row: list[float]) -> None:
+        self._cursor.last = row
+        groups = self.optimizer.param_groups
+        for index, value in zip(self._targets, row):
+            group = groups[index]
+            if "momentum" in group:
+                group["momentum"] = value
+            else:
+                group["betas"] = (value, *group["betas"][1:])
+
+    def set_tensor_values(self, enabled: bool) -> None:
+        if enabled:
+            raise ValueError(f"{type(self).__name__}.set_tensor_values: got enabled=True; momentum "
+                             "values stay Python floats")
+
+
 def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
     """Lightning's scheduler config for a closed-form scheduler: step every optimizer step.
 
