@@ -12,6 +12,7 @@ from cs_lightning.step_closure import StepClosureCallback, step_closure  # noqa:
 from cs_lightning.strategies import CSXDDPStrategy, CSXStrategy  # noqa: E402
 from cs_lightning.strategies.registration import register as _register  # noqa: E402
 from cs_lightning.time_to_first_loss import TimeToFirstLoss  # noqa: E402
+from cs_lightning.data import ResumableDataLoader  # noqa: E402
 from cs_lightning.trace import GraphBreakError, TraceCheckSkipped  # noqa: E402
 
 _register()

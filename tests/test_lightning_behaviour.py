@@ -463,3 +463,106 @@ def test_momentum_schedules_name_what_they_cannot_do() -> None:
     with pytest.warns(HostSchedulerWarning, match=r"cycles the optimizer's momentum .* from_torch.drive"):
         assert convert_scheduler(torch_lr.OneCycleLR(sgd, max_lr=0.5, total_steps=10)) is None  # two schedules
     assert sgd.param_groups[0]["momentum"] == pytest.approx(0.95)  # torch's own value, untouched
+
+
+# -- 7. mid-epoch resume: exact with a resumable dataloader; a plain one warns --------------------
+
+KILLED_SCRIPT = '''
+import os, signal, sys
+import torch
+from torch import nn
+from lightning.pytorch import Callback, LightningModule, Trainer, seed_everything
+from lightning.pytorch.callbacks import ModelCheckpoint
+import cs_lightning
+from cs_lightning.schedulers import CosineDecayLR
+
+strategy, mode, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+
+class Model(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 1))
+
+    def training_step(self, batch, batch_idx):
+        return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)
+        schedule = CosineDecayLR(optimizer, initial_learning_rate=0.01, end_learning_rate=0.001, total_iters=30)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+class KillAt(Callback):
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+seed_everything(5)
+x = torch.randn(64, 6)
+data = cs_lightning.ResumableDataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True).sin()),
+                                        batch_size=8, shuffle=True)  # 8 batches an epoch, a new order each
+model = Model()
+callbacks = [ModelCheckpoint(dirpath="ckpt", every_n_train_steps=3, save_top_k=-1, save_last=True)]
+callbacks += [KillAt()] if mode == "crash" else []
+trainer = Trainer(strategy=strategy, max_steps=24, logger=False, enable_progress_bar=False,
+                  enable_model_summary=False, callbacks=callbacks)
+trainer.fit(model, data, ckpt_path="last" if mode == "resume" else None)
+torch.save({"weights": model.state_dict(), "optimizer": trainer.optimizers[0].state_dict(),
+            "lr": trainer.optimizers[0].param_groups[0]["lr"], "step": trainer.global_step}, f"{mode}.pt")
+'''
+
+
+def _flat(state: Any) -> list:
+    """Optimizer state as comparable leaves (tensors as bytes)."""
+    if isinstance(state, dict):
+        return [(k, _flat(v)) for k, v in sorted(state.items(), key=lambda item: str(item[0]))]
+    if isinstance(state, (list, tuple)):
+        return [_flat(v) for v in state]
+    if isinstance(state, torch.Tensor):
+        return [str(state.dtype), list(state.shape), state.contiguous().view(-1).view(torch.uint8).tolist()]
+    return [state]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_run_killed_mid_epoch_resumes_bit_identical_with_a_resumable_dataloader(strategy: str, tmp_path: Any) -> None:
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(KILLED_SCRIPT)
+    # a step inside the second or third epoch, past a checkpoint that is itself inside the epoch
+    kill_at = random.Random(strategy).choice([k for k in range(10, 23) if k % 8 and (k // 3 * 3) % 8])
+
+    def run(mode: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), strategy, mode, str(kill_at)], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=240)
+
+    uninterrupted = run("uninterrupted")
+    assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
+    (tmp_path / "ckpt").rename(tmp_path / "ckpt_uninterrupted")
+    crashed = run("crash")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    resumed = run("resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Restoring states from the checkpoint path at" in resumed.stderr
+    assert "not resumable" not in resumed.stderr  # Lightning's warning for a plain DataLoader
+    expected, actual = (torch.load(tmp_path / f"{mode}.pt", weights_only=False) for mode in ("uninterrupted", "resume"))
+    assert actual["step"] == expected["step"] == 24
+    assert all(torch.equal(actual["weights"][k], expected["weights"][k]) for k in expected["weights"])
+    assert _flat(actual["optimizer"]) == _flat(expected["optimizer"])
+    assert actual["lr"] == expected["lr"]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_resuming_mid_epoch_with_a_plain_dataloader_warns_once(strategy: str, tmp_path: Any) -> None:
+    saver = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=5, save_last=True)
+    _trainer(strategy, 5, enable_checkpointing=True, callbacks=[saver]).fit(_Logged(), _data())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _trainer(strategy, 8).fit(_Logged(), _data(), ckpt_path=tmp_path / "last.ckpt")
+    restarts = [w for w in caught if "ended before the epoch ended" in str(w.message)]
+    assert len(restarts) == 1 and "not resumable" in str(restarts[0].message)
