@@ -566,3 +566,27 @@ def test_resuming_mid_epoch_with_a_plain_dataloader_warns_once(strategy: str, tm
         _trainer(strategy, 8).fit(_Logged(), _data(), ckpt_path=tmp_path / "last.ckpt")
     restarts = [w for w in caught if "ended before the epoch ended" in str(w.message)]
     assert len(restarts) == 1 and "not resumable" in str(restarts[0].message)
+
+
+def test_resumable_dataloader_resumes_its_order_and_refuses_what_it_cannot_resume() -> None:
+    dataset = TensorDataset(torch.arange(20.0))
+    torch.manual_seed(1)
+    loader = cs_lightning.ResumableDataLoader(dataset, batch_size=2, shuffle=True)
+    batches = iter(loader)
+    served = [next(batches)[0].tolist() for _ in range(3)]
+    state = loader.state_dict()
+    rest = [batch[0].tolist() for batch in batches]
+    torch.manual_seed(99)  # another global state: the order comes from the loader's own generator
+    again = cs_lightning.ResumableDataLoader(dataset, batch_size=2, shuffle=True)
+    again.load_state_dict(state)
+    assert [batch[0].tolist() for batch in again] == rest
+    assert sorted(sum(served + rest, [])) == list(range(20))
+    with pytest.raises(TypeError, match=r"dataset=_Stream, an IterableDataset"):
+        cs_lightning.ResumableDataLoader(_Stream())
+    with pytest.raises(ValueError, match=r"got keys \['position'\], expected \['epoch_start', 'generator', 'served'\]"):
+        loader.load_state_dict({"position": 3})
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    def __iter__(self) -> Any:
+        return iter(range(3))

@@ -698,9 +698,9 @@ class MomentumScheduler(Scheduler):
                 group["betas"] = (value, *group["betas"][1:])
 
     def set_tensor_values(self, enabled: bool) -> None:
-        if enabled:
+        if _checks.flag(type(self).__name__, "enabled", enabled):
             raise ValueError(f"{type(self).__name__}.set_tensor_values: got enabled=True; momentum "
-                             "values stay Python floats")
+                             "values stay Python floats (torch optimizers take betas as floats)")
 
 
 def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
