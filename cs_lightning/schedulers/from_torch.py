@@ -36,9 +36,9 @@ from torch.optim import lr_scheduler as torch_lr
 from cs_lightning import schedulers as cs
 from cs_lightning.schedulers.base import Scheduler, default_dtype
 
-# Relative difference between torch's recursive values and the closed form's beyond which a
-# group's value was set by someone else (the two agree to about 1e-15).
-_ROUNDING = 1e-9
+# Relative difference between a group's value and the one the closed form wrote beyond which
+# someone else set it (a float written and read back is equal; a tensor lr holds float32).
+_ROUNDING = 1e-6
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
 
@@ -486,26 +486,29 @@ def closed_form_of(scheduler: Any) -> Scheduler | None:
     return scheduler if isinstance(scheduler, Scheduler) else _DRIVERS.get(scheduler, [None])[0]
 
 
-def _follow(scheduler: Any, drivers: list[Scheduler]) -> None:
+def _follow(scheduler: Any, drivers: list[Scheduler], touched: Sequence[int] = ()) -> None:
     """Move the closed forms to the torch scheduler's step; their values become the groups' and ``_last_lr``.
 
-    torch's chainable schedulers multiply whatever value a group holds, so a value written
-    by someone else (Lightning's ``BackboneFinetuning``, the user) carries on; the groups where
-    torch's step departs from the closed form beyond rounding follow it from torch's value.
+    ``touched``: groups whose value someone else set since the last step (Lightning's
+    ``BackboneFinetuning``, the user). torch's chainable schedulers go on from whatever value a
+    group holds, so these follow the schedule from the value torch's step gave them.
     """
     groups = scheduler.optimizer.param_groups
-    torchs = [float(group["lr"]) for group in groups]
-    closed = drivers[0]  # the learning rate's: a group someone else set follows from its value
+    torchs = {index: float(groups[index]["lr"]) for index in touched}
     for driver in drivers:
         driver._jump(_steps_taken(scheduler))
-    departed = {index: torchs[index] for index, group in enumerate(groups)
-                if index in closed._targets and float(group["lr"]) != 0
-                and not math.isclose(float(group["lr"]), torchs[index], rel_tol=_ROUNDING)}
-    if departed:
-        closed._rebase(departed)
-        closed._jump(_steps_taken(scheduler))
+    if torchs:
+        drivers[0]._rebase(torchs)
+        drivers[0]._jump(_steps_taken(scheduler))
     scheduler._last_lr = [value.clone() if isinstance(value, torch.Tensor) else value
                           for value in (group["lr"] for group in groups)]
+
+
+def _touched(closed: Scheduler) -> list[int]:
+    """The groups whose learning rate is no longer the one the closed form wrote last."""
+    groups = closed.optimizer.param_groups
+    return [index for index, written in zip(closed._targets, closed._cursor.last)
+            if not math.isclose(float(groups[index]["lr"]), written, rel_tol=_ROUNDING)]
 
 
 @functools.cache
@@ -514,11 +517,13 @@ def _driven(cls: type) -> type:
 
     def step(self: Any, *args: Any, **kwargs: Any) -> None:
         drivers = _DRIVERS.get(self)
-        if drivers is not None:  # a group added since the last step joins at this step's value
-            drivers[0]._adopt_new_groups()
+        if drivers is None:
+            cls.step(self, *args, **kwargs)
+            return
+        drivers[0]._adopt_new_groups()  # a group added since the last step joins at this step's value
+        touched = _touched(drivers[0])
         cls.step(self, *args, **kwargs)
-        if drivers is not None:
-            _follow(self, drivers)
+        _follow(self, drivers, touched)
 
     def load_state_dict(self: Any, state_dict: dict[str, Any]) -> None:
         cls.load_state_dict(self, state_dict)
