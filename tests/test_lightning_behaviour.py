@@ -590,3 +590,21 @@ def test_resumable_dataloader_resumes_its_order_and_refuses_what_it_cannot_resum
 class _Stream(torch.utils.data.IterableDataset):
     def __iter__(self) -> Any:
         return iter(range(3))
+
+
+def test_a_copy_or_pickle_of_a_driven_scheduler_is_the_plain_torch_one() -> None:
+    import copy
+    import pickle
+
+    from cs_lightning.schedulers.from_torch import closed_form_of, drive
+
+    optimizer = torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.1)
+    scheduler = torch_lr.StepLR(optimizer, step_size=2, gamma=0.5)
+    assert drive(scheduler) and closed_form_of(scheduler) is not None
+    for _ in range(3):
+        optimizer.step()
+        scheduler.step()
+    for twin in (copy.deepcopy(scheduler), pickle.loads(pickle.dumps(scheduler))):
+        assert type(twin) is torch_lr.StepLR and closed_form_of(twin) is None
+        assert twin.state_dict().keys() == scheduler.state_dict().keys() and twin.last_epoch == 3
+        assert twin.get_last_lr() == pytest.approx([0.05])

@@ -533,13 +533,19 @@ def _driven(cls: type) -> type:
 
     def __reduce_ex__(self: Any, protocol: Any) -> Any:
         # a copy or a pickle is the plain torch scheduler: the driver lives in this process only
-        rebuild, args, *rest = cls.__reduce_ex__(self, protocol)
-        return (rebuild, (cls, *args[1:]), *rest)
+        return _undriven, (cls, self.__dict__)
 
     return type(cls.__name__, (cls,), {
         "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
         "step": step, "load_state_dict": load_state_dict, "__reduce_ex__": __reduce_ex__,
     })
+
+
+def _undriven(cls: type, state: dict[str, Any]) -> Any:
+    """A torch scheduler of class ``cls`` holding ``state`` (what a driven one copies or pickles into)."""
+    scheduler = cls.__new__(cls)
+    scheduler.__dict__.update(state)
+    return scheduler
 
 
 def convert_lightning_configs(configs: Sequence[Any], *, strict: bool = False) -> None:
