@@ -608,3 +608,41 @@ def test_a_copy_or_pickle_of_a_driven_scheduler_is_the_plain_torch_one() -> None
         assert type(twin) is torch_lr.StepLR and closed_form_of(twin) is None
         assert twin.state_dict().keys() == scheduler.state_dict().keys() and twin.last_epoch == 3
         assert twin.get_last_lr() == pytest.approx([0.05])
+
+
+class _Values(_Recorder):
+    """An in-memory logger keeping every value by (name, step)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[tuple[str, int], float] = {}
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        super().log_metrics(metrics, step)
+        self.values.update({(name, step): float(value) for name, value in metrics.items()})
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_learning_rate_monitor_logs_the_same_rates_and_momentum(strategy: str) -> None:
+    from lightning.pytorch.callbacks import LearningRateMonitor
+
+    def logged(strategy: str) -> dict[tuple[str, int], float]:
+        class OneCycle(_Logged):
+            def configure_optimizers(self) -> Any:
+                optimizer = torch.optim.SGD([{"params": self.net.weight}, {"params": self.net.bias, "lr": 0.05}],
+                                            lr=0.1, momentum=0.9)
+                schedule = torch_lr.OneCycleLR(optimizer, max_lr=[0.5, 0.25], total_steps=20)
+                return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+        recorder = _Values()
+        monitor = LearningRateMonitor(logging_interval="step", log_momentum=True)
+        _trainer(strategy, 20, logger=recorder, log_every_n_steps=1, callbacks=[monitor]).fit(OneCycle(), _data())
+        return {key: value for key, value in recorder.values.items() if key[0] != "train_loss"}
+
+    got = logged(strategy)
+    expected = logged("auto") if strategy != "auto" else got
+    assert got.keys() == expected.keys()
+    assert {name for name, _ in got} == {"lr-SGD/pg1", "lr-SGD/pg2", "lr-SGD/pg1-momentum", "lr-SGD/pg2-momentum",
+                                        "epoch"}
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-6, abs=0.0), key
