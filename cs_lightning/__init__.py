@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 from cs_lightning.errors import CSLightningError  # noqa: E402
 from cs_lightning.trace import GraphBreakError  # noqa: E402
+from cs_lightning.data import ResumableDataLoader  # noqa: E402
 
 try:
     import lightning  # noqa: F401

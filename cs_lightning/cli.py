@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import sys
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -315,7 +316,8 @@ class CSLightningCLI(LightningCLI):
 
     def __init__(self, args: Any = None, imported: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         """`imported`: what `_run_imports` returned, so the saved config holds absolute paths."""
-        kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss()]})
+        # the clock feeds the Done: line under any strategy; its metrics are logged only when asked
+        kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss(log_metrics=False)]})
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION})
@@ -358,25 +360,41 @@ class CSLightningCLI(LightningCLI):
         if self.make_optimizer is not None:
             _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
 
+    def before_fit(self) -> None:
+        self._fit_started = time.time()  # what the Done: line names must be written after this
+
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
-            print(_run_summary(self.trainer))
+            print(_run_summary(self.trainer, self._fit_started))
 
 
-def _run_summary(trainer: Trainer) -> str:
-    """One line after training: final loss, time to first loss, checkpoint path."""
+def _run_summary(trainer: Trainer, since: float) -> str:
+    """One line after training: final loss, time to first loss, the checkpoint this run wrote."""
     metrics = trainer.callback_metrics
     losses = [k for k in ("train_loss", "loss") if k in metrics] or \
         sorted(k for k in metrics if "loss" in k and not k.startswith(("val", "test", "ttfl")))
     loss = f"final {losses[0]} {float(metrics[losses[0]]):.4f}" if losses else "no loss logged"
     timers = [c for c in trainer.callbacks if isinstance(c, TimeToFirstLoss) and "ttfl/total" in c.metrics]
     ttfl = f"time to first loss {timers[0].metrics['ttfl/total']:.2f} s" if timers else "no time to first loss"
-    saver = trainer.checkpoint_callback
-    path = saver and (saver.last_model_path or saver.best_model_path)
+    path = _written_checkpoint(trainer, since)
     if path and not os.path.relpath(path).startswith(".."):
         path = os.path.relpath(path)
-    checkpoint = f"checkpoint {path}" if path else "no checkpoint"
+    checkpoint = f"checkpoint {path}" if path else "no checkpoint written"
     return f"Done: {loss} | {ttfl} | {checkpoint}"
+
+
+def _written_checkpoint(trainer: Trainer, since: float) -> str | None:
+    """The newest checkpoint the checkpoint callback knows of that was written at or after ``since``.
+
+    After a resume, the callback's paths are restored from the checkpoint the run started from;
+    a file that was not written by this run is not named.
+    """
+    saver = trainer.checkpoint_callback
+    if saver is None:
+        return None
+    known = {saver.last_model_path, saver.best_model_path, *saver.best_k_models}
+    written = [(os.path.getmtime(p), p) for p in known if p and os.path.isfile(p) and os.path.getmtime(p) >= since]
+    return max(written)[1] if written else None
 
 
 # -------------------------------------------------------------------- schedule command

@@ -4,8 +4,10 @@ It is the number deferred initialization exists to shorten. The callback works w
 strategy: it splits the time into *setup* (until the first training batch starts) and the
 *first step* (that batch, through its optimizer step). The csx strategy starts the clock
 earlier (when ``fit()`` hands it the model), adds its own phases (construct, materialize,
-trace), and reports without being asked: it drives a clock of its own from its hooks when
-the Trainer has no TimeToFirstLoss callback (so it costs no callback on every step).
+trace), and prints the line without being asked: it drives a clock of its own from its hooks
+when the Trainer has no TimeToFirstLoss callback (so it costs no callback on every step).
+The ``ttfl/*`` metrics reach the loggers only when asked for, by adding the callback: a run
+under csx then logs exactly the metrics the same run logs under any other strategy.
 """
 
 from __future__ import annotations
@@ -26,9 +28,15 @@ class TimeToFirstLoss(Callback):
 
     After the first step, :attr:`metrics` holds the seconds per phase (keys ``ttfl/total``,
     ``ttfl/setup``, ``ttfl/first_step`` and any phase a strategy added) and ``ttfl/loss``.
+
+    Args:
+        log_metrics: send :attr:`metrics` to the Trainer's loggers (the line is printed either way).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, log_metrics: bool = True) -> None:
+        if not isinstance(log_metrics, bool):
+            raise TypeError(f"TimeToFirstLoss: got log_metrics={log_metrics!r}; pass True or False")
+        self.log_metrics = log_metrics
         self.metrics: dict[str, float] = {}
         self._start: float | None = None
         self._first_step_start: float | None = None
@@ -81,8 +89,9 @@ class TimeToFirstLoss(Callback):
         if loss is not None:
             self.metrics["ttfl/loss"] = float(loss)  # the one host read this callback makes
         rank_zero_info(self._line())
-        for logger in trainer.loggers:
-            logger.log_metrics(self.metrics, step=trainer.global_step)
+        if self.log_metrics:
+            for logger in trainer.loggers:
+                logger.log_metrics(self.metrics, step=trainer.global_step)
 
     def _line(self) -> str:
         parts = {name.removeprefix("ttfl/"): value for name, value in self.metrics.items()}

@@ -112,15 +112,38 @@ def test_class_path_form_gives_identical_losses_and_rates(runs) -> None:
     assert losses[-1] < losses[0]
 
 
-def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path) -> None:
+def _done_line(capsys: pytest.CaptureFixture) -> str:
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Done:")]
+    return line
+
+
+def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
     assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
     (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    assert _done_line(capsys).endswith(f"| checkpoint {checkpoint.relative_to(tmp_path)}")  # tmp_path is the cwd
     assert main(["fit", "--config", str(path), "--ckpt_path", str(checkpoint)]) == 0
+    (written,) = tmp_path.glob("lightning_logs/version_1/checkpoints/*.ckpt")
+    # the one this run wrote, not the one it started from
+    assert _done_line(capsys).endswith(f"| checkpoint {written.relative_to(tmp_path)}")
     resumed = metrics(tmp_path, version=1)["lr-AdamW"]
     probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
     closed_form = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
     assert resumed == {k: closed_form[k] for k in range(5, STEPS)}
+
+
+def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"]["callbacks"] = [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                                       "init_args": {"dirpath": str(tmp_path / "ckpt")}}]
+    path = write(tmp_path / "run.yaml", config)
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
+    (start,) = (tmp_path / "ckpt").glob("*.ckpt")
+    assert _done_line(capsys).endswith(f"| checkpoint {start.relative_to(tmp_path)}")
+    # resumed at its last step, it trains and writes nothing; the checkpoint callback's paths,
+    # restored from the start (same folder), must not be named as if written
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "5", "--ckpt_path", str(start)]) == 0
+    assert _done_line(capsys).endswith("| no checkpoint written")
 
 
 class RecordOptimizer(L.Callback):

@@ -456,8 +456,7 @@ def test_modules_that_load_in_their_own_way_are_loaded_by_load_state_dict() -> N
     assert "old_weight" in checkpoint  # the caller's mapping is not changed
 
 
-@pytest.mark.filterwarnings("ignore:Casting complex values to real")
-def test_complex_parameters_are_cast_like_module_to() -> None:
+def test_complex_tensors_keep_their_dtype_and_imaginary_part() -> None:
     class Spectral(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -465,10 +464,11 @@ def test_complex_parameters_are_cast_like_module_to() -> None:
             self.lin = nn.Linear(2, 2)
 
     torch.manual_seed(SEED)
-    eager = Spectral().to(torch.float64)  # keeps the real part, as torch warns
+    eager = Spectral().double()  # floating tensors only, as Lightning's 64-true converts
     torch.manual_seed(SEED)
     lazy = materialize(deferred_init(Spectral), dtype=torch.float64)
     assert_same(eager, lazy)
+    assert lazy.filter.dtype == torch.complex64 and bool(lazy.filter.imag.ne(0).any())
 
 
 def test_checkpoint_in_another_dtype_is_cast_like_load_then_to() -> None:

@@ -15,6 +15,7 @@ from cs_lightning.schedulers.from_torch import (
     GroupScaledLR,
     HostSchedulerWarning,
     NotConvertible,
+    closed_form_of,
     convert_lightning_configs,
     convert_scheduler,
 )
@@ -191,12 +192,14 @@ def test_lightning_configs_keep_their_interval():
     from lightning.pytorch.utilities.types import LRSchedulerConfig
 
     optimizer = _optimizer(0.1)
-    plateau = L.ReduceLROnPlateau(optimizer)
-    configs = [LRSchedulerConfig(L.StepLR(optimizer, 2), interval="epoch", frequency=3),
+    plateau, step = L.ReduceLROnPlateau(optimizer), L.StepLR(optimizer, 2)
+    configs = [LRSchedulerConfig(step, interval="epoch", frequency=3),
                LRSchedulerConfig(plateau, monitor="val_loss", reduce_on_plateau=True)]
     with pytest.warns(HostSchedulerWarning):
         convert_lightning_configs(configs)
-    assert isinstance(configs[0].scheduler, cs.StepLR)
+    assert configs[0].scheduler is step and isinstance(step, L.StepLR)  # the user's object stays
+    assert isinstance(closed_form_of(step), cs.StepLR)  # driven by its closed form
+    assert closed_form_of(plateau) is None
     assert (configs[0].interval, configs[0].frequency) == ("epoch", 3)
     assert configs[1].scheduler is plateau
 
@@ -266,7 +269,8 @@ def test_lightning_project_trains_under_csx_with_torchs_rates(case):
         assert len(set(map(tuple, got))) > 1  # it did reduce the rates
     else:
         got, scheduler = _fit_and_record_rates("csx", case)
-        assert isinstance(scheduler, cs.Scheduler)
+        assert not isinstance(scheduler, cs.Scheduler)  # the user's torch object, driven by:
+        assert isinstance(closed_form_of(scheduler), cs.Scheduler)
     assert len(got) == len(expected) == 40
     _assert_relative(torch.tensor(got, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64))
 
@@ -291,7 +295,7 @@ def test_a_checkpoint_written_before_the_switch_to_csx_resumes(tmp_path):
     before.save_checkpoint(tmp_path / "auto.ckpt")
     after = trainer("csx", 8)
     after.fit(Project(), ckpt_path=tmp_path / "auto.ckpt")
-    assert isinstance(after.lr_scheduler_configs[0].scheduler, cs.StepLR)
+    assert isinstance(closed_form_of(after.lr_scheduler_configs[0].scheduler), cs.StepLR)
     assert after.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** 4, rel=1e-6)
 
 

@@ -322,8 +322,12 @@ def test_is_a_torch_scheduler_with_torch_methods():
     scheduler.step()
     assert scheduler.get_last_lr() == [torch.tensor(0.05).item()]  # float32 values
     assert scheduler.last_epoch.item() == 1
-    with pytest.raises(TypeError, match="epoch=3"):
-        scheduler.step(3)
+    with pytest.warns(UserWarning, match="epoch parameter in `scheduler.step\(\)` was not necessary"):
+        scheduler.step(3)  # deprecated in torch: jump to step 3
+    assert scheduler.last_epoch.item() == 3
+    assert scheduler.get_last_lr() == [torch.tensor(0.0125).item()]
+    scheduler.step()
+    assert scheduler.get_last_lr() == [torch.tensor(0.00625).item()]
     assert lightning_config(scheduler) == {"scheduler": scheduler, "interval": "step", "frequency": 1}
 
 

@@ -322,8 +322,13 @@ def _final(view: torch.Tensor, device: torch.device | None,
 
 
 def _cast_to(dtype: torch.dtype | None, recorded: torch.dtype) -> torch.dtype:
-    """The dtype ``Module.to(dtype)`` gives a tensor: floating and complex ones are cast."""
-    if dtype is not None and (recorded.is_floating_point or recorded.is_complex):
+    """The dtype a tensor ends in: floating ones are cast, as ``Module.double()``/``half()`` do.
+
+    Complex ones keep theirs (``Module.to(torch.float64)`` would drop the imaginary part):
+    Lightning's precision plugin converts the materialized module afterwards exactly as it
+    converts an eager one, complex tensors included.
+    """
+    if dtype is not None and recorded.is_floating_point:
         return dtype
     return recorded
 

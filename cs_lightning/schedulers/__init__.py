@@ -1,5 +1,8 @@
 """Closed-form learning-rate and weight-decay schedulers: the cerebras.pytorch catalogue.
 
+Added here: momentum (Adam's beta1) twins of the cyclic schedules, ``CyclicMomentum`` and
+``OneCycleMomentum``, the schedules torch's CyclicLR and OneCycleLR cycle the momentum with.
+
 Same class names, argument names and numbers as cerebras.pytorch 2.10; each schedule is a
 pure function of the step written in torch ops, so it steps cheaply, evaluates many steps
 at once (``values``), composes, resumes exactly and works with any torch optimizer and
@@ -21,6 +24,7 @@ it steps every optimizer step (the csx strategy does this for bare closed-form s
 from cs_lightning.errors import ClosedFormError
 from cs_lightning.schedulers.base import (
     LRScheduler,
+    MomentumScheduler,
     Scheduler,
     WeightDecayScheduler,
     lightning_config,
@@ -34,7 +38,9 @@ from cs_lightning.schedulers.composite import (
     SequentialLR,
     SequentialWD,
 )
-from cs_lightning.schedulers.cyclic import CyclicLR, CyclicWD, OneCycleLR, OneCycleWD
+from cs_lightning.schedulers.cyclic import (
+    CyclicLR, CyclicMomentum, CyclicWD, OneCycleLR, OneCycleMomentum, OneCycleWD,
+)
 from cs_lightning.schedulers.decay import (
     ConstantLR,
     ConstantWD,
@@ -84,6 +90,7 @@ __all__ = [
     "CosineDecayLR",
     "CosineDecayWD",
     "CyclicLR",
+    "CyclicMomentum",
     "CyclicWD",
     "ExponentialLR",
     "ExponentialWD",
@@ -99,8 +106,10 @@ __all__ = [
     "MultiStepLR",
     "MultiStepWD",
     "MultiplicativeLR",
+    "MomentumScheduler",
     "MultiplicativeWD",
     "OneCycleLR",
+    "OneCycleMomentum",
     "OneCycleWD",
     "PiecewiseConstantLR",
     "PiecewiseConstantWD",

@@ -23,11 +23,13 @@ import functools
 import inspect
 import math
 import reprlib
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
+from torch.optim.lr_scheduler import EPOCH_DEPRECATION_WARNING
 from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
 
 from cs_lightning.errors import ClosedFormError
@@ -229,7 +231,21 @@ class _Cursor:
         self.changes = -1
 
 
-class Scheduler(_TorchLRScheduler):
+class _HiddenSubclasses(type):
+    """Metaclass of the closed-form schedulers: their subclasses are left out of ``__subclasses__()``.
+
+    LightningCLI resolves a short class name in its ``lr_scheduler`` key (``--lr_scheduler
+    StepLR``) by walking the subclasses of torch's ``LRScheduler``; this catalogue's StepLR,
+    OneCycleLR, ... would make those names ambiguous, and they must keep meaning torch's
+    classes. This package's registry walks the real list (``type.__subclasses__``), and full
+    class paths (``cs_lightning.schedulers.StepLR``) resolve as before.
+    """
+
+    def __subclasses__(cls) -> list[type]:
+        return []
+
+
+class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     """A schedule of one optimizer setting (``param_group_key``), in closed form.
 
     Subclass ``LRScheduler`` or ``WeightDecayScheduler``, store your arguments, call
@@ -283,6 +299,11 @@ class Scheduler(_TorchLRScheduler):
         self._probe: Steps | None = None
         self._dtype = torch.float32
         self._tensor_values = False
+        # Groups present now are bound by their tags; a group added later joins at a step
+        # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
+        # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
+        self._bound = self._seen = len(optimizer.param_groups)
+        self._own_scales: dict[int, float] = {}
         self._bind_groups()
         self.base_lrs = [group.get(self.param_group_key) for group in optimizer.param_groups]
         self._cursor = _Cursor(last_epoch + 1)
@@ -411,7 +432,7 @@ class Scheduler(_TorchLRScheduler):
     # -- param groups ------------------------------------------------------------------
 
     def _bind_groups(self) -> None:
-        groups = self.optimizer.param_groups
+        groups = self.optimizer.param_groups[: self._bound]
         tags = self.param_group_tags
         self._targets = [
             i for i, group in enumerate(groups) if tags is None or tags & _group_tags(group)
@@ -422,8 +443,44 @@ class Scheduler(_TorchLRScheduler):
                 f"{type(self).__name__}: got param_group_tags={sorted(tags, key=str)}, which "
                 f"match no param group; the groups' tags are {sorted(available, key=str)}"
             )
-        self._scales = torch.tensor(self._group_scales(), dtype=torch.float64)
+        own = self._own_scales
+        scales = [own.get(index, scale) for index, scale in zip(self._targets, self._group_scales())]
+        joined = sorted(index for index in own if index >= self._bound)
+        self._targets += joined
+        scales += [own[index] for index in joined]
+        self._scales = torch.tensor(scales, dtype=torch.float64)
         self._unscaled = bool((self._scales == 1.0).all())
+
+    def _adopt_new_groups(self) -> None:
+        r"""Schedule the param groups added to the optimizer since the last step (e.g. by
+        Lightning's ``BackboneFinetuning``), as torch's chainable schedulers do: a group that
+        joins at step :math:`k` holding :math:`v` gets :math:`v\,f(m)/f(k)` at step :math:`m`,
+        the schedule's own changes from its own value."""
+        groups = self.optimizer.param_groups
+        if len(groups) <= self._seen:
+            return
+        tags = self.param_group_tags
+        new = {i: groups[i][self.param_group_key] for i in range(self._seen, len(groups))
+               if tags is None or tags & _group_tags(groups[i])}
+        self._seen = len(groups)
+        if new:
+            self._rebase(new)
+
+    def _rebase(self, values: dict[int, Any]) -> None:
+        """Param groups (index -> value) follow the schedule from these values, at this step."""
+        step = self._cursor.step
+        now = float(self._closed_form_at(torch.tensor(step)))
+        for index, value in values.items():
+            if now == 0:
+                raise ValueError(
+                    f"{type(self).__name__}: param_groups[{index}] joins the schedule at step {step} "
+                    f"holding {self.param_group_key}={float(value)}, but the schedule is 0 there, so "
+                    "no multiple of it starts from that value; add the group where the schedule is "
+                    "not 0, or build the scheduler after adding the group"
+                )
+            self._own_scales[index] = float(value) / now
+        self._bind_groups()
+        self._cursor.block = []  # its rows hold the values of the old scales
 
     def _group_scales(self) -> list[float]:
         """One multiplier per targeted group (ScalePerParam overrides this)."""
@@ -469,18 +526,27 @@ class Scheduler(_TorchLRScheduler):
 
     # -- public API ---------------------------------------------------------------------
 
-    def step(self, epoch: None = None) -> None:
-        """Advance one optimizer step and write the new value into the param groups."""
-        if epoch is not None:
-            raise TypeError(
-                f"{type(self).__name__}.step: got epoch={epoch!r}; closed-form schedulers count "
-                "their own steps (use load_state_dict to jump)"
-            )
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one optimizer step and write the new value into the param groups.
+
+        Args:
+            epoch: deprecated, as in torch: jump to this step instead (torch's closed-form
+                meaning of ``step(epoch)``), with torch's deprecation warning.
+        """
+        self._adopt_new_groups()
+        if epoch is None:
+            self._jump(self._cursor.step + 1)
+            return
+        warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self._jump(_checks.integer(type(self).__name__, "epoch", epoch, 0))
+
+    def _jump(self, step: int) -> None:
+        """Go to ``step`` and write its values (from the precomputed block when it holds them)."""
         cursor = self._cursor
-        cursor.step += 1
-        index = cursor.step - cursor.start
+        cursor.step = step
+        index = step - cursor.start
         fresh = 0 <= index < len(cursor.block) and cursor.changes == _changes[0]
-        self._write(cursor.block[index] if fresh else self._refill(cursor.step))
+        self._write(cursor.block[index] if fresh else self._refill(step))
 
     def values(self, steps: int | Iterable[int] | Tensor) -> Tensor:
         """The schedule at many steps at once, changing nothing.
@@ -600,6 +666,41 @@ class WeightDecayScheduler(Scheduler):
     """A closed-form schedule of the weight decay (``param_group["weight_decay"]``)."""
 
     param_group_key: ClassVar[str] = "weight_decay"
+
+
+class MomentumScheduler(Scheduler):
+    """A closed-form schedule of the momentum: ``param_group["momentum"]`` (SGD, RMSprop), or
+    ``betas[0]`` in groups that have betas and no momentum (Adam's beta1), as torch's
+    OneCycleLR and CyclicLR cycle it. Values are Python floats (``set_tensor_values`` is
+    refused: torch optimizers take betas as floats)."""
+
+    param_group_key: ClassVar[str] = "momentum"
+
+    def _bind_groups(self) -> None:
+        super()._bind_groups()
+        groups = self.optimizer.param_groups
+        for index in self._targets:
+            if "momentum" not in groups[index] and "betas" not in groups[index]:
+                raise ValueError(
+                    f"{type(self).__name__}: param_groups[{index}] has neither momentum nor betas "
+                    f"({type(self.optimizer).__name__}); schedule the momentum of an optimizer "
+                    "that has one (SGD, RMSprop, Adam, AdamW, ...)"
+                )
+
+    def _write(self, row: list[float]) -> None:
+        self._cursor.last = row
+        groups = self.optimizer.param_groups
+        for index, value in zip(self._targets, row):
+            group = groups[index]
+            if "momentum" in group:
+                group["momentum"] = value
+            else:
+                group["betas"] = (value, *group["betas"][1:])
+
+    def set_tensor_values(self, enabled: bool) -> None:
+        if _checks.flag(type(self).__name__, "enabled", enabled):
+            raise ValueError(f"{type(self).__name__}.set_tensor_values: got enabled=True; momentum "
+                             "values stay Python floats (torch optimizers take betas as floats)")
 
 
 def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Cyclic schedules: CyclicLR, OneCycleLR and their WD twins.
+"""Cyclic schedules: CyclicLR, OneCycleLR, their WD twins and their momentum twins.
 
 As in ``decay``, a generic class holds the closed form with the weight-decay argument
 names and the LR class renames them; :math:`k` is the step.
@@ -12,7 +12,9 @@ import torch
 from torch import Tensor
 
 from cs_lightning.schedulers import _checks
-from cs_lightning.schedulers.base import LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias
+from cs_lightning.schedulers.base import (
+    LRScheduler, MomentumScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias,
+)
 
 # The scale mode each built-in cyclic mode implies (as in torch and cerebras.pytorch).
 _SCALE_MODES = {"triangular": "cycle", "triangular2": "cycle", "exp_range": "iterations"}
@@ -225,3 +227,22 @@ class CyclicWD(_Cyclic, WeightDecayScheduler):
 
 class OneCycleWD(_OneCycle, WeightDecayScheduler):
     """The 1cycle policy for the weight decay."""
+
+
+class CyclicMomentum(_Cyclic, MomentumScheduler):
+    """A momentum (or Adam's beta1) cycling between two bounds.
+
+    torch's CyclicLR with ``cycle_momentum=True`` cycles the momentum against the learning
+    rate: ``CyclicMomentum(optimizer, base_val=max_momentum, max_val=base_momentum, ...)``
+    with the learning rate's cycle arguments.
+    """
+
+
+class OneCycleMomentum(_OneCycle, MomentumScheduler):
+    """The 1cycle policy for the momentum (or Adam's beta1).
+
+    torch's OneCycleLR with ``cycle_momentum=True`` anneals the momentum against the learning
+    rate, from ``max_momentum`` down to ``base_momentum`` and back:
+    ``OneCycleMomentum(optimizer, initial_val=max_momentum, max_val=base_momentum,
+    final_div_factor=1.0, ...)`` with the learning rate's phase arguments.
+    """

@@ -1,17 +1,18 @@
 """Stock ``torch.optim.lr_scheduler`` instances -> closed-form cs_lightning schedulers.
 
 An existing Lightning project returns torch schedulers from ``configure_optimizers``.
-Under ``strategy="csx"`` they are replaced by closed-form equivalents from this package's
-catalogue, built on the same optimizer and at the same step, which give the learning rates
-torch's own stepping gives. Torch computes in float64 and so do the converted schedules
-(the catalogue's own float32 would lose up to 1e-2 relative where a schedule nears 0, by
+Under ``strategy="csx"`` closed-form equivalents from this package's catalogue, built on the
+same optimizer and at the same step, drive them (`drive`): the user's object stays, and the
+learning rates are the ones torch's own stepping gives. For a plain PyTorch loop,
+`convert_scheduler` returns the closed-form scheduler itself. Torch computes in float64 and
+so do the converted schedules (the catalogue's own float32 would lose up to 1e-2 relative where a schedule nears 0, by
 cancellation in ``1 + cos``).
 
 Converted: StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR, PolynomialLR,
-ConstantLR, OneCycleLR and CyclicLR (with ``cycle_momentum=False``),
+ConstantLR, OneCycleLR and CyclicLR (their momentum cycling too, by `drive`),
 CosineAnnealingWarmRestarts, SequentialLR, ChainedScheduler, LambdaLR whose function works
 on a step tensor, and MultiplicativeLR whose factor does not change with the step.
-Everything else (ReduceLROnPlateau, Python-only lambdas, momentum cycling, custom classes)
+Everything else (ReduceLROnPlateau, Python-only lambdas, custom classes)
 is not convertible: `convert_scheduler` says why in one warning and the torch scheduler
 keeps running on the host, or, with ``strict=True``, raises `NotConvertible`.
 
@@ -25,6 +26,7 @@ import functools
 import logging
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +41,9 @@ try:  # Lightning's logger says it once per job, not once per rank
 except ImportError:  # the schedulers need torch only
     _info = logging.getLogger(__name__).info
 
+# Relative difference between a group's value and the one the closed form wrote beyond which
+# someone else set it (a float written and read back is equal; a tensor lr holds float32).
+_ROUNDING = 1e-6
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
 
@@ -79,6 +84,7 @@ class _Plan:
     def __init__(self, name: str, args: dict[str, Any], scales: list[float],
                  children: list[_Plan] | None = None) -> None:
         self.name, self.args, self.scales, self.children = name, args, scales, children or []
+        self.momentum: _Plan | None = None  # the momentum's schedule, when torch's cycles it too
 
     def describe(self) -> str:
         args = {k: v for k, v in self.args.items() if not callable(v)}
@@ -231,15 +237,18 @@ def _multiplicative(s: torch_lr.MultiplicativeLR) -> _Plan:
     return _plain("ExponentialLR", s, lambda b: _geometric(b, on_ints[0]))
 
 
-def _no_momentum_cycling(s: Any) -> None:
-    if s.cycle_momentum:
-        raise NotConvertible("it also cycles the optimizer's momentum (cycle_momentum=True), "
-                             "which a learning-rate schedule cannot do; pass cycle_momentum=False "
-                             "to convert it")
+def _momentum_bounds(s: Any, highs: Sequence[float], lows: Sequence[float]) -> tuple[float, float] | None:
+    """``(max_momentum, base_momentum)`` when the scheduler cycles the momentum, else None."""
+    if not s.cycle_momentum:
+        return None
+    highs, lows = [float(m) for m in highs], [float(m) for m in lows]
+    if len(set(highs)) > 1 or len(set(lows)) > 1:
+        raise NotConvertible(f"it cycles the momentum between bounds that differ per param group "
+                             f"(max_momentum {highs}, base_momentum {lows}), so no one schedule fits every group")
+    return highs[0], lows[0]
 
 
 def _cyclic(s: torch_lr.CyclicLR) -> _Plan:
-    _no_momentum_cycling(s)
     if s._scale_fn_custom is not None:
         raise NotConvertible("it has a custom scale_fn (a Python function of the cycle)")
     up = round(s.total_size * s.step_ratio)
@@ -247,21 +256,37 @@ def _cyclic(s: torch_lr.CyclicLR) -> _Plan:
     bases, peaks = _bases(s), [float(m) for m in s.max_lrs]
     same_shape = all(math.isclose(p * bases[0], peaks[0] * b, rel_tol=1e-12) for b, p in zip(bases, peaks))
     scales = _proportional(bases, None if same_shape else f"max_lr/base_lr differs per group {peaks}")
-    return _Plan("CyclicLR", {"base_lr": bases[0], "max_lr": peaks[0], "step_size_up": up,
-                              "step_size_down": down, "mode": s.mode, "gamma": float(s.gamma)}, scales)
+    cycle = {"step_size_up": up, "step_size_down": down, "mode": s.mode, "gamma": float(s.gamma)}
+    plan = _Plan("CyclicLR", {"base_lr": bases[0], "max_lr": peaks[0], **cycle}, scales)
+    momentum = _momentum_bounds(s, getattr(s, "max_momentums", []), getattr(s, "base_momentums", []))
+    if momentum is not None:  # against the learning rate: from max_momentum down to base_momentum
+        plan.momentum = _Plan("CyclicMomentum", {"base_val": momentum[0], "max_val": momentum[1], **cycle},
+                              [1.0] * len(bases))
+    return plan
 
 
 def _one_cycle(s: torch_lr.OneCycleLR) -> _Plan:
-    _no_momentum_cycling(s)
-    group = s.optimizer.param_groups[0]
+    groups = s.optimizer.param_groups
     phases = s._schedule_phases
-    peaks = [float(g["max_lr"]) for g in s.optimizer.param_groups]
+    peaks = [float(g["max_lr"]) for g in groups]
     scales = _proportional(peaks, None)
-    return _Plan("OneCycleLR", {
-        "initial_learning_rate": float(group["initial_lr"]), "max_lr": peaks[0],
-        "total_steps": s.total_steps, "pct_start": (phases[0]["end_step"] + 1) / s.total_steps,
-        "final_div_factor": float(group["initial_lr"]) / float(group["min_lr"]),
-        "three_phase": len(phases) == 3, "anneal_strategy": s._anneal_func_type}, scales)
+    shape = {"total_steps": s.total_steps, "pct_start": (phases[0]["end_step"] + 1) / s.total_steps,
+             "three_phase": len(phases) == 3, "anneal_strategy": s._anneal_func_type}
+    plan = _Plan("OneCycleLR", {
+        "initial_learning_rate": float(groups[0]["initial_lr"]), "max_lr": peaks[0],
+        "final_div_factor": float(groups[0]["initial_lr"]) / float(groups[0]["min_lr"]), **shape}, scales)
+    momentum = _momentum_bounds(s, [g.get("max_momentum") for g in groups], [g.get("base_momentum") for g in groups])
+    if momentum is not None:  # max_momentum -> base_momentum -> max_momentum (and stays, in a third phase)
+        plan.momentum = _Plan("OneCycleMomentum", {"initial_val": momentum[0], "max_val": momentum[1],
+                                                   "final_div_factor": 1.0, **shape}, [1.0] * len(groups))
+    return plan
+
+
+def _without_momentum(children: list[_Plan]) -> None:
+    for index, child in enumerate(children):
+        if child.momentum is not None:
+            raise NotConvertible(f"schedulers[{index}] ({child.name}) also cycles the momentum, which "
+                                 "a composed schedule does not convert; pass it cycle_momentum=False")
 
 
 def _common_scales(children: list[_Plan]) -> list[float]:
@@ -287,6 +312,7 @@ def _sequential(s: torch_lr.SequentialLR) -> _Plan:
             raise NotConvertible(f"schedulers[{index}] (ConstantLR with total_iters=0) restarts at the "
                                  "full rate, which its own stepping never reaches (it keeps the factor)")
     children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
+    _without_momentum(children)
     return _Plan("SequentialLR", {"milestones": list(s._milestones)}, _common_scales(children), children)
 
 
@@ -308,6 +334,7 @@ def _chained(s: torch_lr.ChainedScheduler) -> _Plan:
             raise NotConvertible(f"schedulers[{index}] ({type(child).__name__}) does not just multiply "
                                  "the learning rate, so the chain is not a product of schedules")
     children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
+    _without_momentum(children)
     correction = math.prod(_initial(child) / _bases(torch_child)[0]
                            for child, torch_child in zip(children[1:], s._schedulers[1:]))
     scales = [scale * correction for scale in _common_scales(children)]
@@ -381,48 +408,161 @@ def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | No
         optimizer's param groups (one info line says what was converted into what) and
         also resumes from the torch scheduler's state dict (its step), or
         None when the scheduler is not convertible (after one `HostSchedulerWarning`
-        saying why; keep stepping the torch scheduler then).
+        saying why; keep stepping the torch scheduler then). A scheduler that also cycles
+        the momentum needs two closed forms: `drive` converts it, this does not.
     """
     if isinstance(scheduler, Scheduler):
         return scheduler
+    converted = _convert(scheduler, strict, with_momentum=False)
+    return None if converted is None else converted[0]
+
+
+_CYCLED = ("lr", "momentum", "betas")  # what a conversion writes into the param groups
+
+
+def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Scheduler, Scheduler | None] | None:
+    """The closed forms of a torch scheduler's learning rate and, if it cycles it, momentum."""
     name = type(scheduler).__name__
     groups = scheduler.optimizer.param_groups
-    rates = [group["lr"] for group in groups]
+    held = [{key: group[key] for key in _CYCLED if key in group} for group in groups]
     try:
         plan = _plan(scheduler)
+        if plan.momentum is not None and not with_momentum:
+            raise NotConvertible("it also cycles the optimizer's momentum (cycle_momentum=True), which one "
+                                 "learning-rate scheduler cannot do; from_torch.drive (what strategy='csx' "
+                                 "does) converts both schedules, or pass cycle_momentum=False")
         converted = plan.build(scheduler.optimizer)
+        momentum = None if plan.momentum is None else plan.momentum.build(scheduler.optimizer)
     except (ValueError, TypeError) as err:  # NotConvertible, ClosedFormError, arguments the catalogue refuses
-        for group, rate in zip(groups, rates):  # a child built before the failure wrote its values
-            group["lr"] = rate
+        for group, values in zip(groups, held):  # a schedule built before the failure wrote its values
+            group.update(values)
         message = f"torch {name} is not converted to a closed form: {err}"
         if strict:
             raise NotConvertible(message) from None
         warnings.warn(f"{message}; it keeps running on the host, step by step", HostSchedulerWarning,
-                      stacklevel=2)
+                      stacklevel=3)
         return None
     if any(scale != 1.0 for scale in plan.scales):
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
-    converted._set_dtype(torch.float64)
-    for _ in range(_steps_taken(scheduler)):
-        converted.step()
+    steps = _steps_taken(scheduler)
+    for closed in (converted, momentum):
+        if closed is not None:
+            closed._set_dtype(torch.float64)
+            closed._jump(steps)
     converted._step_of_foreign_state = functools.partial(_step_of_torch_state, frozenset(scheduler.state_dict()))
     _info(f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
-                   + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else ""))
-    return converted
+          + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else "")
+          + ("" if momentum is None else f", its momentum to {plan.momentum.describe()}"))
+    return converted, momentum
+
+
+# torch scheduler -> the closed forms driving it, learning rate first, then the momentum if it
+# cycles one (weak: a scheduler its user drops frees its drivers)
+_DRIVERS: weakref.WeakKeyDictionary[Any, list[Scheduler]] = weakref.WeakKeyDictionary()
+
+
+def drive(scheduler: Any, *, strict: bool = False) -> bool:
+    """Have a torch scheduler's closed-form equivalent drive it, in place.
+
+    The user's object stays the scheduler everyone sees (``isinstance``, Lightning's
+    ``lr_schedulers()``, the user's own reference), and still does torch's bookkeeping on
+    each ``step()`` (``last_epoch``, ``_step_count``, children, ``step(epoch)``'s warning);
+    the closed form then writes the param groups' values and ``get_last_lr()`` reads them.
+    Its ``state_dict()`` is torch's own, so checkpoints load both ways between a plain
+    Lightning run and a csx one; ``load_state_dict`` moves the closed form to the loaded step.
+
+    Returns:
+        True when a closed form drives it, False when there is none (after one
+        `HostSchedulerWarning`, or `NotConvertible` with ``strict``): it runs as torch's alone.
+    """
+    if isinstance(scheduler, Scheduler) or scheduler in _DRIVERS:
+        return True
+    converted = _convert(scheduler, strict, with_momentum=True)
+    if converted is None:
+        return False
+    _DRIVERS[scheduler] = [closed for closed in converted if closed is not None]
+    scheduler.__class__ = _driven(type(scheduler))
+    _follow(scheduler, _DRIVERS[scheduler])
+    return True
+
+
+def closed_form_of(scheduler: Any) -> Scheduler | None:
+    """The closed form that computes a scheduler's learning rates: itself, its driver, or None."""
+    return scheduler if isinstance(scheduler, Scheduler) else _DRIVERS.get(scheduler, [None])[0]
+
+
+def _follow(scheduler: Any, drivers: list[Scheduler], touched: Sequence[int] = ()) -> None:
+    """Move the closed forms to the torch scheduler's step; their values become the groups' and ``_last_lr``.
+
+    ``touched``: groups whose value someone else set since the last step (Lightning's
+    ``BackboneFinetuning``, the user). torch's chainable schedulers go on from whatever value a
+    group holds, so these follow the schedule from the value torch's step gave them.
+    """
+    groups = scheduler.optimizer.param_groups
+    torchs = {index: float(groups[index]["lr"]) for index in touched}
+    for driver in drivers:
+        driver._jump(_steps_taken(scheduler))
+    if torchs:
+        drivers[0]._rebase(torchs)
+        drivers[0]._jump(_steps_taken(scheduler))
+    scheduler._last_lr = [value.clone() if isinstance(value, torch.Tensor) else value
+                          for value in (group["lr"] for group in groups)]
+
+
+def _touched(closed: Scheduler) -> list[int]:
+    """The groups whose learning rate is no longer the one the closed form wrote last."""
+    groups = closed.optimizer.param_groups
+    return [index for index, written in zip(closed._targets, closed._cursor.last)
+            if not math.isclose(float(groups[index]["lr"]), written, rel_tol=_ROUNDING)]
+
+
+@functools.cache
+def _driven(cls: type) -> type:
+    """``cls`` with ``step`` and ``load_state_dict`` followed by the closed form (same name, same state)."""
+
+    def step(self: Any, *args: Any, **kwargs: Any) -> None:
+        drivers = _DRIVERS.get(self)
+        if drivers is None:
+            cls.step(self, *args, **kwargs)
+            return
+        drivers[0]._adopt_new_groups()  # a group added since the last step joins at this step's value
+        touched = _touched(drivers[0])
+        cls.step(self, *args, **kwargs)
+        _follow(self, drivers, touched)
+
+    def load_state_dict(self: Any, state_dict: dict[str, Any]) -> None:
+        cls.load_state_dict(self, state_dict)
+        drivers = _DRIVERS.get(self)
+        if drivers is not None:
+            _follow(self, drivers)
+
+    def __reduce_ex__(self: Any, protocol: Any) -> Any:
+        # a copy or a pickle is the plain torch scheduler: the driver lives in this process only
+        return _undriven, (cls, self.__dict__)
+
+    return type(cls.__name__, (cls,), {
+        "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+        "step": step, "load_state_dict": load_state_dict, "__reduce_ex__": __reduce_ex__,
+    })
+
+
+def _undriven(cls: type, state: dict[str, Any]) -> Any:
+    """A torch scheduler of class ``cls`` holding ``state`` (what a driven one copies or pickles into)."""
+    scheduler = cls.__new__(cls)
+    scheduler.__dict__.update(state)
+    return scheduler
 
 
 def convert_lightning_configs(configs: Sequence[Any], *, strict: bool = False) -> None:
-    """Replace, in place, the torch schedulers of Lightning's ``LRSchedulerConfig`` list.
+    """Have closed forms drive the torch schedulers of Lightning's ``LRSchedulerConfig`` list.
 
     Meant for the strategy, right after Lightning has read ``configure_optimizers``
-    (``trainer.strategy.lr_scheduler_configs``). Each config keeps its ``interval`` and
-    ``frequency``: a converted scheduler steps exactly when the torch one did.
+    (``trainer.strategy.lr_scheduler_configs``). Each config keeps its scheduler object,
+    ``interval`` and ``frequency``: the values change exactly when the torch ones did.
     """
     for config in configs:
-        converted = convert_scheduler(config.scheduler, strict=strict)
-        if converted is not None:
-            config.scheduler = converted
+        drive(config.scheduler, strict=strict)
 
 
-__all__ = ["GroupScaledLR", "HostSchedulerWarning", "NotConvertible", "convert_lightning_configs",
-           "convert_scheduler"]
+__all__ = ["GroupScaledLR", "HostSchedulerWarning", "NotConvertible", "closed_form_of",
+           "convert_lightning_configs", "convert_scheduler", "drive"]

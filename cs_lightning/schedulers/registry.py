@@ -37,14 +37,14 @@ def _concrete(cls: type) -> bool:
 def _catalogue() -> dict[str, list[type[Scheduler]]]:
     """Every concrete scheduler class alive now, by lower-case name."""
     found: dict[str, list[type[Scheduler]]] = {}
-    pending = list(Scheduler.__subclasses__())
+    pending = list(type.__subclasses__(Scheduler))  # the real list: see base._HiddenSubclasses
     seen: set[type] = set()
     while pending:
         cls = pending.pop()
         if cls in seen:
             continue
         seen.add(cls)
-        pending.extend(cls.__subclasses__())
+        pending.extend(type.__subclasses__(cls))
         if _concrete(cls):
             found.setdefault(cls.__name__.lower(), []).append(cls)
     return found

@@ -36,7 +36,7 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.schedulers import Scheduler
-from cs_lightning.schedulers.from_torch import convert_lightning_configs
+from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.step_closure import StepBoundary
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 from cs_lightning.trace_cache import TraceCache
@@ -115,8 +115,9 @@ class CSXSystem(Strategy):
         if trainer is None or trainer.state.fn != TrainerFn.FITTING:
             return
         given = [callback for callback in trainer.callbacks if isinstance(callback, TimeToFirstLoss)]
-        # without one from the user, drive a clock from the strategy's hooks: no callback on every step
-        self._time_to_first_loss = given[0] if given else TimeToFirstLoss()
+        # without one from the user, drive a clock from the strategy's hooks: no callback on every
+        # step, and no ttfl/* metrics the user did not ask for (the line is printed)
+        self._time_to_first_loss = given[0] if given else TimeToFirstLoss(log_metrics=False)
         self._drives_clock = not given
         self._time_to_first_loss.start(at=started)
 
@@ -197,8 +198,8 @@ class CSXSystem(Strategy):
     def setup_optimizers(self, trainer: Trainer) -> None:
         """A closed-form scheduler returned bare steps every optimizer step: its arguments count steps.
 
-        Stock torch schedulers are then replaced by closed-form equivalents, keeping their
-        interval and frequency (those with no closed form warn, or raise if strict).
+        Stock torch schedulers are then driven by closed-form equivalents: the user's object
+        stays in place (those with no closed form warn, or raise if strict).
         """
         module = self.lightning_module
         own = module.__dict__.get("configure_optimizers")
@@ -299,8 +300,9 @@ class CSXSystem(Strategy):
     def _compile(self, module: LightningModule) -> None:
         """Capture forward for the whole fit; closed-form schedules write their values in place."""
         for config in self.lr_scheduler_configs:
-            if isinstance(config.scheduler, Scheduler):
-                config.scheduler.set_tensor_values(True)
+            closed = closed_form_of(config.scheduler)
+            if closed is not None:
+                closed.set_tensor_values(True)
         self._compiled = ExitStack()
         self._compiled.enter_context(
             trace.captured(

@@ -17,6 +17,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset, random_split
 from torchmetrics.classification import MulticlassAccuracy
 
+from cs_lightning import ResumableDataLoader
+
 DIGITS = Path(__file__).with_name("digits.csv.gz")
 
 
@@ -44,8 +46,9 @@ class DigitsData(L.LightningDataModule):
         generator = torch.Generator().manual_seed(self.split_seed)
         self.train_set, self.val_set = random_split(full, [len(full) - n_val, n_val], generator=generator)
 
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, drop_last=True)
+    def train_dataloader(self) -> ResumableDataLoader:
+        # resumable: a run resumed from a checkpoint taken inside an epoch goes on at the exact batch
+        return ResumableDataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, drop_last=True)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=self.batch_size)

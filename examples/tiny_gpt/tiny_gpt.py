@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from cs_lightning import ResumableDataLoader
+
 TEXT = Path(__file__).with_name("macbeth.txt")
 VOCAB = 128  # the text is plain ASCII: one token per byte
 
@@ -58,8 +60,9 @@ class MacbethData(L.LightningDataModule):
         self.train_set = Windows(tokens[:cut], self.block_size, stride=self.block_size // 2)
         self.val_set = Windows(tokens[cut:], self.block_size, stride=self.block_size)
 
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, drop_last=True)
+    def train_dataloader(self) -> ResumableDataLoader:
+        # resumable: a run resumed from a checkpoint taken inside an epoch goes on at the exact batch
+        return ResumableDataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, drop_last=True)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=self.batch_size)

@@ -1,0 +1,75 @@
+"""ResumableDataLoader: a DataLoader that resumes mid-epoch at the exact batch.
+
+Lightning saves the ``state_dict()`` of a training dataloader that has one in every
+checkpoint and hands it back to ``load_state_dict()`` before the resumed run iterates, with
+any strategy. A plain DataLoader has none, so a run resumed from a checkpoint taken inside
+an epoch starts that epoch's data over (Lightning warns once) and its weights then differ
+from the uninterrupted run's. This loader's state is what makes the order and the position
+reproducible: the state of its own generator at the start of the epoch (the shuffle order
+and the workers' seeds are drawn from it, never from the global generator) and how many
+batches it has served since.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+__all__ = ["ResumableDataLoader"]
+
+
+class ResumableDataLoader(DataLoader):
+    """A map-style DataLoader whose position in the epoch survives a checkpoint.
+
+    Takes DataLoader's arguments. Without a ``generator``, one is made from a draw of the
+    global generator (so ``seed_everything`` fixes the order); the loader draws every
+    random number of its shuffling and worker seeding from it. Resuming skips the batches
+    already served by loading and dropping them (once, at the resume).
+    """
+
+    def __init__(self, dataset: Dataset, *args: Any, **kwargs: Any) -> None:
+        if isinstance(dataset, IterableDataset):
+            raise TypeError(
+                f"ResumableDataLoader: got dataset={type(dataset).__name__}, an IterableDataset, whose position "
+                "only the dataset knows; give the dataset state_dict/load_state_dict (or use torchdata's "
+                "StatefulDataLoader), or use a map-style dataset"
+            )
+        if kwargs.get("generator") is None:
+            seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
+            kwargs["generator"] = torch.Generator().manual_seed(seed)
+        super().__init__(dataset, *args, **kwargs)
+        self._epoch_start = self.generator.get_state()  # the generator when this epoch's order was drawn
+        self._served = 0  # batches handed out in this epoch
+        self._skip = 0  # batches the next epoch starts after (set by load_state_dict)
+
+    def __iter__(self) -> Any:
+        if self._skip:  # resumed inside an epoch: that epoch's order again, after the served batches
+            self.generator.set_state(self._epoch_start)
+        else:
+            self._epoch_start = self.generator.get_state()
+        skip, self._skip, self._served = self._skip, 0, 0
+        return self._counted(super().__iter__(), skip)
+
+    def _counted(self, batches: Any, skip: int) -> Any:
+        for _ in range(skip):
+            next(batches)
+        self._served = skip
+        for batch in batches:
+            self._served += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The generator's state now and at the epoch's start, and the batches served since."""
+        return {"generator": self.generator.get_state(), "epoch_start": self._epoch_start, "served": self._served}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The next ``iter()`` goes on where ``state_dict`` was taken (the next epoch, at an epoch's end)."""
+        if set(state_dict) != {"generator", "epoch_start", "served"}:
+            raise ValueError(f"ResumableDataLoader.load_state_dict: got keys {sorted(state_dict)}, expected "
+                             "['epoch_start', 'generator', 'served'] (a state of another dataloader?)")
+        served = int(state_dict["served"])
+        self.generator.set_state(state_dict["generator"])
+        self._epoch_start = state_dict["epoch_start"]
+        self._skip = served if 0 < served < len(self) else 0
