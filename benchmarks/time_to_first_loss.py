@@ -123,9 +123,9 @@ def _case(model: str, strategy: str, checkpoint: str | None, save_to: str | None
     trainer = pl.Trainer(strategy=chosen, accelerator="cpu", max_steps=steps, callbacks=[clock], logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(module, DataLoader(list(batches), batch_size=None), ckpt_path=checkpoint)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: kilobytes; before saving a checkpoint
     if save_to:
         trainer.save_checkpoint(save_to)
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: kilobytes
     return {**clock.metrics, "peak_gb": peak_kb / 2**20}
 
 
