@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ import yaml
 from jsonargparse import get_loader
 
 from cs_lightning import schedulers
+from cs_lightning.cache import write_atomic
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, probe_param_groups
@@ -563,22 +565,52 @@ def dump(config: Mapping[str, Any], report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def convert_file(src: str | Path, out: str | Path) -> Report:
-    """Convert the Model Zoo YAML at `src` and write the cs-lightning YAML to `out`."""
-    src = Path(src)
+def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Report:
+    """Convert the Model Zoo YAML at `src` and write the cs-lightning YAML to `out`.
+
+    `out` is refused when it is `src` itself (even with `force`: the input would be lost)
+    or, unless `force`, when it exists. The text goes through a temporary file renamed
+    into place, so an interrupted or failed convert leaves `out` as it was.
+    """
+    src, out = Path(src), Path(out)
     if not src.is_file():
         raise ConfigError(str(src), "file does not exist; fix: check the path")
-    try:  # the loader `cs-lightning fit` reads configs with: `3e-4` is a float, not a string
-        config = get_loader("yaml")(src.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
+    _check_out(src, out, force)
+    config = _read_yaml(src)
     converted, report = convert(config, source=str(src))
     try:
-        Path(out).write_text(dump(converted, report))
+        write_atomic(out, dump(converted, report).encode())
     except OSError as err:
         raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a path in an "
                           "existing folder") from None
     return report
+
+
+def _check_out(src: Path, out: Path, force: bool) -> None:
+    """Refuse an output path that is the input, a folder, in no folder, or (without `force`) a file."""
+    if out.exists() and os.path.samefile(out, src):  # also through a link
+        raise ConfigError("--out", f"{str(out)!r} is the input file; converting over it would destroy it; "
+                          "fix: give another output path")
+    if out.is_dir():
+        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as "
+                          f"{str(out / 'run.yaml')!r}")
+    if not out.parent.is_dir():  # write_atomic would make it; a typo should not make folders
+        raise ConfigError("--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; "
+                          "fix: give a path in an existing folder")
+    if out.exists() and not force:
+        raise ConfigError("--out", f"{str(out)!r} already exists; fix: give another path, "
+                          "or pass --force to overwrite it")
+
+
+def _read_yaml(src: Path) -> Any:
+    """The parsed source, read as `cs-lightning fit` reads configs: `3e-4` is a float, not a string."""
+    try:
+        return get_loader("yaml")(src.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(str(src), f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
+                          "fix: save the file as UTF-8") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -593,12 +625,13 @@ def main_convert(argv: Sequence[str]) -> int:
     parser = _ArgumentParser(prog="cs-lightning convert",
                              description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML.")
     parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
-    parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write")
+    parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
+    parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
     try:
         opts = parser.parse_args(list(argv))
-        report = convert_file(opts.source, opts.out)
+        report = convert_file(opts.source, opts.out, force=opts.force)
     except ConfigError as err:
-        print(f"cs-lightning convert: error: {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"cs-lightning: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     except SystemExit as exit_:  # --help
         return exit_.code if isinstance(exit_.code, int) else 0

@@ -12,7 +12,7 @@ import yaml
 from cs_lightning import schedulers
 from cs_lightning.convert import convert, convert_file, main_convert, probe_optimizer
 from cs_lightning.errors import ConfigError
-from conftest import REPO
+from conftest import REPO, run_cli, snapshot
 
 DATA = REPO / "tests" / "data" / "modelzoo"
 
@@ -166,7 +166,7 @@ def test_bad_files_give_one_line_and_exit_2(name, tmp_path, capsys):
     out = tmp_path / "run.yaml"
     assert main_convert([str(DATA / name), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("cs-lightning convert: error: ")
+    assert err.count("\n") == 1 and err.startswith("cs-lightning: error: ")
     assert BAD[name] in err
     assert not out.exists()
 
@@ -198,7 +198,7 @@ def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
     (tmp_path / "mz.yaml").write_text(text)
     assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"cs-lightning convert: error: {key}: ")
+    assert err.count("\n") == 1 and err.startswith(f"cs-lightning: error: {key}: ")
     assert not (tmp_path / "run.yaml").exists()
 
 
@@ -235,3 +235,50 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     assert written["optimizer"]["AdamW"]["lr"] == 3e-4
     assert written["schedulers"] == [
         {"CosineDecayLR": {"initial_learning_rate": 3e-4, "end_learning_rate": 1e-5, "total_iters": 9}}]
+
+
+# ----------------------------------------------------------------- the output file
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_convert_never_writes_over_its_input(force, tmp_path):
+    """Also not with --force, also through a symbolic link: the input would be gone."""
+    (tmp_path / "mz.yaml").write_bytes((DATA / "gpt_trainer.yaml").read_bytes())
+    (tmp_path / "link.yaml").symlink_to("mz.yaml")
+    before = snapshot(tmp_path)
+    for out in ("mz.yaml", "link.yaml"):
+        result = run_cli("convert", "mz.yaml", "-o", out, *force, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == (f"cs-lightning: error: --out: '{out}' is the input file; converting over it "
+                                 "would destroy it; fix: give another output path\n")
+    assert snapshot(tmp_path) == before
+
+
+def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
+    (tmp_path / "mz.yaml").write_bytes((DATA / "gpt_trainer.yaml").read_bytes())
+    (tmp_path / "run.yaml").write_text("# my own edits\n")
+    before = snapshot(tmp_path)
+    refused = run_cli("convert", "mz.yaml", "-o", "run.yaml", cwd=tmp_path)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == ("cs-lightning: error: --out: 'run.yaml' already exists; fix: give another path, "
+                              "or pass --force to overwrite it\n")
+    assert snapshot(tmp_path) == before
+    inode = (tmp_path / "run.yaml").stat().st_ino
+    forced = run_cli("convert", "mz.yaml", "-o", "run.yaml", "--force", cwd=tmp_path)
+    assert forced.returncode == 0 and forced.stdout.endswith("wrote run.yaml\n")
+    assert yaml.safe_load((tmp_path / "run.yaml").read_text())["trainer"]["max_steps"] == 5000
+    # written to a temporary file renamed into place (a new inode), and no temporary file is left
+    assert (tmp_path / "run.yaml").stat().st_ino != inode
+    assert sorted(snapshot(tmp_path)) == ["mz.yaml", "run.yaml"]
+
+
+@pytest.mark.parametrize(("out", "problem"), [
+    ("sub", "'sub' is a folder; fix: give a file path such as 'sub/run.yaml'"),
+    ("no_such/run.yaml", "cannot write 'no_such/run.yaml': no folder 'no_such'; fix: give a path in an existing folder"),
+])
+def test_convert_refuses_an_output_it_cannot_write(out, problem, tmp_path, capsys):
+    (tmp_path / "sub").mkdir()
+    before = snapshot(tmp_path)
+    assert main_convert([str(DATA / "gpt_trainer.yaml"), "-o", out]) == 2
+    assert capsys.readouterr() == ("", f"cs-lightning: error: --out: {problem}\n")
+    assert snapshot(tmp_path) == before and not (tmp_path / "no_such").exists()
