@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import io
 import logging
 import os
 import re
@@ -45,6 +46,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from cs_lightning import schedulers as cs_schedulers
+from cs_lightning.cache import write_atomic
 from cs_lightning.errors import ConfigError
 from cs_lightning.trace import GraphBreakError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
@@ -412,6 +414,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--out", default=None, help="write a picture here (png, pdf, svg)")
     output.add_argument("--table", action="store_true", help="print a table (the default)")
+    parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
     opts = parser.parse_args(list(argv))
     paths = [Path(p) for p in opts.config]
     for i, path in enumerate(paths):
@@ -429,14 +432,48 @@ def _schedule_command(argv: Sequence[str]) -> None:
                           "fix: pass --steps N or set trainer.max_steps")
     schedulers = make_schedulers(make_optimizer(probe_param_groups(config["schedulers"])))
     if opts.out:
+        out = _picture_path(opts.out, paths, opts.force)
         try:
-            cs_schedulers.plot(schedulers, steps, out=opts.out)
-        except (OSError, ValueError) as err:  # no such folder, a format matplotlib does not write
-            raise ConfigError("--out", f"cannot write {opts.out!r}: {err}; "
-                              "fix: a path in an existing folder, ending in .png, .pdf or .svg") from None
-        print(f"wrote {opts.out} ({steps} steps)")
+            figure = cs_schedulers.plot(schedulers, steps)
+        except ImportError as err:  # matplotlib is an extra
+            raise ConfigError("--out", f"{err}; or use --table") from None
+        _write_picture(figure, out)
+        print(f"wrote {out} ({steps} steps)")
     else:
         print(cs_schedulers.table(schedulers, steps))
+
+
+def _picture_path(given: str, configs: Sequence[Path], force: bool) -> Path:
+    """The file `--out` names: with `.png` added when it has no extension (what matplotlib
+    would write, said out loud); refused when it is a config, a folder, in no folder, or
+    (without `force`) an existing file."""
+    out = Path(given)
+    if not out.suffix:
+        out = out.with_name(out.name + ".png")
+    if out.is_dir():
+        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'lr.png')!r}")
+    if not out.parent.is_dir():
+        raise ConfigError("--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; "
+                          "fix: give a path in an existing folder")
+    if out.exists() and any(os.path.samefile(out, config) for config in configs):
+        raise ConfigError("--out", f"{str(out)!r} is a --config file; fix: give another output path")
+    if out.exists() and not force:
+        raise ConfigError("--out", f"{str(out)!r} already exists; fix: give another path, "
+                          "or pass --force to overwrite it")
+    return out
+
+
+def _write_picture(figure: Any, out: Path) -> None:
+    """Render in memory, then write through a temporary file: a failure leaves `out` as it was."""
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format=out.suffix[1:])
+    except ValueError as err:  # a format matplotlib does not write
+        raise ConfigError("--out", f"cannot write {str(out)!r}: {err}; fix: end the path in .png, .pdf or .svg") from None
+    try:
+        write_atomic(out, buffer.getvalue())
+    except OSError as err:
+        raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a writable path") from None
 
 
 # ----------------------------------------------------------------------- cache command

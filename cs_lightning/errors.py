@@ -23,3 +23,7 @@ class ConfigError(CSLightningError, ValueError):
 
 class ClosedFormError(CSLightningError, TypeError):
     """A scheduler's ``_get_closed_form`` cannot be evaluated on a tensor of steps."""
+
+
+class TooLargeError(CSLightningError, MemoryError):
+    """A result would not fit in this machine's memory; the message says how to ask for less."""

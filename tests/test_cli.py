@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run_cli, snapshot
 from cs_lightning import schedulers
 from cs_lightning.cli import main
 
@@ -317,6 +317,38 @@ def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
     assert main(["schedule", "--config", str(path), "--steps", "40", "--out", "lr.png"]) == 0
     assert capfd.readouterr().out.strip() == "wrote lr.png (40 steps)"
     assert (tmp_path / "lr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+BILLION = {"optimizer": {"AdamW": {"lr": 3e-4}}, "trainer": {"max_steps": 10**9}, "schedulers": [
+    {"SequentialLR": {"schedulers": [
+        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 3e-4, "total_iters": 2000}},
+        {"StepLR": {"initial_learning_rate": 3e-4, "step_size": 300_000_000, "gamma": 0.1}}]}}]}
+
+
+def test_schedule_of_a_billion_steps_tabulates_samples_and_every_jump(tmp_path: Path) -> None:
+    """Model Zoo's llama configs have max_steps 1e9: the table evaluates ~20 rows, not 10**9 steps."""
+    write(tmp_path / "run.yaml", BILLION)
+    result = run_cli("schedule", "--config", "run.yaml", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    rows = {int(line.split()[0]): float(line.split()[1]) for line in result.stdout.splitlines()[1:]}
+    assert {2000, 300_002_000, 600_002_000, 900_002_000, 999_999_999} <= set(rows) and len(rows) == 25
+    assert (rows[2000], rows[300_002_000], rows[900_002_000]) == (3e-4, 3e-5, pytest.approx(3e-7))
+
+
+def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_force(tmp_path: Path) -> None:
+    write(tmp_path / "run.yaml", BILLION)
+    result = run_cli("schedule", "--config", "run.yaml", "--out", "myplot", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "wrote myplot.png (1000000000 steps)\n", "")
+    assert (tmp_path / "myplot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    before = snapshot(tmp_path)
+    for out, problem in (("myplot.png", "'myplot.png' already exists; fix: give another path, or pass --force "
+                                        "to overwrite it"),
+                         ("run.yaml", "'run.yaml' is a --config file; fix: give another output path")):
+        force = ["--force"] if out == "run.yaml" else []  # --force never writes over a config
+        result = run_cli("schedule", "--config", "run.yaml", "--out", out, *force, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == f"cs-lightning: error: --out: {problem}\n"
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize(("extra", "config_change", "key"), [

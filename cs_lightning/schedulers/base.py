@@ -22,6 +22,7 @@ import copy
 import functools
 import inspect
 import math
+import os
 import reprlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
@@ -30,7 +31,7 @@ import torch
 from torch import Tensor
 from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
 
-from cs_lightning.errors import ClosedFormError
+from cs_lightning.errors import ClosedFormError, TooLargeError
 from cs_lightning.schedulers import _checks
 
 Tags = str | None | Sequence[str | None]
@@ -54,6 +55,9 @@ _COUNTED = 1 << 22
 # Counts changes of any scheduler's arguments: a block precomputed before a change (of the
 # scheduler itself or of a child it composes) is stale.
 _changes = [0]
+# Jumps a schedule reports for plots and tables (see Scheduler._breakpoints); a schedule
+# with more has them closer together than a plot's samples, which then show its envelope.
+MAX_BREAKPOINTS = 4096
 # Largest magnitude up to which every integer is exact in a float dtype.
 _EXACT = {torch.float32: 2**24, torch.float64: 2**53}
 
@@ -408,6 +412,13 @@ class Scheduler(_TorchLRScheduler):
             "int()/.item() on it; write branches as torch.where(condition, a, b)"
         )
 
+    def _breakpoints(self, stop: int) -> list[int]:
+        """The steps in ``(0, stop)`` where the value may jump (a new stage or period starts),
+        increasing, at most ``MAX_BREAKPOINTS + 1`` of them. Plots and tables show these steps
+        besides their samples, so a jump looks like one however long the schedule. None here:
+        a continuous schedule needs none, and a custom one is sampled only."""
+        return []
+
     # -- param groups ------------------------------------------------------------------
 
     def _bind_groups(self) -> None:
@@ -501,13 +512,32 @@ class Scheduler(_TorchLRScheduler):
             count = len(steps)
             # One row per group, filled a chunk at a time (each chunk whole vector lanes):
             # (1, n).T is (n, 1) with no copy.
-            out = torch.empty(groups, len(padded(range(count))), dtype=self._dtype)
+            out = self._result_buffer(groups, count)
             if not everyone:
                 out.fill_(math.nan)
             for begin in range(0, count, _CHUNK):
                 chunk = _lanes(steps[begin : begin + _CHUNK])
                 self._fill(out[:, begin : begin + len(chunk)], chunk)
             return out[:, :count].T.contiguous()
+
+    def _result_buffer(self, groups: int, count: int) -> Tensor:
+        """The tensor ``values()`` fills for ``count`` steps (whole vector lanes), or a
+        TooLargeError saying it does not fit: checked before allocating, as Linux would
+        promise the memory and kill the process filling it; and if the allocator refuses."""
+        length = len(padded(range(count)))
+        size = groups * length * self._dtype.itemsize * (2 if groups > 1 else 1)  # + the transposed copy
+        available = _available_memory()
+        if available is None or size <= available:
+            try:
+                return torch.empty(groups, length, dtype=self._dtype)
+            except RuntimeError as error:
+                if "can't allocate memory" not in str(error):
+                    raise
+        raise TooLargeError(
+            f"{type(self).__name__}.values: {count} steps x {groups} param group{'s' * (groups != 1)} of {self._dtype} need "
+            f"{size / 1e9:.1f} GB, more than the {(available or 0) / 1e9:.1f} GB of memory available; fix: ask "
+            "for the steps you need (a range with a stride, e.g. range(0, n, 1000), or a tensor of steps)"
+        )
 
     def _fill(self, out: Tensor, steps: range | Tensor) -> None:
         """Write the values at ``steps`` into the targeted rows of ``out``."""
@@ -617,6 +647,27 @@ def _has_closed_form(cls: type) -> bool:
     return cls._get_closed_form is not Scheduler._get_closed_form or hasattr(
         cls, "_get_closed_form_lr"
     )
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory this process could still get (Linux's MemAvailable, else the free
+    pages), or None where the system does not say."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def every(period: int, stop: int) -> list[int]:
+    """Breakpoints every ``period`` steps below ``stop``: ``[period, 2 period, ...]``, capped."""
+    return list(range(period, min(stop, period * (MAX_BREAKPOINTS + 2)), period))
 
 
 def _group_device(group: dict) -> torch.device:

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    LRScheduler, Scheduler, Tags, WeightDecayScheduler, bounds, padded,
+    MAX_BREAKPOINTS, LRScheduler, Scheduler, Tags, WeightDecayScheduler, bounds, padded,
 )
 
 
@@ -110,6 +110,19 @@ class _Sequential(_Composite):
             value = torch.where(k < milestone, value, shifted)
         return value
 
+    def _breakpoints(self, stop: int) -> list[int]:
+        """Each milestone (the next child starts), and each child's own jumps within its stage."""
+        points, starts, ends = [], [0, *self.milestones], [*self.milestones, stop]
+        for child, start, end in zip(self.schedulers, starts, ends):
+            if start >= stop:
+                break
+            if start > 0:
+                points.append(start)
+            points += [start + b for b in child._breakpoints(min(end, stop) - start)]
+            if len(points) > MAX_BREAKPOINTS:
+                break
+        return points[: MAX_BREAKPOINTS + 1]
+
     def _stages(self, steps: range) -> Tensor:
         """Over increasing steps, each child evaluates just the steps of its own stage
         (lengthened by later ones to whole vector lanes, see base._LANES), straight into
@@ -149,6 +162,10 @@ class _Chained(_Composite):
 
     def _children(self) -> tuple[str, list[Scheduler]]:
         return "schedulers", self.schedulers
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        points = sorted({b for child in self.schedulers for b in child._breakpoints(stop)})
+        return points[: MAX_BREAKPOINTS + 1]
 
     def _get_closed_form(self) -> Tensor:
         steps = self._steps()
@@ -204,6 +221,9 @@ class _ScalePerParam(_Composite):
             )
             for index in self._targets
         ]
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        return self.scheduler._breakpoints(stop)
 
     def _get_closed_form(self) -> Tensor:
         return self.scheduler._closed_form_at(self._steps())
