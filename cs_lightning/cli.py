@@ -30,9 +30,14 @@ import importlib.util
 import io
 import logging
 import os
+import pickletools
 import re
+import signal
 import sys
+import threading
+import traceback
 import warnings
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MethodType
@@ -44,6 +49,7 @@ from jsonargparse import get_loader
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import write_atomic
@@ -64,7 +70,10 @@ def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(key, f"{str(path)!r} is not a file; fix: check the path")
     try:
-        data = get_loader("yaml")(path.read_text())
+        data = get_loader("yaml")(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(key, f"{str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                          f"{err.start}); fix: save the file as UTF-8") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -108,6 +117,17 @@ def _import_entry(entry: str, base: Path, key: str) -> str:
     except (ImportError, FileNotFoundError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
                           f"or a .py path relative to {base}") from None
+    except ConfigError:
+        raise
+    except Exception as err:  # the user's module failed while running: say where, as one line
+        raise ConfigError(key, f"importing {entry!r} raised {type(err).__name__}: {err}{_where(err)}; "
+                          "fix: correct that module") from None
+
+
+def _where(err: BaseException) -> str:
+    """` (file.py, line N)` of the innermost frame of a traceback, or nothing."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
 
 
 def _option_values(argv: Sequence[str], *names: str) -> list[str]:
@@ -220,6 +240,42 @@ def _attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
 
 def _has_own_optimizers(model: LightningModule) -> bool:
     return type(model).configure_optimizers is not LightningModule.configure_optimizers
+
+
+# ------------------------------------------------------------------------ checkpoints
+
+# ckpt_path values Lightning resolves itself, not file paths.
+_LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
+
+
+def _check_checkpoint(value: str) -> None:
+    """Refuse a `ckpt_path` that is no Lightning checkpoint, before anything is built or written.
+
+    Reads only the archive's index and its small pickle of names (torch.save writes a zip
+    archive whose tensors are separate members), never the tensors: cheap for any size.
+    """
+    if value in _LIGHTNING_CHECKPOINTS or value.startswith("registry") or "://" in value:
+        return
+    fix = "fix: give the path of a .ckpt file that Lightning saved, or leave ckpt_path out"
+    if not Path(value).is_file():
+        raise ConfigError("ckpt_path", f"{value!r} is not a file; {fix}")
+    try:
+        with zipfile.ZipFile(value) as archive:
+            pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
+            names = {arg for _, arg, _ in pickletools.genops(archive.read(pickles[0]))
+                     if isinstance(arg, str)} if pickles else set()
+    except (zipfile.BadZipFile, ValueError, EOFError):  # not a zip, cut short, or a damaged pickle
+        raise ConfigError("ckpt_path", f"{value!r} is not a checkpoint, or is cut short: it is not the zip "
+                          f"archive torch.save writes; {fix}") from None
+    if "state_dict" not in names:
+        raise ConfigError("ckpt_path", f"{value!r} is not a Lightning checkpoint (it has no 'state_dict'); {fix}")
+
+
+def _model_arguments(config: Any) -> dict[str, Any]:
+    """The model's init_args in a parsed config, as a plain dict."""
+    model = config.get("model") if config is not None else None
+    init_args = model.get("init_args") if hasattr(model, "get") else None
+    return dict(vars(init_args)) if init_args is not None and hasattr(init_args, "__dict__") else {}
 
 
 # ----------------------------------------------------------------------- error lines
@@ -345,24 +401,73 @@ class CSLightningCLI(LightningCLI):
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
 
+    def _parse_ckpt_path(self) -> None:
+        """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.
+
+        Checks the file first (one line, not torch.load's traceback), and warns with each model
+        argument the checkpoint changes: the checkpoint wins, as in LightningCLI, but not silently.
+        """
+        config = self.config.get(str(self.config.get("subcommand")))
+        if config is None:
+            return
+        if config.get("ckpt_path"):
+            _check_checkpoint(str(config["ckpt_path"]))
+        given = _model_arguments(config)
+        super()._parse_ckpt_path()
+        loaded = _model_arguments(self.config.get(str(self.config.get("subcommand"))))
+        changed = sorted(key for key in given if key in loaded and loaded[key] != given[key])
+        if changed:
+            listed = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
+            warnings.warn(f"ckpt_path: the checkpoint's hyperparameters replace model arguments given in the "
+                          f"config or command line: {listed}", stacklevel=2)
+
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
+        except ConfigError:  # from instantiate_trainer: one line already
+            self._seed_log.drop()
+            raise
         except (ValueError, TypeError, RuntimeError, MisconfigurationException) as err:
             self._seed_log.drop()
             config = self.config.get(str(self.subcommand), self.config)
             raise ConfigError("", _instantiation_error_line(config, err)) from err
-        if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
-            self._seed_log.drop()
-            raise ConfigError("optimizer", f"missing, and {type(self.model).__name__} has no configure_optimizers; "
-                              "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
         self._seed_log.release()
         if self.make_optimizer is not None:
             _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
 
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """Refuse a model that cannot run the subcommand before the Trainer exists: making it
+        logs (devices found), which would spoil the one-line error."""
+        if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
+            raise ConfigError("optimizer", f"missing, and {type(self.model).__name__} has no configure_optimizers; "
+                              "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
+        if self.subcommand in _EVAL_LOOPS:
+            _check_eval_loop(str(self.subcommand), self.model, self.datamodule)
+        return super().instantiate_trainer(**kwargs)
+
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
             print(_run_summary(self.trainer))
+
+
+# What validate/test/predict run: the model's step method and the loader it reads.
+_EVAL_LOOPS = {"validate": ("validation_step", "val_dataloader"), "test": ("test_step", "test_dataloader"),
+               "predict": ("predict_step", "predict_dataloader")}
+
+
+def _check_eval_loop(subcommand: str, model: LightningModule, data: Any) -> None:
+    """Refuse `cs-lightning test` (validate, predict) when the model or data lacks what that loop
+    needs, before Lightning starts it and writes its log folder. predict_step has a default."""
+    step, loader = _EVAL_LOOPS[subcommand]
+    if step != "predict_step" and not is_overridden(step, model):
+        raise ConfigError(subcommand, f"{type(model).__name__} has no {step}(); fix: define "
+                          f"{step}(self, batch, batch_idx) in it, or run cs-lightning fit")
+    if not is_overridden(loader, model) and (data is None or not is_overridden(loader, data)):
+        if data is not None:
+            problem = f"neither {type(data).__name__} nor {type(model).__name__} defines {loader}()"
+        else:
+            problem = f"{type(model).__name__} defines no {loader}() and no data: is given"
+        raise ConfigError(subcommand, f"{problem}; fix: add {loader}(self) to the data module (data:)")
 
 
 def _run_summary(trainer: Trainer) -> str:
@@ -506,6 +611,8 @@ def main(args: Sequence[str] | None = None) -> int:
     during training propagate as usual.
     """
     argv = list(sys.argv[1:] if args is None else args)
+    interrupted: list[int] = []
+    previous_handler = _note_interrupts(interrupted)
     try:
         if argv[:1] == ["schedule"]:
             _schedule_command(argv[1:])
@@ -526,9 +633,35 @@ def main(args: Sequence[str] | None = None) -> int:
         return _fail(str(err))
     except argparse.ArgumentError as err:
         return _fail(_parser_error_line(str(err)))
-    except SystemExit as exit_:  # --help, --print_config
+    except KeyboardInterrupt:
+        return _interrupted()
+    except SystemExit as exit_:  # --help, --print_config; Lightning's exit after Ctrl-C in a loop
+        if interrupted:
+            return _interrupted()
         return exit_.code if isinstance(exit_.code, int) else 0
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGINT, previous_handler)
     return 0
+
+
+def _note_interrupts(seen: list[int]) -> Any:
+    """Note each Ctrl-C in `seen`, then interrupt as Python does (Lightning catches that
+    KeyboardInterrupt in its loops, shuts down and exits 1: `main` makes it 130). Returns the
+    handler replaced, or None off the main thread (signals reach the main thread only)."""
+    def on_interrupt(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, on_interrupt)
+
+
+def _interrupted() -> int:
+    """Ctrl-C: one line and the shell's code for it (128 + SIGINT); files are written atomically."""
+    print("cs-lightning: interrupted", file=sys.stderr)
+    return 130
 
 
 def _fail(line: str) -> int:

@@ -6,8 +6,10 @@ import copy
 import csv
 import math
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -422,3 +424,68 @@ def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path
     err = capfd.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("cs-lightning: error: The training step reads a tensor's value to the host with `.item()`")
     assert f'File "{tmp_path / "reads_loss.py"}", line 14, in training_step print(loss.item())' in err
+
+
+# ----------------------------------------------------------- one line instead of a traceback
+
+
+def _checkpoint_files(folder: Path) -> None:
+    """A real torch.save checkpoint cut in half, and a torch file that is not a Lightning checkpoint."""
+    torch.save({"state_dict": {"w": torch.ones(1000)}, "epoch": 0}, folder / "whole.ckpt")
+    data = (folder / "whole.ckpt").read_bytes()
+    (folder / "truncated.ckpt").write_bytes(data[: len(data) // 2])
+    (folder / "whole.ckpt").unlink()
+    torch.save({"w": torch.ones(3)}, folder / "weights.pt")
+
+
+ONE_LINE_FAILURES = {
+    "missing checkpoint": (["fit", "--ckpt_path", "missing.ckpt"], "ckpt_path: 'missing.ckpt' is not a file; fix: "
+                           "give the path of a .ckpt file that Lightning saved, or leave ckpt_path out"),
+    "truncated checkpoint": (["fit", "--ckpt_path", "truncated.ckpt"], "ckpt_path: 'truncated.ckpt' is not a "
+                             "checkpoint, or is cut short: it is not the zip archive torch.save writes; fix: give the "
+                             "path of a .ckpt file that Lightning saved, or leave ckpt_path out"),
+    "not a Lightning checkpoint": (["fit", "--ckpt_path", "weights.pt"], "ckpt_path: 'weights.pt' is not a Lightning "
+                                   "checkpoint (it has no 'state_dict'); fix: give the path of a .ckpt file that "
+                                   "Lightning saved, or leave ckpt_path out"),
+    "test without test_step": (["test"], "test: DigitClassifier has no test_step(); fix: define "
+                               "test_step(self, batch, batch_idx) in it, or run cs-lightning fit"),
+    "predict without a loader": (["predict"], "predict: neither DigitsData nor DigitClassifier defines "
+                                 "predict_dataloader(); fix: add predict_dataloader(self) to the data module (data:)"),
+    "module raising on import": (["fit", "--imports", "boom.py"], "imports[0]: importing 'boom.py' raised "
+                                 "RuntimeError: boom at import ({tmp}/boom.py, line 2); fix: correct that module"),
+    "config not UTF-8": (["fit", "--config", "latin1.yaml"], "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at "
+                         "offset 5); fix: save the file as UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ONE_LINE_FAILURES))
+def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: str, tmp_path: Path) -> None:
+    """The installed command: no traceback, no log folder, no config.yaml, every file as it was."""
+    args, line = ONE_LINE_FAILURES[case]
+    write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    _checkpoint_files(tmp_path)
+    (tmp_path / "boom.py").write_text("import os\nraise RuntimeError('boom at import')\n")
+    (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
+    before = snapshot(tmp_path)
+    config = [] if "--config" in args else ["--config", "run.yaml"]
+    result = run_cli(args[0], *config, *args[1:], cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"cs-lightning: error: {line.format(tmp=tmp_path)}\n"
+    assert snapshot(tmp_path) == before
+
+
+def test_ctrl_c_during_training_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"]["max_steps"] = 10**6
+    write(tmp_path / "run.yaml", config)
+    run = subprocess.Popen([str(Path(sys.executable).with_name("cs-lightning")), "fit", "--config", "run.yaml"],
+                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics_csv = tmp_path / "lightning_logs" / "version_0" / "metrics.csv"
+    deadline = time.monotonic() + 120
+    while not metrics_csv.exists() and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.2)  # training has logged its first steps
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130
+    assert err.endswith("cs-lightning: interrupted\n") and "Traceback" not in err
+    assert "Done:" not in out  # no summary of a run that did not finish

@@ -282,3 +282,11 @@ def test_convert_refuses_an_output_it_cannot_write(out, problem, tmp_path, capsy
     assert main_convert([str(DATA / "gpt_trainer.yaml"), "-o", out]) == 2
     assert capsys.readouterr() == ("", f"cs-lightning: error: --out: {problem}\n")
     assert snapshot(tmp_path) == before and not (tmp_path / "no_such").exists()
+
+
+def test_a_source_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    (tmp_path / "mz.yaml").write_bytes("# r\xe9sum\xe9\ntrainer: {init: {}}\n".encode("latin-1"))
+    assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
+    assert capsys.readouterr() == ("", "cs-lightning: error: mz.yaml: not UTF-8 text (byte 0xe9 at offset 3); "
+                                       "fix: save the file as UTF-8\n")
+    assert sorted(snapshot(tmp_path)) == ["mz.yaml"]
