@@ -79,11 +79,40 @@ def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(key, f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
                           "fix: correct the YAML syntax there") from None
+    refuse_duplicate_keys(path, key)
     if not isinstance(data, dict):
         what = "nothing" if data is None else type(data).__name__
         raise ConfigError(key, f"{str(path)!r} holds {what}, not a mapping of keys; "
                           "fix: write top-level keys such as model:, trainer:, optimizer:")
     return data
+
+
+def refuse_duplicate_keys(path: Path, key: str) -> None:
+    """Refuse a YAML file (already read as valid UTF-8 YAML) that gives a key twice in one
+    mapping: YAML loaders keep the last one silently (`{lr: 0.1, lr: 0.5}` is `{lr: 0.5}`)."""
+    pending = [yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)]
+    visited: set[int] = set()
+    twice: list[tuple[int, int, str]] = []  # (second line, first line, key): the earliest is reported
+    while pending:
+        node = pending.pop()
+        if node is None or id(node) in visited:  # an alias shares its anchor's node
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[str, int] = {}
+            for name, value in node.value:
+                line = name.start_mark.line + 1
+                if isinstance(name, yaml.ScalarNode) and name.value != "<<":  # << merges, not a key
+                    if name.value in lines:
+                        twice.append((line, lines[name.value], name.value))
+                    lines[name.value] = line
+                pending += [name, value]
+        elif isinstance(node, yaml.SequenceNode):
+            pending += node.value
+    if twice:
+        second, first, name = min(twice)
+        raise ConfigError(key, f"{str(path)!r} gives key {name!r} twice, at lines {first} and {second}; "
+                          "fix: keep one of them")
 
 
 def _import_entry(entry: str, base: Path, key: str) -> str:

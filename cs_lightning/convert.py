@@ -43,6 +43,7 @@ from jsonargparse import get_loader
 
 from cs_lightning import schedulers
 from cs_lightning.cache import write_atomic
+from cs_lightning.cli import refuse_duplicate_keys
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, probe_param_groups
@@ -605,12 +606,14 @@ def _check_out(src: Path, out: Path, force: bool) -> None:
 def _read_yaml(src: Path) -> Any:
     """The parsed source, read as `cs-lightning fit` reads configs: `3e-4` is a float, not a string."""
     try:
-        return get_loader("yaml")(src.read_text(encoding="utf-8"))
+        config = get_loader("yaml")(src.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise ConfigError(str(src), f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
                           "fix: save the file as UTF-8") from None
     except yaml.YAMLError as err:
         raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
+    refuse_duplicate_keys(src, "source")
+    return config
 
 
 class _ArgumentParser(argparse.ArgumentParser):

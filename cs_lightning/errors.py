@@ -9,6 +9,10 @@ class DeferredInitError(CSLightningError, RuntimeError):
     """A constructor did something deferred initialization cannot replay faithfully."""
 
 
+class DeferredInitUsageError(CSLightningError, TypeError):
+    """``deferred_init`` or ``materialize`` was given something other than what they take."""
+
+
 class DeferredInitWarning(UserWarning):
     """Deferred initialization fell back to eager work, or found something suspicious."""
 

@@ -118,7 +118,11 @@ def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path) -> No
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
     assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
     (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
-    assert main(["fit", "--config", str(path), "--ckpt_path", str(checkpoint)]) == 0
+    # LightningCLI puts the checkpoint's hyperparameters over the command line's: said, not silent
+    with pytest.warns(UserWarning, match=r"^ckpt_path: the checkpoint's hyperparameters replace model arguments "
+                                         r"given in the config or command line: channels=8 -> 4$"):
+        code = main(["fit", "--config", str(path), "--ckpt_path", str(checkpoint), "--model.init_args.channels", "8"])
+    assert code == 0
     resumed = metrics(tmp_path, version=1)["lr-AdamW"]
     probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
     closed_form = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
@@ -489,3 +493,39 @@ def test_ctrl_c_during_training_exits_130_without_a_traceback(tmp_path: Path) ->
     assert run.returncode == 130
     assert err.endswith("cs-lightning: interrupted\n") and "Traceback" not in err
     assert "Done:" not in out  # no summary of a run that did not finish
+
+
+# ------------------------------------------------------------------ nothing accepted silently
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    """YAML loaders keep the last of two equal keys; fit, schedule and convert refuse the file."""
+    (tmp_path / "run.yaml").write_text("optimizer:\n  AdamW: {lr: 0.1}\ntrainer: {max_steps: 10}\n"
+                                       "schedulers:\n  - ConstantLR: {learning_rate: 0.1, learning_rate: 0.5}\n")
+    (tmp_path / "mz.yaml").write_text("trainer:\n  init:\n    seed: 1\n    loop: {max_steps: 10}\n    seed: 2\n")
+    before = snapshot(tmp_path)
+    for args, line in (
+        (["schedule", "--config", "run.yaml"], "config[0]: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5"),
+        (["fit", "--config", "run.yaml"], "config: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5"),
+        (["convert", "mz.yaml", "-o", "out.yaml"], "source: 'mz.yaml' gives key 'seed' twice, at lines 3 and 5"),
+    ):
+        result = run_cli(*args, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == f"cs-lightning: error: {line}; fix: keep one of them\n"
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(("block", "key"), [
+    ({"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": -0.001, "total_iters": 4}},
+     "schedulers[0].LinearLR: LinearLR: got end_learning_rate=-0.001"),
+    ({"SequentialLR": {"schedulers": [{"ConstantLR": {"learning_rate": 0.01, "total_iters": 4}},
+                                      {"PiecewiseConstantLR": {"learning_rates": [0.01, -0.1], "milestones": [2]}}]}},
+     "schedulers[0].SequentialLR.schedulers[1].PiecewiseConstantLR: PiecewiseConstantLR: got learning_rates=[0.01, -0.1]"),
+])
+def test_a_negative_learning_rate_is_refused_with_its_key_path(block, key, tmp_path: Path, capfd) -> None:
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"SGD": {"lr": 0.01}}, schedulers=[block]))
+    before = snapshot(tmp_path)
+    assert main(["schedule", "--config", str(path)]) == 2
+    assert capfd.readouterr() == ("", f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's "
+                                      "optimizers refuse lr < 0)\n")
+    assert snapshot(tmp_path) == before

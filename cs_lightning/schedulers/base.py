@@ -55,6 +55,8 @@ _COUNTED = 1 << 22
 # Counts changes of any scheduler's arguments: a block precomputed before a change (of the
 # scheduler itself or of a child it composes) is stale.
 _changes = [0]
+# Arguments (in their weight-decay spelling) that are values of the schedule itself.
+_VALUE_ARGUMENTS = frozenset({"initial_val", "end_val", "val", "vals", "base_val", "max_val", "eta_min"})
 # Jumps a schedule reports for plots and tables (see Scheduler._breakpoints); a schedule
 # with more has them closer together than a plot's samples, which then show its envelope.
 MAX_BREAKPOINTS = 4096
@@ -294,8 +296,16 @@ class Scheduler(_TorchLRScheduler):
         self._write(self._cursor.block[0])
 
     def _arg(self, check: Callable[..., Any], name: str, value: Any, *extra: Any) -> Any:
-        """Run an argument check, naming the argument as this class spells it."""
-        return check(type(self).__name__, _public_name(type(self), name), value, *extra)
+        """Run an argument check, naming the argument as this class spells it. A learning
+        rate (a value argument of an LR schedule) must also be >= 0: torch's optimizers
+        refuse lr < 0, and a schedule should not reach one hundreds of steps into a run."""
+        owner, public = type(self).__name__, _public_name(type(self), name)
+        checked = check(owner, public, value, *extra)
+        if self.param_group_key == "lr" and name in _VALUE_ARGUMENTS:
+            if any(v < 0 for v in (checked if isinstance(checked, list) else [checked])):
+                raise ValueError(f"{owner}: got {public}={value!r}; a learning rate must be >= 0 "
+                                 "(torch's optimizers refuse lr < 0)")
+        return checked
 
     # -- the closed form -------------------------------------------------------------
 

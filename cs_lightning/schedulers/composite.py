@@ -50,6 +50,20 @@ def _scheduler_list(owner: str, name: str, value: object) -> list[Scheduler]:
     return list(value)
 
 
+def _check_stage_lengths(owner: str, children: Sequence[Scheduler], milestones: Sequence[int]) -> None:
+    """A child with ``total_iters`` lasts that many steps: the milestone after it must say so
+    (the same rule as the YAML form, which infers missing milestones from these lengths)."""
+    starts = [0, *milestones]
+    for index, child in enumerate(children[:-1]):
+        length = child.total_iters
+        if length is not None and starts[index + 1] - starts[index] != length:
+            raise ValueError(
+                f"{owner}: got milestones={list(milestones)}, but schedulers[{index}] "
+                f"({type(child).__name__}) lasts total_iters={length} steps, so milestone {index} "
+                f"should be {starts[index] + length}; fix one or drop milestones to infer them"
+            )
+
+
 class _Composite(Scheduler):
     """A scheduler whose closed form evaluates other schedulers' closed forms."""
 
@@ -90,6 +104,7 @@ class _Sequential(_Composite):
                 f"{owner}: got {len(self.milestones)} milestones for {len(self.schedulers)} "
                 "schedulers; give one milestone fewer than schedulers"
             )
+        _check_stage_lengths(owner, self.schedulers, self.milestones)
         last = self.schedulers[-1].total_iters
         total = None if last is None else ([0, *self.milestones][-1] + last)
         super().__init__(
