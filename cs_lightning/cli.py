@@ -87,32 +87,47 @@ def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     return data
 
 
-def refuse_duplicate_keys(path: Path, key: str) -> None:
+def refuse_duplicate_keys(path: Path, key: str, same_value_ok: bool = False) -> list[str]:
     """Refuse a YAML file (already read as valid UTF-8 YAML) that gives a key twice in one
-    mapping: YAML loaders keep the last one silently (`{lr: 0.1, lr: 0.5}` is `{lr: 0.5}`)."""
-    pending = [yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)]
+    mapping: YAML loaders keep the last one silently (`{lr: 0.1, lr: 0.5}` is `{lr: 0.5}`).
+
+    With `same_value_ok`, a key repeated with an equal scalar value (nothing is lost) is
+    returned as a note instead: `convert` reads others' files, which their tools accepted.
+    """
+    notes, refused = [], []
+    for first, second, name, same in _duplicate_keys(path.read_text(encoding="utf-8")):
+        where = f"key {name!r} twice, at lines {first} and {second}"
+        (notes if same and same_value_ok else refused).append(where)
+    if refused:
+        raise ConfigError(key, f"{str(path)!r} gives {refused[0]}; fix: keep one of them")
+    return [f"{path} gives {where}, with the same value" for where in notes]
+
+
+def _duplicate_keys(text: str) -> list[tuple[int, int, str, bool]]:
+    """(first line, second line, key, same scalar value) of each key repeated in one mapping, in file order."""
+    pending = [yaml.compose(text, Loader=yaml.SafeLoader)]
     visited: set[int] = set()
-    twice: list[tuple[int, int, str]] = []  # (second line, first line, key): the earliest is reported
+    found = []
     while pending:
         node = pending.pop()
         if node is None or id(node) in visited:  # an alias shares its anchor's node
             continue
         visited.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            lines: dict[str, int] = {}
+            seen: dict[str, tuple[int, Any]] = {}
             for name, value in node.value:
-                line = name.start_mark.line + 1
                 if isinstance(name, yaml.ScalarNode) and name.value != "<<":  # << merges, not a key
-                    if name.value in lines:
-                        twice.append((line, lines[name.value], name.value))
-                    lines[name.value] = line
+                    line = name.start_mark.line + 1
+                    if name.value in seen:
+                        first, earlier = seen[name.value]
+                        same = isinstance(value, yaml.ScalarNode) and isinstance(earlier, yaml.ScalarNode) \
+                            and (value.tag, value.value) == (earlier.tag, earlier.value)
+                        found.append((first, line, name.value, same))
+                    seen[name.value] = line, value
                 pending += [name, value]
         elif isinstance(node, yaml.SequenceNode):
             pending += node.value
-    if twice:
-        second, first, name = min(twice)
-        raise ConfigError(key, f"{str(path)!r} gives key {name!r} twice, at lines {first} and {second}; "
-                          "fix: keep one of them")
+    return sorted(found, key=lambda item: (item[1], item[0]))
 
 
 def _import_entry(entry: str, base: Path, key: str) -> str:
@@ -556,15 +571,17 @@ def _schedule_command(argv: Sequence[str]) -> None:
     _run_imports(argv)
     config = _merged(paths)
     make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
+    if make_optimizer is None:
+        raise ConfigError("optimizer", "no optimizer: and no schedulers: block, nothing to draw; "
+                          "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
     if make_schedulers is None:
-        raise ConfigError("schedulers", "no schedulers in the config, nothing to draw; "
-                          "fix: add a schedulers: block")
+        make_schedulers = _constant_schedule
     steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
     if not isinstance(steps, int) or steps <= 0:
         raise ConfigError("--steps" if opts.steps is not None else "trainer.max_steps",
                           f"need a positive number of steps, got {steps!r}; "
                           "fix: pass --steps N or set trainer.max_steps")
-    schedulers = make_schedulers(make_optimizer(probe_param_groups(config["schedulers"])))
+    schedulers = make_schedulers(make_optimizer(probe_param_groups(config.get("schedulers"))))
     if opts.out:
         out = _picture_path(opts.out, paths, opts.force)
         try:
@@ -575,6 +592,11 @@ def _schedule_command(argv: Sequence[str]) -> None:
         print(f"wrote {out} ({steps} steps)")
     else:
         print(cs_schedulers.table(schedulers, steps))
+
+
+def _constant_schedule(optimizer: torch.optim.Optimizer) -> list:
+    """Without schedulers the optimizer's learning rate holds at every step: show that constant."""
+    return [cs_schedulers.ConstantLR(optimizer, learning_rate=optimizer.param_groups[0]["lr"])]
 
 
 def _picture_path(given: str, configs: Sequence[Path], force: bool) -> Path:
@@ -664,6 +686,9 @@ def main(args: Sequence[str] | None = None) -> int:
         return _fail(_parser_error_line(str(err)))
     except KeyboardInterrupt:
         return _interrupted()
+    except BrokenPipeError:  # `cs-lightning schedule | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 128 + signal.SIGPIPE
     except SystemExit as exit_:  # --help, --print_config; Lightning's exit after Ctrl-C in a loop
         if interrupted:
             return _interrupted()

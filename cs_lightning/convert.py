@@ -73,6 +73,16 @@ _SCHEDULER_ALIASES = {
     "milestones": ("boundaries",),
 }
 
+# Legacy (Model Zoo 1.9) scheduler arguments that 1.9's scheduler builder accepted and never
+# read, by converted class: what each one did (nothing) and what the schedule does instead.
+_IGNORED_BY_1_9 = {
+    "PiecewiseConstantLR": {"initial_learning_rate": "Model Zoo 1.9 built PiecewiseConstant from values and "
+                            "boundaries only; the schedule starts at values[0]"},
+    "LinearLR": {"alpha": "Model Zoo 1.9's Linear never read alpha and decayed to end_learning_rate; "
+                 "so does the converted schedule (for a floor at alpha * initial_learning_rate, set "
+                 "end_learning_rate to it)"},
+}
+
 # Why a whole section has no counterpart, by its key path prefix (longest match wins).
 _REASONS = {
     "trainer.init.model": "Model Zoo model: write a LightningModule and set model: class_path",
@@ -345,13 +355,19 @@ def _canonical(block: Any, key: str) -> dict[str, Any]:
     return {cls.__name__: args}
 
 
-def _legacy_item(item: Any, key: str) -> tuple[dict[str, Any], str | None]:
-    """`{scheduler: Linear, steps: 10, ...}` -> (`{LinearLR: {total_iters: 10, ...}}`, main_scheduler)."""
+def _legacy_item(item: Any, key: str, notes: list[str]) -> tuple[dict[str, Any], str | None]:
+    """`{scheduler: Linear, steps: 10, ...}` -> (`{LinearLR: {total_iters: 10, ...}}`, main_scheduler).
+
+    Arguments Model Zoo 1.9 accepted and never read are dropped, each with a warning in `notes`.
+    """
     if not isinstance(item, Mapping) or not isinstance(item.get("scheduler"), str):
         raise ConfigError(key, f"expected {{scheduler: Name, ...}}, got {item!r}")
     args = dict(item)
     cls = _scheduler_class(args.pop("scheduler"), f"{key}.scheduler")
     main = args.pop("main_scheduler", None)
+    for ignored, meaning in _IGNORED_BY_1_9.get(cls.__name__, {}).items():
+        if ignored in args:
+            notes.append(f"warning: {key}.{ignored}: {args.pop(ignored)!r} dropped: {meaning}")
     params = set(inspect.signature(cls).parameters)
     for new, olds in _SCHEDULER_ALIASES.items():
         for old in olds:
@@ -360,10 +376,10 @@ def _legacy_item(item: Any, key: str) -> tuple[dict[str, Any], str | None]:
     return {cls.__name__: args}, main
 
 
-def _legacy_schedule(spec: Any, key: str) -> list[dict[str, Any]]:
+def _legacy_schedule(spec: Any, key: str, notes: list[str]) -> list[dict[str, Any]]:
     """Legacy `learning_rate: [...]` (or one dict) -> a list with one Cerebras-shape block."""
     items = spec if isinstance(spec, list) else [spec]
-    converted = [_legacy_item(item, f"{key}[{i}]" if isinstance(spec, list) else key)
+    converted = [_legacy_item(item, f"{key}[{i}]" if isinstance(spec, list) else key, notes)
                  for i, item in enumerate(items)]
     blocks = [block for block, _ in converted]
     mains = {str(main).lower() for _, main in converted if main is not None}
@@ -490,13 +506,23 @@ def _legacy_layout(out: _Output) -> None:
     out.record("optimizer.optimizer_type", "optimizer")
     learning_rate = optimizer.get("learning_rate")
     handled = {"optimizer_type", "learning_rate", "max_gradient_norm", "max_gradient_value",
-               "loss_scaling_factor", "grad_accum_steps", "adjust_learning_rate", "log_summaries"}
+               "loss_scaling_factor", "grad_accum_steps", "adjust_learning_rate", "log_summaries",
+               "disable_lr_steps_reset"}
     args = {k: v for k, v in optimizer.items() if k not in handled}
     if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):
         args["learning_rate"] = learning_rate
     _optimizer(out, optimizer["optimizer_type"], args, "optimizer")
     if isinstance(learning_rate, (Mapping, list)):
-        _schedulers(out, _legacy_schedule(learning_rate, "optimizer.learning_rate"), "optimizer.learning_rate")
+        _schedulers(out, _legacy_schedule(learning_rate, "optimizer.learning_rate", out.report.notes),
+                    "optimizer.learning_rate")
+    if "disable_lr_steps_reset" in optimizer:
+        out.record("optimizer.disable_lr_steps_reset", "schedulers (each stage counts from its milestone)")
+        out.report.notes.append(
+            f"optimizer.disable_lr_steps_reset: {optimizer['disable_lr_steps_reset']!r}: in Model Zoo 1.9 it was "
+            "handed to the CS system's schedulers only, asking a scheduler in a sequence to go on counting the "
+            "global step instead of restarting from 0 at its milestone (the CPU/GPU path and cerebras.pytorch 2.x "
+            "always restart, and 2.x removed the flag); the converted SequentialLR restarts each scheduler's count "
+            "at its milestone, as 2.x does")
     src.why("optimizer.adjust_learning_rate", "per-layer learning-rate scaling: put adjust_learning_rate "
             "into your param groups and wrap the schedule in ScalePerParamLR")
     src.why("optimizer.log_summaries", "Model Zoo summaries: use Lightning loggers")
@@ -577,8 +603,9 @@ def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Repor
     if not src.is_file():
         raise ConfigError(str(src), "file does not exist; fix: check the path")
     _check_out(src, out, force)
-    config = _read_yaml(src)
+    config, repeated = _read_yaml(src)
     converted, report = convert(config, source=str(src))
+    report.notes += repeated
     try:
         write_atomic(out, dump(converted, report).encode())
     except OSError as err:
@@ -603,8 +630,9 @@ def _check_out(src: Path, out: Path, force: bool) -> None:
                           "or pass --force to overwrite it")
 
 
-def _read_yaml(src: Path) -> Any:
-    """The parsed source, read as `cs-lightning fit` reads configs: `3e-4` is a float, not a string."""
+def _read_yaml(src: Path) -> tuple[Any, list[str]]:
+    """The parsed source, read as `cs-lightning fit` reads configs (`3e-4` is a float, not a
+    string), and notes on keys repeated with the same value."""
     try:
         config = get_loader("yaml")(src.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
@@ -612,8 +640,7 @@ def _read_yaml(src: Path) -> Any:
                           "fix: save the file as UTF-8") from None
     except yaml.YAMLError as err:
         raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
-    refuse_duplicate_keys(src, "source")
-    return config
+    return config, refuse_duplicate_keys(src, "source", same_value_ok=True)
 
 
 class _ArgumentParser(argparse.ArgumentParser):

@@ -325,6 +325,15 @@ def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
     assert (tmp_path / "lr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_schedule_of_a_constant_learning_rate_shows_the_constant(tmp_path: Path, capfd) -> None:
+    """Model Zoo configs with a float learning_rate convert to an optimizer: block and no schedulers."""
+    path = write(tmp_path / "run.yaml", {"optimizer": {"SGD": {"lr": 0.003}}, "trainer": {"max_steps": 100}})
+    assert main(["schedule", "--config", str(path)]) == 0
+    header, *rows = capfd.readouterr().out.splitlines()
+    assert header.split() == ["step", "ConstantLR", "group", "0", "lr"]
+    assert [row.split() for row in rows] == [[str(k), "0.003"] for k in [*range(0, 100, 5), 99]]
+
+
 BILLION = {"optimizer": {"AdamW": {"lr": 3e-4}}, "trainer": {"max_steps": 10**9}, "schedulers": [
     {"SequentialLR": {"schedulers": [
         {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 3e-4, "total_iters": 2000}},
@@ -363,7 +372,7 @@ def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_forc
     (["--out", "no_such_folder/lr.png"], {}, "--out"),
     (["--out", "lr.xyz"], {}, "--out"),
     (["--table", "--out", "x.png"], {}, "schedule"),
-    ([], {"schedulers": None}, "schedulers"),
+    ([], {"schedulers": None, "optimizer": None}, "optimizer"),
     ([], {"schedulers": [{"LinearLR": {"initial_learning_rate": 0.0}}]}, "schedulers[0].LinearLR"),
 ])
 def test_schedule_mistakes_are_one_line(extra, config_change, key, tmp_path: Path, capfd) -> None:

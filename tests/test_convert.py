@@ -290,3 +290,38 @@ def test_a_source_that_is_not_utf8_is_one_line(tmp_path, capsys):
     assert capsys.readouterr() == ("", "cs-lightning: error: mz.yaml: not UTF-8 text (byte 0xe9 at offset 3); "
                                        "fix: save the file as UTF-8\n")
     assert sorted(snapshot(tmp_path)) == ["mz.yaml"]
+
+
+LEGACY_1_9 = """\
+optimizer:
+  optimizer_type: AdamW
+  disable_lr_steps_reset: True
+  learning_rate:
+    - {scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.0006, steps: 10}
+    - {scheduler: Linear, initial_learning_rate: 0.0006, end_learning_rate: 0.0, alpha: 0.1, steps: 90}
+runconfig: {max_steps: 100}
+"""
+
+
+def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys):
+    """Linear's alpha and PiecewiseConstant's initial_learning_rate were never read by 1.9.1's
+    scheduler builder: dropped with a warning, the schedule is what 1.9.1 computed."""
+    (tmp_path / "gpt2.yaml").write_text(LEGACY_1_9)
+    (tmp_path / "unet.yaml").write_text(
+        "optimizer:\n  optimizer_type: Adam\n  learning_rate:\n    initial_learning_rate: 5.0e-4\n"
+        "    scheduler: PiecewiseConstant\n    boundaries: [10]\n    values: [5.0e-4, 1.0e-5]\nrunconfig: {max_steps: 20}\n")
+    assert main_convert(["gpt2.yaml", "-o", "gpt2_run.yaml"]) == 0
+    report = capsys.readouterr().out
+    assert ("warning: optimizer.learning_rate[1].alpha: 0.1 dropped: Model Zoo 1.9's Linear never read alpha and "
+            "decayed to end_learning_rate") in report
+    assert "optimizer.disable_lr_steps_reset: True: in Model Zoo 1.9 it was handed to the CS system's" in report
+    assert "the converted SequentialLR restarts each scheduler's count at its milestone" in report
+    [schedule] = schedulers.build(yaml.safe_load((tmp_path / "gpt2_run.yaml").read_text())["schedulers"],
+                                  probe_optimizer())
+    values = schedule.values(100)[:, 0]
+    assert values[10].item() == pytest.approx(6e-4) and values[55].item() == pytest.approx(3e-4)
+    assert values[99].item() == pytest.approx(6e-4 / 90, rel=1e-5)  # to end_learning_rate 0, not alpha * 6e-4 (float32)
+    assert main_convert(["unet.yaml", "-o", "unet_run.yaml"]) == 0
+    assert "warning: optimizer.learning_rate.initial_learning_rate: 0.0005 dropped" in capsys.readouterr().out
+    assert yaml.safe_load((tmp_path / "unet_run.yaml").read_text())["schedulers"] == [
+        {"PiecewiseConstantLR": {"learning_rates": [5e-4, 1e-5], "milestones": [10]}}]
