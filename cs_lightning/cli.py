@@ -403,8 +403,15 @@ class _HeldRecords(logging.Filter):
             self.logger.handle(record)
 
 
-_DESCRIPTION = ("Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted. "
-                "See the schedules first: cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]")
+_DESCRIPTION = "Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted."
+# Commands handled before Lightning's parser sees the arguments, so not among its subcommands.
+_EPILOG = ("more commands: "
+           "'cs-lightning convert modelzoo.yaml -o run.yaml [--force]' turns a Cerebras Model Zoo config into "
+           "a run.yaml; "
+           "'cs-lightning schedule --config run.yaml [--steps N] [--table | --out lr.png [--force]]' shows the "
+           "schedules without building the model; "
+           "'cs-lightning cache info|clear' shows or empties the trace check's cache. "
+           "Each takes --help.")
 
 
 class CSLightningCLI(LightningCLI):
@@ -420,7 +427,7 @@ class CSLightningCLI(LightningCLI):
         kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss()]})
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
-        kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION})
+        kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION, "epilog": _EPILOG})
         self.make_optimizer: OptimizerFactory | None = None
         self.make_schedulers: SchedulersFactory | None = None
         self._seed_log: _HeldRecords | None = None

@@ -310,7 +310,9 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
     for arg, value in args.items():
         arg_key = _join(args_key, arg)
         target = _OPTIMIZER_ALIASES.get(arg, arg)
-        if arg == "correct_bias" and value is True and torch_cls in (torch.optim.Adam, torch.optim.AdamW):
+        if arg == "adjust_learning_rate":
+            _per_layer_scales(out, arg_key)
+        elif arg == "correct_bias" and value is True and torch_cls in (torch.optim.Adam, torch.optim.AdamW):
             out.record(arg_key, "optimizer (torch's Adam always corrects the bias)")
         elif target in accepted:
             converted[target] = value
@@ -473,8 +475,13 @@ def _trainer_layout(out: _Output) -> None:
     spec = src.get(f"{init}.schedulers")
     if spec:
         items = spec if isinstance(spec, list) else [spec]
-        _schedulers(out, [_canonical(block, f"{init}.schedulers[{i}]") for i, block in enumerate(items)],
-                    f"{init}.schedulers")
+        blocks = [_canonical(block, f"{init}.schedulers[{i}]") for i, block in enumerate(items)]
+        if isinstance(optimizer, Mapping) and isinstance(next(iter(optimizer.values())), Mapping) \
+                and next(iter(optimizer.values())).get("adjust_learning_rate"):
+            # muP scales apply through ScalePerParamLR, which Model Zoo adds where a config leaves it out
+            blocks = [block if "ScalePerParamLR" in block else {"ScalePerParamLR": {"scheduler": block}}
+                      for block in blocks]
+        _schedulers(out, blocks, f"{init}.schedulers")
     out.take("trainer.fit.ckpt_path", "ckpt_path", str)
 
 
@@ -513,8 +520,10 @@ def _legacy_layout(out: _Output) -> None:
         args["learning_rate"] = learning_rate
     _optimizer(out, optimizer["optimizer_type"], args, "optimizer")
     if isinstance(learning_rate, (Mapping, list)):
-        _schedulers(out, _legacy_schedule(learning_rate, "optimizer.learning_rate", out.report.notes),
-                    "optimizer.learning_rate")
+        blocks = _legacy_schedule(learning_rate, "optimizer.learning_rate", out.report.notes)
+        if optimizer.get("adjust_learning_rate"):  # as Model Zoo 2.x writes muP schedules
+            blocks = [{"ScalePerParamLR": {"scheduler": block}} for block in blocks]
+        _schedulers(out, blocks, "optimizer.learning_rate")
     if "disable_lr_steps_reset" in optimizer:
         out.record("optimizer.disable_lr_steps_reset", "schedulers (each stage counts from its milestone)")
         out.report.notes.append(
@@ -523,9 +532,28 @@ def _legacy_layout(out: _Output) -> None:
             "global step instead of restarting from 0 at its milestone (the CPU/GPU path and cerebras.pytorch 2.x "
             "always restart, and 2.x removed the flag); the converted SequentialLR restarts each scheduler's count "
             "at its milestone, as 2.x does")
-    src.why("optimizer.adjust_learning_rate", "per-layer learning-rate scaling: put adjust_learning_rate "
-            "into your param groups and wrap the schedule in ScalePerParamLR")
+    _per_layer_scales(out, "optimizer.adjust_learning_rate")
     src.why("optimizer.log_summaries", "Model Zoo summaries: use Lightning loggers")
+
+
+def _per_layer_scales(out: _Output, key: str) -> None:
+    """muP's `adjust_learning_rate: {layer tag: scale}`: Model Zoo put each tagged layer's
+    parameters in a param group holding its scale, which ScalePerParamLR multiplies in. The
+    tags name Model Zoo's own layers, and an optimizer: block makes one group: say so loudly,
+    since `fit` with this file would train those layers at the unscaled rate."""
+    scales = out.source.get(key)
+    if not scales:
+        return
+    listed = ", ".join(f"{tag} x {scale}" for tag, scale in scales.items()) if isinstance(scales, Mapping) \
+        else repr(scales)
+    out.source.why(key, "muP per-layer learning-rate scale: give those layers' parameters a param group with "
+                        "'adjust_learning_rate': <scale> in configure_optimizers")
+    out.report.notes.append(
+        f"warning: {key} scales the learning rate of Model Zoo's tagged layers ({listed}); the schedule is "
+        "wrapped in ScalePerParamLR, which multiplies in each param group's 'adjust_learning_rate', but the "
+        "optimizer: block makes one group without it, so fit with this file trains every layer at the unscaled "
+        "rate: build the optimizer with those groups in your LightningModule's configure_optimizers "
+        "(and leave out the optimizer:/schedulers: blocks)")
 
 
 def _loss_scaling(out: _Output, key: str) -> None:

@@ -325,3 +325,23 @@ def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys
     assert "warning: optimizer.learning_rate.initial_learning_rate: 0.0005 dropped" in capsys.readouterr().out
     assert yaml.safe_load((tmp_path / "unet_run.yaml").read_text())["schedulers"] == [
         {"PiecewiseConstantLR": {"learning_rates": [5e-4, 1e-5], "milestones": [10]}}]
+
+
+def test_mup_scales_wrap_the_schedule_in_scale_per_param_and_warn(tmp_path, capsys):
+    (tmp_path / "mup.yaml").write_text(
+        "optimizer:\n  optimizer_type: AdamW\n  adjust_learning_rate: {decoder_kernel: 0.25}\n"
+        "  learning_rate: {scheduler: Linear, initial_learning_rate: 0.01, end_learning_rate: 0.0, steps: 10}\n"
+        "runconfig: {max_steps: 10}\n")
+    assert main_convert(["mup.yaml", "-o", "run.yaml"]) == 0
+    report = capsys.readouterr().out
+    assert ("warning: optimizer.adjust_learning_rate scales the learning rate of Model Zoo's tagged layers "
+            "(decoder_kernel x 0.25); the schedule is wrapped in ScalePerParamLR") in report
+    assert "fit with this file trains every layer at the unscaled rate" in report
+    blocks = yaml.safe_load((tmp_path / "run.yaml").read_text())["schedulers"]
+    assert blocks == [{"ScalePerParamLR": {"scheduler": {"LinearLR": {
+        "initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}}}]
+    # with the groups a LightningModule builds, the scale is multiplied in, as Model Zoo does
+    params = [torch.nn.Parameter(torch.ones(1)) for _ in range(2)]
+    optimizer = torch.optim.AdamW([{"params": [params[0]]}, {"params": [params[1]], "adjust_learning_rate": 0.25}])
+    values = schedulers.build(blocks, optimizer)[0].values(10)
+    assert values[5].tolist() == [pytest.approx(0.005), pytest.approx(0.00125)]
