@@ -331,11 +331,12 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
 
 
 def _scheduler_class(name: str, key: str) -> type:
-    """A scheduler name as Model Zoo wrote it (`Linear`, `CosineDecay`, `LinearLR`) -> class."""
+    """A scheduler name as Model Zoo wrote it (`Linear`, `CosineDecay`, `LinearLR`) -> class; an
+    unknown one is refused in the words `cs-lightning schedule` uses for it."""
     try:
         return schedulers.resolve(name)
     except (ValueError, TypeError) as err:
-        raise ConfigError(key, f"{err}; fix: use a cerebras.pytorch scheduler name") from None
+        raise ConfigError(key, str(err)) from None
 
 
 def _canonical(block: Any, key: str) -> dict[str, Any]:
@@ -347,7 +348,7 @@ def _canonical(block: Any, key: str) -> dict[str, Any]:
         args = {}
     if not isinstance(args, Mapping):
         raise ConfigError(_join(key, name), f"expected a mapping of arguments, got {args!r}")
-    cls = _scheduler_class(str(name), key)
+    cls = _scheduler_class(str(name), f"{key}.{name}")  # the name is the key, as in schedulers[0].Name
     args = dict(args)
     if isinstance(args.get("schedulers"), list):
         args["schedulers"] = [_canonical(child, f"{key}.{name}.schedulers[{i}]")

@@ -345,3 +345,27 @@ def test_mup_scales_wrap_the_schedule_in_scale_per_param_and_warn(tmp_path, caps
     optimizer = torch.optim.AdamW([{"params": [params[0]]}, {"params": [params[1]], "adjust_learning_rate": 0.25}])
     values = schedulers.build(blocks, optimizer)[0].values(10)
     assert values[5].tolist() == [pytest.approx(0.005), pytest.approx(0.00125)]
+
+
+@pytest.mark.parametrize("child", [
+    {"CosineDecayLRR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 5}},
+    {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iterz": 5}},
+    {"CosineDecayLR": {"initial_learning_rate": -0.1, "end_learning_rate": 0.0, "total_iters": 5}},
+])
+def test_convert_and_schedule_word_the_same_mistake_the_same_way(child, tmp_path, capsys):
+    """Only the root of the key path differs: the Model Zoo file's trainer.init., or none in run.yaml."""
+    from cs_lightning.cli import main
+
+    block = [{"SequentialLR": {"schedulers": [
+        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 5}}, child]}}]
+    (tmp_path / "mz.yaml").write_text(yaml.safe_dump(
+        {"trainer": {"init": {"optimizer": {"AdamW": {"lr": 0.1}}, "schedulers": block, "loop": {"max_steps": 10}}}}))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(
+        {"optimizer": {"AdamW": {"lr": 0.1}}, "schedulers": block, "trainer": {"max_steps": 10}}))
+    assert main(["convert", "mz.yaml", "-o", "out.yaml"]) == 2
+    converted = capsys.readouterr().err
+    assert main(["schedule", "--config", "run.yaml"]) == 2
+    scheduled = capsys.readouterr().err
+    assert converted.startswith("cs-lightning: error: trainer.init.schedulers[0].SequentialLR.schedulers[1].")
+    assert converted.replace("error: trainer.init.", "error: ") == scheduled
+    assert sorted(snapshot(tmp_path)) == ["mz.yaml", "run.yaml"]
