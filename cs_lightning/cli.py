@@ -229,7 +229,7 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: b
     (`schedulers[0].SequentialLR...`) in its errors; they become `ConfigError`s with that key.
     """
     try:
-        cs_schedulers.build(spec, make_optimizer(probe_param_groups(spec if any_tags else None)))
+        built = cs_schedulers.build(spec, make_optimizer(probe_param_groups(spec if any_tags else None)))
     except (ValueError, TypeError) as err:
         message = str(err)
         key, sep, problem = message.partition(": ")
@@ -242,11 +242,25 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: b
             problem += ("; the optimizer: block puts every parameter in one untagged group; fix: remove "
                         "param_group_tags, or build tagged groups and these schedulers in configure_optimizers")
         raise ConfigError(key, problem) from None
+    scaling = [i for i, scheduler in enumerate(built) if _scales_per_group(scheduler)]
+    if scaling and not any_tags:
+        raise ConfigError(f"schedulers[{scaling[0]}]", "ScalePerParamLR multiplies in each param group's "
+                          "'adjust_learning_rate' (muP's per-layer scales), but the optimizer: block puts every "
+                          "parameter in one group without it, so it would scale nothing; fix: build the groups "
+                          "with their adjust_learning_rate and these schedulers in configure_optimizers")
 
     def build(optimizer: torch.optim.Optimizer) -> list:
         return cs_schedulers.build(spec, optimizer)
 
     return build
+
+
+def _scales_per_group(scheduler: Any) -> bool:
+    """Whether a scheduler is, or composes, a ScalePerParamLR/WD."""
+    if isinstance(scheduler, (cs_schedulers.ScalePerParamLR, cs_schedulers.ScalePerParamWD)):
+        return True
+    children = getattr(scheduler, "schedulers", None) or [getattr(scheduler, "scheduler", None)]
+    return any(_scales_per_group(child) for child in children if child is not None)
 
 
 def _run_factories(config: Mapping[str, Any], any_tags: bool = False

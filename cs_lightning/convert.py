@@ -552,9 +552,9 @@ def _per_layer_scales(out: _Output, key: str) -> None:
     out.report.notes.append(
         f"warning: {key} scales the learning rate of Model Zoo's tagged layers ({listed}); the schedule is "
         "wrapped in ScalePerParamLR, which multiplies in each param group's 'adjust_learning_rate', but the "
-        "optimizer: block makes one group without it, so fit with this file trains every layer at the unscaled "
-        "rate: build the optimizer with those groups in your LightningModule's configure_optimizers "
-        "(and leave out the optimizer:/schedulers: blocks)")
+        "optimizer: block makes one group without it, so `fit` refuses these blocks rather than train every "
+        "layer at the unscaled rate: build the optimizer with those groups and the schedulers in your "
+        "LightningModule's configure_optimizers (and leave out the optimizer:/schedulers: blocks)")
 
 
 def _loss_scaling(out: _Output, key: str) -> None:

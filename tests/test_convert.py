@@ -336,7 +336,7 @@ def test_mup_scales_wrap_the_schedule_in_scale_per_param_and_warn(tmp_path, caps
     report = capsys.readouterr().out
     assert ("warning: optimizer.adjust_learning_rate scales the learning rate of Model Zoo's tagged layers "
             "(decoder_kernel x 0.25); the schedule is wrapped in ScalePerParamLR") in report
-    assert "fit with this file trains every layer at the unscaled rate" in report
+    assert "so `fit` refuses these blocks rather than train every layer at the unscaled rate" in report
     blocks = yaml.safe_load((tmp_path / "run.yaml").read_text())["schedulers"]
     assert blocks == [{"ScalePerParamLR": {"scheduler": {"LinearLR": {
         "initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}}}]
@@ -345,6 +345,16 @@ def test_mup_scales_wrap_the_schedule_in_scale_per_param_and_warn(tmp_path, caps
     optimizer = torch.optim.AdamW([{"params": [params[0]]}, {"params": [params[1]], "adjust_learning_rate": 0.25}])
     values = schedulers.build(blocks, optimizer)[0].values(10)
     assert values[5].tolist() == [pytest.approx(0.005), pytest.approx(0.00125)]
+    # fit refuses the blocks, which would scale nothing on the optimizer: block's single group
+    from cs_lightning.cli import main
+
+    assert main(["fit", "--config", "run.yaml", "--model", "lightning.pytorch.demos.boring_classes.BoringModel"]) == 2
+    assert capsys.readouterr().err == (
+        "cs-lightning: error: schedulers[0]: ScalePerParamLR multiplies in each param group's 'adjust_learning_rate' "
+        "(muP's per-layer scales), but the optimizer: block puts every parameter in one group without it, so it "
+        "would scale nothing; fix: build the groups with their adjust_learning_rate and these schedulers in "
+        "configure_optimizers\n")
+    assert sorted(snapshot(tmp_path)) == ["mup.yaml", "run.yaml"]
 
 
 @pytest.mark.parametrize("child", [
