@@ -192,7 +192,7 @@ def test_missing_file_or_argument_exit_2(argv, capsys):
 @pytest.mark.parametrize(("text", "key"), [
     ("trainer:\n  init:\n    optimizer: {AdamW: 5}\n", "trainer.init.optimizer.AdamW"),
     ("trainer:\n  init:\n    schedulers: [{torch.optim.lr_scheduler.StepLR: {step_size: 3}}]\n",
-     "trainer.init.schedulers[0]"),
+     "trainer.init.schedulers[0].torch.optim.lr_scheduler.StepLR"),
 ])
 def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
     (tmp_path / "mz.yaml").write_text(text)
