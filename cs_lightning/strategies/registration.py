@@ -23,13 +23,14 @@ from lightning.pytorch.trainer.connectors.accelerator_connector import _Accelera
 from cs_lightning.accelerator import CSXAccelerator
 from cs_lightning.strategies.csx import CSXStrategy
 from cs_lightning.strategies.csx_ddp import CSXDDPStrategy
+from cs_lightning.strategies.csx_fsdp import CSXFSDPStrategy
 from cs_lightning.strategies.system import CSXSystem
 
 _BACKING_NAMES = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda"}
 
 
 def register() -> None:
-    """Register ``"csx"`` (accelerator and strategy) and ``"csx_ddp"`` with Lightning; safe to call twice."""
+    """Register ``"csx"`` (accelerator and strategy), ``"csx_ddp"`` and ``"csx_fsdp"`` with Lightning; safe to call twice."""
     connector = _AcceleratorConnector
     missing = [name for name in ("_choose_strategy", "_init_strategy") if not callable(getattr(connector, name, None))]
     if missing:
@@ -37,6 +38,7 @@ def register() -> None:
     CSXAccelerator.register_accelerators(AcceleratorRegistry)
     CSXStrategy.register_strategies(StrategyRegistry)
     CSXDDPStrategy.register_strategies(StrategyRegistry)
+    CSXFSDPStrategy.register_strategies(StrategyRegistry)
     if not getattr(connector._init_strategy, "_csx", False):
         connector._choose_strategy = _csx_for_csx_accelerator(connector._choose_strategy)
         connector._init_strategy = _csx_system(connector._init_strategy)

@@ -1,0 +1,184 @@
+"""CSXFSDPStrategy: one model sharded over N emulated CS-X systems (torch FSDP2), materialized by rows."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+import torch.distributed
+from lightning.fabric.strategies import _StrategyRegistry
+from lightning.fabric.utilities.optimizer import _optimizers_to_device
+from lightning.pytorch import Trainer
+from lightning.pytorch.strategies import ModelParallelStrategy
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from torch import nn
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from typing_extensions import override
+
+from cs_lightning.deferred.sharded import materialize_sharded
+from cs_lightning.strategies.system import _WEIGHT_DTYPES, CSXSystem
+
+STATE_DICT_TYPES = ("sharded", "full")
+
+
+class _FSDP2(ModelParallelStrategy):
+    """Lightning's ModelParallelStrategy, set up without asking the user to shard in ``configure_model``."""
+
+    @override
+    def setup(self, trainer: Trainer) -> None:
+        assert self.model is not None and self.accelerator is not None
+        self.accelerator.setup(trainer)
+        self.model = self.precision_plugin.convert_module(self.model)
+        self.model_to_device()
+        self.barrier()
+        if trainer.state.fn == TrainerFn.FITTING:
+            self.setup_optimizers(trainer)
+        self.setup_precision_plugin()
+        if trainer.state.fn == TrainerFn.FITTING:
+            _optimizers_to_device(self.optimizers, self.root_device)
+
+
+class CSXFSDPStrategy(CSXSystem, _FSDP2):
+    """Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly.
+
+    The model is sharded automatically: each block of every ``nn.ModuleList`` (or each module of
+    ``block_classes``), then each top-level module holding parameters, with ``fully_shard`` on a
+    data-parallel mesh of all ranks (data-parallel size = world size: every rank gets its own
+    batches). A model built in ``configure_model()`` or under ``trainer.init_module()`` is recorded
+    and each rank generates only its rows of each parameter (``Shard(0)``, ``torch.chunk`` along
+    dim 0): the gathered weights, buffers and the generator state afterwards equal one-process
+    eager construction, bit for bit. A model built in ``__init__`` is sharded after the fact.
+
+    Args:
+        block_classes: module classes (or their dotted import paths) to shard each instance of,
+            instead of the children of every ``nn.ModuleList``.
+        state_dict_type: ``"sharded"`` (a folder, one file per rank, through
+            ``torch.distributed.checkpoint``) or ``"full"`` (one file, gathered on rank 0).
+        trace_check: must stay False: FSDP2's communication hooks cannot be captured in one graph.
+        compile, compile_backend, init_mode: as for :class:`~cs_lightning.strategies.CSXStrategy`
+            (``"independent"`` generates each tensor whole and keeps the rows).
+        **kwargs: ``strict_schedulers`` (see :class:`~cs_lightning.strategies.CSXSystem`),
+            ``process_group_backend`` and ``timeout``.
+    """
+
+    strategy_name = "csx_fsdp"
+
+    def __init__(
+        self,
+        *,
+        block_classes: Iterable[type[nn.Module] | str] | None = None,
+        state_dict_type: str = "sharded",
+        trace_check: bool = False,
+        compile: bool = False,
+        compile_backend: str | Any = "inductor",
+        init_mode: str = "exact",
+        **kwargs: Any,
+    ) -> None:
+        if trace_check is True:
+            # FSDP2's all-gather hooks are marked dynamo-disabled (torch 2.13): no sharded forward captures whole
+            raise ValueError(
+                "CSXFSDPStrategy(trace_check=True) is not supported: torch's FSDP2 hooks cannot be captured in one"
+                " graph. Run the check on one system (strategy='csx') or pass trace_check=False."
+            )
+        if state_dict_type not in STATE_DICT_TYPES:
+            raise ValueError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
+        super().__init__(
+            trace_check=trace_check, compile=compile, compile_backend=compile_backend, init_mode=init_mode,
+            save_distributed_checkpoint=state_dict_type == "sharded", **kwargs,
+        )
+        self.block_classes = tuple(_block_class(c) for c in block_classes) if block_classes is not None else None
+        self.state_dict_type = state_dict_type
+        self.sharded_whole: dict[str, str] = {}  # parameters generated whole (rows kept), with the op why
+
+    @override
+    def setup_environment(self) -> None:
+        """Every rank is a data-parallel replica of one sharded model: data-parallel size = world size."""
+        self._data_parallel_size = self.num_nodes * self.num_processes
+        self._tensor_parallel_size = 1
+        super().setup_environment()
+
+    @override
+    def setup(self, trainer: Trainer) -> None:
+        """Shard a model that was built eagerly (in ``__init__``), at full memory, with a warning."""
+        module = self.lightning_module
+        if not self._is_recorded(module) and not any(isinstance(m, FSDPModule) for m in module.modules()):
+            rank_zero_warn(
+                "csx_fsdp: the model was built in __init__, so every rank held all of it before sharding; build it"
+                " in configure_model() (or under trainer.init_module()) to have each rank make only its own rows."
+            )
+            self._shard(module)
+        super().setup(trainer)
+
+    @override
+    def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
+        """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``)."""
+        started = time.perf_counter()
+        dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
+
+        def prepare(model: nn.Module) -> None:
+            self._shard(model)
+            # allocate what each rank holds: its shards, the buffers (set right after)
+            model._apply(lambda t: torch.empty_like(t, device=self.root_device) if t.is_meta else t)
+
+        self.sharded_whole = materialize_sharded(
+            module, self.root_device, dtype, prepare=prepare, agree=self._all_ranks, mode=self.init_mode
+        )
+        if self.sharded_whole:
+            listed = ", ".join(f"{name} ({why})" for name, why in self.sharded_whole.items())
+            rank_zero_info(f"csx_fsdp: generated whole on every rank, rows kept (no row-wise init): {listed}")
+        self._add_phase("materialize", time.perf_counter() - started)
+
+    def _shard(self, module: nn.Module) -> None:
+        """``fully_shard`` each block, then each top-level module holding parameters (and the
+        LightningModule itself if it holds parameters of its own)."""
+        mesh = self.device_mesh["data_parallel"]
+        for block in _blocks(module, self.block_classes):
+            fully_shard(block, mesh=mesh)
+        for child in module.children():
+            if not isinstance(child, FSDPModule) and next(child.parameters(), None) is not None:
+                fully_shard(child, mesh=mesh)
+        if next(module.parameters(recurse=False), None) is not None:
+            fully_shard(module, mesh=mesh)
+
+    def _all_ranks(self, ok: bool) -> bool:
+        """True when ``ok`` on every rank (one all-reduce of one number)."""
+        device = self.root_device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
+        flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        return int(flag.item()) == 0
+
+    @classmethod
+    @override
+    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
+        strategy_registry.register(cls.strategy_name, cls, description=cls.__doc__.splitlines()[0], override=True)
+
+
+def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> list[nn.Module]:
+    """The modules to shard one by one, innermost first (fully_shard's order: children before parents)."""
+    if classes is not None:
+        found = [m for m in module.modules() if isinstance(m, classes) and m is not module]
+    else:
+        found = [block for m in module.modules() if isinstance(m, nn.ModuleList) for block in m]
+    found = [m for m in found if next(m.parameters(), None) is not None]
+    depth = {id(m): name.count(".") for name, m in module.named_modules()}
+    return sorted(found, key=lambda m: -depth[id(m)])
+
+
+def _block_class(spec: type[nn.Module] | str) -> type[nn.Module]:
+    if isinstance(spec, type) and issubclass(spec, nn.Module):
+        return spec
+    if isinstance(spec, str) and "." in spec:
+        path, _, name = spec.rpartition(".")
+        try:
+            found = getattr(importlib.import_module(path), name)
+        except (ImportError, AttributeError) as error:
+            raise ValueError(f"block_classes: {spec!r} cannot be imported ({error}); give a module class or"
+                             " its dotted import path, e.g. 'my_project.model.Block'.") from error
+        return _block_class(found)
+    raise TypeError(f"block_classes: {spec!r} is not an nn.Module class nor a dotted import path of one,"
+                    " e.g. 'my_project.model.Block'.")
+
