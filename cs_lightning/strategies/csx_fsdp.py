@@ -4,25 +4,43 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed
 from lightning.fabric.strategies import _StrategyRegistry
+from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
+from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import Trainer
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
+from torch.distributed.checkpoint import load as dcp_load
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from typing_extensions import override
 
-from cs_lightning.deferred.sharded import materialize_sharded
-from cs_lightning.strategies.system import _WEIGHT_DTYPES, CSXSystem
+from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
+from cs_lightning.strategies.system import _RNG_KEY, _WEIGHT_DTYPES, CSXSystem, _check_keys, _restore_rng_states
 
 STATE_DICT_TYPES = ("sharded", "full")
+
+
+class _ShardedFolder:
+    """A checkpoint folder written by ``torch.distributed.checkpoint``, read once the model is sharded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
 
 class _FSDP2(ModelParallelStrategy):
@@ -105,16 +123,82 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
     def setup(self, trainer: Trainer) -> None:
         """Shard a model that was built eagerly (in ``__init__``), at full memory, with a warning."""
         module = self.lightning_module
-        if not self._is_recorded(module) and not any(isinstance(m, FSDPModule) for m in module.modules()):
-            rank_zero_warn(
-                "csx_fsdp: the model was built in __init__, so every rank held all of it before sharding; build it"
-                " in configure_model() (or under trainer.init_module()) to have each rank make only its own rows."
-            )
-            self._shard(module)
+        if not self._is_recorded(module):
+            self._shard_eager(module)
         super().setup(trainer)
+
+    def _shard_eager(self, module: nn.Module) -> None:
+        if any(isinstance(m, FSDPModule) for m in module.modules()):
+            return
+        rank_zero_warn(
+            "csx_fsdp: the model was built in __init__, so every rank held all of it before sharding; build it"
+            " in configure_model() (or under trainer.init_module()) to have each rank make only its own rows."
+        )
+        self._shard(module)
+
+    @property
+    @override
+    def restore_checkpoint_after_setup(self) -> bool:
+        """Read a checkpoint before setup: a recorded model is then sharded straight from it (no init)."""
+        return False
+
+    @property
+    @override
+    def lightning_restore_optimizer(self) -> bool:
+        return True
+
+    @override
+    def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
+        """A single file is memory-mapped (each rank reads its rows only); a sharded folder's tensors are
+        read by ``torch.distributed.checkpoint`` once the model is sharded."""
+        path = Path(self.broadcast(checkpoint_path))
+        if path.is_dir() and (path / _METADATA_FILENAME).is_file():
+            checkpoint = torch.load(path / _METADATA_FILENAME, weights_only=weights_only)
+            checkpoint["state_dict"] = _ShardedFolder(path)
+            checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
+            return checkpoint
+        return torch.load(path, map_location="cpu", mmap=True, weights_only=weights_only)
+
+    @override
+    def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
+        """Shard the model, initializing none of what the checkpoint provides, then load this rank's rows."""
+        module = self.lightning_module
+        source = checkpoint["state_dict"]
+        folder = isinstance(source, _ShardedFolder)
+        if strict and not folder:
+            _check_keys(module, source)
+        provided = set(module.state_dict()) if folder else set(source)
+        if self._is_recorded(module):
+            self._materialize_sharded(module, provided, rng="fast" if _RNG_KEY in checkpoint else "eager")
+        else:
+            self._shard_eager(module)
+        if folder:
+            model_state = {"state_dict": get_model_state_dict(module)}
+            dcp_load(model_state, checkpoint_id=source.path)
+            set_model_state_dict(module, model_state["state_dict"], options=StateDictOptions(strict=strict))
+        else:
+            load_rows(module, source)
+        if _RNG_KEY in checkpoint:
+            _restore_rng_states(checkpoint[_RNG_KEY])
+
+    @override
+    def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
+        """Each rank takes its rows of the optimizer state (a state saved before the first step is empty)."""
+        source = checkpoint["state_dict"]
+        for k, optimizer in enumerate(self.optimizers):
+            if isinstance(source, _ShardedFolder):
+                key = f"optimizer_{k}"
+                state = {key: get_optimizer_state_dict(self.model, optimizer)}
+                dcp_load(state, checkpoint_id=source.path)
+                set_optimizer_state_dict(self.model, optimizer, state[key])
+            else:
+                optimizer.load_state_dict(sharded_optimizer_state(optimizer, checkpoint["optimizer_states"][k]))
 
     @override
     def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
+        self._materialize_sharded(module, (), rng)
+
+    def _materialize_sharded(self, module: nn.Module, provided: Collection[str], rng: str) -> None:
         """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``)."""
         started = time.perf_counter()
         dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
@@ -125,7 +209,8 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
             model._apply(lambda t: torch.empty_like(t, device=self.root_device) if t.is_meta else t)
 
         self.sharded_whole = materialize_sharded(
-            module, self.root_device, dtype, prepare=prepare, agree=self._all_ranks, mode=self.init_mode
+            module, self.root_device, dtype, prepare=prepare, agree=self._all_ranks, mode=self.init_mode,
+            provided=provided, rng=rng,
         )
         if self.sharded_whole:
             listed = ", ".join(f"{name} ({why})" for name, why in self.sharded_whole.items())
