@@ -218,16 +218,11 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
         self._add_phase("materialize", time.perf_counter() - started)
 
     def _shard(self, module: nn.Module) -> None:
-        """``fully_shard`` each block, then each top-level module holding parameters (and the
-        LightningModule itself if it holds parameters of its own)."""
+        """``fully_shard`` each block, then the LightningModule as the root (its forward gathers the rest)."""
         mesh = self.device_mesh["data_parallel"]
         for block in _blocks(module, self.block_classes):
             fully_shard(block, mesh=mesh)
-        for child in module.children():
-            if not isinstance(child, FSDPModule) and next(child.parameters(), None) is not None:
-                fully_shard(child, mesh=mesh)
-        if next(module.parameters(recurse=False), None) is not None:
-            fully_shard(module, mesh=mesh)
+        fully_shard(module, mesh=mesh)
 
     def _all_ranks(self, ok: bool) -> bool:
         """True when ``ok`` on every rank (one all-reduce of one number)."""
