@@ -100,3 +100,50 @@ def tokens(n: int = 48, length: int = 8, batch_size: int = 4) -> DataLoader:
     generator = torch.Generator().manual_seed(11)
     data = torch.randint(0, VOCAB, (n, length + 1), generator=generator)
     return DataLoader(TensorDataset(data[:, :-1], data[:, 1:]), batch_size=batch_size)
+
+
+class Wide(nn.Module):
+    """~80 MiB: a tied 16 MiB embedding and 16 blocks of 4 MiB, for per-rank memory measurements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(8192, 512)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(512, 1024), nn.GELU(), nn.Linear(1024, 512))
+                                    for _ in range(16))
+        self.head = nn.Linear(512, 8192, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+
+def resident(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (VmRSS, VmHWM...), in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+class Measured(Language):
+    """:class:`Wide` as a next-token model. ``peak``: the peak resident memory of setup (configure_model to
+    on_fit_start) above the memory before it; ``anonymous``: the growth of anonymous memory over setup."""
+
+    def configure_model(self) -> None:
+        if self.net is None:
+            with open("/proc/self/clear_refs", "w") as clear:  # the peak starts again from here
+                clear.write("5")
+            self.baseline = resident("VmRSS")
+            self.anonymous_before = resident("RssAnon")
+            self.net = Wide()
+
+    def on_fit_start(self) -> None:
+        self.peak = resident("VmHWM") - self.baseline
+        self.anonymous = resident("RssAnon") - self.anonymous_before
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.01)

@@ -193,3 +193,51 @@ def test_resume_from_a_checkpoint_is_exact(tmp_path: Path, kind: str) -> None:
         assert report["step2"] == {**expected, "n": 2}
         # written in on_train_start, after the loop drew its data loader's seed, which a resumed run draws again
         assert report["start"] == {**expected, "n": 4, "rng": False}
+
+
+MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from lightning.pytorch import Trainer, seed_everything
+    from cs_lightning import CSXFSDPStrategy
+    from sharded_models import Measured, tokens
+
+    def run(ckpt_path=None, save=None):
+        seed_everything(5)
+        trainer = Trainer(strategy=CSXFSDPStrategy(state_dict_type="full"), devices=2, accelerator="cpu",
+                          max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                          enable_model_summary=False)
+        model = Measured()
+        trainer.fit(model, tokens(n=16, length=4), ckpt_path=ckpt_path)
+        if save:
+            trainer.save_checkpoint(save)
+        return trainer.global_rank, {{"peak": model.peak, "anonymous": model.anonymous}}
+
+    mode = sys.argv[1]  # each in a fresh process: freed memory stays in the process's heap
+    rank, peak = run(save="full.ckpt") if mode == "initialized" else run(ckpt_path="full.ckpt")
+    with open(f"{{mode}}{{rank}}.json", "w") as file:
+        json.dump(peak, file)
+    """
+)
+
+
+def test_each_rank_holds_about_its_share_of_the_model_during_setup(tmp_path: Path) -> None:
+    from sharded_models import Wide
+
+    model_bytes = 4 * sum(p.numel() for p in Wide().parameters())  # 80 MiB; largest tensor 16 MiB
+    script = tmp_path / "memory.py"
+    script.write_text(MEMORY_SCRIPT.format(tests=str(REPO / "tests")))
+    for mode in ("initialized", "loaded"):
+        run = subprocess.run([sys.executable, str(script), mode], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+    for rank in (0, 1):
+        peaks = {mode: json.loads((tmp_path / f"{mode}{rank}.json").read_text()) for mode in ("initialized", "loaded")}
+        # half the model, plus the rows of one tensor in flight; a whole replica would be 1.0
+        assert 0.45 * model_bytes < peaks["initialized"]["peak"] <= 0.65 * model_bytes, peaks
+        # from a single file: its own rows copied out of the mapping (pages handed back as copied, but
+        # the peak counts those in flight, and pages the other rank maps too are not handed back)
+        assert 0.45 * model_bytes < peaks["loaded"]["anonymous"] <= 0.65 * model_bytes, peaks
+        assert peaks["loaded"]["peak"] <= 0.75 * model_bytes, peaks

@@ -66,14 +66,16 @@ class _RowOp:
 
 def replay_rows(session: Session, ranges: dict[int, tuple[int, int]], whole: set[int], keep: set[int],
                 on_rows: Callable[[int, torch.Tensor], None], on_whole: Callable[[int, Executor], None],
-                agree: Callable[[bool], bool], draw_trailing: bool = True) -> dict[int, str]:
+                agree: Callable[[bool], bool], draw_trailing: bool = True,
+                into: Callable[[int], torch.Tensor | None] = lambda sid: None) -> dict[int, str]:
     """Replay the session's pending ops on the global CPU generator, this rank's rows only.
 
     ``ranges[sid]`` is the element range ``[lo, hi)`` this rank keeps of a sharded storage;
     ``whole`` are storages wanted in full (buffers). ``on_rows(sid, flat)`` gets a sharded
     storage's rows after its last live op; ``on_whole(sid, executor)`` a storage computed in
     full (a buffer, or a sharded one that could not be sliced: take its rows there). ``agree(ok)``
-    is True when ``ok`` on every rank. Returns the sharded storages generated whole, with why.
+    is True when ``ok`` on every rank. ``into(sid)`` may give the flat tensor to make a sharded
+    storage's rows in (its final place: no copy), else they are made in a tensor of their own. Returns the sharded storages generated whole, with why.
     The global generator ends where eager construction leaves it (with ``draw_trailing``).
     """
     indices = session.pending()
@@ -97,7 +99,9 @@ def replay_rows(session: Session, ranges: dict[int, tuple[int, int]], whole: set
         if k in row_ops:
             sid = next(iter(op.writes))
             if sid not in local:
-                local[sid] = torch.empty(ranges[sid][1] - ranges[sid][0], dtype=session.storages[sid].dtype)
+                given = into(sid)
+                local[sid] = given if given is not None else torch.empty(
+                    ranges[sid][1] - ranges[sid][0], dtype=session.storages[sid].dtype)
             _run_rows(row_ops[k], op, local[sid], ranges[sid], stream, agree, session.storages[sid])
         elif flags[k]:
             if op.random:

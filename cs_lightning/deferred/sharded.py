@@ -178,9 +178,17 @@ class _Placer:
         return [slots[0].tensor for slots in self.holders.values()]
 
     def rows(self, entry: _Deferred, flat: torch.Tensor) -> None:
-        """This rank's rows of a parameter, flat."""
+        """This rank's rows of a parameter, flat (already in place if made in :meth:`into`)."""
         local = self.shard(entry)[0]
-        local.copy_(flat.view(local.shape))
+        if flat.data_ptr() != local.data_ptr() or local.numel() == 0:
+            local.copy_(flat.view(local.shape))
+
+    def into(self, entry: _Deferred) -> torch.Tensor | None:
+        """The local shard itself, flat, when the rows can be made there (float32 on the CPU)."""
+        local = self.shard(entry)[0]
+        if local.dtype == entry.ref.dtype and local.device.type == "cpu" and local.is_contiguous():
+            return local.view(-1)
+        return None
 
     def whole(self, entry: _Deferred, value: torch.Tensor) -> None:
         """A tensor computed in full: the rows of a sharded parameter, or the whole of anything else."""
@@ -206,9 +214,11 @@ def _session(session: Any, group: list[_Deferred], place: _Placer, agree: Callab
     by_sid: dict[int, list[_Deferred]] = {}
     for entry in group:
         by_sid.setdefault(entry.ref.sid, []).append(entry)
-    gc.collect()  # views that died in reference cycles would be computed for nothing
-    keep = {session.ref(f).sid for f in list(session.alive)} - set(by_sid)
-    keep -= {session.ref(f).sid for f in place.fakes()}  # this module's tensors a checkpoint provides
+    mine = set(by_sid) | {session.ref(f).sid for f in place.fakes()}  # with those a checkpoint provides
+    keep = {session.ref(f).sid for f in list(session.alive)} - mine  # other modules' tensors
+    if keep:  # views that died in reference cycles would be computed for nothing
+        gc.collect()
+        keep = {session.ref(f).sid for f in list(session.alive)} - mine
     ranges: dict[int, tuple[int, int]] = {}
     for sid, entries in by_sid.items():
         shard = place.shard(entries[0])
@@ -233,5 +243,6 @@ def _session(session: Any, group: list[_Deferred], place: _Placer, agree: Callab
         replay_independent(session, set(by_sid), keep, torch.device("cpu"), torch.initial_seed(), keys, on_ready,
                            torch.get_num_threads())
         return {}
-    demoted = replay_rows(session, ranges, set(by_sid) - set(ranges), keep, on_rows, on_whole, agree, draw_trailing)
+    demoted = replay_rows(session, ranges, set(by_sid) - set(ranges), keep, on_rows, on_whole, agree, draw_trailing,
+                          into=lambda sid: place.into(by_sid[sid][0]))
     return {by_sid[sid][0].fqns[0]: why for sid, why in demoted.items()}
