@@ -267,7 +267,7 @@ def _normal_rows(out: torch.Tensor, lo: int, hi: int, n: int, args: tuple, kwarg
     body = n - 16 if ragged else n  # elements made by their own chunk; the last 16 of a ragged n by the tail
     buffer = torch.empty(16, dtype=out.dtype)
     stop = min(hi, body)
-    cut = lo // 16 * 16
+    cut = lo // 16 * 16 if lo < stop else stop  # rows all in the tail: no chunk of the body
     while cut < stop:
         stream.seek(cut)
         aligned_end = stop // 16 * 16
