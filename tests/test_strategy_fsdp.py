@@ -16,7 +16,7 @@ from lightning.pytorch import seed_everything
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "tests"))
-from sharded_models import Language, Net, tokens  # noqa: E402
+from sharded_models import Net  # noqa: E402
 
 SCRIPT = textwrap.dedent(
     """

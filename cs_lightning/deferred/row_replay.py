@@ -24,7 +24,6 @@ eager's place in the stream, and the caller keeps its rows.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass

@@ -230,8 +230,9 @@ def _session(session: Any, group: list[_Deferred], place: _Placer, agree: Callab
         place.rows(by_sid[sid][0], flat)
 
     def on_whole(sid: int, executor: Executor) -> None:
-        for entry in by_sid[sid]:
-            place.whole(entry, executor.view(entry.ref))
+        with torch.no_grad():  # grad mode is per thread: the independent mode calls this on its threads
+            for entry in by_sid[sid]:
+                place.whole(entry, executor.view(entry.ref))
 
     if mode == "independent":  # whole tensors, each from its own generator, one per thread at a time
 

@@ -64,9 +64,9 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
     """Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly.
 
     The model is sharded automatically: each block of every ``nn.ModuleList`` (or each module of
-    ``block_classes``), then each top-level module holding parameters, with ``fully_shard`` on a
-    data-parallel mesh of all ranks (data-parallel size = world size: every rank gets its own
-    batches). A model built in ``configure_model()`` or under ``trainer.init_module()`` is recorded
+    ``block_classes``), then the LightningModule as the root (call the model through ``self(...)``),
+    with ``fully_shard`` on a data-parallel mesh of all ranks (data-parallel size = world size:
+    every rank gets its own batches). A model built in ``configure_model()`` or under ``trainer.init_module()`` is recorded
     and each rank generates only its rows of each parameter (``Shard(0)``, ``torch.chunk`` along
     dim 0): the gathered weights, buffers and the generator state afterwards equal one-process
     eager construction, bit for bit. A model built in ``__init__`` is sharded after the fact.
