@@ -16,7 +16,9 @@ from lightning.pytorch import seed_everything
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "tests"))
-from sharded_models import Net  # noqa: E402
+from sharded_models import Language, Net  # noqa: E402
+
+from cs_lightning.deferred import materialize, recording  # noqa: E402
 
 SCRIPT = textwrap.dedent(
     """
@@ -56,13 +58,23 @@ SCRIPT = textwrap.dedent(
                       enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                       callbacks=[Report()])
     trainer.fit(Language(build_in={build_in!r}), tokens())
+    if {independent}:  # per-tensor generators: each tensor made whole, its rows kept
+        seed_everything(5)
+        model = Language()
+        Trainer(strategy=cs_lightning.CSXFSDPStrategy(init_mode="independent"), devices={world}, accelerator="cpu",
+                max_steps=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                enable_model_summary=False).fit(model, tokens())
+        state = {{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in model.state_dict().items()}}
+        if trainer.global_rank == 0:
+            torch.save(state, "independent.pt")
     """
 )
 
 
-def _run(tmp_path: Path, world: int, build_in: str = "configure_model") -> tuple[list[dict], dict, str]:
+def _run(tmp_path: Path, world: int, build_in: str = "configure_model", independent: bool = False
+         ) -> tuple[list[dict], dict, str]:
     script = tmp_path / "train_sharded.py"
-    script.write_text(SCRIPT.format(tests=str(REPO / "tests"), world=world, build_in=build_in))
+    script.write_text(SCRIPT.format(tests=str(REPO / "tests"), world=world, build_in=build_in, independent=independent))
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(world)]
@@ -77,7 +89,7 @@ def _eager() -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_each_rank_makes_its_rows_and_the_gathered_model_is_eager(tmp_path: Path, world: int) -> None:
-    ranks, gathered, output = _run(tmp_path, world)
+    ranks, gathered, output = _run(tmp_path, world, independent=world == 2)
     expected, rng, freqs = _eager()
     assert sorted(gathered["state"]) == sorted(expected)
     for name, tensor in expected.items():  # tied embedding/head, padding row, buffers: all bit for bit
@@ -98,6 +110,16 @@ def test_each_rank_makes_its_rows_and_the_gathered_model_is_eager(tmp_path: Path
     assert torch.isfinite(torch.tensor(ranks[0]["loss"]))
     assert len({r["loss_bits"] for r in ranks}) == 1  # the same loss, bit for bit, on every rank
     assert "Time to first loss" in output
+    if world == 2:  # init_mode="independent": what one process makes in that mode
+        seed_everything(5)
+        module = Language()
+        with recording():
+            module.configure_model()
+        materialize(module, mode="independent")
+        independent = torch.load(tmp_path / "independent.pt")
+        assert sorted(independent) == sorted(module.state_dict())
+        for name, tensor in module.state_dict().items():
+            assert torch.equal(independent[name], tensor), name
 
 
 def test_a_model_built_in_init_is_sharded_after_the_fact_with_a_warning(tmp_path: Path) -> None:
