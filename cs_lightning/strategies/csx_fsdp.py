@@ -213,7 +213,8 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
             provided=provided, rng=rng,
         )
         if self.sharded_whole:
-            listed = ", ".join(f"{name} ({why})" for name, why in self.sharded_whole.items())
+            named = [f"{name} ({why})" for name, why in self.sharded_whole.items()]
+            listed = ", ".join(named[:10]) + (f" and {len(named) - 10} more" if len(named) > 10 else "")
             rank_zero_info(f"csx_fsdp: generated whole on every rank, rows kept (no row-wise init): {listed}")
         self._add_phase("materialize", time.perf_counter() - started)
 
