@@ -193,6 +193,7 @@ RESUME_SCRIPT = textwrap.dedent(
             "moments": len(moments) == len(whole[2]) and all(torch.equal(a, b) for a, b in zip(moments, whole[2])),
             "steps": steps == whole[3], "rng": torch.equal(rng, whole[4]),
         }}
+    report["uninterrupted_steps"] = sorted(set(whole[3]))  # saving before the first step took no step
     import torch.distributed as dist
     with open(f"resume{{dist.get_rank()}}.json", "w") as file:
         json.dump(report, file)
@@ -209,12 +210,21 @@ def test_resume_from_a_checkpoint_is_exact(tmp_path: Path, kind: str) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     saved = tmp_path / "saved" / "epoch=0-step=2.ckpt"
     assert saved.is_dir() if kind == "sharded" else saved.is_file()
+    if kind == "full":  # a plain single-file Lightning checkpoint: it loads into the unsharded model
+        checkpoint = torch.load(saved, weights_only=False)
+        module = Language()
+        module.configure_model()
+        module.load_state_dict(checkpoint["state_dict"])
+        optimizer = module.configure_optimizers()["optimizer"]
+        optimizer.load_state_dict(checkpoint["optimizer_states"][0])
+        assert [float(s["step"]) for s in optimizer.state.values()] == [2.0] * len(list(module.parameters()))
     for rank in range(world):
         report = json.loads((tmp_path / f"resume{rank}.json").read_text())
         expected = {"losses": True, "lrs": True, "weights": True, "moments": True, "steps": True, "rng": True}
         assert report["step2"] == {**expected, "n": 2}
         # written in on_train_start, after the loop drew its data loader's seed, which a resumed run draws again
         assert report["start"] == {**expected, "n": 4, "rng": False}
+        assert report["uninterrupted_steps"] == [4.0]
 
 
 MEMORY_SCRIPT = textwrap.dedent(

@@ -15,10 +15,13 @@ from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import Trainer
+from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
+from torch.optim import Optimizer
+from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint import load as dcp_load
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -182,17 +185,30 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
             _restore_rng_states(checkpoint[_RNG_KEY])
 
     @override
+    def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
+        """An optimizer that has not stepped yet is saved as it is: torch's state-dict helper would give
+        it a state by running a zero-gradient step (a step count of 1), changing the training to come."""
+        raw = optimizer._optimizer if isinstance(optimizer, LightningOptimizer) else optimizer
+        if not raw.state:
+            return raw.state_dict()
+        return super().optimizer_state(optimizer)
+
+    @override
     def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
-        """Each rank takes its rows of the optimizer state (a state saved before the first step is empty)."""
+        """Each rank takes its rows of the optimizer state; a state saved before the first step is empty."""
         source = checkpoint["state_dict"]
         for k, optimizer in enumerate(self.optimizers):
-            if isinstance(source, _ShardedFolder):
-                key = f"optimizer_{k}"
-                state = {key: get_optimizer_state_dict(self.model, optimizer)}
-                dcp_load(state, checkpoint_id=source.path)
-                set_optimizer_state_dict(self.model, optimizer, state[key])
-            else:
+            if not isinstance(source, _ShardedFolder):
                 optimizer.load_state_dict(sharded_optimizer_state(optimizer, checkpoint["optimizer_states"][k]))
+                continue
+            key = f"optimizer_{k}"
+            saved = FileSystemReader(source.path).read_metadata().state_dict_metadata
+            if not any(name.startswith(f"{key}.state.") for name in saved):
+                continue  # saved before the first step: nothing to load
+            # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten)
+            state = {key: get_optimizer_state_dict(self.model, optimizer)}
+            dcp_load(state, checkpoint_id=source.path)
+            set_optimizer_state_dict(self.model, optimizer, state[key])
 
     @override
     def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
