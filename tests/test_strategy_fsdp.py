@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.pytorch import seed_everything
+from torch import nn
 
 from conftest import REPO
 
@@ -133,7 +134,7 @@ def test_a_model_built_in_init_is_sharded_after_the_fact_with_a_warning(tmp_path
     assert ranks[0]["loss_bits"] == ranks[1]["loss_bits"]
 
 
-def test_trace_check_is_refused_with_the_fix() -> None:
+def test_options_are_checked_with_the_fix() -> None:
     from cs_lightning import CSXFSDPStrategy
 
     with pytest.raises(ValueError, match=r"trace_check=True.*trace_check=False"):
@@ -142,6 +143,11 @@ def test_trace_check_is_refused_with_the_fix() -> None:
         CSXFSDPStrategy(state_dict_type="both")
     with pytest.raises(TypeError, match=r"block_classes: 3 is not an nn.Module class"):
         CSXFSDPStrategy(block_classes=[3])
+    with pytest.raises(ValueError, match=r"block_classes: 'sharded_models.Nope' cannot be imported"):
+        CSXFSDPStrategy(block_classes=["sharded_models.Nope"])
+    from sharded_models import Block
+
+    assert CSXFSDPStrategy(block_classes=["sharded_models.Block", nn.Linear]).block_classes == (Block, nn.Linear)
 
 
 RESUME_SCRIPT = textwrap.dedent(
