@@ -17,6 +17,9 @@ Cases:
 * ``ModelParallel xN``: Lightning's ModelParallelStrategy (data-parallel N), the user's
   ``configure_model`` builds on the meta device and calls ``fully_shard`` itself; Lightning
   materializes with ``to_empty`` + ``reset_parameters`` (the custom init is lost).
+* ``csx_fsdp ckpt xN``: ``csx_fsdp`` resuming from a single-file checkpoint of the model (written
+  by ``csx_fsdp`` with ``state_dict_type="full"``): each rank copies its rows out of the mapped file.
+  ``anon`` is then the growth of anonymous memory over setup (mapped pages count in the peak).
 
 Run: ``python benchmarks/sharded_init.py [--ranks 2 4] [--depth 15]``
 """
@@ -122,6 +125,7 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
             with open("/proc/self/clear_refs", "w") as clear:  # the peak RSS starts again from here
                 clear.write("5")
             self.times["baseline"] = _rss("VmRSS")
+            self.times["anon_before"] = _rss("RssAnon")
             self.times["configure"] = time.perf_counter()
             if case != "ModelParallel":
                 self.model = GPT(config)
@@ -136,6 +140,7 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
         def on_fit_start(self) -> None:
             self.times["setup"] = time.perf_counter() - self.times["configure"]
             self.times["peak"] = _rss("VmHWM") - self.times["baseline"]
+            self.times["anon"] = _rss("RssAnon") - self.times["anon_before"]
 
         def forward(self, tokens: torch.Tensor) -> torch.Tensor:
             return self.model(tokens)
@@ -152,22 +157,32 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.0)  # no state: the step is not what is measured
 
+    from cs_lightning import CSXFSDPStrategy
+
     pl.seed_everything(0)
-    strategy: object = {"csx": "csx", "csx_fsdp": "csx_fsdp"}.get(case)
+    strategy: object = {"csx": "csx", "csx_fsdp": "csx_fsdp", "csx_fsdp ckpt": "csx_fsdp"}.get(case)
     if case == "ModelParallel":
         strategy = ModelParallelStrategy(data_parallel_size=ranks, tensor_parallel_size=1)
+    if case == "save":
+        strategy = CSXFSDPStrategy(state_dict_type="full")
+    checkpoint = out / "full.ckpt"
     tokens = torch.randint(0, config.vocab, (4 * ranks, 65), generator=torch.Generator().manual_seed(0))
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=ranks, max_steps=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=ranks, max_steps=0 if case == "save" else 1,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
     module = Language()
     module.times["fit"] = time.perf_counter()
-    trainer.fit(module, DataLoader(TensorDataset(tokens), batch_size=4))
+    trainer.fit(module, DataLoader(TensorDataset(tokens), batch_size=4),
+                ckpt_path=checkpoint if case == "csx_fsdp ckpt" else None)
+    if case == "save":
+        trainer.save_checkpoint(checkpoint)
+        return
     digest = hashlib.sha256()
     for tensor in module.model.state_dict().values():  # gathered one tensor at a time (collective)
         full = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
         digest.update(full.detach().contiguous().view(torch.uint8).numpy().tobytes())
     row = {"rank": trainer.global_rank, "digest": digest.hexdigest(), "threads": torch.get_num_threads(),
-           **{k: module.times[k] for k in ("setup", "peak", "first_loss")}}
+           **{k: module.times[k] for k in ("setup", "peak", "anon", "first_loss")}}
     (out / f"{case}-{ranks}-{trainer.global_rank}.json").write_text(json.dumps(row))
 
 
@@ -183,8 +198,9 @@ def main() -> None:
         run_case(args.case, args.ranks[0], config, Path(args.out))
         return
     cases = [("csx", 1)] + [(case, n) for n in args.ranks for case in ("csx_fsdp", "ModelParallel")]
+    cases += [("csx_fsdp ckpt", n) for n in args.ranks]
     with tempfile.TemporaryDirectory() as tmp:
-        for case, ranks in cases:
+        for case, ranks in [("save", 2), *cases]:
             subprocess.run([sys.executable, __file__, "--case", case, "--ranks", str(ranks), "--depth",
                             str(args.depth), "--out", tmp], check=True, capture_output=True,
                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -198,19 +214,22 @@ def _report(rows: dict, config: Config) -> None:
     reference = rows[("csx", 1)][0]
     print(f"GPT-style model, {model_bytes / 2**20:.0f} MiB float32, torch {torch.__version__},"
           f" {os.cpu_count()} cores, {reference['threads']} threads per process")
-    print(f"{'case':<18} {'rank':>4} {'setup s':>8} {'peak / model':>13} {'first loss s':>13}  weights")
+    print(f"{'case':<18} {'rank':>4} {'setup s':>8} {'peak / model':>13} {'anon / model':>13} {'first loss s':>13}"
+          "  weights")
     for (case, n), ranks in rows.items():
         for r in ranks:
             same = "== csx (eager)" if r["digest"] == reference["digest"] else "DIFFERENT"
             print(f"{case + (f' x{n}' if n > 1 else ''):<18} {r['rank']:>4} {r['setup']:>8.2f}"
-                  f" {r['peak'] / model_bytes:>13.2f} {r['first_loss']:>13.2f}  {same}")
+                  f" {r['peak'] / model_bytes:>13.2f} {r['anon'] / model_bytes:>13.2f} {r['first_loss']:>13.2f}  {same}")
     print()
     for (case, n), ranks in rows.items():
         if n == 1:
             continue
         setup = max(r["setup"] for r in ranks) / reference["setup"]
         peak = max(r["peak"] for r in ranks) / model_bytes
-        print(f"{case} x{n}: slowest rank's setup / csx's: {setup:.2f}x; worst rank's peak: {peak:.2f}x the model")
+        anon = max(r["anon"] for r in ranks) / model_bytes
+        print(f"{case} x{n}: slowest rank's setup / csx's: {setup:.2f}x; worst rank's peak: {peak:.2f}x the model,"
+              f" anonymous growth {anon:.2f}x")
 
 
 if __name__ == "__main__":
