@@ -54,6 +54,12 @@ class Block(nn.Module):
         self.fc = nn.Linear(c.width, 4 * c.width)
         self.mlp_proj = nn.Linear(4 * c.width, c.width)
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.attn(self.ln_1(x)).chunk(3, dim=-1)
+        attention = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.attn_proj(attention)
+        return x + self.mlp_proj(nn.functional.gelu(self.fc(self.ln_2(x))))
+
 
 class GPT(nn.Module):
     """GPT-2 medium shaped (nanoGPT init): tied head, apply(_init_weights)."""
@@ -77,6 +83,12 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
 
 
 def peak_rss() -> int:

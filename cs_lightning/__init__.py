@@ -18,7 +18,7 @@ try:
     import lightning  # noqa: F401
 except ImportError:
     _LIGHTNING_PARTS = ("CSXAccelerator", "CSXModule", "StepClosureCallback", "step_closure", "CSXDDPStrategy",
-                        "CSXStrategy", "TimeToFirstLoss")
+                        "CSXFSDPStrategy", "CSXStrategy", "TimeToFirstLoss")
 
     def __getattr__(name: str) -> Any:
         if name in _LIGHTNING_PARTS:
@@ -29,7 +29,7 @@ else:
     from cs_lightning.accelerator import CSXAccelerator
     from cs_lightning.module import CSXModule
     from cs_lightning.step_closure import StepClosureCallback, step_closure
-    from cs_lightning.strategies import CSXDDPStrategy, CSXStrategy
+    from cs_lightning.strategies import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy
     from cs_lightning.strategies.registration import register as _register
     from cs_lightning.time_to_first_loss import TimeToFirstLoss
 

@@ -27,12 +27,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import io
 import logging
 import os
+import pickletools
 import re
+import signal
 import sys
+import threading
 import time
+import traceback
 import warnings
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MethodType
@@ -44,8 +50,10 @@ from jsonargparse import get_loader
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import schedulers as cs_schedulers
+from cs_lightning.cache import write_atomic
 from cs_lightning.errors import ConfigError
 from cs_lightning.trace import GraphBreakError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
@@ -63,17 +71,64 @@ def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(key, f"{str(path)!r} is not a file; fix: check the path")
     try:
-        data = get_loader("yaml")(path.read_text())
+        data = get_loader("yaml")(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(key, f"{str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                          f"{err.start}); fix: save the file as UTF-8") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(key, f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
                           "fix: correct the YAML syntax there") from None
+    refuse_duplicate_keys(path, key)
     if not isinstance(data, dict):
         what = "nothing" if data is None else type(data).__name__
         raise ConfigError(key, f"{str(path)!r} holds {what}, not a mapping of keys; "
                           "fix: write top-level keys such as model:, trainer:, optimizer:")
     return data
+
+
+def refuse_duplicate_keys(path: Path, key: str, same_value_ok: bool = False) -> list[str]:
+    """Refuse a YAML file (already read as valid UTF-8 YAML) that gives a key twice in one
+    mapping: YAML loaders keep the last one silently (`{lr: 0.1, lr: 0.5}` is `{lr: 0.5}`).
+
+    With `same_value_ok`, a key repeated with an equal scalar value (nothing is lost) is
+    returned as a note instead: `convert` reads others' files, which their tools accepted.
+    """
+    notes, refused = [], []
+    for first, second, name, same in _duplicate_keys(path.read_text(encoding="utf-8")):
+        where = f"key {name!r} twice, at lines {first} and {second}"
+        (notes if same and same_value_ok else refused).append(where)
+    if refused:
+        raise ConfigError(key, f"{str(path)!r} gives {refused[0]}; fix: keep one of them")
+    return [f"{path} gives {where}, with the same value" for where in notes]
+
+
+def _duplicate_keys(text: str) -> list[tuple[int, int, str, bool]]:
+    """(first line, second line, key, same scalar value) of each key repeated in one mapping, in file order."""
+    pending = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    visited: set[int] = set()
+    found = []
+    while pending:
+        node = pending.pop()
+        if node is None or id(node) in visited:  # an alias shares its anchor's node
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, tuple[int, Any]] = {}
+            for name, value in node.value:
+                if isinstance(name, yaml.ScalarNode) and name.value != "<<":  # << merges, not a key
+                    line = name.start_mark.line + 1
+                    if name.value in seen:
+                        first, earlier = seen[name.value]
+                        same = isinstance(value, yaml.ScalarNode) and isinstance(earlier, yaml.ScalarNode) \
+                            and (value.tag, value.value) == (earlier.tag, earlier.value)
+                        found.append((first, line, name.value, same))
+                    seen[name.value] = line, value
+                pending += [name, value]
+        elif isinstance(node, yaml.SequenceNode):
+            pending += node.value
+    return sorted(found, key=lambda item: (item[1], item[0]))
 
 
 def _import_entry(entry: str, base: Path, key: str) -> str:
@@ -107,6 +162,17 @@ def _import_entry(entry: str, base: Path, key: str) -> str:
     except (ImportError, FileNotFoundError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
                           f"or a .py path relative to {base}") from None
+    except ConfigError:
+        raise
+    except Exception as err:  # the user's module failed while running: say where, as one line
+        raise ConfigError(key, f"importing {entry!r} raised {type(err).__name__}: {err}{_where(err)}; "
+                          "fix: correct that module") from None
+
+
+def _where(err: BaseException) -> str:
+    """` (file.py, line N)` of the innermost frame of a traceback, or nothing."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
 
 
 def _option_values(argv: Sequence[str], *names: str) -> list[str]:
@@ -164,7 +230,7 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: b
     (`schedulers[0].SequentialLR...`) in its errors; they become `ConfigError`s with that key.
     """
     try:
-        cs_schedulers.build(spec, make_optimizer(probe_param_groups(spec if any_tags else None)))
+        built = cs_schedulers.build(spec, make_optimizer(probe_param_groups(spec if any_tags else None)))
     except (ValueError, TypeError) as err:
         message = str(err)
         key, sep, problem = message.partition(": ")
@@ -177,11 +243,25 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: b
             problem += ("; the optimizer: block puts every parameter in one untagged group; fix: remove "
                         "param_group_tags, or build tagged groups and these schedulers in configure_optimizers")
         raise ConfigError(key, problem) from None
+    scaling = [i for i, scheduler in enumerate(built) if _scales_per_group(scheduler)]
+    if scaling and not any_tags:
+        raise ConfigError(f"schedulers[{scaling[0]}]", "ScalePerParamLR multiplies in each param group's "
+                          "'adjust_learning_rate' (muP's per-layer scales), but the optimizer: block puts every "
+                          "parameter in one group without it, so it would scale nothing; fix: build the groups "
+                          "with their adjust_learning_rate and these schedulers in configure_optimizers")
 
     def build(optimizer: torch.optim.Optimizer) -> list:
         return cs_schedulers.build(spec, optimizer)
 
     return build
+
+
+def _scales_per_group(scheduler: Any) -> bool:
+    """Whether a scheduler is, or composes, a ScalePerParamLR/WD."""
+    if isinstance(scheduler, (cs_schedulers.ScalePerParamLR, cs_schedulers.ScalePerParamWD)):
+        return True
+    children = getattr(scheduler, "schedulers", None) or [getattr(scheduler, "scheduler", None)]
+    return any(_scales_per_group(child) for child in children if child is not None)
 
 
 def _run_factories(config: Mapping[str, Any], any_tags: bool = False
@@ -219,6 +299,42 @@ def _attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
 
 def _has_own_optimizers(model: LightningModule) -> bool:
     return type(model).configure_optimizers is not LightningModule.configure_optimizers
+
+
+# ------------------------------------------------------------------------ checkpoints
+
+# ckpt_path values Lightning resolves itself, not file paths.
+_LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
+
+
+def _check_checkpoint(value: str) -> None:
+    """Refuse a `ckpt_path` that is no Lightning checkpoint, before anything is built or written.
+
+    Reads only the archive's index and its small pickle of names (torch.save writes a zip
+    archive whose tensors are separate members), never the tensors: cheap for any size.
+    """
+    if value in _LIGHTNING_CHECKPOINTS or value.startswith("registry") or "://" in value:
+        return
+    fix = "fix: give the path of a .ckpt file that Lightning saved, or leave ckpt_path out"
+    if not Path(value).is_file():
+        raise ConfigError("ckpt_path", f"{value!r} is not a file; {fix}")
+    try:
+        with zipfile.ZipFile(value) as archive:
+            pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
+            names = {arg for _, arg, _ in pickletools.genops(archive.read(pickles[0]))
+                     if isinstance(arg, str)} if pickles else set()
+    except (zipfile.BadZipFile, ValueError, EOFError):  # not a zip, cut short, or a damaged pickle
+        raise ConfigError("ckpt_path", f"{value!r} is not a checkpoint, or is cut short: it is not the zip "
+                          f"archive torch.save writes; {fix}") from None
+    if "state_dict" not in names:
+        raise ConfigError("ckpt_path", f"{value!r} is not a Lightning checkpoint (it has no 'state_dict'); {fix}")
+
+
+def _model_arguments(config: Any) -> dict[str, Any]:
+    """The model's init_args in a parsed config, as a plain dict."""
+    model = config.get("model") if config is not None else None
+    init_args = model.get("init_args") if hasattr(model, "get") else None
+    return dict(vars(init_args)) if init_args is not None and hasattr(init_args, "__dict__") else {}
 
 
 # ----------------------------------------------------------------------- error lines
@@ -302,8 +418,15 @@ class _HeldRecords(logging.Filter):
             self.logger.handle(record)
 
 
-_DESCRIPTION = ("Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted. "
-                "See the schedules first: cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]")
+_DESCRIPTION = "Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted."
+# Commands handled before Lightning's parser sees the arguments, so not among its subcommands.
+_EPILOG = ("more commands: "
+           "'cs-lightning convert modelzoo.yaml -o run.yaml [--force]' turns a Cerebras Model Zoo config into "
+           "a run.yaml; "
+           "'cs-lightning schedule --config run.yaml [--steps N] [--table | --out lr.png [--force]]' shows the "
+           "schedules without building the model; "
+           "'cs-lightning cache info|clear' shows or empties the trace check's cache. "
+           "Each takes --help.")
 
 
 class CSLightningCLI(LightningCLI):
@@ -320,7 +443,7 @@ class CSLightningCLI(LightningCLI):
         kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss(log_metrics=False)]})
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
-        kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION})
+        kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION, "epilog": _EPILOG})
         self.make_optimizer: OptimizerFactory | None = None
         self.make_schedulers: SchedulersFactory | None = None
         self._seed_log: _HeldRecords | None = None
@@ -345,17 +468,36 @@ class CSLightningCLI(LightningCLI):
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
 
+    def _parse_ckpt_path(self) -> None:
+        """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.
+
+        Checks the file first (one line, not torch.load's traceback), and warns with each model
+        argument the checkpoint changes: the checkpoint wins, as in LightningCLI, but not silently.
+        """
+        config = self.config.get(str(self.config.get("subcommand")))
+        if config is None:
+            return
+        if config.get("ckpt_path"):
+            _check_checkpoint(str(config["ckpt_path"]))
+        given = _model_arguments(config)
+        super()._parse_ckpt_path()
+        loaded = _model_arguments(self.config.get(str(self.config.get("subcommand"))))
+        changed = sorted(key for key in given if key in loaded and loaded[key] != given[key])
+        if changed:
+            listed = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
+            warnings.warn(f"ckpt_path: the checkpoint's hyperparameters replace model arguments given in the "
+                          f"config or command line: {listed}", stacklevel=2)
+
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
+        except ConfigError:  # from instantiate_trainer: one line already
+            self._seed_log.drop()
+            raise
         except (ValueError, TypeError, RuntimeError, MisconfigurationException) as err:
             self._seed_log.drop()
             config = self.config.get(str(self.subcommand), self.config)
             raise ConfigError("", _instantiation_error_line(config, err)) from err
-        if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
-            self._seed_log.drop()
-            raise ConfigError("optimizer", f"missing, and {type(self.model).__name__} has no configure_optimizers; "
-                              "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
         self._seed_log.release()
         if self.make_optimizer is not None:
             _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
@@ -363,9 +505,39 @@ class CSLightningCLI(LightningCLI):
     def before_fit(self) -> None:
         self._fit_started = time.time()  # what the Done: line names must be written after this
 
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """Refuse a model that cannot run the subcommand before the Trainer exists: making it
+        logs (devices found), which would spoil the one-line error."""
+        if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
+            raise ConfigError("optimizer", f"missing, and {type(self.model).__name__} has no configure_optimizers; "
+                              "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
+        if self.subcommand in _EVAL_LOOPS:
+            _check_eval_loop(str(self.subcommand), self.model, self.datamodule)
+        return super().instantiate_trainer(**kwargs)
+
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
             print(_run_summary(self.trainer, self._fit_started))
+
+
+# What validate/test/predict run: the model's step method and the loader it reads.
+_EVAL_LOOPS = {"validate": ("validation_step", "val_dataloader"), "test": ("test_step", "test_dataloader"),
+               "predict": ("predict_step", "predict_dataloader")}
+
+
+def _check_eval_loop(subcommand: str, model: LightningModule, data: Any) -> None:
+    """Refuse `cs-lightning test` (validate, predict) when the model or data lacks what that loop
+    needs, before Lightning starts it and writes its log folder. predict_step has a default."""
+    step, loader = _EVAL_LOOPS[subcommand]
+    if step != "predict_step" and not is_overridden(step, model):
+        raise ConfigError(subcommand, f"{type(model).__name__} has no {step}(); fix: define "
+                          f"{step}(self, batch, batch_idx) in it, or run cs-lightning fit")
+    if not is_overridden(loader, model) and (data is None or not is_overridden(loader, data)):
+        if data is not None:
+            problem = f"neither {type(data).__name__} nor {type(model).__name__} defines {loader}()"
+        else:
+            problem = f"{type(model).__name__} defines no {loader}() and no data: is given"
+        raise ConfigError(subcommand, f"{problem}; fix: add {loader}(self) to the data module (data:)")
 
 
 def _run_summary(trainer: Trainer, since: float) -> str:
@@ -430,6 +602,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--out", default=None, help="write a picture here (png, pdf, svg)")
     output.add_argument("--table", action="store_true", help="print a table (the default)")
+    parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
     opts = parser.parse_args(list(argv))
     paths = [Path(p) for p in opts.config]
     for i, path in enumerate(paths):
@@ -437,24 +610,65 @@ def _schedule_command(argv: Sequence[str]) -> None:
     _run_imports(argv)
     config = _merged(paths)
     make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
+    if make_optimizer is None:
+        raise ConfigError("optimizer", "no optimizer: and no schedulers: block, nothing to draw; "
+                          "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
     if make_schedulers is None:
-        raise ConfigError("schedulers", "no schedulers in the config, nothing to draw; "
-                          "fix: add a schedulers: block")
+        make_schedulers = _constant_schedule
     steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
     if not isinstance(steps, int) or steps <= 0:
         raise ConfigError("--steps" if opts.steps is not None else "trainer.max_steps",
                           f"need a positive number of steps, got {steps!r}; "
                           "fix: pass --steps N or set trainer.max_steps")
-    schedulers = make_schedulers(make_optimizer(probe_param_groups(config["schedulers"])))
+    schedulers = make_schedulers(make_optimizer(probe_param_groups(config.get("schedulers"))))
     if opts.out:
+        out = _picture_path(opts.out, paths, opts.force)
         try:
-            cs_schedulers.plot(schedulers, steps, out=opts.out)
-        except (OSError, ValueError) as err:  # no such folder, a format matplotlib does not write
-            raise ConfigError("--out", f"cannot write {opts.out!r}: {err}; "
-                              "fix: a path in an existing folder, ending in .png, .pdf or .svg") from None
-        print(f"wrote {opts.out} ({steps} steps)")
+            figure = cs_schedulers.plot(schedulers, steps)
+        except ImportError as err:  # matplotlib is an extra
+            raise ConfigError("--out", f"{err}; or use --table") from None
+        _write_picture(figure, out)
+        print(f"wrote {out} ({steps} steps)")
     else:
         print(cs_schedulers.table(schedulers, steps))
+
+
+def _constant_schedule(optimizer: torch.optim.Optimizer) -> list:
+    """Without schedulers the optimizer's learning rate holds at every step: show that constant."""
+    return [cs_schedulers.ConstantLR(optimizer, learning_rate=optimizer.param_groups[0]["lr"])]
+
+
+def _picture_path(given: str, configs: Sequence[Path], force: bool) -> Path:
+    """The file `--out` names: with `.png` added when it has no extension (what matplotlib
+    would write, said out loud); refused when it is a config, a folder, in no folder, or
+    (without `force`) an existing file."""
+    out = Path(given)
+    if not out.suffix:
+        out = out.with_name(out.name + ".png")
+    if out.is_dir():
+        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'lr.png')!r}")
+    if not out.parent.is_dir():
+        raise ConfigError("--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; "
+                          "fix: give a path in an existing folder")
+    if out.exists() and any(os.path.samefile(out, config) for config in configs):
+        raise ConfigError("--out", f"{str(out)!r} is a --config file; fix: give another output path")
+    if out.exists() and not force:
+        raise ConfigError("--out", f"{str(out)!r} already exists; fix: give another path, "
+                          "or pass --force to overwrite it")
+    return out
+
+
+def _write_picture(figure: Any, out: Path) -> None:
+    """Render in memory, then write through a temporary file: a failure leaves `out` as it was."""
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format=out.suffix[1:])
+    except ValueError as err:  # a format matplotlib does not write
+        raise ConfigError("--out", f"cannot write {str(out)!r}: {err}; fix: end the path in .png, .pdf or .svg") from None
+    try:
+        write_atomic(out, buffer.getvalue())
+    except OSError as err:
+        raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a writable path") from None
 
 
 # ----------------------------------------------------------------------- cache command
@@ -483,10 +697,13 @@ def main(args: Sequence[str] | None = None) -> int:
 
     Configuration mistakes print one line (`cs-lightning: error: <key path>: ... fix: ...`)
     and return 2 before anything is written; so does a first step the csx trace check
-    refuses (no update was applied; Lightning's log folder may exist by then). Other errors
-    during training propagate as usual.
+    refuses (no update was applied; Lightning's log folder may exist by then). Ctrl-C returns
+    130 and a closed stdout (`| head`) 141, as the shell counts signals, without a traceback.
+    Other errors during training propagate as usual.
     """
     argv = list(sys.argv[1:] if args is None else args)
+    interrupted: list[int] = []
+    previous_handler = _note_interrupts(interrupted)
     try:
         if argv[:1] == ["schedule"]:
             _schedule_command(argv[1:])
@@ -507,9 +724,38 @@ def main(args: Sequence[str] | None = None) -> int:
         return _fail(str(err))
     except argparse.ArgumentError as err:
         return _fail(_parser_error_line(str(err)))
-    except SystemExit as exit_:  # --help, --print_config
+    except KeyboardInterrupt:
+        return _interrupted()
+    except BrokenPipeError:  # `cs-lightning schedule | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 128 + signal.SIGPIPE
+    except SystemExit as exit_:  # --help, --print_config; Lightning's exit after Ctrl-C in a loop
+        if interrupted:
+            return _interrupted()
         return exit_.code if isinstance(exit_.code, int) else 0
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGINT, previous_handler)
     return 0
+
+
+def _note_interrupts(seen: list[int]) -> Any:
+    """Note each Ctrl-C in `seen`, then interrupt as Python does (Lightning catches that
+    KeyboardInterrupt in its loops, shuts down and exits 1: `main` makes it 130). Returns the
+    handler replaced, or None off the main thread (signals reach the main thread only)."""
+    def on_interrupt(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, on_interrupt)
+
+
+def _interrupted() -> int:
+    """Ctrl-C: one line and the shell's code for it (128 + SIGINT); files are written atomically."""
+    print("cs-lightning: interrupted", file=sys.stderr)
+    return 130
 
 
 def _fail(line: str) -> int:

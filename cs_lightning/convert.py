@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ import yaml
 from jsonargparse import get_loader
 
 from cs_lightning import schedulers
+from cs_lightning.cache import write_atomic
+from cs_lightning.cli import refuse_duplicate_keys
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, probe_param_groups
@@ -68,6 +71,16 @@ _SCHEDULER_ALIASES = {
     "base_lr": ("learning_rate", "initial_learning_rate"),
     "learning_rates": ("values",),
     "milestones": ("boundaries",),
+}
+
+# Legacy (Model Zoo 1.9) scheduler arguments that 1.9's scheduler builder accepted and never
+# read, by converted class: what each one did (nothing) and what the schedule does instead.
+_IGNORED_BY_1_9 = {
+    "PiecewiseConstantLR": {"initial_learning_rate": "Model Zoo 1.9 built PiecewiseConstant from values and "
+                            "boundaries only; the schedule starts at values[0]"},
+    "LinearLR": {"alpha": "Model Zoo 1.9's Linear never read alpha and decayed to end_learning_rate; "
+                 "so does the converted schedule (for a floor at alpha * initial_learning_rate, set "
+                 "end_learning_rate to it)"},
 }
 
 # Why a whole section has no counterpart, by its key path prefix (longest match wins).
@@ -297,7 +310,9 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
     for arg, value in args.items():
         arg_key = _join(args_key, arg)
         target = _OPTIMIZER_ALIASES.get(arg, arg)
-        if arg == "correct_bias" and value is True and torch_cls in (torch.optim.Adam, torch.optim.AdamW):
+        if arg == "adjust_learning_rate":
+            _per_layer_scales(out, arg_key)
+        elif arg == "correct_bias" and value is True and torch_cls in (torch.optim.Adam, torch.optim.AdamW):
             out.record(arg_key, "optimizer (torch's Adam always corrects the bias)")
         elif target in accepted:
             converted[target] = value
@@ -316,11 +331,12 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
 
 
 def _scheduler_class(name: str, key: str) -> type:
-    """A scheduler name as Model Zoo wrote it (`Linear`, `CosineDecay`, `LinearLR`) -> class."""
+    """A scheduler name as Model Zoo wrote it (`Linear`, `CosineDecay`, `LinearLR`) -> class; an
+    unknown one is refused in the words `cs-lightning schedule` uses for it."""
     try:
         return schedulers.resolve(name)
     except (ValueError, TypeError) as err:
-        raise ConfigError(key, f"{err}; fix: use a cerebras.pytorch scheduler name") from None
+        raise ConfigError(key, str(err)) from None
 
 
 def _canonical(block: Any, key: str) -> dict[str, Any]:
@@ -332,7 +348,7 @@ def _canonical(block: Any, key: str) -> dict[str, Any]:
         args = {}
     if not isinstance(args, Mapping):
         raise ConfigError(_join(key, name), f"expected a mapping of arguments, got {args!r}")
-    cls = _scheduler_class(str(name), key)
+    cls = _scheduler_class(str(name), f"{key}.{name}")  # the name is the key, as in schedulers[0].Name
     args = dict(args)
     if isinstance(args.get("schedulers"), list):
         args["schedulers"] = [_canonical(child, f"{key}.{name}.schedulers[{i}]")
@@ -342,13 +358,19 @@ def _canonical(block: Any, key: str) -> dict[str, Any]:
     return {cls.__name__: args}
 
 
-def _legacy_item(item: Any, key: str) -> tuple[dict[str, Any], str | None]:
-    """`{scheduler: Linear, steps: 10, ...}` -> (`{LinearLR: {total_iters: 10, ...}}`, main_scheduler)."""
+def _legacy_item(item: Any, key: str, notes: list[str]) -> tuple[dict[str, Any], str | None]:
+    """`{scheduler: Linear, steps: 10, ...}` -> (`{LinearLR: {total_iters: 10, ...}}`, main_scheduler).
+
+    Arguments Model Zoo 1.9 accepted and never read are dropped, each with a warning in `notes`.
+    """
     if not isinstance(item, Mapping) or not isinstance(item.get("scheduler"), str):
         raise ConfigError(key, f"expected {{scheduler: Name, ...}}, got {item!r}")
     args = dict(item)
     cls = _scheduler_class(args.pop("scheduler"), f"{key}.scheduler")
     main = args.pop("main_scheduler", None)
+    for ignored, meaning in _IGNORED_BY_1_9.get(cls.__name__, {}).items():
+        if ignored in args:
+            notes.append(f"warning: {key}.{ignored}: {args.pop(ignored)!r} dropped: {meaning}")
     params = set(inspect.signature(cls).parameters)
     for new, olds in _SCHEDULER_ALIASES.items():
         for old in olds:
@@ -357,10 +379,10 @@ def _legacy_item(item: Any, key: str) -> tuple[dict[str, Any], str | None]:
     return {cls.__name__: args}, main
 
 
-def _legacy_schedule(spec: Any, key: str) -> list[dict[str, Any]]:
+def _legacy_schedule(spec: Any, key: str, notes: list[str]) -> list[dict[str, Any]]:
     """Legacy `learning_rate: [...]` (or one dict) -> a list with one Cerebras-shape block."""
     items = spec if isinstance(spec, list) else [spec]
-    converted = [_legacy_item(item, f"{key}[{i}]" if isinstance(spec, list) else key)
+    converted = [_legacy_item(item, f"{key}[{i}]" if isinstance(spec, list) else key, notes)
                  for i, item in enumerate(items)]
     blocks = [block for block, _ in converted]
     mains = {str(main).lower() for _, main in converted if main is not None}
@@ -454,8 +476,13 @@ def _trainer_layout(out: _Output) -> None:
     spec = src.get(f"{init}.schedulers")
     if spec:
         items = spec if isinstance(spec, list) else [spec]
-        _schedulers(out, [_canonical(block, f"{init}.schedulers[{i}]") for i, block in enumerate(items)],
-                    f"{init}.schedulers")
+        blocks = [_canonical(block, f"{init}.schedulers[{i}]") for i, block in enumerate(items)]
+        if isinstance(optimizer, Mapping) and isinstance(next(iter(optimizer.values())), Mapping) \
+                and next(iter(optimizer.values())).get("adjust_learning_rate"):
+            # muP scales apply through ScalePerParamLR, which Model Zoo adds where a config leaves it out
+            blocks = [block if "ScalePerParamLR" in block else {"ScalePerParamLR": {"scheduler": block}}
+                      for block in blocks]
+        _schedulers(out, blocks, f"{init}.schedulers")
     out.take("trainer.fit.ckpt_path", "ckpt_path", str)
 
 
@@ -487,16 +514,47 @@ def _legacy_layout(out: _Output) -> None:
     out.record("optimizer.optimizer_type", "optimizer")
     learning_rate = optimizer.get("learning_rate")
     handled = {"optimizer_type", "learning_rate", "max_gradient_norm", "max_gradient_value",
-               "loss_scaling_factor", "grad_accum_steps", "adjust_learning_rate", "log_summaries"}
+               "loss_scaling_factor", "grad_accum_steps", "adjust_learning_rate", "log_summaries",
+               "disable_lr_steps_reset"}
     args = {k: v for k, v in optimizer.items() if k not in handled}
     if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):
         args["learning_rate"] = learning_rate
     _optimizer(out, optimizer["optimizer_type"], args, "optimizer")
     if isinstance(learning_rate, (Mapping, list)):
-        _schedulers(out, _legacy_schedule(learning_rate, "optimizer.learning_rate"), "optimizer.learning_rate")
-    src.why("optimizer.adjust_learning_rate", "per-layer learning-rate scaling: put adjust_learning_rate "
-            "into your param groups and wrap the schedule in ScalePerParamLR")
+        blocks = _legacy_schedule(learning_rate, "optimizer.learning_rate", out.report.notes)
+        if optimizer.get("adjust_learning_rate"):  # as Model Zoo 2.x writes muP schedules
+            blocks = [{"ScalePerParamLR": {"scheduler": block}} for block in blocks]
+        _schedulers(out, blocks, "optimizer.learning_rate")
+    if "disable_lr_steps_reset" in optimizer:
+        out.record("optimizer.disable_lr_steps_reset", "schedulers (each stage counts from its milestone)")
+        out.report.notes.append(
+            f"optimizer.disable_lr_steps_reset: {optimizer['disable_lr_steps_reset']!r}: in Model Zoo 1.9 it was "
+            "handed to the CS system's schedulers only, asking a scheduler in a sequence to go on counting the "
+            "global step instead of restarting from 0 at its milestone (the CPU/GPU path and cerebras.pytorch 2.x "
+            "always restart, and 2.x removed the flag); the converted SequentialLR restarts each scheduler's count "
+            "at its milestone, as 2.x does")
+    _per_layer_scales(out, "optimizer.adjust_learning_rate")
     src.why("optimizer.log_summaries", "Model Zoo summaries: use Lightning loggers")
+
+
+def _per_layer_scales(out: _Output, key: str) -> None:
+    """muP's `adjust_learning_rate: {layer tag: scale}`: Model Zoo put each tagged layer's
+    parameters in a param group holding its scale, which ScalePerParamLR multiplies in. The
+    tags name Model Zoo's own layers, and an optimizer: block makes one group: say so loudly,
+    since `fit` with this file would train those layers at the unscaled rate."""
+    scales = out.source.get(key)
+    if not scales:
+        return
+    listed = ", ".join(f"{tag} x {scale}" for tag, scale in scales.items()) if isinstance(scales, Mapping) \
+        else repr(scales)
+    out.source.why(key, "muP per-layer learning-rate scale: give those layers' parameters a param group with "
+                        "'adjust_learning_rate': <scale> in configure_optimizers")
+    out.report.notes.append(
+        f"warning: {key} scales the learning rate of Model Zoo's tagged layers ({listed}); the schedule is "
+        "wrapped in ScalePerParamLR, which multiplies in each param group's 'adjust_learning_rate', but the "
+        "optimizer: block makes one group without it, so `fit` refuses these blocks rather than train every "
+        "layer at the unscaled rate: build the optimizer with those groups and the schedulers in your "
+        "LightningModule's configure_optimizers (and leave out the optimizer:/schedulers: blocks)")
 
 
 def _loss_scaling(out: _Output, key: str) -> None:
@@ -563,22 +621,55 @@ def dump(config: Mapping[str, Any], report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def convert_file(src: str | Path, out: str | Path) -> Report:
-    """Convert the Model Zoo YAML at `src` and write the cs-lightning YAML to `out`."""
-    src = Path(src)
+def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Report:
+    """Convert the Model Zoo YAML at `src` and write the cs-lightning YAML to `out`.
+
+    `out` is refused when it is `src` itself (even with `force`: the input would be lost)
+    or, unless `force`, when it exists. The text goes through a temporary file renamed
+    into place, so an interrupted or failed convert leaves `out` as it was.
+    """
+    src, out = Path(src), Path(out)
     if not src.is_file():
         raise ConfigError(str(src), "file does not exist; fix: check the path")
-    try:  # the loader `cs-lightning fit` reads configs with: `3e-4` is a float, not a string
-        config = get_loader("yaml")(src.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
+    _check_out(src, out, force)
+    config, repeated = _read_yaml(src)
     converted, report = convert(config, source=str(src))
+    report.notes += repeated
     try:
-        Path(out).write_text(dump(converted, report))
+        write_atomic(out, dump(converted, report).encode())
     except OSError as err:
         raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a path in an "
                           "existing folder") from None
     return report
+
+
+def _check_out(src: Path, out: Path, force: bool) -> None:
+    """Refuse an output path that is the input, a folder, in no folder, or (without `force`) a file."""
+    if out.exists() and os.path.samefile(out, src):  # also through a link
+        raise ConfigError("--out", f"{str(out)!r} is the input file; converting over it would destroy it; "
+                          "fix: give another output path")
+    if out.is_dir():
+        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as "
+                          f"{str(out / 'run.yaml')!r}")
+    if not out.parent.is_dir():  # write_atomic would make it; a typo should not make folders
+        raise ConfigError("--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; "
+                          "fix: give a path in an existing folder")
+    if out.exists() and not force:
+        raise ConfigError("--out", f"{str(out)!r} already exists; fix: give another path, "
+                          "or pass --force to overwrite it")
+
+
+def _read_yaml(src: Path) -> tuple[Any, list[str]]:
+    """The parsed source, read as `cs-lightning fit` reads configs (`3e-4` is a float, not a
+    string), and notes on keys repeated with the same value."""
+    try:
+        config = get_loader("yaml")(src.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(str(src), f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
+                          "fix: save the file as UTF-8") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
+    return config, refuse_duplicate_keys(src, "source", same_value_ok=True)
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -593,12 +684,13 @@ def main_convert(argv: Sequence[str]) -> int:
     parser = _ArgumentParser(prog="cs-lightning convert",
                              description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML.")
     parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
-    parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write")
+    parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
+    parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
     try:
         opts = parser.parse_args(list(argv))
-        report = convert_file(opts.source, opts.out)
+        report = convert_file(opts.source, opts.out, force=opts.force)
     except ConfigError as err:
-        print(f"cs-lightning convert: error: {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"cs-lightning: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     except SystemExit as exit_:  # --help
         return exit_.code if isinstance(exit_.code, int) else 0

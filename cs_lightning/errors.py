@@ -9,6 +9,10 @@ class DeferredInitError(CSLightningError, RuntimeError):
     """A constructor did something deferred initialization cannot replay faithfully."""
 
 
+class DeferredInitUsageError(CSLightningError, TypeError):
+    """``deferred_init`` or ``materialize`` was given something other than what they take."""
+
+
 class DeferredInitWarning(UserWarning):
     """Deferred initialization fell back to eager work, or found something suspicious."""
 
@@ -23,3 +27,7 @@ class ConfigError(CSLightningError, ValueError):
 
 class ClosedFormError(CSLightningError, TypeError):
     """A scheduler's ``_get_closed_form`` cannot be evaluated on a tensor of steps."""
+
+
+class TooLargeError(CSLightningError, MemoryError):
+    """A result would not fit in this machine's memory; the message says how to ask for less."""

@@ -6,6 +6,8 @@ import os
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,18 @@ def _deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path / "cs_lightning_cache"))
+
+
+CS_LIGHTNING = Path(sys.executable).with_name("cs-lightning")
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    """The installed `cs-lightning` command in a fresh process, as a user runs it."""
+    return subprocess.run([str(CS_LIGHTNING), *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (relative path -> bytes), to prove a command changed nothing."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file() and "cs_lightning_cache" not in path.parts}

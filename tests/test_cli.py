@@ -6,8 +6,10 @@ import copy
 import csv
 import math
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run_cli, snapshot
 from cs_lightning import schedulers
 from cs_lightning.cli import main
 
@@ -122,7 +124,11 @@ def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path, capsy
     assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
     (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
     assert _done_line(capsys).endswith(f"| checkpoint {checkpoint.relative_to(tmp_path)}")  # tmp_path is the cwd
-    assert main(["fit", "--config", str(path), "--ckpt_path", str(checkpoint)]) == 0
+    # LightningCLI puts the checkpoint's hyperparameters over the command line's: said, not silent
+    with pytest.warns(UserWarning, match=r"^ckpt_path: the checkpoint's hyperparameters replace model arguments "
+                                         r"given in the config or command line: channels=8 -> 4$"):
+        code = main(["fit", "--config", str(path), "--ckpt_path", str(checkpoint), "--model.init_args.channels", "8"])
+    assert code == 0
     (written,) = tmp_path.glob("lightning_logs/version_1/checkpoints/*.ckpt")
     # the one this run wrote, not the one it started from
     assert _done_line(capsys).endswith(f"| checkpoint {written.relative_to(tmp_path)}")
@@ -342,13 +348,54 @@ def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
     assert (tmp_path / "lr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_schedule_of_a_constant_learning_rate_shows_the_constant(tmp_path: Path, capfd) -> None:
+    """Model Zoo configs with a float learning_rate convert to an optimizer: block and no schedulers."""
+    path = write(tmp_path / "run.yaml", {"optimizer": {"SGD": {"lr": 0.003}}, "trainer": {"max_steps": 100}})
+    assert main(["schedule", "--config", str(path)]) == 0
+    header, *rows = capfd.readouterr().out.splitlines()
+    assert header.split() == ["step", "ConstantLR", "group", "0", "lr"]
+    assert [row.split() for row in rows] == [[str(k), "0.003"] for k in [*range(0, 100, 5), 99]]
+
+
+BILLION = {"optimizer": {"AdamW": {"lr": 3e-4}}, "trainer": {"max_steps": 10**9}, "schedulers": [
+    {"SequentialLR": {"schedulers": [
+        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 3e-4, "total_iters": 2000}},
+        {"StepLR": {"initial_learning_rate": 3e-4, "step_size": 300_000_000, "gamma": 0.1}}]}}]}
+
+
+def test_schedule_of_a_billion_steps_tabulates_samples_and_every_jump(tmp_path: Path) -> None:
+    """Model Zoo's llama configs have max_steps 1e9: the table evaluates ~20 rows, not 10**9 steps."""
+    write(tmp_path / "run.yaml", BILLION)
+    result = run_cli("schedule", "--config", "run.yaml", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    rows = {int(line.split()[0]): float(line.split()[1]) for line in result.stdout.splitlines()[1:]}
+    assert {2000, 300_002_000, 600_002_000, 900_002_000, 999_999_999} <= set(rows) and len(rows) == 25
+    assert (rows[2000], rows[300_002_000], rows[900_002_000]) == (3e-4, 3e-5, pytest.approx(3e-7))
+
+
+def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_force(tmp_path: Path) -> None:
+    write(tmp_path / "run.yaml", BILLION)
+    result = run_cli("schedule", "--config", "run.yaml", "--out", "myplot", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "wrote myplot.png (1000000000 steps)\n", "")
+    assert (tmp_path / "myplot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    before = snapshot(tmp_path)
+    for out, problem in (("myplot.png", "'myplot.png' already exists; fix: give another path, or pass --force "
+                                        "to overwrite it"),
+                         ("run.yaml", "'run.yaml' is a --config file; fix: give another output path")):
+        force = ["--force"] if out == "run.yaml" else []  # --force never writes over a config
+        result = run_cli("schedule", "--config", "run.yaml", "--out", out, *force, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == f"cs-lightning: error: --out: {problem}\n"
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize(("extra", "config_change", "key"), [
     ([], {"trainer": {}}, "trainer.max_steps"),
     (["--steps", "-3"], {}, "--steps"),
     (["--out", "no_such_folder/lr.png"], {}, "--out"),
     (["--out", "lr.xyz"], {}, "--out"),
     (["--table", "--out", "x.png"], {}, "schedule"),
-    ([], {"schedulers": None}, "schedulers"),
+    ([], {"schedulers": None, "optimizer": None}, "optimizer"),
     ([], {"schedulers": [{"LinearLR": {"initial_learning_rate": 0.0}}]}, "schedulers[0].LinearLR"),
 ])
 def test_schedule_mistakes_are_one_line(extra, config_change, key, tmp_path: Path, capfd) -> None:
@@ -413,3 +460,104 @@ def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path
     err = capfd.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("cs-lightning: error: The training step reads a tensor's value to the host with `.item()`")
     assert f'File "{tmp_path / "reads_loss.py"}", line 14, in training_step print(loss.item())' in err
+
+
+# ----------------------------------------------------------- one line instead of a traceback
+
+
+def _checkpoint_files(folder: Path) -> None:
+    """A real torch.save checkpoint cut in half, and a torch file that is not a Lightning checkpoint."""
+    torch.save({"state_dict": {"w": torch.ones(1000)}, "epoch": 0}, folder / "whole.ckpt")
+    data = (folder / "whole.ckpt").read_bytes()
+    (folder / "truncated.ckpt").write_bytes(data[: len(data) // 2])
+    (folder / "whole.ckpt").unlink()
+    torch.save({"w": torch.ones(3)}, folder / "weights.pt")
+
+
+ONE_LINE_FAILURES = {
+    "missing checkpoint": (["fit", "--ckpt_path", "missing.ckpt"], "ckpt_path: 'missing.ckpt' is not a file; fix: "
+                           "give the path of a .ckpt file that Lightning saved, or leave ckpt_path out"),
+    "truncated checkpoint": (["fit", "--ckpt_path", "truncated.ckpt"], "ckpt_path: 'truncated.ckpt' is not a "
+                             "checkpoint, or is cut short: it is not the zip archive torch.save writes; fix: give the "
+                             "path of a .ckpt file that Lightning saved, or leave ckpt_path out"),
+    "not a Lightning checkpoint": (["fit", "--ckpt_path", "weights.pt"], "ckpt_path: 'weights.pt' is not a Lightning "
+                                   "checkpoint (it has no 'state_dict'); fix: give the path of a .ckpt file that "
+                                   "Lightning saved, or leave ckpt_path out"),
+    "test without test_step": (["test"], "test: DigitClassifier has no test_step(); fix: define "
+                               "test_step(self, batch, batch_idx) in it, or run cs-lightning fit"),
+    "predict without a loader": (["predict"], "predict: neither DigitsData nor DigitClassifier defines "
+                                 "predict_dataloader(); fix: add predict_dataloader(self) to the data module (data:)"),
+    "module raising on import": (["fit", "--imports", "boom.py"], "imports[0]: importing 'boom.py' raised "
+                                 "RuntimeError: boom at import ({tmp}/boom.py, line 2); fix: correct that module"),
+    "config not UTF-8": (["fit", "--config", "latin1.yaml"], "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at "
+                         "offset 5); fix: save the file as UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ONE_LINE_FAILURES))
+def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: str, tmp_path: Path) -> None:
+    """The installed command: no traceback, no log folder, no config.yaml, every file as it was."""
+    args, line = ONE_LINE_FAILURES[case]
+    write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    _checkpoint_files(tmp_path)
+    (tmp_path / "boom.py").write_text("import os\nraise RuntimeError('boom at import')\n")
+    (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
+    before = snapshot(tmp_path)
+    config = [] if "--config" in args else ["--config", "run.yaml"]
+    result = run_cli(args[0], *config, *args[1:], cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"cs-lightning: error: {line.format(tmp=tmp_path)}\n"
+    assert snapshot(tmp_path) == before
+
+
+def test_ctrl_c_during_training_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"]["max_steps"] = 10**6
+    write(tmp_path / "run.yaml", config)
+    run = subprocess.Popen([str(Path(sys.executable).with_name("cs-lightning")), "fit", "--config", "run.yaml"],
+                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics_csv = tmp_path / "lightning_logs" / "version_0" / "metrics.csv"
+    deadline = time.monotonic() + 120
+    while not metrics_csv.exists() and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.2)  # training has logged its first steps
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130
+    assert err.endswith("cs-lightning: interrupted\n") and "Traceback" not in err
+    assert "Done:" not in out  # no summary of a run that did not finish
+
+
+# ------------------------------------------------------------------ nothing accepted silently
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    """YAML loaders keep the last of two equal keys; fit, schedule and convert refuse the file."""
+    (tmp_path / "run.yaml").write_text("optimizer:\n  AdamW: {lr: 0.1}\ntrainer: {max_steps: 10}\n"
+                                       "schedulers:\n  - ConstantLR: {learning_rate: 0.1, learning_rate: 0.5}\n")
+    (tmp_path / "mz.yaml").write_text("trainer:\n  init:\n    seed: 1\n    loop: {max_steps: 10}\n    seed: 2\n")
+    before = snapshot(tmp_path)
+    for args, line in (
+        (["schedule", "--config", "run.yaml"], "config[0]: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5"),
+        (["fit", "--config", "run.yaml"], "config: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5"),
+        (["convert", "mz.yaml", "-o", "out.yaml"], "source: 'mz.yaml' gives key 'seed' twice, at lines 3 and 5"),
+    ):
+        result = run_cli(*args, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == f"cs-lightning: error: {line}; fix: keep one of them\n"
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(("block", "key"), [
+    ({"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": -0.001, "total_iters": 4}},
+     "schedulers[0].LinearLR: LinearLR: got end_learning_rate=-0.001"),
+    ({"SequentialLR": {"schedulers": [{"ConstantLR": {"learning_rate": 0.01, "total_iters": 4}},
+                                      {"PiecewiseConstantLR": {"learning_rates": [0.01, -0.1], "milestones": [2]}}]}},
+     "schedulers[0].SequentialLR.schedulers[1].PiecewiseConstantLR: PiecewiseConstantLR: got learning_rates=[0.01, -0.1]"),
+])
+def test_a_negative_learning_rate_is_refused_with_its_key_path(block, key, tmp_path: Path, capfd) -> None:
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"SGD": {"lr": 0.01}}, schedulers=[block]))
+    before = snapshot(tmp_path)
+    assert main(["schedule", "--config", str(path)]) == 2
+    assert capfd.readouterr() == ("", f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's "
+                                      "optimizers refuse lr < 0)\n")
+    assert snapshot(tmp_path) == before

@@ -12,7 +12,7 @@ import yaml
 from cs_lightning import schedulers
 from cs_lightning.convert import convert, convert_file, main_convert, probe_optimizer
 from cs_lightning.errors import ConfigError
-from conftest import REPO
+from conftest import REPO, run_cli, snapshot
 
 DATA = REPO / "tests" / "data" / "modelzoo"
 
@@ -166,7 +166,7 @@ def test_bad_files_give_one_line_and_exit_2(name, tmp_path, capsys):
     out = tmp_path / "run.yaml"
     assert main_convert([str(DATA / name), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("cs-lightning convert: error: ")
+    assert err.count("\n") == 1 and err.startswith("cs-lightning: error: ")
     assert BAD[name] in err
     assert not out.exists()
 
@@ -192,13 +192,13 @@ def test_missing_file_or_argument_exit_2(argv, capsys):
 @pytest.mark.parametrize(("text", "key"), [
     ("trainer:\n  init:\n    optimizer: {AdamW: 5}\n", "trainer.init.optimizer.AdamW"),
     ("trainer:\n  init:\n    schedulers: [{torch.optim.lr_scheduler.StepLR: {step_size: 3}}]\n",
-     "trainer.init.schedulers[0]"),
+     "trainer.init.schedulers[0].torch.optim.lr_scheduler.StepLR"),
 ])
 def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
     (tmp_path / "mz.yaml").write_text(text)
     assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"cs-lightning convert: error: {key}: ")
+    assert err.count("\n") == 1 and err.startswith(f"cs-lightning: error: {key}: ")
     assert not (tmp_path / "run.yaml").exists()
 
 
@@ -235,3 +235,147 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     assert written["optimizer"]["AdamW"]["lr"] == 3e-4
     assert written["schedulers"] == [
         {"CosineDecayLR": {"initial_learning_rate": 3e-4, "end_learning_rate": 1e-5, "total_iters": 9}}]
+
+
+# ----------------------------------------------------------------- the output file
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_convert_never_writes_over_its_input(force, tmp_path):
+    """Also not with --force, also through a symbolic link: the input would be gone."""
+    (tmp_path / "mz.yaml").write_bytes((DATA / "gpt_trainer.yaml").read_bytes())
+    (tmp_path / "link.yaml").symlink_to("mz.yaml")
+    before = snapshot(tmp_path)
+    for out in ("mz.yaml", "link.yaml"):
+        result = run_cli("convert", "mz.yaml", "-o", out, *force, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == (f"cs-lightning: error: --out: '{out}' is the input file; converting over it "
+                                 "would destroy it; fix: give another output path\n")
+    assert snapshot(tmp_path) == before
+
+
+def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
+    (tmp_path / "mz.yaml").write_bytes((DATA / "gpt_trainer.yaml").read_bytes())
+    (tmp_path / "run.yaml").write_text("# my own edits\n")
+    before = snapshot(tmp_path)
+    refused = run_cli("convert", "mz.yaml", "-o", "run.yaml", cwd=tmp_path)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == ("cs-lightning: error: --out: 'run.yaml' already exists; fix: give another path, "
+                              "or pass --force to overwrite it\n")
+    assert snapshot(tmp_path) == before
+    inode = (tmp_path / "run.yaml").stat().st_ino
+    forced = run_cli("convert", "mz.yaml", "-o", "run.yaml", "--force", cwd=tmp_path)
+    assert forced.returncode == 0 and forced.stdout.endswith("wrote run.yaml\n")
+    assert yaml.safe_load((tmp_path / "run.yaml").read_text())["trainer"]["max_steps"] == 5000
+    # written to a temporary file renamed into place (a new inode), and no temporary file is left
+    assert (tmp_path / "run.yaml").stat().st_ino != inode
+    assert sorted(snapshot(tmp_path)) == ["mz.yaml", "run.yaml"]
+
+
+@pytest.mark.parametrize(("out", "problem"), [
+    ("sub", "'sub' is a folder; fix: give a file path such as 'sub/run.yaml'"),
+    ("no_such/run.yaml", "cannot write 'no_such/run.yaml': no folder 'no_such'; fix: give a path in an existing folder"),
+])
+def test_convert_refuses_an_output_it_cannot_write(out, problem, tmp_path, capsys):
+    (tmp_path / "sub").mkdir()
+    before = snapshot(tmp_path)
+    assert main_convert([str(DATA / "gpt_trainer.yaml"), "-o", out]) == 2
+    assert capsys.readouterr() == ("", f"cs-lightning: error: --out: {problem}\n")
+    assert snapshot(tmp_path) == before and not (tmp_path / "no_such").exists()
+
+
+def test_a_source_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    (tmp_path / "mz.yaml").write_bytes("# r\xe9sum\xe9\ntrainer: {init: {}}\n".encode("latin-1"))
+    assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
+    assert capsys.readouterr() == ("", "cs-lightning: error: mz.yaml: not UTF-8 text (byte 0xe9 at offset 3); "
+                                       "fix: save the file as UTF-8\n")
+    assert sorted(snapshot(tmp_path)) == ["mz.yaml"]
+
+
+LEGACY_1_9 = """\
+optimizer:
+  optimizer_type: AdamW
+  disable_lr_steps_reset: True
+  learning_rate:
+    - {scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.0006, steps: 10}
+    - {scheduler: Linear, initial_learning_rate: 0.0006, end_learning_rate: 0.0, alpha: 0.1, steps: 90}
+runconfig: {max_steps: 100}
+"""
+
+
+def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys):
+    """Linear's alpha and PiecewiseConstant's initial_learning_rate were never read by 1.9.1's
+    scheduler builder: dropped with a warning, the schedule is what 1.9.1 computed."""
+    (tmp_path / "gpt2.yaml").write_text(LEGACY_1_9)
+    (tmp_path / "unet.yaml").write_text(
+        "optimizer:\n  optimizer_type: Adam\n  learning_rate:\n    initial_learning_rate: 5.0e-4\n"
+        "    scheduler: PiecewiseConstant\n    boundaries: [10]\n    values: [5.0e-4, 1.0e-5]\nrunconfig: {max_steps: 20}\n")
+    assert main_convert(["gpt2.yaml", "-o", "gpt2_run.yaml"]) == 0
+    report = capsys.readouterr().out
+    assert ("warning: optimizer.learning_rate[1].alpha: 0.1 dropped: Model Zoo 1.9's Linear never read alpha and "
+            "decayed to end_learning_rate") in report
+    assert "optimizer.disable_lr_steps_reset: True: in Model Zoo 1.9 it was handed to the CS system's" in report
+    assert "the converted SequentialLR restarts each scheduler's count at its milestone" in report
+    [schedule] = schedulers.build(yaml.safe_load((tmp_path / "gpt2_run.yaml").read_text())["schedulers"],
+                                  probe_optimizer())
+    values = schedule.values(100)[:, 0]
+    assert values[10].item() == pytest.approx(6e-4) and values[55].item() == pytest.approx(3e-4)
+    assert values[99].item() == pytest.approx(6e-4 / 90, rel=1e-5)  # to end_learning_rate 0, not alpha * 6e-4 (float32)
+    assert main_convert(["unet.yaml", "-o", "unet_run.yaml"]) == 0
+    assert "warning: optimizer.learning_rate.initial_learning_rate: 0.0005 dropped" in capsys.readouterr().out
+    assert yaml.safe_load((tmp_path / "unet_run.yaml").read_text())["schedulers"] == [
+        {"PiecewiseConstantLR": {"learning_rates": [5e-4, 1e-5], "milestones": [10]}}]
+
+
+def test_mup_scales_wrap_the_schedule_in_scale_per_param_and_warn(tmp_path, capsys):
+    (tmp_path / "mup.yaml").write_text(
+        "optimizer:\n  optimizer_type: AdamW\n  adjust_learning_rate: {decoder_kernel: 0.25}\n"
+        "  learning_rate: {scheduler: Linear, initial_learning_rate: 0.01, end_learning_rate: 0.0, steps: 10}\n"
+        "runconfig: {max_steps: 10}\n")
+    assert main_convert(["mup.yaml", "-o", "run.yaml"]) == 0
+    report = capsys.readouterr().out
+    assert ("warning: optimizer.adjust_learning_rate scales the learning rate of Model Zoo's tagged layers "
+            "(decoder_kernel x 0.25); the schedule is wrapped in ScalePerParamLR") in report
+    assert "so `fit` refuses these blocks rather than train every layer at the unscaled rate" in report
+    blocks = yaml.safe_load((tmp_path / "run.yaml").read_text())["schedulers"]
+    assert blocks == [{"ScalePerParamLR": {"scheduler": {"LinearLR": {
+        "initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}}}]
+    # with the groups a LightningModule builds, the scale is multiplied in, as Model Zoo does
+    params = [torch.nn.Parameter(torch.ones(1)) for _ in range(2)]
+    optimizer = torch.optim.AdamW([{"params": [params[0]]}, {"params": [params[1]], "adjust_learning_rate": 0.25}])
+    values = schedulers.build(blocks, optimizer)[0].values(10)
+    assert values[5].tolist() == [pytest.approx(0.005), pytest.approx(0.00125)]
+    # fit refuses the blocks, which would scale nothing on the optimizer: block's single group
+    from cs_lightning.cli import main
+
+    assert main(["fit", "--config", "run.yaml", "--model", "lightning.pytorch.demos.boring_classes.BoringModel"]) == 2
+    assert capsys.readouterr().err == (
+        "cs-lightning: error: schedulers[0]: ScalePerParamLR multiplies in each param group's 'adjust_learning_rate' "
+        "(muP's per-layer scales), but the optimizer: block puts every parameter in one group without it, so it "
+        "would scale nothing; fix: build the groups with their adjust_learning_rate and these schedulers in "
+        "configure_optimizers\n")
+    assert sorted(snapshot(tmp_path)) == ["mup.yaml", "run.yaml"]
+
+
+@pytest.mark.parametrize("child", [
+    {"CosineDecayLRR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 5}},
+    {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iterz": 5}},
+    {"CosineDecayLR": {"initial_learning_rate": -0.1, "end_learning_rate": 0.0, "total_iters": 5}},
+])
+def test_convert_and_schedule_word_the_same_mistake_the_same_way(child, tmp_path, capsys):
+    """Only the root of the key path differs: the Model Zoo file's trainer.init., or none in run.yaml."""
+    from cs_lightning.cli import main
+
+    block = [{"SequentialLR": {"schedulers": [
+        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 5}}, child]}}]
+    (tmp_path / "mz.yaml").write_text(yaml.safe_dump(
+        {"trainer": {"init": {"optimizer": {"AdamW": {"lr": 0.1}}, "schedulers": block, "loop": {"max_steps": 10}}}}))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(
+        {"optimizer": {"AdamW": {"lr": 0.1}}, "schedulers": block, "trainer": {"max_steps": 10}}))
+    assert main(["convert", "mz.yaml", "-o", "out.yaml"]) == 2
+    converted = capsys.readouterr().err
+    assert main(["schedule", "--config", "run.yaml"]) == 2
+    scheduled = capsys.readouterr().err
+    assert converted.startswith("cs-lightning: error: trainer.init.schedulers[0].SequentialLR.schedulers[1].")
+    assert converted.replace("error: trainer.init.", "error: ") == scheduled
+    assert sorted(snapshot(tmp_path)) == ["mz.yaml", "run.yaml"]

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from cs_lightning.deferred import deferred_init, is_deferred, materialize, recording
-from cs_lightning.errors import DeferredInitError, DeferredInitWarning
+from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
 
 SEED = 1234
 # A flush or fallback that a test does not expect is a failure, not noise.
@@ -1096,3 +1096,17 @@ def test_a_mapped_checkpoint_stays_readable_and_keeps_edits_after_its_pages_are_
     for key, value in expected.items():
         assert torch.equal(checkpoint[key], value), key  # read again after the release: same values
         assert torch.equal(lazy.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize("fn", [lambda: torch.zeros(3), lambda: [nn.Linear(2, 2)]])
+def test_deferred_init_refuses_a_function_returning_no_module(fn) -> None:
+    with pytest.raises(DeferredInitUsageError, match=r"^deferred_init: .*<lambda> returned a (DeferredTensor|list), not a "
+                                                     r"torch.nn.Module; fix: return the module \(wrap several"):
+        deferred_init(fn)
+
+
+@pytest.mark.parametrize("thing", [torch.zeros(3), [nn.Linear(2, 2)], None])
+def test_materialize_refuses_what_is_not_a_module(thing) -> None:
+    with pytest.raises(TypeError, match=rf"^materialize: got a {type(thing).__name__}; fix: pass the torch.nn.Module "
+                                        r"that deferred_init or a recording\(\) block built"):
+        materialize(thing)

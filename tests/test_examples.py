@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -78,3 +79,19 @@ def test_the_config_saved_with_a_run_reruns_from_another_directory(tmp_path: Pat
 
     assert len(losses(tmp_path)) == 3
     assert losses(tmp_path / "elsewhere") == losses(tmp_path)
+
+
+def test_tiny_gpt_runs_sharded_over_two_processes(tmp_path: Path) -> None:
+    # Lightning starts the second process by running this command again: a script, not main() in pytest
+    script = tmp_path / "fit.py"
+    script.write_text("import sys\nfrom cs_lightning.cli import main\nsys.exit(main())\n")
+    argv = readme_command("tiny_gpt") + FEW_STEPS + SHORTER["tiny_gpt"]
+    argv += ["--trainer.strategy", "csx_fsdp", "--trainer.devices", "2", "--trainer.enable_progress_bar", "false"]
+    run = subprocess.run([sys.executable, str(script), *argv], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = run.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"Done: final train_loss \d+\.\d{4} \| time to first loss \d+\.\d\d s \| "
+                        r"checkpoint lightning_logs/version_0/checkpoints/epoch=0-step=3\.ckpt", summary), summary
+    assert (tmp_path / "lightning_logs/version_0/checkpoints/epoch=0-step=3.ckpt").is_dir()  # sharded: a folder
+    assert "--- sample ---\nMACBETH.\n" in run.stdout

@@ -153,6 +153,9 @@ NOT_CONVERTIBLE = {
     "sequence continuing a rate": (lambda o: L.SequentialLR(o, [L.ConstantLR(o, 0.5, 5),
                                                                 L.MultiplicativeLR(o, lambda k: 0.9)], [5]),
                                    "continues from the learning rate"),
+    "sequence whose stage outlasts its scheduler": (
+        lambda o: L.SequentialLR(o, [L.LinearLR(o, 0.1, 1.0, total_iters=5), L.ExponentialLR(o, 0.9)], [10]),
+        r"schedulers\[0\] \(LinearLR\) lasts total_iters=5 steps but its stage lasts 10"),
     "sequence restarting a ConstantLR(total_iters=0)": (
         lambda o: L.SequentialLR(o, [L.StepLR(o, 10), L.ConstantLR(o, 0.5, total_iters=0)], [5]), "full rate"),
 }

@@ -461,6 +461,51 @@ def test_table_and_plot(tmp_path):
     assert figure.axes[0].lines[0].get_ydata()[10] == pytest.approx(0.1)
 
 
+def _huge_schedule():
+    """Warmup, then a staircase of three levels, over 10**9 steps; and a staircase weight decay."""
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    warmup = LinearLR(optimizer, 0.0, 0.3, 1000)
+    stairs = build({"PiecewiseConstantLR": {"learning_rates": [0.3, 0.2, 0.1],
+                                            "milestones": [400_000_000, 700_000_000]}}, optimizer)[0]
+    return [SequentialLR(optimizer, [warmup, stairs], [1000]),
+            build({"StepWD": {"initial_val": 0.1, "step_size": 250_000_000, "gamma": 0.5}}, optimizer)[0]]
+
+
+def test_table_of_a_billion_steps_samples_rows_and_lists_every_jump():
+    schedulers = _huge_schedule()
+    lines = table(schedulers, 10**9).splitlines()
+    rows = {int(line.split()[0]): [float(v) for v in line.split()[1:]] for line in lines[1:]}
+    jumps = {1000, 250_000_000, 400_001_000, 500_000_000, 700_001_000, 750_000_000}
+    assert jumps <= set(rows) and set(range(0, 10**9, 5 * 10**7)) <= set(rows)
+    assert len(rows) == 20 + 1 + len(jumps - set(range(0, 10**9, 5 * 10**7)))
+    assert rows[400_001_000] == [pytest.approx(0.2), pytest.approx(0.05)]
+    assert rows[700_001_000] == [pytest.approx(0.1), pytest.approx(0.025)]
+    # a sampled row is what evaluating the consecutive steps up to it gives (float32 steps, as on a CS-X)
+    window = [float(s.values(range(10**9 - 64, 10**9))[-1, 0]) for s in schedulers]
+    assert rows[999_999_999] == [pytest.approx(v, rel=1e-5) for v in window] == [pytest.approx(0.1), pytest.approx(0.00625)]
+
+
+def test_plot_of_a_billion_steps_draws_each_jump_as_a_step():
+    figure = plot(_huge_schedule(), 10**9)
+    x, y = list(figure.axes[0].lines[0].get_xdata()), list(figure.axes[0].lines[0].get_ydata())
+    assert x == sorted(set(x)) and x[0] == 0 and x[-1] == 10**9 - 1 and len(x) < 2100
+    for jump, before, after in ((400_001_000, 0.3, 0.2), (700_001_000, 0.2, 0.1)):
+        i = x.index(jump)  # the step before a jump is drawn too: the line drops within one step
+        assert (x[i - 1], y[i - 1], y[i]) == (jump - 1, pytest.approx(before), pytest.approx(after))
+    wd_x = list(figure.axes[1].lines[0].get_xdata())
+    assert {249_999_999, 250_000_000, 749_999_999, 750_000_000} <= set(wd_x)
+
+
+def test_values_of_more_steps_than_memory_holds_say_so():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = LinearLR(optimizer, 0.1, 0.0, 100)
+    with pytest.raises(MemoryError, match=r"^LinearLR.values: 1000000000000 steps x 1 param group of torch.float32 "
+                                          r"need 4000.0 GB, more than the [0-9.]+ GB of memory available; fix: ask "
+                                          r"for the steps you need \(a range with a stride"):
+        schedule.values(10**12)
+    assert schedule.values(range(0, 10**12, 10**11)).squeeze(1).tolist() == [pytest.approx(0.1)] + [0.0] * 9
+
+
 @given(total=st.integers(1, 5000), initial=st.floats(1e-6, 1.0), end=st.floats(0.0, 1e-6))
 def test_cosine_decay_rounds_as_cerebras_pytorch(total, initial, end):
     """cerebras.pytorch 2.10 computes torch.div(pi, T) (pi rounded to float32 first), then

@@ -103,3 +103,30 @@ def test_bad_argument_raises_naming_it(name, args, argument, error):
 
 def test_enumerates_at_least_thirty_distinct_bad_arguments():
     assert len({(b[1], b[3]) for b in BAD}) >= 30
+
+
+def test_sequential_milestones_follow_one_rule_in_python_and_yaml():
+    """A child with total_iters lasts that many steps, whether the sequence is built in Python or YAML."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    children = [{"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10}},
+                {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 90}}]
+    message = (r"got milestones=\[20\], but schedulers\[0\] \(LinearLR\) lasts total_iters=10 steps, so "
+               r"milestone 0 should be 10; fix one or drop milestones to infer them")
+    with pytest.raises(ValueError, match=f"^SequentialLR: {message}$"):
+        cs.SequentialLR(optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [20])
+    with pytest.raises(ValueError, match=f"^schedulers\\[0\\].SequentialLR: {message}$"):
+        cs.build([{"SequentialLR": {"schedulers": children, "milestones": [20]}}], optimizer)
+    built = cs.SequentialLR(optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [10])
+    assert torch.equal(built.values(100), cs.build([{"SequentialLR": {"schedulers": children}}], optimizer)[0].values(100))
+
+
+@pytest.mark.parametrize(("cls", "args", "argument"), [
+    ("LinearLR", (-0.1, 0.0, 10), "initial_learning_rate=-0.1"),
+    ("CosineDecayLR", (0.1, -1e-5, 10), "end_learning_rate=-1e-05"),
+    ("ConstantLR", (-0.5,), "learning_rate=-0.5"),
+])
+def test_a_negative_learning_rate_is_refused(cls, args, argument):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    with pytest.raises(ValueError, match=rf"^{cls}: got {argument}; a learning rate must be >= 0 \(torch's "
+                                         r"optimizers refuse lr < 0\)$"):
+        getattr(cs, cls)(optimizer, *args)

@@ -23,7 +23,7 @@ from torch.nn.modules.instancenorm import _InstanceNorm
 from cs_lightning.deferred.independent import replay_independent
 from cs_lightning.deferred.recorder import DeferredTensor, Ref, Session, recording_paused
 from cs_lightning.deferred.replay import Executor, replay_exact
-from cs_lightning.errors import DeferredInitWarning
+from cs_lightning.errors import DeferredInitUsageError, DeferredInitWarning
 
 _MODES = ("exact", "independent")
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
@@ -103,6 +103,10 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
             on them; weights are unchanged (still exact), only the global RNG state
             afterwards differs.
     """
+    if not isinstance(module, nn.Module):
+        raise DeferredInitUsageError(
+            f"materialize: got a {type(module).__name__}; fix: pass the torch.nn.Module that deferred_init "
+            "or a recording() block built (a module built eagerly works too)")
     device, dtype = _check(device, dtype, state_dict, mode, rng)
     state_dict = state_dict or {}
     custom = _custom_loading(module, state_dict)

@@ -34,7 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
-from cs_lightning.errors import DeferredInitError, DeferredInitWarning
+from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
 
 aten = torch.ops.aten
 T = TypeVar("T")
@@ -656,7 +656,19 @@ def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     (:class:`DeferredInitWarning`, naming the constructor and line) and constructs the
     module eagerly instead: the weights are then eager's, never silently different.
     Inside an enclosing :func:`recording` block it joins that block and raises instead.
+    ``fn`` must return a ``torch.nn.Module``: :func:`materialize` makes a module real, and a
+    bare tensor or a container of modules returned here could never be.
     """
+    module = _deferred_call(fn, *args, **kwargs)
+    if not isinstance(module, torch.nn.Module):
+        raise DeferredInitUsageError(
+            f"deferred_init: {getattr(fn, '__qualname__', fn)!s} returned a {type(module).__name__}, not a "
+            "torch.nn.Module; fix: return the module (wrap several in nn.ModuleList or nn.ModuleDict)")
+    return module
+
+
+def _deferred_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` with its tensors deferred, or eagerly with a warning (see deferred_init)."""
     if current_session() is not None:
         return fn(*args, **kwargs)
     python_rng, numpy_rng = random.getstate(), np.random.get_state()

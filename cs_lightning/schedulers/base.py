@@ -22,6 +22,7 @@ import copy
 import functools
 import inspect
 import math
+import os
 import reprlib
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,7 +33,7 @@ from torch import Tensor
 from torch.optim.lr_scheduler import EPOCH_DEPRECATION_WARNING
 from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
 
-from cs_lightning.errors import ClosedFormError
+from cs_lightning.errors import ClosedFormError, TooLargeError
 from cs_lightning.schedulers import _checks
 
 Tags = str | None | Sequence[str | None]
@@ -56,6 +57,11 @@ _COUNTED = 1 << 22
 # Counts changes of any scheduler's arguments: a block precomputed before a change (of the
 # scheduler itself or of a child it composes) is stale.
 _changes = [0]
+# Arguments (in their weight-decay spelling) that are values of the schedule itself.
+_VALUE_ARGUMENTS = frozenset({"initial_val", "end_val", "val", "vals", "base_val", "max_val", "eta_min"})
+# Jumps a schedule reports for plots and tables (see Scheduler._breakpoints); a schedule
+# with more has them closer together than a plot's samples, which then show its envelope.
+MAX_BREAKPOINTS = 4096
 # Largest magnitude up to which every integer is exact in a float dtype.
 _EXACT = {torch.float32: 2**24, torch.float64: 2**53}
 
@@ -311,8 +317,16 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._write(self._cursor.block[0])
 
     def _arg(self, check: Callable[..., Any], name: str, value: Any, *extra: Any) -> Any:
-        """Run an argument check, naming the argument as this class spells it."""
-        return check(type(self).__name__, _public_name(type(self), name), value, *extra)
+        """Run an argument check, naming the argument as this class spells it. A learning
+        rate (a value argument of an LR schedule) must also be >= 0: torch's optimizers
+        refuse lr < 0, and a schedule should not reach one hundreds of steps into a run."""
+        owner, public = type(self).__name__, _public_name(type(self), name)
+        checked = check(owner, public, value, *extra)
+        if self.param_group_key == "lr" and name in _VALUE_ARGUMENTS:
+            if any(v < 0 for v in (checked if isinstance(checked, list) else [checked])):
+                raise ValueError(f"{owner}: got {public}={value!r}; a learning rate must be >= 0 "
+                                 "(torch's optimizers refuse lr < 0)")
+        return checked
 
     # -- the closed form -------------------------------------------------------------
 
@@ -428,6 +442,13 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             f"({cause}). It must use torch ops only on self.last_epoch: no Python if/min/max/"
             "int()/.item() on it; write branches as torch.where(condition, a, b)"
         )
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        """The steps in ``(0, stop)`` where the value may jump (a new stage or period starts),
+        increasing, at most ``MAX_BREAKPOINTS + 1`` of them. Plots and tables show these steps
+        besides their samples, so a jump looks like one however long the schedule. None here:
+        a continuous schedule needs none, and a custom one is sampled only."""
+        return []
 
     # -- param groups ------------------------------------------------------------------
 
@@ -567,13 +588,32 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             count = len(steps)
             # One row per group, filled a chunk at a time (each chunk whole vector lanes):
             # (1, n).T is (n, 1) with no copy.
-            out = torch.empty(groups, len(padded(range(count))), dtype=self._dtype)
+            out = self._result_buffer(groups, count)
             if not everyone:
                 out.fill_(math.nan)
             for begin in range(0, count, _CHUNK):
                 chunk = _lanes(steps[begin : begin + _CHUNK])
                 self._fill(out[:, begin : begin + len(chunk)], chunk)
             return out[:, :count].T.contiguous()
+
+    def _result_buffer(self, groups: int, count: int) -> Tensor:
+        """The tensor ``values()`` fills for ``count`` steps (whole vector lanes), or a
+        TooLargeError saying it does not fit: checked before allocating, as Linux would
+        promise the memory and kill the process filling it; and if the allocator refuses."""
+        length = len(padded(range(count)))
+        size = groups * length * self._dtype.itemsize * (2 if groups > 1 else 1)  # + the transposed copy
+        available = _available_memory()
+        if available is None or size <= available:
+            try:
+                return torch.empty(groups, length, dtype=self._dtype)
+            except RuntimeError as error:
+                if "can't allocate memory" not in str(error):
+                    raise
+        raise TooLargeError(
+            f"{type(self).__name__}.values: {count} steps x {groups} param group{'s' * (groups != 1)} of {self._dtype} need "
+            f"{size / 1e9:.1f} GB, more than the {(available or 0) / 1e9:.1f} GB of memory available; fix: ask "
+            "for the steps you need (a range with a stride, e.g. range(0, n, 1000), or a tensor of steps)"
+        )
 
     def _fill(self, out: Tensor, steps: range | Tensor) -> None:
         """Write the values at ``steps`` into the targeted rows of ``out``."""
@@ -718,6 +758,27 @@ def _has_closed_form(cls: type) -> bool:
     return cls._get_closed_form is not Scheduler._get_closed_form or hasattr(
         cls, "_get_closed_form_lr"
     )
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory this process could still get (Linux's MemAvailable, else the free
+    pages), or None where the system does not say."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def every(period: int, stop: int) -> list[int]:
+    """Breakpoints every ``period`` steps below ``stop``: ``[period, 2 period, ...]``, capped."""
+    return list(range(period, min(stop, period * (MAX_BREAKPOINTS + 2)), period))
 
 
 def _group_device(group: dict) -> torch.device:

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    LRScheduler, Scheduler, Tags, WeightDecayScheduler, bounds, padded,
+    MAX_BREAKPOINTS, LRScheduler, Scheduler, Tags, WeightDecayScheduler, bounds, padded,
 )
 
 
@@ -48,6 +48,20 @@ def _scheduler_list(owner: str, name: str, value: object) -> list[Scheduler]:
                 f"{owner}: got {name}[{index}]={child!r}; give cs_lightning schedulers"
             )
     return list(value)
+
+
+def _check_stage_lengths(owner: str, children: Sequence[Scheduler], milestones: Sequence[int]) -> None:
+    """A child with ``total_iters`` lasts that many steps: the milestone after it must say so
+    (the same rule as the YAML form, which infers missing milestones from these lengths)."""
+    starts = [0, *milestones]
+    for index, child in enumerate(children[:-1]):
+        length = child.total_iters
+        if length is not None and starts[index + 1] - starts[index] != length:
+            raise ValueError(
+                f"{owner}: got milestones={list(milestones)}, but schedulers[{index}] "
+                f"({type(child).__name__}) lasts total_iters={length} steps, so milestone {index} "
+                f"should be {starts[index] + length}; fix one or drop milestones to infer them"
+            )
 
 
 class _Composite(Scheduler):
@@ -90,6 +104,7 @@ class _Sequential(_Composite):
                 f"{owner}: got {len(self.milestones)} milestones for {len(self.schedulers)} "
                 "schedulers; give one milestone fewer than schedulers"
             )
+        _check_stage_lengths(owner, self.schedulers, self.milestones)
         last = self.schedulers[-1].total_iters
         total = None if last is None else ([0, *self.milestones][-1] + last)
         super().__init__(
@@ -109,6 +124,19 @@ class _Sequential(_Composite):
             shifted = child._closed_form_at(torch.clamp(k - milestone, min=0))
             value = torch.where(k < milestone, value, shifted)
         return value
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        """Each milestone (the next child starts), and each child's own jumps within its stage."""
+        points, starts, ends = [], [0, *self.milestones], [*self.milestones, stop]
+        for child, start, end in zip(self.schedulers, starts, ends):
+            if start >= stop:
+                break
+            if start > 0:
+                points.append(start)
+            points += [start + b for b in child._breakpoints(min(end, stop) - start)]
+            if len(points) > MAX_BREAKPOINTS:
+                break
+        return points[: MAX_BREAKPOINTS + 1]
 
     def _stages(self, steps: range) -> Tensor:
         """Over increasing steps, each child evaluates just the steps of its own stage
@@ -149,6 +177,10 @@ class _Chained(_Composite):
 
     def _children(self) -> tuple[str, list[Scheduler]]:
         return "schedulers", self.schedulers
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        points = sorted({b for child in self.schedulers for b in child._breakpoints(stop)})
+        return points[: MAX_BREAKPOINTS + 1]
 
     def _get_closed_form(self) -> Tensor:
         steps = self._steps()
@@ -204,6 +236,9 @@ class _ScalePerParam(_Composite):
             )
             for index in self._targets
         ]
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        return self.scheduler._breakpoints(stop)
 
     def _get_closed_form(self) -> Tensor:
         return self.scheduler._closed_form_at(self._steps())

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, default_dtype,
+    LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, default_dtype, every,
 )
 
 
@@ -138,6 +138,9 @@ class _Exponential(Scheduler):
         self.staircase = self._arg(_checks.flag, "staircase", staircase)
         self._arg(_checks.integer, "total_iters", total_iters, 1)
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        return every(self.total_iters, stop) if self.staircase else []
 
     def _get_closed_form(self) -> Tensor:
         power = torch.div(self._float_steps(), self.total_iters, out=self._claim_out())
@@ -295,6 +298,16 @@ class _CosineAnnealingWarmRestarts(Scheduler):
         self.T_mult = self._arg(_checks.integer, "T_mult", T_mult, 1)
         self.eta_min = self._arg(_checks.number, "eta_min", eta_min)
         super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        """The restarts: every T_0 steps, or after periods growing T_mult times."""
+        if self.T_mult == 1:
+            return every(self.T_0, stop)
+        restarts, period = [self.T_0], self.T_0 * self.T_mult
+        while restarts[-1] + period < stop:
+            restarts.append(restarts[-1] + period)
+            period *= self.T_mult
+        return [r for r in restarts if r < stop]
 
     def _period(self, k: Tensor) -> tuple[Tensor, Tensor]:
         """(t_k, T_i) as exact integers."""

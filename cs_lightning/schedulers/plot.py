@@ -1,6 +1,10 @@
 """Look at a schedule before training with it: a plot (matplotlib) or a text table.
 
-Both read ``values()``, so they cost one vectorized evaluation and change nothing.
+Both evaluate only the steps they show, with one ``values()`` call each, and change
+nothing: a table about 20 evenly spaced rows, a plot a few thousand evenly spaced points;
+both add every step where a schedule jumps (a new stage, a staircase step), a plot the
+step before it too, so a jump shows as one. Time and memory do not grow with the number of
+steps: a schedule of 10**9 steps is drawn as fast as one of 10**3.
 """
 
 from __future__ import annotations
@@ -8,8 +12,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import torch
+
 from cs_lightning.schedulers import _checks
-from cs_lightning.schedulers.base import Scheduler
+from cs_lightning.schedulers.base import MAX_BREAKPOINTS, Scheduler
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -22,11 +28,26 @@ def _as_list(schedulers: Scheduler | list[Scheduler]) -> list[Scheduler]:
     return items
 
 
-def _columns(schedulers: list[Scheduler], steps: int) -> list[tuple[str, str, list[float]]]:
-    """(key, label, values) per scheduled param group."""
+# Evenly spaced points a plot evaluates, breakpoints aside: more than a figure has pixels across.
+_PLOT_POINTS = 2000
+# Evenly spaced rows of a table, and the most breakpoints a table lists besides them.
+_TABLE_ROWS = 20
+_TABLE_BREAKPOINTS = 100
+
+
+def _breakpoints(schedulers: list[Scheduler], steps: int, limit: int) -> list[int]:
+    """Every step in ``(0, steps)`` where one of the schedules may jump; none when there are
+    more than ``limit`` (closer together than the samples, which then show the envelope)."""
+    points = sorted({b for scheduler in schedulers for b in scheduler._breakpoints(steps)})
+    return points if len(points) <= limit else []
+
+
+def _columns(schedulers: list[Scheduler], steps: list[int]) -> list[tuple[str, str, list[float]]]:
+    """(key, label, values at ``steps``) per scheduled param group."""
     columns = []
+    at = torch.tensor(steps, dtype=torch.int64)
     for scheduler in schedulers:
-        values = scheduler.values(steps)
+        values = scheduler.values(at)
         for group in range(values.shape[1]):
             column = values[:, group].tolist()
             if not all(math.isnan(v) for v in column):
@@ -48,14 +69,19 @@ def plot(
     except ImportError as error:
         raise ImportError("plot needs matplotlib: pip install 'cs-lightning[plot]'") from error
     steps = _checks.integer("plot", "steps", steps, 1)
-    columns = _columns(_as_list(schedulers), steps)
+    schedulers = _as_list(schedulers)
+    evenly = {round(i * (steps - 1) / (_PLOT_POINTS - 1)) for i in range(_PLOT_POINTS)} \
+        if steps > _PLOT_POINTS else set(range(steps))
+    jumps = {k for b in _breakpoints(schedulers, steps, MAX_BREAKPOINTS) for k in (b - 1, b)}
+    x = sorted(evenly | jumps)
+    columns = _columns(schedulers, x)
     keys = list(dict.fromkeys(key for key, _, _ in columns))
     figure = Figure(figsize=(7, 2.6 * len(keys)), layout="constrained")
     axes = figure.subplots(len(keys), 1, squeeze=False)[:, 0]
     for ax, key in zip(axes, keys):
         for column_key, label, values in columns:
             if column_key == key:
-                ax.plot(range(steps), values, label=label)
+                ax.plot(x, values, label=label)
         ax.set_ylabel(key)
         ax.legend(fontsize="small")
     axes[-1].set_xlabel("optimizer step")
@@ -65,14 +91,17 @@ def plot(
 
 
 def table(schedulers: Scheduler | list[Scheduler], steps: int, every: int | None = None) -> str:
-    """The schedules as text: a row every ``every`` steps (default: about 20 rows) and the
-    last step, a column per scheduled param group."""
+    """The schedules as text: a row every ``every`` steps (default: about 20 rows), the
+    last step and every step where a schedule jumps (up to 100 of them), a column per
+    scheduled param group."""
     steps = _checks.integer("table", "steps", steps, 1)
-    every = _checks.integer("table", "every", max(1, steps // 20) if every is None else every, 1)
-    columns = _columns(_as_list(schedulers), steps)
-    rows = sorted(set(range(0, steps, every)) | {steps - 1})
+    every = _checks.integer("table", "every", max(1, steps // _TABLE_ROWS) if every is None else every, 1)
+    schedulers = _as_list(schedulers)
+    jumps = _breakpoints(schedulers, steps, _TABLE_BREAKPOINTS)
+    rows = sorted(set(range(0, steps, every)) | {steps - 1} | set(jumps))
+    columns = _columns(schedulers, rows)
     header = ["step"] + [f"{label} {key}" for key, label, _ in columns]
-    body = [[str(step)] + [f"{values[step]:.6g}" for _, _, values in columns] for step in rows]
+    body = [[str(step)] + [f"{values[i]:.6g}" for _, _, values in columns] for i, step in enumerate(rows)]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     return "\n".join(
         "  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in [header, *body]

@@ -15,7 +15,8 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    _EXACT, LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, bounds, padded,
+    _EXACT, MAX_BREAKPOINTS, LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, bounds, every,
+    padded,
 )
 
 
@@ -62,6 +63,9 @@ class _Step(Scheduler):
         periods = torch.div(self._float_steps(), self.step_size, out=self._claim_out()).floor_()
         return self._levels(periods, out=periods)
 
+    def _breakpoints(self, stop: int) -> list[int]:
+        return every(self.step_size, stop) if self.gamma != 1 else []
+
     def _levels(self, periods: Tensor, out: Tensor | None = None) -> Tensor:
         return torch.pow(self._const(self.gamma), periods, out=out).mul_(self.initial_val)
 
@@ -102,6 +106,9 @@ class _MultiStep(Scheduler):
         self.milestones = self._arg(_checks.milestones, "milestones", milestones)
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
+    def _breakpoints(self, stop: int) -> list[int]:
+        return [m for m in self.milestones if m < stop][: MAX_BREAKPOINTS + 1]
+
     def _get_closed_form(self) -> Tensor:
         levels = [self._const(self.initial_val)]
         for _ in self.milestones:
@@ -133,6 +140,9 @@ class _PiecewiseConstant(Scheduler):
                 f"{len(self.milestones)} milestones; give one value more than milestones"
             )
         super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        return [m for m in self.milestones if m < stop][: MAX_BREAKPOINTS + 1]
 
     def _get_closed_form(self) -> Tensor:
         return _stairs(self, self.milestones, torch.tensor(self.vals, dtype=self._dtype))

@@ -24,13 +24,15 @@ from lightning.pytorch.strategies import StrategyRegistry
 from cs_lightning.accelerator import CSXAccelerator
 from cs_lightning.strategies.csx import CSXStrategy
 from cs_lightning.strategies.csx_ddp import CSXDDPStrategy
+from cs_lightning.strategies.csx_fsdp import CSXFSDPStrategy
 from cs_lightning.strategies.system import CSXSystem
 
 _BACKING_NAMES = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda"}
 
 
 def register() -> None:
-    """Register ``"csx"`` (accelerator and strategy) and ``"csx_ddp"`` with Lightning; safe to call twice.
+    """Register ``"csx"`` (accelerator and strategy), ``"csx_ddp"`` and ``"csx_fsdp"`` with Lightning; safe
+    to call twice.
 
     The names go through Lightning's public registries. Resolving ``"csx"`` as Lightning
     resolves its own names needs hooks in its private accelerator connector: when a Lightning
@@ -40,6 +42,7 @@ def register() -> None:
     CSXAccelerator.register_accelerators(AcceleratorRegistry)
     CSXStrategy.register_strategies(StrategyRegistry)
     CSXDDPStrategy.register_strategies(StrategyRegistry)
+    CSXFSDPStrategy.register_strategies(StrategyRegistry)
     connector = _connector()
     missing = [name for name in ("_choose_strategy", "_init_strategy") if not callable(getattr(connector, name, None))]
     if missing:

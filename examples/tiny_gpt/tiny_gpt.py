@@ -140,8 +140,11 @@ class TinyGPT(L.LightningModule):
         return decode(tokens[0].cpu())
 
     def on_train_end(self) -> None:
-        if self.hparams.sample_chars and self.trainer.is_global_zero:
-            sample = self.generate("MACBETH.\n", self.hparams.sample_chars, torch.Generator().manual_seed(0))
+        if not self.hparams.sample_chars:
+            return
+        # every rank samples (the same text): under csx_fsdp each forward gathers weights from all of them
+        sample = self.generate("MACBETH.\n", self.hparams.sample_chars, torch.Generator().manual_seed(0))
+        if self.trainer.is_global_zero:
             print(f"\n--- sample ---\n{sample}\n--------------")
 
 

@@ -1,0 +1,186 @@
+"""Sharded init on CPU: csx_fsdp vs Lightning's ModelParallelStrategy vs csx on one process.
+
+A GPT-style model (~850 MiB float32, nanoGPT init: tied head, ``apply(_init_weights)``, scaled
+projections) trained for one step on random tokens. Each case runs in a fresh launch
+(Lightning starts the other ranks); per rank it reports:
+
+* setup: from ``configure_model`` to the end of setup (build, materialize, shard), seconds;
+* peak: the process's peak RSS during setup above its RSS right before ``configure_model``
+  (``/proc/self/clear_refs`` resets the peak there), as a fraction of the model's bytes;
+* first loss: from ``trainer.fit`` to the first loss, seconds;
+* weights: a digest of the gathered weights, compared with one-process eager (``csx``).
+
+Cases:
+
+* ``csx``: ``strategy="csx"``, one process, exact (the reference).
+* ``csx_fsdp xN``: ``strategy="csx_fsdp"``, N ranks, each making only its rows, exactly.
+* ``ModelParallel xN``: Lightning's ModelParallelStrategy (data-parallel N), the user's
+  ``configure_model`` builds on the meta device and calls ``fully_shard`` itself; Lightning
+  materializes with ``to_empty`` + ``reset_parameters`` (the custom init is lost).
+* ``csx_fsdp ckpt xN``: ``csx_fsdp`` resuming from a single-file checkpoint of the model (written
+  by ``csx_fsdp`` with ``state_dict_type="full"``): each rank copies its rows out of the mapped file.
+  ``anon`` is then the growth of anonymous memory over setup (mapped pages count in the peak).
+
+Run: ``python benchmarks/sharded_init.py [--ranks 2 4] [--depth 15]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from deferred_init import GPT, Config  # the same GPT-2 shaped model
+
+# ~850 MiB in float32
+SHAPE = {"vocab": 32000, "width": 1024, "depth": 15, "max_len": 256}
+
+
+def _rss(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
+    """One case, in this (fresh) process and the ranks Lightning starts from it."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.strategies import ModelParallelStrategy
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import cs_lightning  # noqa: F401  (registers csx, csx_fsdp)
+
+    class Language(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model: nn.Module | None = None
+            self.times: dict[str, float] = {}
+
+        def configure_model(self) -> None:
+            if self.model is not None:
+                return
+            with open("/proc/self/clear_refs", "w") as clear:  # the peak RSS starts again from here
+                clear.write("5")
+            self.times["baseline"] = _rss("VmRSS")
+            self.times["anon_before"] = _rss("RssAnon")
+            self.times["configure"] = time.perf_counter()
+            if case != "ModelParallel":
+                self.model = GPT(config)
+                return
+            with torch.device("meta"):  # the user's own sharding, as Lightning's docs show
+                self.model = GPT(config)
+            mesh = self.device_mesh["data_parallel"]
+            for block in self.model.blocks:
+                fully_shard(block, mesh=mesh)
+            fully_shard(self, mesh=mesh)
+
+        def on_fit_start(self) -> None:
+            self.times["setup"] = time.perf_counter() - self.times["configure"]
+            self.times["peak"] = _rss("VmHWM") - self.times["baseline"]
+            self.times["anon"] = _rss("RssAnon") - self.times["anon_before"]
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            return self.model(tokens)
+
+        def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
+            (tokens,) = batch
+            logits = self(tokens[:, :-1])
+            return nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+
+        def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+            if "first_loss" not in self.times:
+                self.times["first_loss"] = time.perf_counter() - self.times["fit"]
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.0)  # no state: the step is not what is measured
+
+    from cs_lightning import CSXFSDPStrategy
+
+    pl.seed_everything(0)
+    strategy: object = {"csx": "csx", "csx_fsdp": "csx_fsdp", "csx_fsdp ckpt": "csx_fsdp"}.get(case)
+    if case == "ModelParallel":
+        strategy = ModelParallelStrategy(data_parallel_size=ranks, tensor_parallel_size=1)
+    if case == "save":
+        strategy = CSXFSDPStrategy(state_dict_type="full")
+    checkpoint = out / "full.ckpt"
+    tokens = torch.randint(0, config.vocab, (4 * ranks, 65), generator=torch.Generator().manual_seed(0))
+    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=ranks, max_steps=0 if case == "save" else 1,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    module = Language()
+    module.times["fit"] = time.perf_counter()
+    trainer.fit(module, DataLoader(TensorDataset(tokens), batch_size=4),
+                ckpt_path=checkpoint if case == "csx_fsdp ckpt" else None)
+    if case == "save":
+        trainer.save_checkpoint(checkpoint)
+        return
+    digest = hashlib.sha256()
+    for tensor in module.model.state_dict().values():  # gathered one tensor at a time (collective)
+        full = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+        digest.update(full.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    row = {"rank": trainer.global_rank, "digest": digest.hexdigest(), "threads": torch.get_num_threads(),
+           **{k: module.times[k] for k in ("setup", "peak", "anon", "first_loss")}}
+    (out / f"{case}-{ranks}-{trainer.global_rank}.json").write_text(json.dumps(row))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--depth", type=int, default=SHAPE["depth"])
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    config = Config(**{**SHAPE, "depth": args.depth})
+    if args.case:
+        run_case(args.case, args.ranks[0], config, Path(args.out))
+        return
+    cases = [("csx", 1)] + [(case, n) for n in args.ranks for case in ("csx_fsdp", "ModelParallel")]
+    cases += [("csx_fsdp ckpt", n) for n in args.ranks]
+    with tempfile.TemporaryDirectory() as tmp:
+        for case, ranks in [("save", 2), *cases]:
+            subprocess.run([sys.executable, __file__, "--case", case, "--ranks", str(ranks), "--depth",
+                            str(args.depth), "--out", tmp], check=True, capture_output=True,
+                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        rows = {(case, n): [json.loads((Path(tmp) / f"{case}-{n}-{r}.json").read_text()) for r in range(n)]
+                for case, n in cases}
+    _report(rows, config)
+
+
+def _report(rows: dict, config: Config) -> None:
+    model_bytes = 4 * sum(p.numel() for p in GPT(config).parameters())
+    reference = rows[("csx", 1)][0]
+    print(f"GPT-style model, {model_bytes / 2**20:.0f} MiB float32, torch {torch.__version__},"
+          f" {os.cpu_count()} cores, {reference['threads']} threads per process")
+    print(f"{'case':<18} {'rank':>4} {'setup s':>8} {'peak / model':>13} {'anon / model':>13} {'first loss s':>13}"
+          "  weights")
+    for (case, n), ranks in rows.items():
+        for r in ranks:
+            same = "== csx (eager)" if r["digest"] == reference["digest"] else "DIFFERENT"
+            print(f"{case + (f' x{n}' if n > 1 else ''):<18} {r['rank']:>4} {r['setup']:>8.2f}"
+                  f" {r['peak'] / model_bytes:>13.2f} {r['anon'] / model_bytes:>13.2f} {r['first_loss']:>13.2f}  {same}")
+    print()
+    for (case, n), ranks in rows.items():
+        if n == 1:
+            continue
+        setup = max(r["setup"] for r in ranks) / reference["setup"]
+        peak = max(r["peak"] for r in ranks) / model_bytes
+        anon = max(r["anon"] for r in ranks) / model_bytes
+        print(f"{case} x{n}: slowest rank's setup / csx's: {setup:.2f}x; worst rank's peak: {peak:.2f}x the model,"
+              f" anonymous growth {anon:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""CSXFSDPStrategy: one model sharded over N emulated CS-X systems (torch FSDP2), materialized by rows."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed
+from lightning.fabric.strategies import _StrategyRegistry
+from lightning.fabric.utilities.load import _METADATA_FILENAME
+from lightning.fabric.utilities.optimizer import _optimizers_to_device
+from lightning.fabric.utilities.types import _PATH
+from lightning.pytorch import Trainer
+from lightning.pytorch.core.optimizer import LightningOptimizer
+from lightning.pytorch.strategies import ModelParallelStrategy
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from torch import nn
+from torch.optim import Optimizer
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint import load as dcp_load
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from typing_extensions import override
+
+from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
+from cs_lightning.strategies.system import _RNG_KEY, _WEIGHT_DTYPES, CSXSystem, _check_keys, _restore_rng_states
+
+STATE_DICT_TYPES = ("sharded", "full")
+
+
+class _ShardedFolder:
+    """A checkpoint folder written by ``torch.distributed.checkpoint``, read once the model is sharded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+
+class _FSDP2(ModelParallelStrategy):
+    """Lightning's ModelParallelStrategy, set up without asking the user to shard in ``configure_model``."""
+
+    @override
+    def setup(self, trainer: Trainer) -> None:
+        assert self.model is not None and self.accelerator is not None
+        self.accelerator.setup(trainer)
+        self.model = self.precision_plugin.convert_module(self.model)
+        self.model_to_device()
+        self.barrier()
+        if trainer.state.fn == TrainerFn.FITTING:
+            self.setup_optimizers(trainer)
+        self.setup_precision_plugin()
+        if trainer.state.fn == TrainerFn.FITTING:
+            _optimizers_to_device(self.optimizers, self.root_device)
+
+
+class CSXFSDPStrategy(CSXSystem, _FSDP2):
+    """Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly.
+
+    The model is sharded automatically: each block of every ``nn.ModuleList`` (or each module of
+    ``block_classes``), then the LightningModule as the root (call the model through ``self(...)``),
+    with ``fully_shard`` on a data-parallel mesh of all ranks (data-parallel size = world size:
+    every rank gets its own batches). A model built in ``configure_model()`` or under ``trainer.init_module()`` is recorded
+    and each rank generates only its rows of each parameter (``Shard(0)``, ``torch.chunk`` along
+    dim 0): the gathered weights, buffers and the generator state afterwards equal one-process
+    eager construction, bit for bit. A model built in ``__init__`` is sharded after the fact.
+
+    Args:
+        block_classes: module classes (or their dotted import paths) to shard each instance of,
+            instead of the children of every ``nn.ModuleList``.
+        state_dict_type: ``"sharded"`` (a folder, one file per rank, through
+            ``torch.distributed.checkpoint``) or ``"full"`` (one file, gathered on rank 0).
+        trace_check, compile, compile_backend, init_mode: as for :class:`~cs_lightning.strategies.CSXStrategy`
+            (``"independent"`` generates each tensor whole and keeps the rows).
+        **kwargs: ``strict_schedulers`` (see :class:`~cs_lightning.strategies.CSXSystem`),
+            ``process_group_backend`` and ``timeout``.
+    """
+
+    strategy_name = "csx_fsdp"
+
+    def __init__(
+        self,
+        *,
+        block_classes: Iterable[type[nn.Module] | str] | None = None,
+        state_dict_type: str = "sharded",
+        trace_check: bool = True,
+        compile: bool = False,
+        compile_backend: str | Any = "inductor",
+        init_mode: str = "exact",
+        **kwargs: Any,
+    ) -> None:
+        if state_dict_type not in STATE_DICT_TYPES:
+            raise ValueError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
+        super().__init__(
+            trace_check=trace_check, compile=compile, compile_backend=compile_backend, init_mode=init_mode,
+            save_distributed_checkpoint=state_dict_type == "sharded", **kwargs,
+        )
+        self.block_classes = tuple(_block_class(c) for c in block_classes) if block_classes is not None else None
+        self.state_dict_type = state_dict_type
+        self.sharded_whole: dict[str, str] = {}  # parameters generated whole (rows kept), with the op why
+
+    @override
+    def setup_environment(self) -> None:
+        """Every rank is a data-parallel replica of one sharded model: data-parallel size = world size."""
+        self._data_parallel_size = self.num_nodes * self.num_processes
+        self._tensor_parallel_size = 1
+        super().setup_environment()
+
+    @override
+    def setup(self, trainer: Trainer) -> None:
+        """Shard a model that was built eagerly (in ``__init__``), at full memory, with a warning."""
+        module = self.lightning_module
+        if not self._is_recorded(module):
+            self._shard_eager(module)
+        super().setup(trainer)
+
+    def _shard_eager(self, module: nn.Module) -> None:
+        if any(isinstance(m, FSDPModule) for m in module.modules()):
+            return
+        rank_zero_warn(
+            "csx_fsdp: the model was built in __init__, so every rank held all of it before sharding; build it"
+            " in configure_model() (or under trainer.init_module()) to have each rank make only its own rows."
+        )
+        self._shard(module)
+
+    @property
+    @override
+    def restore_checkpoint_after_setup(self) -> bool:
+        """Read a checkpoint before setup: a recorded model is then sharded straight from it (no init)."""
+        return False
+
+    @property
+    @override
+    def lightning_restore_optimizer(self) -> bool:
+        return True
+
+    @override
+    def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
+        """A single file is memory-mapped (each rank reads its rows only); a sharded folder's tensors are
+        read by ``torch.distributed.checkpoint`` once the model is sharded."""
+        path = Path(self.broadcast(checkpoint_path))
+        if path.is_dir() and (path / _METADATA_FILENAME).is_file():
+            checkpoint = torch.load(path / _METADATA_FILENAME, weights_only=weights_only)
+            checkpoint["state_dict"] = _ShardedFolder(path)
+            checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
+            return checkpoint
+        return torch.load(path, map_location="cpu", mmap=True, weights_only=weights_only)
+
+    @override
+    def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
+        """Shard the model, initializing none of what the checkpoint provides, then load this rank's rows."""
+        module = self.lightning_module
+        source = checkpoint["state_dict"]
+        folder = isinstance(source, _ShardedFolder)
+        if strict and not folder:
+            _check_keys(module, source)
+        provided = set(module.state_dict()) if folder else set(source)
+        if self._is_recorded(module):
+            self._materialize_sharded(module, provided, rng="fast" if _RNG_KEY in checkpoint else "eager")
+        else:
+            self._shard_eager(module)
+        if folder:
+            model_state = {"state_dict": get_model_state_dict(module)}
+            dcp_load(model_state, checkpoint_id=source.path)
+            set_model_state_dict(module, model_state["state_dict"], options=StateDictOptions(strict=strict))
+        else:
+            load_rows(module, source)
+        if _RNG_KEY in checkpoint:
+            _restore_rng_states(checkpoint[_RNG_KEY])
+
+    @override
+    def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
+        """An optimizer that has not stepped yet is saved as it is: torch's state-dict helper would give
+        it a state by running a zero-gradient step (a step count of 1), changing the training to come."""
+        raw = optimizer._optimizer if isinstance(optimizer, LightningOptimizer) else optimizer
+        if not raw.state:
+            return raw.state_dict()
+        return super().optimizer_state(optimizer)
+
+    @override
+    def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
+        """Each rank takes its rows of the optimizer state; a state saved before the first step is empty."""
+        source = checkpoint["state_dict"]
+        for k, optimizer in enumerate(self.optimizers):
+            if not isinstance(source, _ShardedFolder):
+                optimizer.load_state_dict(sharded_optimizer_state(optimizer, checkpoint["optimizer_states"][k]))
+                continue
+            key = f"optimizer_{k}"
+            saved = FileSystemReader(source.path).read_metadata().state_dict_metadata
+            if not any(name.startswith(f"{key}.state.") for name in saved):
+                continue  # saved before the first step: nothing to load
+            # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten)
+            state = {key: get_optimizer_state_dict(self.model, optimizer)}
+            dcp_load(state, checkpoint_id=source.path)
+            set_optimizer_state_dict(self.model, optimizer, state[key])
+
+    @override
+    def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
+        self._materialize_sharded(module, (), rng)
+
+    def _materialize_sharded(self, module: nn.Module, provided: Collection[str], rng: str) -> None:
+        """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``)."""
+        started = time.perf_counter()
+        dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
+
+        def prepare(model: nn.Module) -> None:
+            self._shard(model)
+            # allocate what each rank holds: its shards, the buffers (set right after)
+            model._apply(lambda t: torch.empty_like(t, device=self.root_device) if t.is_meta else t)
+
+        self.sharded_whole = materialize_sharded(
+            module, self.root_device, dtype, prepare=prepare, agree=self._all_ranks, mode=self.init_mode,
+            provided=provided, rng=rng,
+        )
+        if self.sharded_whole:
+            named = [f"{name} ({why})" for name, why in self.sharded_whole.items()]
+            listed = ", ".join(named[:10]) + (f" and {len(named) - 10} more" if len(named) > 10 else "")
+            rank_zero_info(f"csx_fsdp: generated whole on every rank, rows kept (no row-wise init): {listed}")
+        self._add_phase("materialize", time.perf_counter() - started)
+
+    def _shard(self, module: nn.Module) -> None:
+        """``fully_shard`` each block, then the LightningModule as the root (its forward gathers the rest)."""
+        mesh = self.device_mesh["data_parallel"]
+        for block in _blocks(module, self.block_classes):
+            fully_shard(block, mesh=mesh)
+        fully_shard(module, mesh=mesh)
+
+    def _all_ranks(self, ok: bool) -> bool:
+        """True when ``ok`` on every rank (one all-reduce of one number)."""
+        device = self.root_device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
+        flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        return int(flag.item()) == 0
+
+    @classmethod
+    @override
+    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
+        strategy_registry.register(cls.strategy_name, cls, description=cls.__doc__.splitlines()[0], override=True)
+
+
+def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> list[nn.Module]:
+    """The modules to shard one by one, innermost first (fully_shard's order: children before parents)."""
+    if classes is not None:
+        found = [m for m in module.modules() if isinstance(m, classes) and m is not module]
+    else:
+        found = [block for m in module.modules() if isinstance(m, nn.ModuleList) for block in m]
+    found = [m for m in found if next(m.parameters(), None) is not None]
+    depth = {id(m): name.count(".") for name, m in module.named_modules()}
+    return sorted(found, key=lambda m: -depth[id(m)])
+
+
+def _block_class(spec: type[nn.Module] | str) -> type[nn.Module]:
+    if isinstance(spec, type) and issubclass(spec, nn.Module):
+        return spec
+    if isinstance(spec, str) and "." in spec:
+        path, _, name = spec.rpartition(".")
+        try:
+            found = getattr(importlib.import_module(path), name)
+        except (ImportError, AttributeError) as error:
+            raise ValueError(f"block_classes: {spec!r} cannot be imported ({error}); give a module class or"
+                             " its dotted import path, e.g. 'my_project.model.Block'.") from error
+        return _block_class(found)
+    raise TypeError(f"block_classes: {spec!r} is not an nn.Module class nor a dotted import path of one,"
+                    " e.g. 'my_project.model.Block'.")
+

@@ -1,0 +1,149 @@
+"""A model exercising every kind of init the sharded materialization handles, and a LightningModule around it.
+
+Shared by the csx_fsdp tests and their subprocess scripts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from lightning.pytorch import LightningModule
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+VOCAB, WIDTH = 37, 24
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+        self.up = nn.Linear(WIDTH, 50)  # kaiming_uniform_ (Linear's default), 50 rows: uneven over 3 ranks
+        self.down = nn.Linear(50, WIDTH)
+        nn.init.xavier_normal_(self.down.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+class Net(nn.Module):
+    """Tied embedding/head with a zeroed padding row, trunc_normal_, orthogonal_ (not row-sliceable),
+    kaiming and xavier, tensors under 16 elements, a computed buffer and a computed non-persistent one."""
+
+    def __init__(self, blocks: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, WIDTH, padding_idx=3)
+        self.blocks = nn.ModuleList(Block() for _ in range(blocks))
+        self.mix = nn.Parameter(torch.empty(33, WIDTH))
+        nn.init.trunc_normal_(self.mix, std=0.02)
+        self.rotate = nn.Parameter(torch.empty(9, 9))
+        nn.init.orthogonal_(self.rotate)
+        self.spread = nn.Parameter(torch.empty(21, WIDTH))
+        nn.init.kaiming_normal_(self.spread)
+        self.tiny = nn.Parameter(torch.randn(3, 2))  # under 16 elements: a cached Box-Muller sample
+        self.head = nn.Linear(WIDTH, VOCAB, bias=False)
+        self.head.weight = self.embed.weight
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, WIDTH))
+        inv = 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))
+        self.register_buffer("freqs", torch.outer(torch.arange(5).float(), inv), persistent=False)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear) and module.out_features == WIDTH:
+            nn.init.normal_(module.weight, std=0.02 / math.sqrt(2))
+            nn.init.zeros_(module.bias)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens) * self.scale
+        for block in self.blocks:
+            x = block(x)
+        x = x + (x[..., :9] @ self.rotate).sum(-1, keepdim=True) + (self.mix.mean() + self.spread.mean())
+        x = x + self.tiny.sum() + self.freqs.sum()
+        return self.head(x)
+
+
+class Language(LightningModule):
+    """:class:`Net` as a next-token model, built in ``configure_model`` (or in ``__init__``)."""
+
+    def __init__(self, build_in: str = "configure_model", blocks: int = 2) -> None:
+        super().__init__()
+        self.blocks = blocks
+        self.net: nn.Module | None = Net(blocks) if build_in == "init" else None
+
+    def configure_model(self) -> None:
+        if self.net is None:
+            self.net = Net(self.blocks)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.net(tokens)
+
+    def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        tokens, targets = batch
+        return nn.functional.cross_entropy(self(tokens).flatten(0, 1), targets.flatten())
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.loss(batch)
+
+    def configure_optimizers(self) -> Any:
+        from cs_lightning.schedulers import CosineDecayLR
+
+        optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)
+        return {"optimizer": optimizer,
+                "lr_scheduler": CosineDecayLR(optimizer, initial_learning_rate=0.01, end_learning_rate=0.001,
+                                              total_iters=10)}
+
+
+def tokens(n: int = 48, length: int = 8, batch_size: int = 4) -> DataLoader:
+    generator = torch.Generator().manual_seed(11)
+    data = torch.randint(0, VOCAB, (n, length + 1), generator=generator)
+    return DataLoader(TensorDataset(data[:, :-1], data[:, 1:]), batch_size=batch_size)
+
+
+class Wide(nn.Module):
+    """~80 MiB: a tied 16 MiB embedding and 16 blocks of 4 MiB, for per-rank memory measurements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(8192, 512)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(512, 1024), nn.GELU(), nn.Linear(1024, 512))
+                                    for _ in range(16))
+        self.head = nn.Linear(512, 8192, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+
+def resident(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (VmRSS, VmHWM...), in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+class Measured(Language):
+    """:class:`Wide` as a next-token model. ``peak``: the peak resident memory of setup (configure_model to
+    on_fit_start) above the memory before it; ``anonymous``: the growth of anonymous memory over setup."""
+
+    def configure_model(self) -> None:
+        if self.net is None:
+            with open("/proc/self/clear_refs", "w") as clear:  # the peak starts again from here
+                clear.write("5")
+            self.baseline = resident("VmRSS")
+            self.anonymous_before = resident("RssAnon")
+            self.net = Wide()
+
+    def on_fit_start(self) -> None:
+        self.peak = resident("VmHWM") - self.baseline
+        self.anonymous = resident("RssAnon") - self.anonymous_before
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.01)

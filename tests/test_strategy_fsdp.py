@@ -1,0 +1,308 @@
+"""strategy="csx_fsdp" on CPU with gloo, 2 and 3 processes (uneven shards): each rank materializes only its
+rows, and the gathered model equals one-process eager construction bit for bit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch import seed_everything
+from torch import nn
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "tests"))
+from sharded_models import Language, Net  # noqa: E402
+
+from cs_lightning.deferred import materialize, recording  # noqa: E402
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from lightning.pytorch import Callback, Trainer, seed_everything
+    from torch.distributed.tensor import DTensor
+    import cs_lightning
+    from sharded_models import Language, tokens
+
+    class Report(Callback):
+        def on_fit_start(self, trainer, pl_module):  # right after materialization, before any step
+            rng = torch.get_rng_state()
+            state = pl_module.state_dict()
+            full = {{k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().clone() for k, v in state.items()}}
+            if trainer.global_rank == 0:
+                torch.save({{"state": full, "rng": rng, "freqs": pl_module.net.freqs.clone()}}, "gathered.pt")
+            self.local = {{k: list(v.to_local().shape) for k, v in state.items() if isinstance(v, DTensor)}}
+
+        def on_fit_end(self, trainer, pl_module):
+            batch = next(iter(tokens()))
+            with torch.no_grad():
+                loss = pl_module.loss(batch)
+            report = {{
+                "rank": trainer.global_rank, "world": trainer.world_size,
+                "strategy": type(trainer.strategy).__name__, "accelerator": type(trainer.accelerator).__name__,
+                "sampler": trainer.strategy.distributed_sampler_kwargs, "local": self.local,
+                "steps": trainer.global_step, "loss": loss.item(), "loss_bits": loss.view(torch.int32).item(),
+                "whole": sorted(trainer.strategy.sharded_whole),
+            }}
+            with open(f"rank{{trainer.global_rank}}.json", "w") as file:
+                json.dump(report, file)
+
+    seed_everything(5)
+    trainer = Trainer(strategy="csx_fsdp", devices={world}, accelerator="cpu", max_steps=2, logger=False,
+                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=[Report()])
+    trainer.fit(Language(build_in={build_in!r}), tokens())
+    if {independent}:  # per-tensor generators: each tensor made whole, its rows kept
+        seed_everything(5)
+        model = Language()
+        Trainer(strategy=cs_lightning.CSXFSDPStrategy(init_mode="independent"), devices={world}, accelerator="cpu",
+                max_steps=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                enable_model_summary=False).fit(model, tokens())
+        state = {{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in model.state_dict().items()}}
+        if trainer.global_rank == 0:
+            torch.save(state, "independent.pt")
+    """
+)
+
+
+def _run(tmp_path: Path, world: int, build_in: str = "configure_model", independent: bool = False
+         ) -> tuple[list[dict], dict, str]:
+    script = tmp_path / "train_sharded.py"
+    script.write_text(SCRIPT.format(tests=str(REPO / "tests"), world=world, build_in=build_in, independent=independent))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(world)]
+    return ranks, torch.load(tmp_path / "gathered.pt"), run.stdout + run.stderr
+
+
+def _eager() -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+    seed_everything(5)
+    net = Net()
+    return {f"net.{k}": v for k, v in net.state_dict().items()}, torch.get_rng_state(), net.freqs
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_each_rank_makes_its_rows_and_the_gathered_model_is_eager(tmp_path: Path, world: int) -> None:
+    ranks, gathered, output = _run(tmp_path, world, independent=world == 2)
+    expected, rng, freqs = _eager()
+    assert sorted(gathered["state"]) == sorted(expected)
+    for name, tensor in expected.items():  # tied embedding/head, padding row, buffers: all bit for bit
+        assert torch.equal(gathered["state"][name], tensor), name
+    assert torch.equal(gathered["freqs"], freqs)  # a computed non-persistent buffer
+    assert torch.equal(gathered["rng"], rng)  # the generator is where eager leaves it
+    assert {r["strategy"] for r in ranks} == {"CSXFSDPStrategy"}
+    assert {r["accelerator"] for r in ranks} == {"CSXAccelerator"}
+    assert [r["sampler"] for r in ranks] == [{"num_replicas": world, "rank": k} for k in range(world)]
+    for k, report in enumerate(ranks):  # Shard(0) = torch.chunk: ceil(rows / N) each, the last fewer
+        for name, shape in report["local"].items():
+            rows = expected[name].shape[0]
+            assert shape == list(torch.chunk(torch.empty(rows), world)[k].shape) + list(expected[name].shape[1:])
+    assert ranks[0]["whole"] == ["net.rotate", "net.tiny"]  # orthogonal_, and a draw under 16 elements
+    assert output.count("generated whole on every rank, rows kept") == 1
+    assert "net.rotate (copy_.default), net.tiny (randn.default)" in output
+    assert {r["steps"] for r in ranks} == {2}
+    assert torch.isfinite(torch.tensor(ranks[0]["loss"]))
+    assert len({r["loss_bits"] for r in ranks}) == 1  # the same loss, bit for bit, on every rank
+    assert "Time to first loss" in output
+    if world == 2:  # init_mode="independent": what one process makes in that mode
+        seed_everything(5)
+        module = Language()
+        with recording():
+            module.configure_model()
+        materialize(module, mode="independent")
+        independent = torch.load(tmp_path / "independent.pt")
+        assert sorted(independent) == sorted(module.state_dict())
+        for name, tensor in module.state_dict().items():
+            assert torch.equal(independent[name], tensor), name
+
+
+def test_a_model_built_in_init_is_sharded_after_the_fact_with_a_warning(tmp_path: Path) -> None:
+    ranks, gathered, output = _run(tmp_path, 2, build_in="init")
+    expected, _, _ = _eager()
+    for name, tensor in expected.items():
+        assert torch.equal(gathered["state"][name], tensor), name
+    assert output.count("csx_fsdp: the model was built in __init__") == 1
+    assert "configure_model()" in output
+    assert {r["steps"] for r in ranks} == {2}
+    assert ranks[0]["loss_bits"] == ranks[1]["loss_bits"]
+
+
+def test_options_are_checked_with_the_fix() -> None:
+    from cs_lightning import CSXFSDPStrategy
+
+    with pytest.raises(ValueError, match=r"state_dict_type='both'.*'sharded', 'full'"):
+        CSXFSDPStrategy(state_dict_type="both")
+    with pytest.raises(TypeError, match=r"block_classes: 3 is not an nn.Module class"):
+        CSXFSDPStrategy(block_classes=[3])
+    with pytest.raises(ValueError, match=r"block_classes: 'sharded_models.Nope' cannot be imported"):
+        CSXFSDPStrategy(block_classes=["sharded_models.Nope"])
+    from sharded_models import Block
+
+    assert CSXFSDPStrategy(block_classes=["sharded_models.Block", nn.Linear]).block_classes == (Block, nn.Linear)
+
+
+RESUME_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from lightning.pytorch import Callback, Trainer, seed_everything
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from torch.distributed.tensor import DTensor
+    from cs_lightning import CSXFSDPStrategy
+    from sharded_models import Language, tokens
+
+    class Record(Callback):
+        def __init__(self):
+            self.losses, self.lrs = [], []
+
+        def on_train_start(self, trainer, pl_module):  # a checkpoint before the first step: empty optimizer state
+            if trainer.global_step == 0:
+                trainer.save_checkpoint("start.ckpt")
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.losses.append(outputs["loss"].detach().view(torch.int32).item())
+            self.lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+    def run(ckpt_path=None):
+        seed_everything(5)
+        record = Record()
+        saving = ModelCheckpoint(dirpath="saved", every_n_train_steps=2, save_top_k=-1)
+        trainer = Trainer(strategy=CSXFSDPStrategy(state_dict_type={kind!r}), devices={world}, accelerator="cpu",
+                          max_steps=4, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                          callbacks=[record, saving])
+        model = Language()
+        trainer.fit(model, tokens(n=16), ckpt_path=ckpt_path)
+        optimizer = trainer.optimizers[0]
+        state = {{k: (v.full_tensor() if isinstance(v, DTensor) else v).detach() for k, v in model.state_dict().items()}}
+        moments = [s[k].full_tensor() for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq")]
+        steps = [float(s["step"]) for s in optimizer.state.values()]
+        return record, state, moments, steps, torch.get_rng_state()
+
+    whole = run()
+    report = {{}}
+    for name, path in (("start", "start.ckpt"), ("step2", "saved/epoch=0-step=2.ckpt")):
+        record, state, moments, steps, rng = run(path)
+        report[name] = {{
+            "losses": record.losses == whole[0].losses[-len(record.losses):], "n": len(record.losses),
+            "lrs": record.lrs == whole[0].lrs[-len(record.lrs):],
+            "weights": all(torch.equal(state[k], whole[1][k]) for k in whole[1]),
+            "moments": len(moments) == len(whole[2]) and all(torch.equal(a, b) for a, b in zip(moments, whole[2])),
+            "steps": steps == whole[3], "rng": torch.equal(rng, whole[4]),
+        }}
+    report["uninterrupted_steps"] = sorted(set(whole[3]))  # saving before the first step took no step
+    import torch.distributed as dist
+    with open(f"resume{{dist.get_rank()}}.json", "w") as file:
+        json.dump(report, file)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["sharded", "full"])
+def test_resume_from_a_checkpoint_is_exact(tmp_path: Path, kind: str) -> None:
+    world = 2
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests"), kind=kind, world=world))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    saved = tmp_path / "saved" / "epoch=0-step=2.ckpt"
+    assert saved.is_dir() if kind == "sharded" else saved.is_file()
+    if kind == "full":  # a plain single-file Lightning checkpoint: it loads into the unsharded model
+        checkpoint = torch.load(saved, weights_only=False)
+        module = Language()
+        module.configure_model()
+        module.load_state_dict(checkpoint["state_dict"])
+        optimizer = module.configure_optimizers()["optimizer"]
+        optimizer.load_state_dict(checkpoint["optimizer_states"][0])
+        assert [float(s["step"]) for s in optimizer.state.values()] == [2.0] * len(list(module.parameters()))
+    for rank in range(world):
+        report = json.loads((tmp_path / f"resume{rank}.json").read_text())
+        expected = {"losses": True, "lrs": True, "weights": True, "moments": True, "steps": True, "rng": True}
+        assert report["step2"] == {**expected, "n": 2}
+        # written in on_train_start, after the loop drew its data loader's seed, which a resumed run draws again
+        assert report["start"] == {**expected, "n": 4, "rng": False}
+        assert report["uninterrupted_steps"] == [4.0]
+
+
+MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from lightning.pytorch import Trainer, seed_everything
+    from cs_lightning import CSXFSDPStrategy
+    from sharded_models import Measured, tokens
+
+    def run(ckpt_path=None, save=None):
+        seed_everything(5)
+        trainer = Trainer(strategy=CSXFSDPStrategy(state_dict_type="full"), devices=2, accelerator="cpu",
+                          max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                          enable_model_summary=False)
+        model = Measured()
+        trainer.fit(model, tokens(n=16, length=4), ckpt_path=ckpt_path)
+        if save:
+            trainer.save_checkpoint(save)
+        return trainer.global_rank, {{"peak": model.peak, "anonymous": model.anonymous}}
+
+    mode = sys.argv[1]  # each in a fresh process: freed memory stays in the process's heap
+    rank, peak = run(save="full.ckpt") if mode == "initialized" else run(ckpt_path="full.ckpt")
+    with open(f"{{mode}}{{rank}}.json", "w") as file:
+        json.dump(peak, file)
+    """
+)
+
+
+def test_each_rank_holds_about_its_share_of_the_model_during_setup(tmp_path: Path) -> None:
+    from sharded_models import Wide
+
+    model_bytes = 4 * sum(p.numel() for p in Wide().parameters())  # 80 MiB; largest tensor 16 MiB
+    script = tmp_path / "memory.py"
+    script.write_text(MEMORY_SCRIPT.format(tests=str(REPO / "tests")))
+    for mode in ("initialized", "loaded"):
+        run = subprocess.run([sys.executable, str(script), mode], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+    for rank in (0, 1):
+        peaks = {mode: json.loads((tmp_path / f"{mode}{rank}.json").read_text()) for mode in ("initialized", "loaded")}
+        # half the model, plus the rows of one tensor in flight; a whole replica would be 1.0
+        assert 0.45 * model_bytes < peaks["initialized"]["peak"] <= 0.65 * model_bytes, peaks
+        # from a single file: its own rows copied out of the mapping (pages handed back as copied, but
+        # the peak counts those in flight, and pages the other rank maps too are not handed back)
+        assert 0.45 * model_bytes < peaks["loaded"]["anonymous"] <= 0.65 * model_bytes, peaks
+        assert peaks["loaded"]["peak"] <= 0.75 * model_bytes, peaks
+
+
+def test_the_trace_check_refuses_a_host_read_on_every_rank(tmp_path: Path) -> None:
+    script = tmp_path / "reads.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        from lightning.pytorch import Trainer, seed_everything
+        import cs_lightning
+        from sharded_models import Language, tokens
+
+        class Reads(Language):
+            def training_step(self, batch, batch_idx):
+                loss = self.loss(batch)
+                if loss > 100:  # the host read
+                    loss = loss * 0
+                return loss
+
+        seed_everything(5)
+        try:
+            Trainer(strategy="csx_fsdp", devices=2, accelerator="cpu", max_steps=2, logger=False,
+                    enable_checkpointing=False, enable_progress_bar=False,
+                    enable_model_summary=False).fit(Reads(), tokens())
+        except cs_lightning.GraphBreakError as error:
+            print("refused:", str(error).splitlines()[1].strip())
+    """))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    line = next(k for k, text in enumerate(script.read_text().splitlines(), 1) if "if loss > 100:" in text)
+    assert f'refused: File "{script}", line {line}, in training_step' in run.stdout, run.stderr[-3000:]
