@@ -565,7 +565,8 @@ def _written_checkpoint(trainer: Trainer, since: float) -> str | None:
     if saver is None:
         return None
     known = {saver.last_model_path, saver.best_model_path, *saver.best_k_models}
-    written = [(os.path.getmtime(p), p) for p in known if p and os.path.isfile(p) and os.path.getmtime(p) >= since]
+    # a sharded checkpoint (csx_fsdp) is a folder
+    written = [(os.path.getmtime(p), p) for p in known if p and os.path.exists(p) and os.path.getmtime(p) >= since]
     return max(written)[1] if written else None
 
 
