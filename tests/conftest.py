@@ -43,3 +43,14 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` (relative path -> bytes), to prove a command changed nothing."""
     return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*"))
             if path.is_file() and "cs_lightning_cache" not in path.parts}
+
+
+def flat_state(state: object) -> list:
+    """A checkpoint's nested state as comparable leaves (tensors as their bytes): equal only bit for bit."""
+    if isinstance(state, dict):
+        return [(k, flat_state(v)) for k, v in sorted(state.items(), key=lambda item: str(item[0]))]
+    if isinstance(state, (list, tuple)):
+        return [flat_state(v) for v in state]
+    if isinstance(state, torch.Tensor):
+        return [str(state.dtype), list(state.shape), state.contiguous().view(-1).view(torch.uint8).tolist()]
+    return [state]

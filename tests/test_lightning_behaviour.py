@@ -18,6 +18,8 @@ from torch import nn
 from torch.optim import lr_scheduler as torch_lr
 from torch.utils.data import DataLoader, TensorDataset
 
+from conftest import flat_state
+
 import cs_lightning  # noqa: F401  registers "csx"
 from cs_lightning import schedulers as cs
 
@@ -511,17 +513,6 @@ torch.save({"weights": model.state_dict(), "optimizer": trainer.optimizers[0].st
 '''
 
 
-def _flat(state: Any) -> list:
-    """Optimizer state as comparable leaves (tensors as bytes)."""
-    if isinstance(state, dict):
-        return [(k, _flat(v)) for k, v in sorted(state.items(), key=lambda item: str(item[0]))]
-    if isinstance(state, (list, tuple)):
-        return [_flat(v) for v in state]
-    if isinstance(state, torch.Tensor):
-        return [str(state.dtype), list(state.shape), state.contiguous().view(-1).view(torch.uint8).tolist()]
-    return [state]
-
-
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_a_run_killed_mid_epoch_resumes_bit_identical_with_a_resumable_dataloader(strategy: str, tmp_path: Any) -> None:
     import random
@@ -550,7 +541,7 @@ def test_a_run_killed_mid_epoch_resumes_bit_identical_with_a_resumable_dataloade
     expected, actual = (torch.load(tmp_path / f"{mode}.pt", weights_only=False) for mode in ("uninterrupted", "resume"))
     assert actual["step"] == expected["step"] == 24
     assert all(torch.equal(actual["weights"][k], expected["weights"][k]) for k in expected["weights"])
-    assert _flat(actual["optimizer"]) == _flat(expected["optimizer"])
+    assert flat_state(actual["optimizer"]) == flat_state(expected["optimizer"])
     assert actual["lr"] == expected["lr"]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from conftest import REPO
+from conftest import REPO, flat_state
 
 # 64 samples in batches of 8: 8 steps an epoch; a checkpoint every epoch; 20 steps in all.
 SCRIPT = textwrap.dedent(
@@ -64,16 +64,5 @@ def test_killed_run_resumed_from_last_ends_bit_identical(tmp_path: Path) -> None
     assert actual["step"] == expected["step"] == 20
     assert actual["weights"].keys() == expected["weights"].keys()
     assert all(torch.equal(actual["weights"][k], expected["weights"][k]) for k in expected["weights"])
-    assert _flat(actual["optimizer"]) == _flat(expected["optimizer"])
+    assert flat_state(actual["optimizer"]) == flat_state(expected["optimizer"])
     assert actual["lr"] == expected["lr"]
-
-
-def _flat(state: object) -> list:
-    """Optimizer state as comparable leaves (tensors as bytes)."""
-    if isinstance(state, dict):
-        return [(k, _flat(v)) for k, v in sorted(state.items(), key=lambda item: str(item[0]))]
-    if isinstance(state, (list, tuple)):
-        return [_flat(v) for v in state]
-    if isinstance(state, torch.Tensor):
-        return [str(state.dtype), list(state.shape), state.contiguous().view(-1).view(torch.uint8).tolist()]
-    return [state]
