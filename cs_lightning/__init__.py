@@ -11,7 +11,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 from cs_lightning.errors import CSLightningError  # noqa: E402
-from cs_lightning.trace import GraphBreakError  # noqa: E402
+from cs_lightning.errors import GraphBreakError  # noqa: E402
 from cs_lightning.data import ResumableDataLoader  # noqa: E402
 
 try:

@@ -54,8 +54,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import write_atomic
-from cs_lightning.errors import ConfigError
-from cs_lightning.trace import GraphBreakError
+from cs_lightning.errors import ConfigError, CSLightningError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
 from cs_lightning.schedulers.registry import probe_param_groups
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -721,7 +720,7 @@ def main(args: Sequence[str] | None = None) -> int:
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
             CSLightningCLI(args=argv, imported=imported)
-    except (ConfigError, GraphBreakError) as err:  # the user's to fix: one line, no traceback
+    except CSLightningError as err:  # the user's to fix (a config, a graph break, a scheduler): one line
         return _fail(str(err))
     except argparse.ArgumentError as err:
         return _fail(_parser_error_line(str(err)))

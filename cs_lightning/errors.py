@@ -31,3 +31,11 @@ class ClosedFormError(CSLightningError, TypeError):
 
 class TooLargeError(CSLightningError, MemoryError):
     """A result would not fit in this machine's memory; the message says how to ask for less."""
+
+
+class GraphBreakError(CSLightningError, RuntimeError):
+    """The training step does not run as one graph; the message names file, line and fix."""
+
+
+class NotConvertible(CSLightningError, ValueError):
+    """A torch scheduler that has no closed-form equivalent; the message says why."""

@@ -33,15 +33,11 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cs_lightning.errors import CSLightningError
+from cs_lightning.errors import GraphBreakError
 
 __all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
-
-
-class GraphBreakError(CSLightningError, RuntimeError):
-    """The training step does not run as one graph; the message names file, line and fix."""
 
 
 @contextmanager

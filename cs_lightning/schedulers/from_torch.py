@@ -34,6 +34,7 @@ import torch
 from torch.optim import lr_scheduler as torch_lr
 
 from cs_lightning import schedulers as cs
+from cs_lightning.errors import NotConvertible
 from cs_lightning.schedulers.base import Scheduler, default_dtype
 
 try:  # Lightning's logger says it once per job, not once per rank
@@ -46,10 +47,6 @@ except ImportError:  # the schedulers need torch only
 _ROUNDING = 1e-6
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
-
-
-class NotConvertible(ValueError):
-    """A torch scheduler that has no closed-form equivalent; the message says why."""
 
 
 class HostSchedulerWarning(UserWarning):
