@@ -62,6 +62,17 @@ def _close(got: list[list[float]], expected: list[list[float]]) -> None:
     torch.testing.assert_close(*flat, rtol=1e-6, atol=0.0)
 
 
+class _Regressor(LightningModule):
+    """The smallest model: one linear layer, mean squared error; tests add what they exercise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+
 # -- 1. the user's scheduler object stays the one Lightning and the user see -------------------------
 
 
@@ -198,14 +209,7 @@ def test_a_native_scheduler_refuses_a_group_added_where_the_schedule_is_zero() -
 ], ids=["torch ExponentialLR", "cs ExponentialLR"])
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_step_with_an_epoch_jumps_there_with_torchs_deprecation_warning(strategy: str, make: Any) -> None:
-    class Jumping(LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Linear(4, 1)
-
-        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-            return nn.functional.mse_loss(self.net(batch[0]), batch[1])
-
+    class Jumping(_Regressor):
         def configure_optimizers(self) -> Any:
             optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
             return {"optimizer": optimizer, "lr_scheduler": {"scheduler": make(optimizer), "interval": "step"}}
@@ -224,14 +228,7 @@ def test_step_with_an_epoch_jumps_there_with_torchs_deprecation_warning(strategy
 # -- 8. LightningCLI's short scheduler names keep meaning torch's classes --------------------------
 
 
-class _CLIModel(LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Linear(4, 1)
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return nn.functional.mse_loss(self.net(batch[0]), batch[1])
-
+class _CLIModel(_Regressor):
     def train_dataloader(self) -> DataLoader:
         return _data()
 
@@ -345,13 +342,9 @@ class _Recorder(Logger):
         pass
 
 
-class _Logged(LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Linear(4, 1)
-
+class _Logged(_Regressor):
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        loss = nn.functional.mse_loss(self.net(batch[0]), batch[1])
+        loss = super().training_step(batch, batch_idx)
         self.log("train_loss", loss)
         return loss
 
@@ -424,14 +417,7 @@ MOMENTUM_CYCLES = {
 def _fit_cycling(strategy: str, case: str) -> list[list[float]]:
     make_optimizer, make_scheduler = MOMENTUM_CYCLES[case]
 
-    class Cycling(LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Linear(4, 1)
-
-        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-            return nn.functional.mse_loss(self.net(batch[0]), batch[1])
-
+    class Cycling(_Regressor):
         def configure_optimizers(self) -> Any:
             optimizer = make_optimizer(self.parameters())
             return {"optimizer": optimizer, "lr_scheduler": {"scheduler": make_scheduler(optimizer), "interval": "step"}}
