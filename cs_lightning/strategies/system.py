@@ -92,7 +92,6 @@ class CSXSystem(Strategy):
         self._step = StepBoundary()
         self._recorded = False
         self._check_pending = False
-        self._code: str | None = None  # trace.fingerprint of the model being fitted
         self._compiled: ExitStack | None = None
 
     @property
@@ -189,7 +188,6 @@ class CSXSystem(Strategy):
             return
         if self.compile:
             self._compile(module)
-        self._code = trace.fingerprint(module)
         # under compile=True TorchDynamo's fullgraph capture is the check (of forward): a step first
         # run under the check's modes would be compiled twice
         self._check_pending = self.trace_check and not self.compile
@@ -237,7 +235,8 @@ class CSXSystem(Strategy):
         cache = TraceCache()
         module = self.lightning_module
         options = {**_CHECK_OPTIONS, "precision": self.precision_plugin.precision, "lightning": lightning_version}
-        key = None if self._code is None else cache.key(self._code, args, options)
+        code = trace.fingerprint(module)  # read at the step it vouches for, and only when checking
+        key = None if code is None else cache.key(code, args, options)
         if key is not None and cache.hit(key):
             return super().training_step(*args, **kwargs)
         started = time.perf_counter()
