@@ -115,8 +115,14 @@ def run_case(case: str, config: Config, checkpoint: Path) -> dict:
         materialize(model, state_dict=state, mode=mode, rng=rng)
     seconds = time.perf_counter() - start
     checksum = sum(float(p.sum()) for p in model.parameters())  # every page resident
-    return {"case": case, "seconds": seconds, "peak_rss": peak_rss(), "baseline": baseline,
-            "checksum": checksum, "params": sum(p.numel() for p in model.parameters())}
+    return {
+        "case": case,
+        "seconds": seconds,
+        "peak_rss": peak_rss(),
+        "baseline": baseline,
+        "checksum": checksum,
+        "params": sum(p.numel() for p in model.parameters()),
+    }
 
 
 def main() -> None:
@@ -132,46 +138,68 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = Path(tmp) / "gpt.pt"
-        _in_child(f"torch.manual_seed(1); torch.save(GPT(Config(**{asdict(config)})).state_dict(),"
-                  f" {str(checkpoint)!r})")
+        _in_child(
+            f"torch.manual_seed(1); torch.save(GPT(Config(**{asdict(config)})).state_dict(), {str(checkpoint)!r})"
+        )
         rows = {}
         for case in CASES:
-            out = subprocess.run([sys.executable, __file__, "--case", case, "--checkpoint",
-                                  str(checkpoint), "--width", str(args.width), "--depth",
-                                  str(args.depth)], capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--case",
+                    case,
+                    "--checkpoint",
+                    str(checkpoint),
+                    "--width",
+                    str(args.width),
+                    "--depth",
+                    str(args.depth),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             rows[case] = json.loads(out.stdout.strip().splitlines()[-1])
         _report(rows, checkpoint.stat().st_size)
 
 
 def _in_child(code: str) -> None:
-    script = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n" \
-             f"import torch\nfrom deferred_init import GPT, Config\n{code}\n"
+    script = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        f"import torch\nfrom deferred_init import GPT, Config\n{code}\n"
+    )
     subprocess.run([sys.executable, "-c", script], check=True)
 
 
 def _report(rows: dict, checkpoint_bytes: int) -> None:
     gib = 2**30
     params = rows["eager"]["params"]
-    print(f"GPT-style model, {params / 1e6:.0f}M parameters, checkpoint "
-          f"{checkpoint_bytes / gib:.2f} GiB, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"GPT-style model, {params / 1e6:.0f}M parameters, checkpoint "
+        f"{checkpoint_bytes / gib:.2f} GiB, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads"
+    )
     print(f"{'case':<18} {'seconds':>8} {'peak RSS GiB':>13} {'above baseline':>15}")
     for case, r in rows.items():
-        print(f"{case:<18} {r['seconds']:>8.2f} {r['peak_rss'] / gib:>13.2f} "
-              f"{(r['peak_rss'] - r['baseline']) / gib:>15.2f}")
+        print(
+            f"{case:<18} {r['seconds']:>8.2f} {r['peak_rss'] / gib:>13.2f} "
+            f"{(r['peak_rss'] - r['baseline']) / gib:>15.2f}"
+        )
     t = {case: r["seconds"] for case, r in rows.items()}
     grown = {case: r["peak_rss"] - r["baseline"] for case, r in rows.items()}
     print()
     print(f"eager / exact:                    {t['eager'] / t['exact']:.2f}x (goal >= 1)")
     print(f"eager / independent:              {t['eager'] / t['independent']:.2f}x (goal >= 1.8)")
     for ckpt in ("ckpt (eager RNG)", "ckpt (fast RNG)"):
-        print(f"eager+load / {ckpt + ':':<20} {t['eager+load'] / t[ckpt]:.1f}x (goal >= 10); "
-              f"RSS above baseline / checkpoint: {grown[ckpt] / checkpoint_bytes:.2f} "
-              f"(goal <= 1.1), whole process: {rows[ckpt]['peak_rss'] / checkpoint_bytes:.2f}")
+        print(
+            f"eager+load / {ckpt + ':':<20} {t['eager+load'] / t[ckpt]:.1f}x (goal >= 10); "
+            f"RSS above baseline / checkpoint: {grown[ckpt] / checkpoint_bytes:.2f} "
+            f"(goal <= 1.1), whole process: {rows[ckpt]['peak_rss'] / checkpoint_bytes:.2f}"
+        )
     same = rows["eager"]["checksum"] == rows["exact"]["checksum"]
     loaded = {rows[case]["checksum"] for case in ("eager+load", *CASES[-2:])}
-    print(f"weights' checksum: exact == eager: {same}; "
-          f"both from-checkpoint cases == eager+load: {len(loaded) == 1}")
+    print(f"weights' checksum: exact == eager: {same}; both from-checkpoint cases == eager+load: {len(loaded) == 1}")
 
 
 if __name__ == "__main__":

@@ -115,8 +115,12 @@ trainer: {max_steps: 1000000000}
 def _command(args: list[str], cwd: str) -> tuple[float, float]:
     """(seconds, peak RSS in MB) of `cs-lightning *args`, run in a fresh process."""
     start = time.perf_counter()
-    child = subprocess.Popen([str(Path(sys.executable).with_name("cs-lightning")), *args], cwd=cwd,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [str(Path(sys.executable).with_name("cs-lightning")), *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -128,31 +132,48 @@ def huge_schedule() -> None:
     """(c): the schedule command on 10**9 steps, in fresh processes."""
     with tempfile.TemporaryDirectory() as folder:
         Path(folder, "run.yaml").write_text(HUGE_CONFIG)
-        print(f"\n(c) cs-lightning schedule on max_steps 1,000,000,000 (fresh process each; --help is the "
-              "startup alone)")
+        print(
+            "\n(c) cs-lightning schedule on max_steps 1,000,000,000 (fresh process each; --help is the startup alone)"
+        )
         print("  ".join(f"{h:>15}" for h in ("command", "seconds", "peak RSS MB")))
-        for name, args in (("--help", ["schedule", "--help"]),
-                           ("--table", ["schedule", "--config", "run.yaml", "--table"]),
-                           ("--out", ["schedule", "--config", "run.yaml", "--out", "lr.png", "--force"])):
+        for name, args in (
+            ("--help", ["schedule", "--help"]),
+            ("--table", ["schedule", "--config", "run.yaml", "--table"]),
+            ("--out", ["schedule", "--config", "run.yaml", "--out", "lr.png", "--force"]),
+        ):
             seconds, megabytes = _command(args, folder)
             print("  ".join(f"{cell:>15}" for cell in (name, f"{seconds:.2f}", f"{megabytes:.0f}")), flush=True)
 
 
 def main() -> None:
-    print(f"{N:,} steps; each number from a fresh process. values(): median (and first call) "
-          f"of {REPEATS} calls;")
+    print(f"{N:,} steps; each number from a fresh process. values(): median (and first call) of {REPEATS} calls;")
     print("(a) ratio = torch stepping N times / median values(); (b) = torch step / our step\n")
-    header = ("case", "values() ms", "first call ms", "torch N steps s", "(a) ratio", "our step us",
-              "torch step us", "(b) ratio")
+    header = (
+        "case",
+        "values() ms",
+        "first call ms",
+        "torch N steps s",
+        "(a) ratio",
+        "our step us",
+        "torch step us",
+        "(b) ratio",
+    )
     print("  ".join(f"{h:>15}" for h in header))
     for case in ("linear", "cosine", "step", "warmup_cosine"):
         values = _fresh(case, "ours_values")
         (ours,) = _fresh(case, "ours_steps")
         (theirs,) = _fresh(case, "torch_steps")
         median = statistics.median(values)
-        row = (case, f"{median * 1e3:.2f}", f"{values[0] * 1e3:.2f}", f"{theirs:.2f}",
-               f"{theirs / median:,.0f}x", f"{ours / N * 1e6:.3f}", f"{theirs / N * 1e6:.3f}",
-               f"{theirs / ours:.2f}x")
+        row = (
+            case,
+            f"{median * 1e3:.2f}",
+            f"{values[0] * 1e3:.2f}",
+            f"{theirs:.2f}",
+            f"{theirs / median:,.0f}x",
+            f"{ours / N * 1e6:.3f}",
+            f"{theirs / N * 1e6:.3f}",
+            f"{theirs / ours:.2f}x",
+        )
         print("  ".join(f"{cell:>15}" for cell in row), flush=True)
     huge_schedule()
 

@@ -37,9 +37,8 @@ import time
 from pathlib import Path
 
 import torch
-from torch import nn
-
 from deferred_init import GPT, Config  # the same GPT-2 shaped model
+from torch import nn
 
 # ~850 MiB in float32
 SHAPE = {"vocab": 32000, "width": 1024, "depth": 15, "max_len": 256}
@@ -117,13 +116,23 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
         strategy = CSXFSDPStrategy(state_dict_type="full")
     checkpoint = out / "full.ckpt"
     tokens = torch.randint(0, config.vocab, (4 * ranks, 65), generator=torch.Generator().manual_seed(0))
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=ranks, max_steps=0 if case == "save" else 1,
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)
+    trainer = pl.Trainer(
+        strategy=strategy,
+        accelerator="cpu",
+        devices=ranks,
+        max_steps=0 if case == "save" else 1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     module = Language()
     module.times["fit"] = time.perf_counter()
-    trainer.fit(module, DataLoader(TensorDataset(tokens), batch_size=4),
-                ckpt_path=checkpoint if case == "csx_fsdp ckpt" else None)
+    trainer.fit(
+        module,
+        DataLoader(TensorDataset(tokens), batch_size=4),
+        ckpt_path=checkpoint if case == "csx_fsdp ckpt" else None,
+    )
     if case == "save":
         trainer.save_checkpoint(checkpoint)
         return
@@ -131,8 +140,12 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
     for tensor in module.model.state_dict().values():  # gathered one tensor at a time (collective)
         full = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
         digest.update(full.detach().contiguous().view(torch.uint8).numpy().tobytes())
-    row = {"rank": trainer.global_rank, "digest": digest.hexdigest(), "threads": torch.get_num_threads(),
-           **{k: module.times[k] for k in ("setup", "peak", "anon", "first_loss")}}
+    row = {
+        "rank": trainer.global_rank,
+        "digest": digest.hexdigest(),
+        "threads": torch.get_num_threads(),
+        **{k: module.times[k] for k in ("setup", "peak", "anon", "first_loss")},
+    }
     (out / f"{case}-{ranks}-{trainer.global_rank}.json").write_text(json.dumps(row))
 
 
@@ -151,26 +164,48 @@ def main() -> None:
     cases += [("csx_fsdp ckpt", n) for n in args.ranks]
     with tempfile.TemporaryDirectory() as tmp:
         for case, ranks in [("save", 2), *cases]:
-            subprocess.run([sys.executable, __file__, "--case", case, "--ranks", str(ranks), "--depth",
-                            str(args.depth), "--out", tmp], check=True, capture_output=True,
-                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        rows = {(case, n): [json.loads((Path(tmp) / f"{case}-{n}-{r}.json").read_text()) for r in range(n)]
-                for case, n in cases}
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--case",
+                    case,
+                    "--ranks",
+                    str(ranks),
+                    "--depth",
+                    str(args.depth),
+                    "--out",
+                    tmp,
+                ],
+                check=True,
+                capture_output=True,
+                env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            )
+        rows = {
+            (case, n): [json.loads((Path(tmp) / f"{case}-{n}-{r}.json").read_text()) for r in range(n)]
+            for case, n in cases
+        }
     _report(rows, config)
 
 
 def _report(rows: dict, config: Config) -> None:
     model_bytes = 4 * sum(p.numel() for p in GPT(config).parameters())
     reference = rows[("csx", 1)][0]
-    print(f"GPT-style model, {model_bytes / 2**20:.0f} MiB float32, torch {torch.__version__},"
-          f" {os.cpu_count()} cores, {reference['threads']} threads per process")
-    print(f"{'case':<18} {'rank':>4} {'setup s':>8} {'peak / model':>13} {'anon / model':>13} {'first loss s':>13}"
-          "  weights")
+    print(
+        f"GPT-style model, {model_bytes / 2**20:.0f} MiB float32, torch {torch.__version__},"
+        f" {os.cpu_count()} cores, {reference['threads']} threads per process"
+    )
+    print(
+        f"{'case':<18} {'rank':>4} {'setup s':>8} {'peak / model':>13} {'anon / model':>13} {'first loss s':>13}"
+        "  weights"
+    )
     for (case, n), ranks in rows.items():
         for r in ranks:
             same = "== csx (eager)" if r["digest"] == reference["digest"] else "DIFFERENT"
-            print(f"{case + (f' x{n}' if n > 1 else ''):<18} {r['rank']:>4} {r['setup']:>8.2f}"
-                  f" {r['peak'] / model_bytes:>13.2f} {r['anon'] / model_bytes:>13.2f} {r['first_loss']:>13.2f}  {same}")
+            print(
+                f"{case + (f' x{n}' if n > 1 else ''):<18} {r['rank']:>4} {r['setup']:>8.2f}"
+                f" {r['peak'] / model_bytes:>13.2f} {r['anon'] / model_bytes:>13.2f} {r['first_loss']:>13.2f}  {same}"
+            )
     print()
     for (case, n), ranks in rows.items():
         if n == 1:
@@ -178,8 +213,10 @@ def _report(rows: dict, config: Config) -> None:
         setup = max(r["setup"] for r in ranks) / reference["setup"]
         peak = max(r["peak"] for r in ranks) / model_bytes
         anon = max(r["anon"] for r in ranks) / model_bytes
-        print(f"{case} x{n}: slowest rank's setup / csx's: {setup:.2f}x; worst rank's peak: {peak:.2f}x the model,"
-              f" anonymous growth {anon:.2f}x")
+        print(
+            f"{case} x{n}: slowest rank's setup / csx's: {setup:.2f}x; worst rank's peak: {peak:.2f}x the model,"
+            f" anonymous growth {anon:.2f}x"
+        )
 
 
 if __name__ == "__main__":

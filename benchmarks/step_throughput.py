@@ -36,8 +36,7 @@ def _case(name: str, steps: int) -> float:
     class Classifier(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.net = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(),
-                                     nn.Linear(256, 10))
+            self.net = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 10))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.net(x)
@@ -76,8 +75,16 @@ def _case(name: str, steps: int) -> float:
     strategy = {"default": "auto", "csx": "csx", "csx compile": CSXStrategy(compile=True)}[name]
     clock = Clock()
     torch.manual_seed(0)
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_steps=steps, callbacks=[clock], logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        strategy=strategy,
+        accelerator="cpu",
+        max_steps=steps,
+        callbacks=[clock],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(Classifier(), DataLoader(data, batch_size=64, shuffle=True))
     return clock.rates
 
@@ -106,14 +113,18 @@ def main() -> None:
             wall_rate, cpu_rate = _run_case(name, args.steps)
             wall[name].append(wall_rate)
             cpu[name].append(cpu_rate)
-    print(f"MLP 64-256-256-10, batch 64, AdamW + CosineDecayLR; steps {WARMUP}..{args.steps} (median step);"
-          f" {args.repeats} fresh processes per case, interleaved; {torch.get_num_threads()} threads")
+    print(
+        f"MLP 64-256-256-10, batch 64, AdamW + CosineDecayLR; steps {WARMUP}..{args.steps} (median step);"
+        f" {args.repeats} fresh processes per case, interleaved; {torch.get_num_threads()} threads"
+    )
     print("wall: steps/s of the least disturbed run (as timeit's min); cpu: steps per CPU-second, median of runs")
     print(f"{'case':<13}{'wall/s':>9}{'x default':>11}{'cpu/s':>9}{'x default':>11}   wall runs")
     for name in CASES:
         best, per_cpu = max(wall[name]), statistics.median(cpu[name])
-        print(f"{name:<13}{best:>9.1f}{best / max(wall['default']):>11.3f}{per_cpu:>9.1f}"
-              f"{per_cpu / statistics.median(cpu['default']):>11.3f}   " + ", ".join(f"{v:.1f}" for v in wall[name]))
+        print(
+            f"{name:<13}{best:>9.1f}{best / max(wall['default']):>11.3f}{per_cpu:>9.1f}"
+            f"{per_cpu / statistics.median(cpu['default']):>11.3f}   " + ", ".join(f"{v:.1f}" for v in wall[name])
+        )
 
 
 if __name__ == "__main__":

@@ -120,8 +120,16 @@ def _case(model: str, strategy: str, checkpoint: str | None, save_to: str | None
     module = LanguageModel()
     chosen = "auto" if strategy == "default" else CSXStrategy(init_mode=strategy.removeprefix("csx "))
     steps = 1 if checkpoint is None else 2  # the checkpoints are taken after one step
-    trainer = pl.Trainer(strategy=chosen, accelerator="cpu", max_steps=steps, callbacks=[clock], logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        strategy=chosen,
+        accelerator="cpu",
+        max_steps=steps,
+        callbacks=[clock],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(module, DataLoader(list(batches), batch_size=None), ckpt_path=checkpoint)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: kilobytes; before saving a checkpoint
     if save_to:
@@ -133,8 +141,9 @@ def _run(model: str, strategy: str, cache: str, checkpoint: str | None = None, s
     command = [sys.executable, __file__, "--case", model, strategy]
     command += ["--checkpoint", checkpoint] if checkpoint else []
     command += ["--save-to", save_to] if save_to else []
-    done = subprocess.run(command, capture_output=True, text=True, check=False,
-                          env={**os.environ, "CS_LIGHTNING_CACHE_DIR": cache})
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, env={**os.environ, "CS_LIGHTNING_CACHE_DIR": cache}
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{model} {strategy} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -149,8 +158,10 @@ def _repeat(model: str, folder: Path, first: bool) -> dict[str, tuple[dict, dict
     resume_plain = _run(model, "default", str(cache), plain)
     return {
         "resume, plain, cold": (resume_plain, _run(model, "csx exact", str(cache), plain)),
-        "fresh, cold cache": (default, _run(model, "csx exact", str(shutil.rmtree(cache) or cache),
-                                            save_to=csx if first else None)),
+        "fresh, cold cache": (
+            default,
+            _run(model, "csx exact", str(shutil.rmtree(cache) or cache), save_to=csx if first else None),
+        ),
         # from here on the trace cache holds the entry the cold run wrote
         "fresh, warm cache": (default, _run(model, "csx exact", str(cache))),
         "fresh, independent": (default, _run(model, "csx independent", str(cache))),
@@ -166,23 +177,33 @@ def _median(runs: list[dict], key: str) -> float:
 
 def _table(model: str, repeats: list[dict[str, tuple[dict, dict]]]) -> None:
     print(f"\n{model}: seconds to the first loss (median of {len(repeats)}), peak RSS in GB")
-    print(f"{'path':<20}{'side':<9}{'total':>7}{'setup':>7}{'step':>7}{'mater.':>7}{'trace':>7}{'RSS':>6}"
-          f"{'x total':>9}{'x setup':>9}  first loss")
+    print(
+        f"{'path':<20}{'side':<9}{'total':>7}{'setup':>7}{'step':>7}{'mater.':>7}{'trace':>7}{'RSS':>6}"
+        f"{'x total':>9}{'x setup':>9}  first loss"
+    )
     for path in repeats[0]:
         sides = {"default": [r[path][0] for r in repeats], "csx": [r[path][1] for r in repeats]}
         base = {key: _median(sides["default"], key) for key in ("ttfl/total", "ttfl/setup")}
         for side, runs in sides.items():
-            m = {key: _median(runs, key) for key in ("ttfl/total", "ttfl/setup", "ttfl/first_step",
-                                                      "ttfl/materialize", "ttfl/trace", "peak_gb")}
+            m = {
+                key: _median(runs, key)
+                for key in ("ttfl/total", "ttfl/setup", "ttfl/first_step", "ttfl/materialize", "ttfl/trace", "peak_gb")
+            }
             same = runs[0]["ttfl/loss"] == sides["default"][0]["ttfl/loss"]
-            ratios = (f"{base['ttfl/total'] / m['ttfl/total']:>9.2f}{base['ttfl/setup'] / m['ttfl/setup']:>9.2f}"
-                      if side == "csx" else " " * 18)
-            phases = "".join(f"{m[key]:>7.2f}" if not math.isnan(m[key]) else f"{'-':>7}"
-                             for key in ("ttfl/total", "ttfl/setup", "ttfl/first_step", "ttfl/materialize",
-                                         "ttfl/trace"))
+            ratios = (
+                f"{base['ttfl/total'] / m['ttfl/total']:>9.2f}{base['ttfl/setup'] / m['ttfl/setup']:>9.2f}"
+                if side == "csx"
+                else " " * 18
+            )
+            phases = "".join(
+                f"{m[key]:>7.2f}" if not math.isnan(m[key]) else f"{'-':>7}"
+                for key in ("ttfl/total", "ttfl/setup", "ttfl/first_step", "ttfl/materialize", "ttfl/trace")
+            )
             agree = "" if side == "default" else (" (same)" if same else " (DIFFERS)")
-            print(f"{path if side == 'default' else '':<20}{side:<9}{phases}{m['peak_gb']:>6.2f}{ratios}"
-                  f"  {runs[0]['ttfl/loss']:.6f}{agree}")
+            print(
+                f"{path if side == 'default' else '':<20}{side:<9}{phases}{m['peak_gb']:>6.2f}{ratios}"
+                f"  {runs[0]['ttfl/loss']:.6f}{agree}"
+            )
 
 
 def main() -> None:
@@ -196,8 +217,10 @@ def main() -> None:
     if args.case:
         print(json.dumps(_case(*args.case, args.checkpoint, args.save_to)))
         return
-    print(f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}; each case a fresh process;"
-          " ratios are Lightning default / csx (higher: csx faster)")
+    print(
+        f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}; each case a fresh process;"
+        " ratios are Lightning default / csx (higher: csx faster)"
+    )
     with tempfile.TemporaryDirectory() as folder:
         for model in args.models:
             repeats = [_repeat(model, Path(folder), first=k == 0) for k in range(args.repeats)]

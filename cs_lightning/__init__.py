@@ -10,15 +10,25 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from cs_lightning.errors import CSLightningError  # noqa: E402
-from cs_lightning.errors import GraphBreakError  # noqa: E402
-from cs_lightning.data import ResumableDataLoader  # noqa: E402
+from cs_lightning.data import ResumableDataLoader
+from cs_lightning.errors import (
+    CSLightningError,
+    GraphBreakError,
+)
 
 try:
     import lightning  # noqa: F401
 except ImportError:
-    _LIGHTNING_PARTS = ("CSXAccelerator", "CSXModule", "StepClosureCallback", "step_closure", "CSXDDPStrategy",
-                        "CSXFSDPStrategy", "CSXStrategy", "TimeToFirstLoss")
+    _LIGHTNING_PARTS = (
+        "CSXAccelerator",
+        "CSXModule",
+        "StepClosureCallback",
+        "step_closure",
+        "CSXDDPStrategy",
+        "CSXFSDPStrategy",
+        "CSXStrategy",
+        "TimeToFirstLoss",
+    )
 
     def __getattr__(name: str) -> Any:
         if name in _LIGHTNING_PARTS:
@@ -34,3 +44,17 @@ else:
     from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
     _register()
+
+__all__ = [
+    "CSLightningError",
+    "CSXAccelerator",
+    "CSXDDPStrategy",
+    "CSXFSDPStrategy",
+    "CSXModule",
+    "CSXStrategy",
+    "GraphBreakError",
+    "ResumableDataLoader",
+    "StepClosureCallback",
+    "TimeToFirstLoss",
+    "step_closure",
+]

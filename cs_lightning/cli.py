@@ -42,7 +42,7 @@ import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MethodType
-from typing import Any, Optional, Union
+from typing import Any
 
 import torch
 import yaml
@@ -72,18 +72,27 @@ def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     try:
         data = get_loader("yaml")(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
-        raise ConfigError(key, f"{str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
-                          f"{err.start}); fix: save the file as UTF-8") from None
+        raise ConfigError(
+            key,
+            f"{str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+            f"{err.start}); fix: save the file as UTF-8",
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(key, f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
-                          "fix: correct the YAML syntax there") from None
+        raise ConfigError(
+            key,
+            f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
+            "fix: correct the YAML syntax there",
+        ) from None
     refuse_duplicate_keys(path, key)
     if not isinstance(data, dict):
         what = "nothing" if data is None else type(data).__name__
-        raise ConfigError(key, f"{str(path)!r} holds {what}, not a mapping of keys; "
-                          "fix: write top-level keys such as model:, trainer:, optimizer:")
+        raise ConfigError(
+            key,
+            f"{str(path)!r} holds {what}, not a mapping of keys; "
+            "fix: write top-level keys such as model:, trainer:, optimizer:",
+        )
     return data
 
 
@@ -120,8 +129,11 @@ def _duplicate_keys(text: str) -> list[tuple[int, int, str, bool]]:
                     line = name.start_mark.line + 1
                     if name.value in seen:
                         first, earlier = seen[name.value]
-                        same = isinstance(value, yaml.ScalarNode) and isinstance(earlier, yaml.ScalarNode) \
+                        same = (
+                            isinstance(value, yaml.ScalarNode)
+                            and isinstance(earlier, yaml.ScalarNode)
                             and (value.tag, value.value) == (earlier.tag, earlier.value)
+                        )
                         found.append((first, line, name.value, same))
                     seen[name.value] = line, value
                 pending += [name, value]
@@ -147,8 +159,11 @@ def _import_entry(entry: str, base: Path, key: str) -> str:
         if loaded is not None:
             if Path(getattr(loaded, "__file__", "") or "").resolve() == path:
                 return str(path)
-            raise ConfigError(key, f"{entry!r} would be imported as module {path.stem!r}, which is already "
-                              f"{getattr(loaded, '__file__', None) or 'a built-in module'}; fix: rename the file")
+            raise ConfigError(
+                key,
+                f"{entry!r} would be imported as module {path.stem!r}, which is already "
+                f"{getattr(loaded, '__file__', None) or 'a built-in module'}; fix: rename the file",
+            )
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[path.stem] = module
@@ -159,13 +174,15 @@ def _import_entry(entry: str, base: Path, key: str) -> str:
             raise
         return str(path)
     except (ImportError, FileNotFoundError, SyntaxError) as err:
-        raise ConfigError(key, f"cannot import {entry!r}: {err}; fix: give a dotted module name "
-                          f"or a .py path relative to {base}") from None
+        raise ConfigError(
+            key, f"cannot import {entry!r}: {err}; fix: give a dotted module name or a .py path relative to {base}"
+        ) from None
     except ConfigError:
         raise
-    except Exception as err:  # the user's module failed while running: say where, as one line
-        raise ConfigError(key, f"importing {entry!r} raised {type(err).__name__}: {err}{_where(err)}; "
-                          "fix: correct that module") from None
+    except Exception as err:  # noqa: BLE001 - the user's module failed while running: say where, as one line
+        raise ConfigError(
+            key, f"importing {entry!r} raised {type(err).__name__}: {err}{_where(err)}; fix: correct that module"
+        ) from None
 
 
 def _where(err: BaseException) -> str:
@@ -239,15 +256,20 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: b
         for class_path in sorted(_class_paths(spec), key=len, reverse=True):
             key = key.replace(f".{class_path}", ".init_args")
         if "match no param group" in problem:
-            problem += ("; the optimizer: block puts every parameter in one untagged group; fix: remove "
-                        "param_group_tags, or build tagged groups and these schedulers in configure_optimizers")
+            problem += (
+                "; the optimizer: block puts every parameter in one untagged group; fix: remove "
+                "param_group_tags, or build tagged groups and these schedulers in configure_optimizers"
+            )
         raise ConfigError(key, problem) from None
     scaling = [i for i, scheduler in enumerate(built) if _scales_per_group(scheduler)]
     if scaling and not any_tags:
-        raise ConfigError(f"schedulers[{scaling[0]}]", "ScalePerParamLR multiplies in each param group's "
-                          "'adjust_learning_rate' (muP's per-layer scales), but the optimizer: block puts every "
-                          "parameter in one group without it, so it would scale nothing; fix: build the groups "
-                          "with their adjust_learning_rate and these schedulers in configure_optimizers")
+        raise ConfigError(
+            f"schedulers[{scaling[0]}]",
+            "ScalePerParamLR multiplies in each param group's "
+            "'adjust_learning_rate' (muP's per-layer scales), but the optimizer: block puts every "
+            "parameter in one group without it, so it would scale nothing; fix: build the groups "
+            "with their adjust_learning_rate and these schedulers in configure_optimizers",
+        )
 
     def build(optimizer: torch.optim.Optimizer) -> list:
         return cs_schedulers.build(spec, optimizer)
@@ -263,8 +285,9 @@ def _scales_per_group(scheduler: Any) -> bool:
     return any(_scales_per_group(child) for child in children if child is not None)
 
 
-def _run_factories(config: Mapping[str, Any], any_tags: bool = False
-                   ) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
+def _run_factories(
+    config: Mapping[str, Any], any_tags: bool = False
+) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
     """The optimizer and scheduler factories of a parsed config, fully validated (`any_tags`:
     as in `_schedulers_factory`)."""
     optimizer_spec, scheduler_spec = config.get("optimizer"), config.get("schedulers")
@@ -272,18 +295,22 @@ def _run_factories(config: Mapping[str, Any], any_tags: bool = False
     if scheduler_spec in (None, []):
         return make_optimizer, None
     if make_optimizer is None:
-        raise ConfigError("schedulers", "schedulers need an optimizer to act on; "
-                          "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
+        raise ConfigError(
+            "schedulers",
+            "schedulers need an optimizer to act on; fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+        )
     return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer, any_tags)
 
 
-def _attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
-                      make_schedulers: SchedulersFactory | None) -> None:
+def _attach_optimizers(
+    model: LightningModule, make_optimizer: OptimizerFactory, make_schedulers: SchedulersFactory | None
+) -> None:
     """Give `model` a `configure_optimizers` that builds from the factories when Lightning calls it.
 
     Lightning calls it after the strategy has materialized the model, so the optimizer
     sees the real parameters. Closed-form schedulers step every optimizer step.
     """
+
     def configure_optimizers(self: LightningModule) -> Any:
         optimizer = make_optimizer([p for p in self.parameters() if p.requires_grad])
         if make_schedulers is None:
@@ -291,8 +318,9 @@ def _attach_optimizers(model: LightningModule, make_optimizer: OptimizerFactory,
         return [optimizer], [cs_schedulers.lightning_config(s) for s in make_schedulers(optimizer)]
 
     if _has_own_optimizers(model):
-        warnings.warn(f"{type(model).__name__}.configure_optimizers is replaced by the YAML optimizer: block",
-                      stacklevel=2)
+        warnings.warn(
+            f"{type(model).__name__}.configure_optimizers is replaced by the YAML optimizer: block", stacklevel=2
+        )
     model.configure_optimizers = MethodType(configure_optimizers, model)
 
 
@@ -320,11 +348,16 @@ def _check_checkpoint(value: str) -> None:
     try:
         with zipfile.ZipFile(value) as archive:
             pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
-            names = {arg for _, arg, _ in pickletools.genops(archive.read(pickles[0]))
-                     if isinstance(arg, str)} if pickles else set()
+            names = (
+                {arg for _, arg, _ in pickletools.genops(archive.read(pickles[0])) if isinstance(arg, str)}
+                if pickles
+                else set()
+            )
     except (zipfile.BadZipFile, ValueError, EOFError):  # not a zip, cut short, or a damaged pickle
-        raise ConfigError("ckpt_path", f"{value!r} is not a checkpoint, or is cut short: it is not the zip "
-                          f"archive torch.save writes; {fix}") from None
+        raise ConfigError(
+            "ckpt_path",
+            f"{value!r} is not a checkpoint, or is cut short: it is not the zip archive torch.save writes; {fix}",
+        ) from None
     if "state_dict" not in names:
         raise ConfigError("ckpt_path", f"{value!r} is not a Lightning checkpoint (it has no 'state_dict'); {fix}")
 
@@ -349,17 +382,19 @@ def _flatten(message: str) -> str:
 
 def _parser_error_line(message: str) -> str:
     """An argparse/jsonargparse error message -> `key: problem; fix: ...`."""
-    unknown = re.search(r"does not accept option '([^']+)'", message) or \
-        re.search(r"[Uu]nrecognized arguments: (\S+)", message)
+    unknown = re.search(r"does not accept option '([^']+)'", message) or re.search(
+        r"[Uu]nrecognized arguments: (\S+)", message
+    )
     if unknown:
-        return f"{unknown.group(1)}: unknown key; fix: remove it or correct its spelling " \
-               "(see cs-lightning fit --help)"
+        return f"{unknown.group(1)}: unknown key; fix: remove it or correct its spelling (see cs-lightning fit --help)"
     required = re.search(r"arguments are required: (?:\w+\.)?(\S+)", message)
     if required:
         return f"{required.group(1)}: missing; fix: add a {required.group(1)}: block (class_path: ...)"
     if "subcommand" in message:
-        return f"{_flatten(message)}; fix: cs-lightning fit|validate|test|predict --config run.yaml, " \
-               "or cs-lightning schedule --config run.yaml"
+        return (
+            f"{_flatten(message)}; fix: cs-lightning fit|validate|test|predict --config run.yaml, "
+            "or cs-lightning schedule --config run.yaml"
+        )
     keyed = re.match(r'Parser key "([^"]+)":\s*(.*)', message, flags=re.DOTALL)
     if not keyed:
         return f"{_flatten(message)}; fix: see cs-lightning --help"
@@ -372,10 +407,14 @@ def _parser_error_line(message: str) -> str:
     class_path, problem = class_problem.groups()
     option = re.search(r"Option '([^']+)' is not accepted", problem)
     if option:
-        return f"{key}.init_args.{option.group(1)}: {class_path} has no such argument; " \
-               "fix: remove it or correct its spelling"
-    return f"{key}.class_path: cannot load {class_path!r} ({problem}); " \
-           "fix: check the dotted path, and list the module or .py file under imports:"
+        return (
+            f"{key}.init_args.{option.group(1)}: {class_path} has no such argument; "
+            "fix: remove it or correct its spelling"
+        )
+    return (
+        f"{key}.class_path: cannot load {class_path!r} ({problem}); "
+        "fix: check the dotted path, and list the module or .py file under imports:"
+    )
 
 
 def _instantiation_error_line(config: Mapping[str, Any], err: Exception) -> str:
@@ -384,8 +423,10 @@ def _instantiation_error_line(config: Mapping[str, Any], err: Exception) -> str:
     for key in ("model", "data"):
         class_path = config.get(f"{key}.class_path") if config.get(key) else None  # jsonargparse Namespace
         if class_path and class_path in str(err):
-            return f"{key}.init_args: {class_path.rsplit('.', 1)[-1]} failed to build: " \
-                   f"{text.split(' Given value')[0]}; fix: correct {key}.init_args"
+            return (
+                f"{key}.init_args: {class_path.rsplit('.', 1)[-1]} failed to build: "
+                f"{text.split(' Given value')[0]}; fix: correct {key}.init_args"
+            )
     return f"trainer: {type(err).__name__}: {text}; fix: correct the trainer: block"
 
 
@@ -419,13 +460,15 @@ class _HeldRecords(logging.Filter):
 
 _DESCRIPTION = "Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted."
 # Commands handled before Lightning's parser sees the arguments, so not among its subcommands.
-_EPILOG = ("more commands: "
-           "'cs-lightning convert modelzoo.yaml -o run.yaml [--force]' turns a Cerebras Model Zoo config into "
-           "a run.yaml; "
-           "'cs-lightning schedule --config run.yaml [--steps N] [--table | --out lr.png [--force]]' shows the "
-           "schedules without building the model; "
-           "'cs-lightning cache info|clear' shows or empties the trace check's cache. "
-           "Each takes --help.")
+_EPILOG = (
+    "more commands: "
+    "'cs-lightning convert modelzoo.yaml -o run.yaml [--force]' turns a Cerebras Model Zoo config into "
+    "a run.yaml; "
+    "'cs-lightning schedule --config run.yaml [--steps N] [--table | --out lr.png [--force]]' shows the "
+    "schedules without building the model; "
+    "'cs-lightning cache info|clear' shows or empties the trace check's cache. "
+    "Each takes --help."
+)
 
 
 class CSLightningCLI(LightningCLI):
@@ -451,12 +494,24 @@ class CSLightningCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.
-        parser.add_argument("--optimizer", type=Optional[Union[dict, str]], default=None,
-                            help="Optimizer, {Name: {args}} or class_path/init_args; built after the model.")
-        parser.add_argument("--schedulers", type=Optional[Union[list, dict]], default=None,
-                            help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args.")
-        parser.add_argument("--imports", type=Optional[Union[list[str], str]], default=None,
-                            help="Modules, or .py files relative to the config, imported before parsing.")
+        parser.add_argument(
+            "--optimizer",
+            type=dict | str | None,
+            default=None,
+            help="Optimizer, {Name: {args}} or class_path/init_args; built after the model.",
+        )
+        parser.add_argument(
+            "--schedulers",
+            type=list | dict | None,
+            default=None,
+            help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args.",
+        )
+        parser.add_argument(
+            "--imports",
+            type=list[str] | str | None,
+            default=None,
+            help="Modules, or .py files relative to the config, imported before parsing.",
+        )
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
@@ -484,8 +539,11 @@ class CSLightningCLI(LightningCLI):
         changed = sorted(key for key in given if key in loaded and loaded[key] != given[key])
         if changed:
             listed = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
-            warnings.warn(f"ckpt_path: the checkpoint's hyperparameters replace model arguments given in the "
-                          f"config or command line: {listed}", stacklevel=2)
+            warnings.warn(
+                f"ckpt_path: the checkpoint's hyperparameters replace model arguments given in the "
+                f"config or command line: {listed}",
+                stacklevel=2,
+            )
 
     def instantiate_classes(self) -> None:
         try:
@@ -508,8 +566,11 @@ class CSLightningCLI(LightningCLI):
         """Refuse a model that cannot run the subcommand before the Trainer exists: making it
         logs (devices found), which would spoil the one-line error."""
         if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
-            raise ConfigError("optimizer", f"missing, and {type(self.model).__name__} has no configure_optimizers; "
-                              "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
+            raise ConfigError(
+                "optimizer",
+                f"missing, and {type(self.model).__name__} has no configure_optimizers; "
+                "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+            )
         if self.subcommand in _EVAL_LOOPS:
             _check_eval_loop(str(self.subcommand), self.model, self.datamodule)
         return super().instantiate_trainer(**kwargs)
@@ -520,8 +581,11 @@ class CSLightningCLI(LightningCLI):
 
 
 # What validate/test/predict run: the model's step method and the loader it reads.
-_EVAL_LOOPS = {"validate": ("validation_step", "val_dataloader"), "test": ("test_step", "test_dataloader"),
-               "predict": ("predict_step", "predict_dataloader")}
+_EVAL_LOOPS = {
+    "validate": ("validation_step", "val_dataloader"),
+    "test": ("test_step", "test_dataloader"),
+    "predict": ("predict_step", "predict_dataloader"),
+}
 
 
 def _check_eval_loop(subcommand: str, model: LightningModule, data: Any) -> None:
@@ -529,8 +593,11 @@ def _check_eval_loop(subcommand: str, model: LightningModule, data: Any) -> None
     needs, before Lightning starts it and writes its log folder. predict_step has a default."""
     step, loader = _EVAL_LOOPS[subcommand]
     if step != "predict_step" and not is_overridden(step, model):
-        raise ConfigError(subcommand, f"{type(model).__name__} has no {step}(); fix: define "
-                          f"{step}(self, batch, batch_idx) in it, or run cs-lightning fit")
+        raise ConfigError(
+            subcommand,
+            f"{type(model).__name__} has no {step}(); fix: define "
+            f"{step}(self, batch, batch_idx) in it, or run cs-lightning fit",
+        )
     if not is_overridden(loader, model) and (data is None or not is_overridden(loader, data)):
         if data is not None:
             problem = f"neither {type(data).__name__} nor {type(model).__name__} defines {loader}()"
@@ -542,8 +609,9 @@ def _check_eval_loop(subcommand: str, model: LightningModule, data: Any) -> None
 def _run_summary(trainer: Trainer, since: float) -> str:
     """One line after training: final loss, time to first loss, the checkpoint this run wrote."""
     metrics = trainer.callback_metrics
-    losses = [k for k in ("train_loss", "loss") if k in metrics] or \
-        sorted(k for k in metrics if "loss" in k and not k.startswith(("val", "test", "ttfl")))
+    losses = [k for k in ("train_loss", "loss") if k in metrics] or sorted(
+        k for k in metrics if "loss" in k and not k.startswith(("val", "test", "ttfl"))
+    )
     loss = f"final {losses[0]} {float(metrics[losses[0]]):.4f}" if losses else "no loss logged"
     timers = [c for c in trainer.callbacks if isinstance(c, TimeToFirstLoss) and "ttfl/total" in c.metrics]
     ttfl = f"time to first loss {timers[0].metrics['ttfl/total']:.2f} s" if timers else "no time to first loss"
@@ -581,10 +649,14 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def _merged(paths: Sequence[Path]) -> dict[str, Any]:
     """Config files merged like repeated --config: later files override earlier keys."""
+
     def merge(base: dict, extra: Mapping) -> dict:
         for key, value in extra.items():
-            base[key] = merge(dict(base.get(key) or {}), value) \
-                if isinstance(value, Mapping) and isinstance(base.get(key), Mapping) else value
+            base[key] = (
+                merge(dict(base.get(key) or {}), value)
+                if isinstance(value, Mapping) and isinstance(base.get(key), Mapping)
+                else value
+            )
         return base
 
     merged: dict[str, Any] = {}
@@ -595,8 +667,10 @@ def _merged(paths: Sequence[Path]) -> dict[str, Any]:
 
 def _schedule_command(argv: Sequence[str]) -> None:
     """`cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]`."""
-    parser = _OneLineParser(prog="cs-lightning schedule",
-                            description="Draw or tabulate the configured schedules without building the model.")
+    parser = _OneLineParser(
+        prog="cs-lightning schedule",
+        description="Draw or tabulate the configured schedules without building the model.",
+    )
     parser.add_argument("-c", "--config", action="append", required=True, help="YAML file(s), as for fit")
     parser.add_argument("--steps", type=int, default=None, help="steps to show (default: trainer.max_steps)")
     output = parser.add_mutually_exclusive_group()
@@ -611,15 +685,19 @@ def _schedule_command(argv: Sequence[str]) -> None:
     config = _merged(paths)
     make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
     if make_optimizer is None:
-        raise ConfigError("optimizer", "no optimizer: and no schedulers: block, nothing to draw; "
-                          "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}")
+        raise ConfigError(
+            "optimizer",
+            "no optimizer: and no schedulers: block, nothing to draw; "
+            "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+        )
     if make_schedulers is None:
         make_schedulers = _constant_schedule
     steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
     if not isinstance(steps, int) or steps <= 0:
-        raise ConfigError("--steps" if opts.steps is not None else "trainer.max_steps",
-                          f"need a positive number of steps, got {steps!r}; "
-                          "fix: pass --steps N or set trainer.max_steps")
+        raise ConfigError(
+            "--steps" if opts.steps is not None else "trainer.max_steps",
+            f"need a positive number of steps, got {steps!r}; fix: pass --steps N or set trainer.max_steps",
+        )
     schedulers = make_schedulers(make_optimizer(probe_param_groups(config.get("schedulers"))))
     if opts.out:
         out = _picture_path(opts.out, paths, opts.force)
@@ -648,13 +726,15 @@ def _picture_path(given: str, configs: Sequence[Path], force: bool) -> Path:
     if out.is_dir():
         raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'lr.png')!r}")
     if not out.parent.is_dir():
-        raise ConfigError("--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; "
-                          "fix: give a path in an existing folder")
+        raise ConfigError(
+            "--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; fix: give a path in an existing folder"
+        )
     if out.exists() and any(os.path.samefile(out, config) for config in configs):
         raise ConfigError("--out", f"{str(out)!r} is a --config file; fix: give another output path")
     if out.exists() and not force:
-        raise ConfigError("--out", f"{str(out)!r} already exists; fix: give another path, "
-                          "or pass --force to overwrite it")
+        raise ConfigError(
+            "--out", f"{str(out)!r} already exists; fix: give another path, or pass --force to overwrite it"
+        )
     return out
 
 
@@ -664,7 +744,9 @@ def _write_picture(figure: Any, out: Path) -> None:
     try:
         figure.savefig(buffer, format=out.suffix[1:])
     except ValueError as err:  # a format matplotlib does not write
-        raise ConfigError("--out", f"cannot write {str(out)!r}: {err}; fix: end the path in .png, .pdf or .svg") from None
+        raise ConfigError(
+            "--out", f"cannot write {str(out)!r}: {err}; fix: end the path in .png, .pdf or .svg"
+        ) from None
     try:
         write_atomic(out, buffer.getvalue())
     except OSError as err:
@@ -678,8 +760,9 @@ def _cache_command(argv: Sequence[str]) -> None:
     """`cs-lightning cache info` and `cs-lightning cache clear`: the trace check's cache on disk."""
     from cs_lightning.trace_cache import TraceCache
 
-    parser = _OneLineParser(prog="cs-lightning cache",
-                            description="Show or clear the trace-check cache (CS_LIGHTNING_CACHE_DIR).")
+    parser = _OneLineParser(
+        prog="cs-lightning cache", description="Show or clear the trace-check cache (CS_LIGHTNING_CACHE_DIR)."
+    )
     parser.add_argument("action", choices=["info", "clear"])
     opts = parser.parse_args(list(argv))
     cache = TraceCache()
@@ -743,6 +826,7 @@ def _note_interrupts(seen: list[int]) -> Any:
     """Note each Ctrl-C in `seen`, then interrupt as Python does (Lightning catches that
     KeyboardInterrupt in its loops, shuts down and exits 1: `main` makes it 130). Returns the
     handler replaced, or None off the main thread (signals reach the main thread only)."""
+
     def on_interrupt(signum: int, frame: Any) -> None:
         seen.append(signum)
         raise KeyboardInterrupt

@@ -76,11 +76,15 @@ _SCHEDULER_ALIASES = {
 # Legacy (Model Zoo 1.9) scheduler arguments that 1.9's scheduler builder accepted and never
 # read, by converted class: what each one did (nothing) and what the schedule does instead.
 _IGNORED_BY_1_9 = {
-    "PiecewiseConstantLR": {"initial_learning_rate": "Model Zoo 1.9 built PiecewiseConstant from values and "
-                            "boundaries only; the schedule starts at values[0]"},
-    "LinearLR": {"alpha": "Model Zoo 1.9's Linear never read alpha and decayed to end_learning_rate; "
-                 "so does the converted schedule (for a floor at alpha * initial_learning_rate, set "
-                 "end_learning_rate to it)"},
+    "PiecewiseConstantLR": {
+        "initial_learning_rate": "Model Zoo 1.9 built PiecewiseConstant from values and "
+        "boundaries only; the schedule starts at values[0]"
+    },
+    "LinearLR": {
+        "alpha": "Model Zoo 1.9's Linear never read alpha and decayed to end_learning_rate; "
+        "so does the converted schedule (for a floor at alpha * initial_learning_rate, set "
+        "end_learning_rate to it)"
+    },
 }
 
 # Why a whole section has no counterpart, by its key path prefix (longest match wins).
@@ -88,7 +92,7 @@ _REASONS = {
     "trainer.init.model": "Model Zoo model: write a LightningModule and set model: class_path",
     "model": "Model Zoo model: write a LightningModule and set model: class_path",
     "trainer.fit.train_dataloader": "Model Zoo data processor: write a LightningDataModule "
-                                    "(its batch size is one micro-batch)",
+    "(its batch size is one micro-batch)",
     "trainer.fit.val_dataloader": "Model Zoo data processor: write a LightningDataModule",
     "train_input": "Model Zoo data processor: write a LightningDataModule (its batch size is one micro-batch)",
     "eval_input": "Model Zoo data processor: write a LightningDataModule",
@@ -112,8 +116,10 @@ class Report:
 
     def format(self) -> str:
         """The human-readable report `cs-lightning convert` prints at the end."""
-        lines = [f"converted {self.source} ({self.layout} layout): "
-                 f"{len(self.mapped)} keys mapped, {len(self.unmapped)} unmapped"]
+        lines = [
+            f"converted {self.source} ({self.layout} layout): "
+            f"{len(self.mapped)} keys mapped, {len(self.unmapped)} unmapped"
+        ]
         lines += [f"  {src} -> {dst}" for src, dst in self.mapped]
         if self.unmapped:
             lines.append("unmapped (marked at the end of the output file):")
@@ -135,7 +141,7 @@ def _join(prefix: str, key: Any) -> str:
 
 def _under(path: str, prefix: str) -> bool:
     """Whether key path `path` is `prefix` or lies below it."""
-    return path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
+    return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
 def _leaves(value: Any, path: str) -> list[tuple[str, Any]]:
@@ -180,8 +186,11 @@ class _Source:
 
     def unused(self) -> list[tuple[str, Any]]:
         """Every leaf not converted, in file order."""
-        return [(path, value) for path, value in _leaves(self.config, "")
-                if not any(_under(path, used) for used in self.used)]
+        return [
+            (path, value)
+            for path, value in _leaves(self.config, "")
+            if not any(_under(path, used) for used in self.used)
+        ]
 
 
 class _Output:
@@ -237,8 +246,7 @@ def _precision(out: _Output, enabled_key: str, type_key: str) -> None:
         return
     fp16_type = fp16_type or "float16"  # cerebras.pytorch's default half type
     if fp16_type not in _PRECISION:
-        raise ConfigError(type_key, f"unknown half-precision type {fp16_type!r}; "
-                          f"fix: use one of {sorted(_PRECISION)}")
+        raise ConfigError(type_key, f"unknown half-precision type {fp16_type!r}; fix: use one of {sorted(_PRECISION)}")
     out.set("trainer.precision", _PRECISION[fp16_type], type_key)
     if enabled is not None:
         out.record(enabled_key, "trainer.precision")
@@ -252,8 +260,9 @@ def _clipping(out: _Output, prefix: str) -> None:
     """max_gradient_norm / max_gradient_value -> trainer.gradient_clip_val/_algorithm."""
     norm, value = f"{prefix}.max_gradient_norm", f"{prefix}.max_gradient_value"
     if out.source.get(norm) is not None and out.source.get(value) is not None:
-        raise ConfigError(prefix, "both max_gradient_norm and max_gradient_value are set; "
-                          "fix: keep one (Lightning clips one way)")
+        raise ConfigError(
+            prefix, "both max_gradient_norm and max_gradient_value are set; fix: keep one (Lightning clips one way)"
+        )
     for key, algorithm in ((norm, "norm"), (value, "value")):
         if out.take(key, "trainer.gradient_clip_val", (int, float)) is not None:
             out.set("trainer.gradient_clip_algorithm", algorithm, None)
@@ -268,8 +277,10 @@ def _loop(out: _Output, keys: Mapping[str, str]) -> None:
     get = out.source.get
     accum = out.take(keys["grad_accum_steps"], "trainer.accumulate_grad_batches", int) or 1
     if accum > 1:
-        out.report.notes.append(f"grad_accum_steps={accum}: Model Zoo's batch_size is the global batch, "
-                                f"a Lightning batch is one micro-batch: use batch_size / {accum} in your DataModule")
+        out.report.notes.append(
+            f"grad_accum_steps={accum}: Model Zoo's batch_size is the global batch, "
+            f"a Lightning batch is one micro-batch: use batch_size / {accum} in your DataModule"
+        )
     if out.take(keys["max_steps"], "trainer.max_steps", int) is None:
         out.take(keys["num_steps"], "trainer.max_steps", int)
     out.take(keys["num_epochs"], "trainer.max_epochs", int)
@@ -290,8 +301,7 @@ def _checkpoint_every(out: _Output, key: str) -> None:
         return
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
         raise ConfigError(key, f"expected a positive number of steps, got {steps!r}")
-    callback = {"class_path": _CHECKPOINT_CALLBACK,
-                "init_args": {"every_n_train_steps": steps, "save_top_k": -1}}
+    callback = {"class_path": _CHECKPOINT_CALLBACK, "init_args": {"every_n_train_steps": steps, "save_top_k": -1}}
     out.set("trainer.callbacks", [callback], key)
 
 
@@ -302,8 +312,11 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
     """
     torch_cls = torch_optimizers().get(name.lower())
     if torch_cls is None:
-        out.source.why(args_key, f"{name} is a cerebras.pytorch optimizer with no torch.optim "
-                                 "counterpart: write an optimizer: block by hand")
+        out.source.why(
+            args_key,
+            f"{name} is a cerebras.pytorch optimizer with no torch.optim "
+            "counterpart: write an optimizer: block by hand",
+        )
         return
     accepted = set(inspect.signature(torch_cls).parameters) - {"params"}
     converted: dict[str, Any] = {}
@@ -322,8 +335,10 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
     for arg, default in _CEREBRAS_OPTIMIZER_DEFAULTS.get(name.lower(), {}).items():
         if arg not in converted:
             converted[arg] = default
-            out.report.notes.append(f"optimizer {torch_cls.__name__}: {arg}={default} written out, "
-                                    "cerebras.pytorch's default, which differs from torch's")
+            out.report.notes.append(
+                f"optimizer {torch_cls.__name__}: {arg}={default} written out, "
+                "cerebras.pytorch's default, which differs from torch's"
+            )
     out.set("optimizer", {torch_cls.__name__: converted}, None)
 
 
@@ -343,7 +358,7 @@ def _canonical(block: Any, key: str) -> dict[str, Any]:
     """One scheduler block -> `{ClassName: {args}}` with the class's own names, children too."""
     if not isinstance(block, Mapping) or len(block) != 1:
         raise ConfigError(key, f"expected one {{SchedulerName: {{args}}}}, got {block!r}")
-    (name, args), = block.items()
+    ((name, args),) = block.items()
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
@@ -351,8 +366,9 @@ def _canonical(block: Any, key: str) -> dict[str, Any]:
     cls = _scheduler_class(str(name), f"{key}.{name}")  # the name is the key, as in schedulers[0].Name
     args = dict(args)
     if isinstance(args.get("schedulers"), list):
-        args["schedulers"] = [_canonical(child, f"{key}.{name}.schedulers[{i}]")
-                              for i, child in enumerate(args["schedulers"])]
+        args["schedulers"] = [
+            _canonical(child, f"{key}.{name}.schedulers[{i}]") for i, child in enumerate(args["schedulers"])
+        ]
     if isinstance(args.get("scheduler"), Mapping):
         args["scheduler"] = _canonical(args["scheduler"], f"{key}.{name}.scheduler")
     return {cls.__name__: args}
@@ -382,8 +398,9 @@ def _legacy_item(item: Any, key: str, notes: list[str]) -> tuple[dict[str, Any],
 def _legacy_schedule(spec: Any, key: str, notes: list[str]) -> list[dict[str, Any]]:
     """Legacy `learning_rate: [...]` (or one dict) -> a list with one Cerebras-shape block."""
     items = spec if isinstance(spec, list) else [spec]
-    converted = [_legacy_item(item, f"{key}[{i}]" if isinstance(spec, list) else key, notes)
-                 for i, item in enumerate(items)]
+    converted = [
+        _legacy_item(item, f"{key}[{i}]" if isinstance(spec, list) else key, notes) for i, item in enumerate(items)
+    ]
     blocks = [block for block, _ in converted]
     mains = {str(main).lower() for _, main in converted if main is not None}
     if len(mains) > 1:
@@ -397,11 +414,12 @@ def _legacy_schedule(spec: Any, key: str, notes: list[str]) -> list[dict[str, An
 
 def _with_milestones(block: dict[str, Any], built: Any) -> dict[str, Any]:
     """`block` with every SequentialLR's milestones written out, as `build` inferred them."""
-    (name, args), = block.items()
+    ((name, args),) = block.items()
     args = dict(args)
     if isinstance(args.get("schedulers"), list):
-        args["schedulers"] = [_with_milestones(child, child_built)
-                              for child, child_built in zip(args["schedulers"], built.schedulers)]
+        args["schedulers"] = [
+            _with_milestones(child, child_built) for child, child_built in zip(args["schedulers"], built.schedulers)
+        ]
         if "milestones" not in args and hasattr(built, "milestones"):
             args["milestones"] = list(built.milestones)
     if isinstance(args.get("scheduler"), Mapping):
@@ -423,9 +441,11 @@ def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: str) -> None:
     out.set("schedulers", written, src)
     tags = named_tags(blocks)
     if tags:
-        out.report.notes.append(f"the schedules target param groups tagged {tags}, but an optimizer: block "
-                                "builds one untagged group: build the optimizer with those 'tags' and these "
-                                "schedulers in your LightningModule's configure_optimizers instead")
+        out.report.notes.append(
+            f"the schedules target param groups tagged {tags}, but an optimizer: block "
+            "builds one untagged group: build the optimizer with those 'tags' and these "
+            "schedulers in your LightningModule's configure_optimizers instead"
+        )
 
 
 def probe_optimizer(*blocks: Any) -> torch.optim.Optimizer:
@@ -443,8 +463,9 @@ def _trainer_layout(out: _Output) -> None:
     src = out.source
     init = "trainer.init"
     if not isinstance(src.get(init), Mapping):
-        raise ConfigError(init, "a Model Zoo Trainer config needs trainer: {init: {...}}; "
-                          "fix: check the file is a Trainer config")
+        raise ConfigError(
+            init, "a Model Zoo Trainer config needs trainer: {init: {...}}; fix: check the file is a Trainer config"
+        )
     out.take(f"{init}.seed", "seed_everything", int)
     out.take(f"{init}.model_dir", "trainer.default_root_dir", str)
     backend = src.get(f"{init}.backend.backend_type")
@@ -452,24 +473,32 @@ def _trainer_layout(out: _Output) -> None:
         out.set("trainer.accelerator", "csx", f"{init}.backend.backend_type")
         out.set("trainer.strategy", "csx", None)
         if str(backend).upper() != "CSX":
-            out.report.notes.append(f"backend_type {backend}: cs-lightning emulates a CS-X on this "
-                                    "machine's CPU or GPU either way")
+            out.report.notes.append(
+                f"backend_type {backend}: cs-lightning emulates a CS-X on this machine's CPU or GPU either way"
+            )
     out.take(f"{init}.backend.cluster_config.num_csx", "trainer.devices", int)
     _precision(out, f"{init}.precision.enabled", f"{init}.precision.fp16_type")
     _clipping(out, f"{init}.precision")
     _loss_scaling(out, f"{init}.precision.loss_scaling_factor")
-    _loop(out, {k: f"{init}.loop.{k}" for k in
-                ("max_steps", "num_steps", "num_epochs", "eval_frequency", "eval_steps", "grad_accum_steps")})
+    _loop(
+        out,
+        {
+            k: f"{init}.loop.{k}"
+            for k in ("max_steps", "num_steps", "num_epochs", "eval_frequency", "eval_steps", "grad_accum_steps")
+        },
+    )
     _checkpoint_every(out, f"{init}.checkpoint.steps")
     out.take(f"{init}.logging.log_steps", "trainer.log_every_n_steps", int)
     optimizer = src.get(f"{init}.optimizer")
     if optimizer is not None:
         if not isinstance(optimizer, Mapping) or len(optimizer) != 1:
             raise ConfigError(f"{init}.optimizer", f"expected {{OptimizerName: {{args}}}}, got {optimizer!r}")
-        (name, args), = optimizer.items()
+        ((name, args),) = optimizer.items()
         if args is not None and not isinstance(args, Mapping):
-            raise ConfigError(f"{init}.optimizer.{name}", f"expected a mapping of arguments, got {args!r}; "
-                              f"fix: write {name}: {{arg: value, ...}}")
+            raise ConfigError(
+                f"{init}.optimizer.{name}",
+                f"expected a mapping of arguments, got {args!r}; fix: write {name}: {{arg: value, ...}}",
+            )
         if not args and str(name).lower() in torch_optimizers():
             out.record(f"{init}.optimizer.{name}", "optimizer")
         _optimizer(out, str(name), dict(args or {}), f"{init}.optimizer.{name}")
@@ -477,11 +506,15 @@ def _trainer_layout(out: _Output) -> None:
     if spec:
         items = spec if isinstance(spec, list) else [spec]
         blocks = [_canonical(block, f"{init}.schedulers[{i}]") for i, block in enumerate(items)]
-        if isinstance(optimizer, Mapping) and isinstance(next(iter(optimizer.values())), Mapping) \
-                and next(iter(optimizer.values())).get("adjust_learning_rate"):
+        if (
+            isinstance(optimizer, Mapping)
+            and isinstance(next(iter(optimizer.values())), Mapping)
+            and next(iter(optimizer.values())).get("adjust_learning_rate")
+        ):
             # muP scales apply through ScalePerParamLR, which Model Zoo adds where a config leaves it out
-            blocks = [block if "ScalePerParamLR" in block else {"ScalePerParamLR": {"scheduler": block}}
-                      for block in blocks]
+            blocks = [
+                block if "ScalePerParamLR" in block else {"ScalePerParamLR": {"scheduler": block}} for block in blocks
+            ]
         _schedulers(out, blocks, f"{init}.schedulers")
     out.take("trainer.fit.ckpt_path", "ckpt_path", str)
 
@@ -498,24 +531,48 @@ def _legacy_layout(out: _Output) -> None:
         _precision(out, "model.mixed_precision", "model.fp16_type")
     _clipping(out, "optimizer")
     _loss_scaling(out, "optimizer.loss_scaling_factor")
-    accum = "optimizer.grad_accum_steps" if src.get("optimizer.grad_accum_steps") is not None \
+    accum = (
+        "optimizer.grad_accum_steps"
+        if src.get("optimizer.grad_accum_steps") is not None
         else "runconfig.grad_accum_steps"
-    _loop(out, {"max_steps": "runconfig.max_steps", "num_steps": "runconfig.num_steps",
-                "num_epochs": "runconfig.num_epochs", "eval_frequency": "runconfig.eval_frequency",
-                "eval_steps": "runconfig.eval_steps", "grad_accum_steps": accum})
-    key = "runconfig.checkpoint_steps" if src.get("runconfig.checkpoint_steps") is not None \
+    )
+    _loop(
+        out,
+        {
+            "max_steps": "runconfig.max_steps",
+            "num_steps": "runconfig.num_steps",
+            "num_epochs": "runconfig.num_epochs",
+            "eval_frequency": "runconfig.eval_frequency",
+            "eval_steps": "runconfig.eval_steps",
+            "grad_accum_steps": accum,
+        },
+    )
+    key = (
+        "runconfig.checkpoint_steps"
+        if src.get("runconfig.checkpoint_steps") is not None
         else "runconfig.save_checkpoint_steps"
+    )
     _checkpoint_every(out, key)
     out.take("runconfig.log_steps", "trainer.log_every_n_steps", int)
     optimizer = src.get("optimizer")
     if not isinstance(optimizer, Mapping) or not isinstance(optimizer.get("optimizer_type"), str):
-        raise ConfigError("optimizer.optimizer_type", "a legacy Model Zoo config names its optimizer here; "
-                          "fix: add optimizer_type: AdamW (or SGD, ...)")
+        raise ConfigError(
+            "optimizer.optimizer_type",
+            "a legacy Model Zoo config names its optimizer here; fix: add optimizer_type: AdamW (or SGD, ...)",
+        )
     out.record("optimizer.optimizer_type", "optimizer")
     learning_rate = optimizer.get("learning_rate")
-    handled = {"optimizer_type", "learning_rate", "max_gradient_norm", "max_gradient_value",
-               "loss_scaling_factor", "grad_accum_steps", "adjust_learning_rate", "log_summaries",
-               "disable_lr_steps_reset"}
+    handled = {
+        "optimizer_type",
+        "learning_rate",
+        "max_gradient_norm",
+        "max_gradient_value",
+        "loss_scaling_factor",
+        "grad_accum_steps",
+        "adjust_learning_rate",
+        "log_summaries",
+        "disable_lr_steps_reset",
+    }
     args = {k: v for k, v in optimizer.items() if k not in handled}
     if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):
         args["learning_rate"] = learning_rate
@@ -532,7 +589,8 @@ def _legacy_layout(out: _Output) -> None:
             "handed to the CS system's schedulers only, asking a scheduler in a sequence to go on counting the "
             "global step instead of restarting from 0 at its milestone (the CPU/GPU path and cerebras.pytorch 2.x "
             "always restart, and 2.x removed the flag); the converted SequentialLR restarts each scheduler's count "
-            "at its milestone, as 2.x does")
+            "at its milestone, as 2.x does"
+        )
     _per_layer_scales(out, "optimizer.adjust_learning_rate")
     src.why("optimizer.log_summaries", "Model Zoo summaries: use Lightning loggers")
 
@@ -545,16 +603,21 @@ def _per_layer_scales(out: _Output, key: str) -> None:
     scales = out.source.get(key)
     if not scales:
         return
-    listed = ", ".join(f"{tag} x {scale}" for tag, scale in scales.items()) if isinstance(scales, Mapping) \
-        else repr(scales)
-    out.source.why(key, "muP per-layer learning-rate scale: give those layers' parameters a param group with "
-                        "'adjust_learning_rate': <scale> in configure_optimizers")
+    listed = (
+        ", ".join(f"{tag} x {scale}" for tag, scale in scales.items()) if isinstance(scales, Mapping) else repr(scales)
+    )
+    out.source.why(
+        key,
+        "muP per-layer learning-rate scale: give those layers' parameters a param group with "
+        "'adjust_learning_rate': <scale> in configure_optimizers",
+    )
     out.report.notes.append(
         f"warning: {key} scales the learning rate of Model Zoo's tagged layers ({listed}); the schedule is "
         "wrapped in ScalePerParamLR, which multiplies in each param group's 'adjust_learning_rate', but the "
         "optimizer: block makes one group without it, so `fit` refuses these blocks rather than train every "
         "layer at the unscaled rate: build the optimizer with those groups and the schedulers in your "
-        "LightningModule's configure_optimizers (and leave out the optimizer:/schedulers: blocks)")
+        "LightningModule's configure_optimizers (and leave out the optimizer:/schedulers: blocks)"
+    )
 
 
 def _loss_scaling(out: _Output, key: str) -> None:
@@ -566,20 +629,30 @@ def _loss_scaling(out: _Output, key: str) -> None:
 
 def _layout(config: Any) -> str:
     if not isinstance(config, Mapping):
-        raise ConfigError("<top level>", f"expected a mapping of sections, got {type(config).__name__}; "
-                          "fix: give a Cerebras Model Zoo config (trainer: {init: ...} or "
-                          "train_input/model/optimizer/runconfig)")
+        raise ConfigError(
+            "<top level>",
+            f"expected a mapping of sections, got {type(config).__name__}; "
+            "fix: give a Cerebras Model Zoo config (trainer: {init: ...} or "
+            "train_input/model/optimizer/runconfig)",
+        )
     if "trainer" in config:
         if isinstance(config["trainer"], list):
-            raise ConfigError("trainer", "a multi-phase Trainer config (trainer: [...]) holds several runs; "
-                              "fix: convert each phase as its own file")
+            raise ConfigError(
+                "trainer",
+                "a multi-phase Trainer config (trainer: [...]) holds several runs; "
+                "fix: convert each phase as its own file",
+            )
         return "trainer"
-    if "runconfig" in config or isinstance(config.get("optimizer"), Mapping) and \
-            "optimizer_type" in config["optimizer"]:
+    if "runconfig" in config or (
+        isinstance(config.get("optimizer"), Mapping) and "optimizer_type" in config["optimizer"]
+    ):
         return "legacy"
-    raise ConfigError("<top level>", f"not a Cerebras Model Zoo config: found keys {sorted(map(str, config))}; "
-                      "fix: give a Trainer config (trainer: {init: ..., fit: ...}) or a legacy one "
-                      "(train_input/model/optimizer/runconfig)")
+    raise ConfigError(
+        "<top level>",
+        f"not a Cerebras Model Zoo config: found keys {sorted(map(str, config))}; "
+        "fix: give a Trainer config (trainer: {init: ..., fit: ...}) or a legacy one "
+        "(train_input/model/optimizer/runconfig)",
+    )
 
 
 def convert(config: Mapping[str, Any], source: str = "<config>") -> tuple[dict[str, Any], Report]:
@@ -611,10 +684,12 @@ def _flow(value: Any) -> str:
 
 def dump(config: Mapping[str, Any], report: Report) -> str:
     """The output file's text: the config, then every unmapped key as a comment."""
-    lines = [f"# Converted by `cs-lightning convert` from {report.source} ({report.layout} layout).",
-             "# Run with: cs-lightning fit --config <this file> --model <your LightningModule> "
-             "--data <your LightningDataModule>",
-             yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False).rstrip()]
+    lines = [
+        f"# Converted by `cs-lightning convert` from {report.source} ({report.layout} layout).",
+        "# Run with: cs-lightning fit --config <this file> --model <your LightningModule> "
+        "--data <your LightningDataModule>",
+        yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False).rstrip(),
+    ]
     if report.unmapped:
         lines.append("# ---- unmapped: Model Zoo keys with no cs-lightning counterpart (not used) ----")
         lines += [f"# {key}: {_flow(value)}  ({why})" for key, value, why in report.unmapped]
@@ -638,25 +713,29 @@ def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Repor
     try:
         write_atomic(out, dump(converted, report).encode())
     except OSError as err:
-        raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a path in an "
-                          "existing folder") from None
+        raise ConfigError(
+            "--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a path in an existing folder"
+        ) from None
     return report
 
 
 def _check_out(src: Path, out: Path, force: bool) -> None:
     """Refuse an output path that is the input, a folder, in no folder, or (without `force`) a file."""
     if out.exists() and os.path.samefile(out, src):  # also through a link
-        raise ConfigError("--out", f"{str(out)!r} is the input file; converting over it would destroy it; "
-                          "fix: give another output path")
+        raise ConfigError(
+            "--out",
+            f"{str(out)!r} is the input file; converting over it would destroy it; fix: give another output path",
+        )
     if out.is_dir():
-        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as "
-                          f"{str(out / 'run.yaml')!r}")
+        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'run.yaml')!r}")
     if not out.parent.is_dir():  # write_atomic would make it; a typo should not make folders
-        raise ConfigError("--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; "
-                          "fix: give a path in an existing folder")
+        raise ConfigError(
+            "--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; fix: give a path in an existing folder"
+        )
     if out.exists() and not force:
-        raise ConfigError("--out", f"{str(out)!r} already exists; fix: give another path, "
-                          "or pass --force to overwrite it")
+        raise ConfigError(
+            "--out", f"{str(out)!r} already exists; fix: give another path, or pass --force to overwrite it"
+        )
 
 
 def _read_yaml(src: Path) -> tuple[Any, list[str]]:
@@ -665,8 +744,10 @@ def _read_yaml(src: Path) -> tuple[Any, list[str]]:
     try:
         config = get_loader("yaml")(src.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
-        raise ConfigError(str(src), f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
-                          "fix: save the file as UTF-8") from None
+        raise ConfigError(
+            str(src),
+            f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); fix: save the file as UTF-8",
+        ) from None
     except yaml.YAMLError as err:
         raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
     return config, refuse_duplicate_keys(src, "source", same_value_ok=True)
@@ -681,8 +762,9 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 def main_convert(argv: Sequence[str]) -> int:
     """`cs-lightning convert modelzoo.yaml -o run.yaml`: returns the exit code (2 on a bad file)."""
-    parser = _ArgumentParser(prog="cs-lightning convert",
-                             description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML.")
+    parser = _ArgumentParser(
+        prog="cs-lightning convert", description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML."
+    )
     parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
     parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
     parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")

@@ -67,8 +67,10 @@ class ResumableDataLoader(DataLoader):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """The next ``iter()`` goes on where ``state_dict`` was taken (the next epoch, at an epoch's end)."""
         if set(state_dict) != {"generator", "epoch_start", "served"}:
-            raise ValueError(f"ResumableDataLoader.load_state_dict: got keys {sorted(state_dict)}, expected "
-                             "['epoch_start', 'generator', 'served'] (a state of another dataloader?)")
+            raise ValueError(
+                f"ResumableDataLoader.load_state_dict: got keys {sorted(state_dict)}, expected "
+                "['epoch_start', 'generator', 'served'] (a state of another dataloader?)"
+            )
         served = int(state_dict["served"])
         self.generator.set_state(state_dict["generator"])
         self._epoch_start = state_dict["epoch_start"]

@@ -52,8 +52,11 @@ def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Opt
         try:
             cls = _import_dotted(name)
         except (ImportError, AttributeError) as err:
-            raise ConfigError(key, f"cannot import optimizer {name!r} ({err}); "
-                              "fix: give a torch.optim name such as AdamW or an importable dotted path") from None
+            raise ConfigError(
+                key,
+                f"cannot import optimizer {name!r} ({err}); "
+                "fix: give a torch.optim name such as AdamW or an importable dotted path",
+            ) from None
         if not (inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer)):
             raise ConfigError(key, f"{name!r} is not a torch.optim.Optimizer subclass; fix: name an optimizer class")
         return cls
@@ -71,25 +74,36 @@ def _split(spec: Any, key: str) -> tuple[str, dict[str, Any], str]:
     if isinstance(spec, str):
         return spec, {}, key
     if not isinstance(spec, Mapping):
-        raise ConfigError(key, f"expected a mapping such as {{AdamW: {{lr: 0.001}}}}, got {spec!r}; "
-                          "fix: write {Name: {args}} or class_path/init_args")
+        raise ConfigError(
+            key,
+            f"expected a mapping such as {{AdamW: {{lr: 0.001}}}}, got {spec!r}; "
+            "fix: write {Name: {args}} or class_path/init_args",
+        )
     if "class_path" in spec:
         extra = set(spec) - {"class_path", "init_args"}
         if extra:
-            raise ConfigError(f"{key}.{sorted(extra)[0]}", "unexpected key next to class_path; "
-                              "fix: keep only class_path and init_args")
+            raise ConfigError(
+                f"{key}.{sorted(extra)[0]}",
+                "unexpected key next to class_path; fix: keep only class_path and init_args",
+            )
         args = spec.get("init_args") or {}
         if not isinstance(args, Mapping):
-            raise ConfigError(f"{key}.init_args", f"expected a mapping of arguments, got {args!r}; "
-                              "fix: write init_args: {arg: value, ...}")
+            raise ConfigError(
+                f"{key}.init_args",
+                f"expected a mapping of arguments, got {args!r}; fix: write init_args: {{arg: value, ...}}",
+            )
         return str(spec["class_path"]), dict(args), f"{key}.init_args"
     if len(spec) != 1:
-        raise ConfigError(key, f"expected exactly one optimizer name, got keys {sorted(spec)}; "
-                          "fix: write {Name: {args}} with a single name")
+        raise ConfigError(
+            key,
+            f"expected exactly one optimizer name, got keys {sorted(spec)}; "
+            "fix: write {Name: {args}} with a single name",
+        )
     ((name, args),) = spec.items()
     if args is not None and not isinstance(args, Mapping):
-        raise ConfigError(f"{key}.{name}", f"expected a mapping of arguments, got {args!r}; "
-                          f"fix: write {name}: {{arg: value, ...}}")
+        raise ConfigError(
+            f"{key}.{name}", f"expected a mapping of arguments, got {args!r}; fix: write {name}: {{arg: value, ...}}"
+        )
     return str(name), dict(args or {}), f"{key}.{name}"
 
 
@@ -107,11 +121,11 @@ def _check_arguments(cls: type, args: Mapping[str, Any], key: str) -> None:
             close = difflib.get_close_matches(arg, names, n=1)
             hint = f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(names)}"
             raise ConfigError(f"{key}.{arg}", f"{cls.__name__} has no argument {arg!r}; fix: {hint}")
-    missing = [p.name for p in params
-               if p.default is p.empty and p.kind is not p.VAR_POSITIONAL and p.name not in args]
+    missing = [p.name for p in params if p.default is p.empty and p.kind is not p.VAR_POSITIONAL and p.name not in args]
     if missing:
-        raise ConfigError(key, f"{cls.__name__} needs {', '.join(missing)}; fix: add "
-                          + ", ".join(f"{m}: <value>" for m in missing))
+        raise ConfigError(
+            key, f"{cls.__name__} needs {', '.join(missing)}; fix: add " + ", ".join(f"{m}: <value>" for m in missing)
+        )
 
 
 def optimizer_factory(spec: Any, key: str = "optimizer") -> OptimizerFactory:

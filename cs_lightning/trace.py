@@ -169,10 +169,14 @@ class _KernelGuard(TorchDispatchMode):
         if func is torch.ops.aten._local_scalar_dense.default and not self._static_call():
             site = self.code.site(sys._getframe(1))
             if site is not None:
-                raise GraphBreakError(_host_read_message(
-                    f"`{self._call_name()}` given a tensor where it needs a Python number", site))
-        elif (torch.Tag.dynamic_output_shape in func.tags and _value_dependent(func, args, kwargs)
-              and not self._static_call()):
+                raise GraphBreakError(
+                    _host_read_message(f"`{self._call_name()}` given a tensor where it needs a Python number", site)
+                )
+        elif (
+            torch.Tag.dynamic_output_shape in func.tags
+            and _value_dependent(func, args, kwargs)
+            and not self._static_call()
+        ):
             site = self.code.site(sys._getframe(1), past_torch=True)
             if site is not None:
                 raise GraphBreakError(_dynamic_shape_message(func.__name__, site))
@@ -204,23 +208,46 @@ def _value_dependent(func: Any, args: tuple, kwargs: dict) -> bool:
 
 # Tensor methods and torch functions that hand a tensor's value to Python.
 _HERE = str(Path(__file__).parent) + os.sep
-_HOST_READ_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__",
-                                "__complex__", "__format__", "__repr__", "__str__", "__array__", "__contains__",
-                                "equal", "allclose", "is_nonzero"})
+_HOST_READ_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "numpy",
+        "__bool__",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__complex__",
+        "__format__",
+        "__repr__",
+        "__str__",
+        "__array__",
+        "__contains__",
+        "equal",
+        "allclose",
+        "is_nonzero",
+    }
+)
 # torch functions whose output shape is static though they compute through value-dependent ops.
 _STATIC_RESULTS = frozenset({"combinations", "ctc_loss", "linalg_lstsq"})
 # Libraries that keep books on the host for the user (logging, metrics): their reads pass, even
 # when they are submodules of the model.
-_BOOKKEEPING = frozenset({"torch", "lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics",
-                          "cs_lightning"})
+_BOOKKEEPING = frozenset(
+    {"torch", "lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics", "cs_lightning"}
+)
 _TORCH = str(Path(torch.__file__).parent) + os.sep
 _TORCH_MODULES = os.path.join(_TORCH + "nn", "modules") + os.sep
 # torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on, and one guard
 # runs the other's calls: look past them.
 _PLUMBING = frozenset({*(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py")), __file__})
 # As Python was started (frames' file names) and resolved (links in the prefix).
-_STDLIB = tuple({str(Path(sysconfig.get_paths()["stdlib"])) + os.sep,
-                 str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep, "<frozen "})
+_STDLIB = tuple(
+    {
+        str(Path(sysconfig.get_paths()["stdlib"])) + os.sep,
+        str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep,
+        "<frozen ",
+    }
+)
 _LIBRARIES = ("site-packages", "dist-packages")
 
 
@@ -233,12 +260,20 @@ def _host_read_message(read: str, site: tuple[str, int, str]) -> str:
 
 
 # How each read is named in the message.
-_READS = {"__bool__": "`bool(tensor)` (a Python `if`/`while`/`and` on a tensor)",
-          "__float__": "`float(tensor)`", "__int__": "`int(tensor)`", "__complex__": "`complex(tensor)`",
-          "__index__": "a tensor used as a Python index", "__format__": "a tensor formatted into a string",
-          "__repr__": "a tensor printed", "__str__": "a tensor printed",
-          "__array__": "a tensor turned into a NumPy array", "__contains__": "`x in tensor`",
-          "equal": "`torch.equal`", "allclose": "`allclose`"}
+_READS = {
+    "__bool__": "`bool(tensor)` (a Python `if`/`while`/`and` on a tensor)",
+    "__float__": "`float(tensor)`",
+    "__int__": "`int(tensor)`",
+    "__complex__": "`complex(tensor)`",
+    "__index__": "a tensor used as a Python index",
+    "__format__": "a tensor formatted into a string",
+    "__repr__": "a tensor printed",
+    "__str__": "a tensor printed",
+    "__array__": "a tensor turned into a NumPy array",
+    "__contains__": "`x in tensor`",
+    "equal": "`torch.equal`",
+    "allclose": "`allclose`",
+}
 
 
 def _dynamic_shape_message(op: str, site: tuple[str, int, str]) -> str:
@@ -285,9 +320,13 @@ def _user_files() -> set[str]:
     files = set()
     for loaded in list(sys.modules.values()):
         file = getattr(loaded, "__file__", None)
-        if (isinstance(file, str) and file.endswith(".py") and os.path.isfile(file)
-                and not file.startswith((_TORCH, _HERE, *_STDLIB))
-                and not any(part in _LIBRARIES for part in Path(file).parts)):
+        if (
+            isinstance(file, str)
+            and file.endswith(".py")
+            and os.path.isfile(file)
+            and not file.startswith((_TORCH, _HERE, *_STDLIB))
+            and not any(part in _LIBRARIES for part in Path(file).parts)
+        ):
             files.add(file)
     return files
 
@@ -367,6 +406,7 @@ def _captured_forward(
     forward: Callable[..., Any], backend: str | Callable[..., Any], fullgraph: bool, timer: _FirstCallTimer
 ) -> Callable[..., Any]:
     inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
+
     # Static, as a CS-X graph: with automatic dynamic shapes, a float attribute seen before with
     # another value (Dropout's p, even in an earlier model of the same code) becomes a graph input
     # read back with `.item()`, which the host-read check would blame on the user.

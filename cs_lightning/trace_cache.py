@@ -8,8 +8,8 @@ options of the check. A warm entry skips the check whatever wrote the checkpoint
 resumed; changed code misses.
 
 Entries are small JSON files in the ``trace/`` folder of :func:`cs_lightning.cache.cache_dir`,
-written atomically, so concurrent writers (DDP ranks, two runs) never leave a torn entry. An unreadable or foreign entry is ignored with a warning and rewritten; a
-cache that cannot be written costs the check, never the run.
+written atomically, so concurrent writers (DDP ranks, two runs) never leave a torn entry. An unreadable
+or foreign entry is ignored with a warning and rewritten; a cache that cannot be written costs the check, never the run.
 """
 
 from __future__ import annotations
@@ -114,9 +114,11 @@ class TraceCache:
         try:
             write_atomic(self._path(key), json.dumps({"format": _FORMAT, "key": key, **about}).encode())
         except OSError as error:
-            warnings.warn(f"cs_lightning trace cache: cannot write to {self.folder} ({error}); the trace"
-                          " check runs again next time. Set CS_LIGHTNING_CACHE_DIR to a writable folder.",
-                          stacklevel=2)
+            warnings.warn(
+                f"cs_lightning trace cache: cannot write to {self.folder} ({error}); the trace"
+                " check runs again next time. Set CS_LIGHTNING_CACHE_DIR to a writable folder.",
+                stacklevel=2,
+            )
 
     def entries(self) -> list[Path]:
         """The entry files (not the temporary files of writes in progress)."""
@@ -143,5 +145,7 @@ class TraceCache:
         return len(entries)
 
     def _warn_unusable(self, path: Path, why: str) -> None:
-        warnings.warn(f"cs_lightning trace cache: ignoring {path}: {why}; the trace check runs again"
-                      " and rewrites it.", stacklevel=3)
+        warnings.warn(
+            f"cs_lightning trace cache: ignoring {path}: {why}; the trace check runs again and rewrites it.",
+            stacklevel=3,
+        )

@@ -35,14 +35,18 @@ CS_LIGHTNING = Path(sys.executable).with_name("cs-lightning")
 
 def run_cli(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
     """The installed `cs-lightning` command in a fresh process, as a user runs it."""
-    return subprocess.run([str(CS_LIGHTNING), *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)
+    return subprocess.run(
+        [str(CS_LIGHTNING), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` (relative path -> bytes), to prove a command changed nothing."""
-    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*"))
-            if path.is_file() and "cs_lightning_cache" not in path.parts}
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "cs_lightning_cache" not in path.parts
+    }
 
 
 def flat_state(state: object) -> list:

@@ -21,8 +21,9 @@ def mlp(norm: str = "layer") -> nn.Module:
 class Regressor(LightningModule):
     """An MLP regressor built in ``__init__`` (eager) or in ``configure_model`` (recorded under csx)."""
 
-    def __init__(self, build_in: str = "init", scheduler: bool = False, optimizer: str = "adamw",
-                 norm: str = "layer") -> None:
+    def __init__(
+        self, build_in: str = "init", scheduler: bool = False, optimizer: str = "adamw", norm: str = "layer"
+    ) -> None:
         super().__init__()
         self.build_in, self.scheduler, self.optimizer_name, self.norm = build_in, scheduler, optimizer, norm
         self.net: nn.Module | None = mlp(norm) if build_in == "init" else None
@@ -64,20 +65,23 @@ class Losses(Callback):
     def __init__(self) -> None:
         self.values: list[torch.Tensor] = []
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self.values.append(outputs["loss"].detach().clone())
 
 
 def trainer(strategy: Any = "auto", **kwargs: Any) -> Trainer:
-    settings: dict[str, Any] = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                                    enable_model_summary=False)
+    settings: dict[str, Any] = dict(
+        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False
+    )
     settings.update(kwargs)
     return Trainer(strategy=strategy, **settings)
 
 
-def fit(model: LightningModule, strategy: Any = "auto", steps: int = 20, ckpt_path: str | None = None,
-        **kwargs: Any) -> tuple[Trainer, Losses]:
+def fit(
+    model: LightningModule, strategy: Any = "auto", steps: int = 20, ckpt_path: str | None = None, **kwargs: Any
+) -> tuple[Trainer, Losses]:
     """Train ``steps`` steps on :func:`data`; ``kwargs`` go to the Trainer."""
     losses = Losses()
     run = trainer(strategy, max_steps=steps, callbacks=[losses, *kwargs.pop("callbacks", [])], **kwargs)

@@ -91,9 +91,12 @@ class Language(LightningModule):
         from cs_lightning.schedulers import CosineDecayLR
 
         optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)
-        return {"optimizer": optimizer,
-                "lr_scheduler": CosineDecayLR(optimizer, initial_learning_rate=0.01, end_learning_rate=0.001,
-                                              total_iters=10)}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": CosineDecayLR(
+                optimizer, initial_learning_rate=0.01, end_learning_rate=0.001, total_iters=10
+            ),
+        }
 
 
 def tokens(n: int = 48, length: int = 8, batch_size: int = 4) -> DataLoader:
@@ -108,8 +111,9 @@ class Wide(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.embed = nn.Embedding(8192, 512)
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(512, 1024), nn.GELU(), nn.Linear(1024, 512))
-                                    for _ in range(16))
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(512, 1024), nn.GELU(), nn.Linear(1024, 512)) for _ in range(16)
+        )
         self.head = nn.Linear(512, 8192, bias=False)
         self.head.weight = self.embed.weight
 

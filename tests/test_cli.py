@@ -17,8 +17,8 @@ import lightning as L
 import pytest
 import torch
 import yaml
-
 from conftest import REPO, run_cli, snapshot
+
 from cs_lightning import schedulers
 from cs_lightning.cli import main
 
@@ -34,13 +34,17 @@ CEREBRAS = {
 }
 CLASS_PATH = {
     "optimizer": {"class_path": "torch.optim.AdamW", "init_args": {"lr": PEAK, "weight_decay": 0.01}},
-    "schedulers": [{
-        "class_path": "cs_lightning.schedulers.SequentialLR",
-        "init_args": {"schedulers": [
-            {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": LINEAR},
-            {"class_path": "cs_lightning.schedulers.CosineDecayLR", "init_args": COSINE},
-        ]},
-    }],
+    "schedulers": [
+        {
+            "class_path": "cs_lightning.schedulers.SequentialLR",
+            "init_args": {
+                "schedulers": [
+                    {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": LINEAR},
+                    {"class_path": "cs_lightning.schedulers.CosineDecayLR", "init_args": COSINE},
+                ]
+            },
+        }
+    ],
 }
 
 
@@ -51,11 +55,19 @@ def digits_run(root: Path, **blocks: Any) -> dict[str, Any]:
         "model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"channels": 4}},
         "data": {"class_path": "image_classifier.DigitsData", "init_args": {"batch_size": 16}},
         "trainer": {
-            "max_steps": STEPS, "log_every_n_steps": 1, "limit_val_batches": 0,
-            "enable_progress_bar": False, "enable_model_summary": False, "default_root_dir": str(root),
+            "max_steps": STEPS,
+            "log_every_n_steps": 1,
+            "limit_val_batches": 0,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "default_root_dir": str(root),
             "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(root)}},
-            "callbacks": [{"class_path": "lightning.pytorch.callbacks.LearningRateMonitor",
-                           "init_args": {"logging_interval": "step"}}],
+            "callbacks": [
+                {
+                    "class_path": "lightning.pytorch.callbacks.LearningRateMonitor",
+                    "init_args": {"logging_interval": "step"},
+                }
+            ],
         },
     }
     config.update(copy.deepcopy(blocks))
@@ -125,8 +137,11 @@ def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path, capsy
     (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
     assert _done_line(capsys).endswith(f"| checkpoint {checkpoint.relative_to(tmp_path)}")  # tmp_path is the cwd
     # LightningCLI puts the checkpoint's hyperparameters over the command line's: said, not silent
-    with pytest.warns(UserWarning, match=r"^ckpt_path: the checkpoint's hyperparameters replace model arguments "
-                                         r"given in the config or command line: channels=8 -> 4$"):
+    with pytest.warns(
+        UserWarning,
+        match=r"^ckpt_path: the checkpoint's hyperparameters replace model arguments "
+        r"given in the config or command line: channels=8 -> 4$",
+    ):
         code = main(["fit", "--config", str(path), "--ckpt_path", str(checkpoint), "--model.init_args.channels", "8"])
     assert code == 0
     (written,) = tmp_path.glob("lightning_logs/version_1/checkpoints/*.ckpt")
@@ -138,10 +153,13 @@ def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path, capsy
     assert resumed == {k: closed_form[k] for k in range(5, STEPS)}
 
 
-def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     config = digits_run(tmp_path, **CEREBRAS)
-    config["trainer"]["callbacks"] = [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                                       "init_args": {"dirpath": str(tmp_path / "ckpt")}}]
+    config["trainer"]["callbacks"] = [
+        {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint", "init_args": {"dirpath": str(tmp_path / "ckpt")}}
+    ]
     path = write(tmp_path / "run.yaml", config)
     assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
     (start,) = (tmp_path / "ckpt").glob("*.ckpt")
@@ -159,11 +177,13 @@ class RecordOptimizer(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         held = [p for group in trainer.optimizers[0].param_groups for p in group["params"]]
-        RecordOptimizer.seen.append({
-            "same_objects": [id(p) for p in held] == [id(p) for p in pl_module.parameters()],
-            "devices": {p.device.type for p in held},
-            "strategy": type(trainer.strategy).__name__,
-        })
+        RecordOptimizer.seen.append(
+            {
+                "same_objects": [id(p) for p in held] == [id(p) for p in pl_module.parameters()],
+                "devices": {p.device.type for p in held},
+                "strategy": type(trainer.strategy).__name__,
+            }
+        )
 
 
 def test_optimizer_is_built_on_the_materialized_parameters_of_a_deferred_model(tmp_path: Path) -> None:
@@ -173,8 +193,14 @@ def test_optimizer_is_built_on_the_materialized_parameters_of_a_deferred_model(t
         "model": {"class_path": "tiny_gpt.TinyGPT", "init_args": {"n_layer": 1, "n_embd": 32}},
         "data": {"class_path": "tiny_gpt.MacbethData"},
         "optimizer": {"AdamW": {"lr": 1e-3}},
-        "trainer": {"max_steps": 1, "limit_val_batches": 0, "enable_progress_bar": False, "logger": False,
-                    "enable_checkpointing": False, "callbacks": [{"class_path": "test_cli.RecordOptimizer"}]},
+        "trainer": {
+            "max_steps": 1,
+            "limit_val_batches": 0,
+            "enable_progress_bar": False,
+            "logger": False,
+            "enable_checkpointing": False,
+            "callbacks": [{"class_path": "test_cli.RecordOptimizer"}],
+        },
     }
     RecordOptimizer.seen.clear()
     assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 0
@@ -188,39 +214,69 @@ SEQ_OK = [{"LinearLR": LINEAR}, {"CosineDecayLR": COSINE}]
 BAD = {
     "unknown scheduler": (
         {"schedulers": [{"SequentialLR": {"schedulers": [{"LinearLR": LINEAR}, {"CosineDecayLRR": COSINE}]}}]},
-        "schedulers[0].SequentialLR.schedulers[1].CosineDecayLRR", "closest: CosineDecayLR"),
+        "schedulers[0].SequentialLR.schedulers[1].CosineDecayLRR",
+        "closest: CosineDecayLR",
+    ),
     "unknown optimizer": ({"optimizer": {"AdamWW": {"lr": 0.1}}}, "optimizer", "did you mean AdamW"),
     "bad scheduler argument": (
         {"schedulers": [{"LinearLR": {"initial_lr": 0.0, "end_learning_rate": 0.1, "total_iters": 4}}]},
-        "schedulers[0].LinearLR", "did you mean 'initial_learning_rate'"),
+        "schedulers[0].LinearLR",
+        "did you mean 'initial_learning_rate'",
+    ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
     "inconsistent milestones": (
         {"schedulers": [{"SequentialLR": {"schedulers": SEQ_OK, "milestones": [7]}}]},
-        "schedulers[0].SequentialLR", "milestone 0 should be 4"),
+        "schedulers[0].SequentialLR",
+        "milestone 0 should be 4",
+    ),
     "bad nested class_path argument": (
-        {"schedulers": [{"class_path": "cs_lightning.schedulers.SequentialLR", "init_args": {"schedulers": [
-            {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": {**LINEAR, "warmup": 3}}]}}]},
-        "schedulers[0].init_args.schedulers[0].init_args", "unknown argument 'warmup'"),
+        {
+            "schedulers": [
+                {
+                    "class_path": "cs_lightning.schedulers.SequentialLR",
+                    "init_args": {
+                        "schedulers": [
+                            {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": {**LINEAR, "warmup": 3}}
+                        ]
+                    },
+                }
+            ]
+        },
+        "schedulers[0].init_args.schedulers[0].init_args",
+        "unknown argument 'warmup'",
+    ),
     "tagged schedule, untagged optimizer": (
         {"schedulers": [{"LinearLR": {**LINEAR, "param_group_tags": "decoder"}}]},
-        "schedulers[0].LinearLR", "fix: remove param_group_tags"),
+        "schedulers[0].LinearLR",
+        "fix: remove param_group_tags",
+    ),
     "no optimizer for a model without configure_optimizers": (
-        {"optimizer": None, "schedulers": None}, "optimizer", "has no configure_optimizers"),
+        {"optimizer": None, "schedulers": None},
+        "optimizer",
+        "has no configure_optimizers",
+    ),
     "schedulers without optimizer": ({"optimizer": None}, "schedulers", "add an optimizer: block"),
     "missing imports file": ({"imports": ["no_such_module.py"]}, "imports[0]", "no_such_module.py"),
     "unknown trainer key": ({"trainer": {"max_stepz": 3}}, "trainer.max_stepz", "correct its spelling"),
     "bad trainer value": ({"trainer": {"max_steps": "many"}}, "trainer.max_steps", "Expected a <class 'int'>"),
     "unknown model class": (
-        {"model": {"class_path": "image_classifier.NoSuchModel"}}, "model.class_path", "list the module"),
+        {"model": {"class_path": "image_classifier.NoSuchModel"}},
+        "model.class_path",
+        "list the module",
+    ),
     "bad model argument": (
         {"model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"colour": 1}}},
-        "model.init_args.colour", "correct its spelling"),
+        "model.init_args.colour",
+        "correct its spelling",
+    ),
     "model missing": ({"model": None}, "model", "add a model: block"),
     "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer", "invalid strategy name"),
     "data constructor rejects a value": (
         {"data": {"class_path": "image_classifier.DigitsData", "init_args": {"val_fraction": 2.0}}},
-        "data.init_args", "val_fraction must be in (0, 1)"),
+        "data.init_args",
+        "val_fraction must be in (0, 1)",
+    ),
 }
 
 
@@ -248,7 +304,7 @@ def test_bad_yaml_exits_2_with_one_line_naming_the_key(case: str, tmp_path: Path
 
 def test_missing_config_file_is_one_line(tmp_path: Path, capfd) -> None:
     assert main(["fit", "--config", "nowhere.yaml"]) == 2
-    out, err = capfd.readouterr()
+    _out, err = capfd.readouterr()
     assert err.startswith("cs-lightning: error: config: ") and "nowhere.yaml" in err
     assert len(err.strip().splitlines()) == 1
     assert _files(tmp_path) == set()
@@ -256,13 +312,14 @@ def test_missing_config_file_is_one_line(tmp_path: Path, capfd) -> None:
 
 @pytest.mark.parametrize("command", ["fit", "schedule"])
 @pytest.mark.parametrize(("text", "holds"), [("", "nothing"), ("- 1\n", "list")])
-def test_a_config_that_is_not_a_mapping_is_one_line(command: str, text: str, holds: str, tmp_path: Path,
-                                                    capfd) -> None:
+def test_a_config_that_is_not_a_mapping_is_one_line(command: str, text: str, holds: str, tmp_path: Path, capfd) -> None:
     (tmp_path / "run.yaml").write_text(text)
     assert main([command, "--config", "run.yaml"]) == 2
     out, err = capfd.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1
-    assert re.match(rf"cs-lightning: error: config(\[0\])?: 'run.yaml' holds {holds}, not a mapping of keys; fix: ", err)
+    assert re.match(
+        rf"cs-lightning: error: config(\[0\])?: 'run.yaml' holds {holds}, not a mapping of keys; fix: ", err
+    )
 
 
 @pytest.mark.parametrize("command", ["fit", "schedule"])
@@ -277,8 +334,11 @@ def test_yaml_syntax_error_is_one_line_with_its_position(command: str, tmp_path:
 @pytest.mark.parametrize(("option", "module"), [("--imports", "digits_a"), ("--imports+", "digits_b")])
 def test_imports_can_be_given_on_the_command_line(option: str, module: str, tmp_path: Path) -> None:
     """A module no other test imported: only the command-line option can make it known."""
-    (tmp_path / f"{module}.py").write_text(DIGITS_PY.read_text().replace(
-        'Path(__file__).with_name("digits.csv.gz")', repr(str(DIGITS_PY.with_name("digits.csv.gz")))))
+    (tmp_path / f"{module}.py").write_text(
+        DIGITS_PY.read_text().replace(
+            'Path(__file__).with_name("digits.csv.gz")', repr(str(DIGITS_PY.with_name("digits.csv.gz")))
+        )
+    )
     config = digits_run(tmp_path, optimizer="SGD")
     del config["imports"]
     config["model"]["class_path"] = f"{module}.DigitClassifier"
@@ -303,8 +363,9 @@ def test_console_script_error_is_one_line_on_stderr(tmp_path: Path) -> None:
     blocks, key, _ = BAD["data constructor rejects a value"]
     path = write(tmp_path / "run.yaml", {**digits_run(tmp_path, **CEREBRAS), **blocks})
     script = Path(sys.executable).with_name("cs-lightning")
-    result = subprocess.run([str(script), "fit", "--config", str(path)], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [str(script), "fit", "--config", str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"cs-lightning: error: {key}: ")
@@ -313,6 +374,7 @@ def test_console_script_error_is_one_line_on_stderr(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------- schedule command
 
+
 def test_schedule_table_shows_the_closed_form_without_building_the_model(tmp_path: Path, capfd) -> None:
     config = digits_run(tmp_path, **CEREBRAS)
     config["model"] = {"class_path": "not_a_module.NotAModel"}  # never imported: no model is built
@@ -320,7 +382,17 @@ def test_schedule_table_shows_the_closed_form_without_building_the_model(tmp_pat
     path = write(tmp_path / "run.yaml", config)
     assert main(["schedule", "--config", str(path), "--table"]) == 0
     lines = capfd.readouterr().out.strip().splitlines()
-    assert lines[0].split() == ["step", "SequentialLR", "group", "0", "lr", "CosineDecayWD", "group", "0", "weight_decay"]
+    assert lines[0].split() == [
+        "step",
+        "SequentialLR",
+        "group",
+        "0",
+        "lr",
+        "CosineDecayWD",
+        "group",
+        "0",
+        "weight_decay",
+    ]
     rows = {int(line.split()[0]): [float(v) for v in line.split()[1:]] for line in lines[1:]}
     assert sorted(rows) == list(range(STEPS))  # trainer.max_steps rows
     assert rows[0] == [0.0, pytest.approx(0.1)]
@@ -331,14 +403,20 @@ def test_schedule_table_shows_the_closed_form_without_building_the_model(tmp_pat
 
 def test_schedule_draws_schedules_of_tagged_param_groups(tmp_path: Path, capfd) -> None:
     """No model, so no real groups: one probe group per tag named, as `convert` writes such blocks."""
-    tagged = [{"StepLR": {"initial_learning_rate": 0.1, "step_size": 2, "gamma": 0.5, "param_group_tags": "decoder"}},
-              {"ConstantLR": {"learning_rate": 0.002, "param_group_tags": [None]}}]
+    tagged = [
+        {"StepLR": {"initial_learning_rate": 0.1, "step_size": 2, "gamma": 0.5, "param_group_tags": "decoder"}},
+        {"ConstantLR": {"learning_rate": 0.002, "param_group_tags": [None]}},
+    ]
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"SGD": {"lr": 1.0}}, schedulers=tagged))
     assert main(["schedule", "--config", str(path), "--steps", "4"]) == 0
     lines = capfd.readouterr().out.strip().splitlines()
     assert lines[0].split() == ["step", "StepLR", "group", "1", "lr", "ConstantLR", "group", "0", "lr"]
     assert [[float(v) for v in line.split()] for line in lines[1:]] == [
-        [0, 0.1, 0.002], [1, 0.1, 0.002], [2, 0.05, 0.002], [3, 0.05, 0.002]]
+        [0, 0.1, 0.002],
+        [1, 0.1, 0.002],
+        [2, 0.05, 0.002],
+        [3, 0.05, 0.002],
+    ]
 
 
 def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
@@ -357,10 +435,20 @@ def test_schedule_of_a_constant_learning_rate_shows_the_constant(tmp_path: Path,
     assert [row.split() for row in rows] == [[str(k), "0.003"] for k in [*range(0, 100, 5), 99]]
 
 
-BILLION = {"optimizer": {"AdamW": {"lr": 3e-4}}, "trainer": {"max_steps": 10**9}, "schedulers": [
-    {"SequentialLR": {"schedulers": [
-        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 3e-4, "total_iters": 2000}},
-        {"StepLR": {"initial_learning_rate": 3e-4, "step_size": 300_000_000, "gamma": 0.1}}]}}]}
+BILLION = {
+    "optimizer": {"AdamW": {"lr": 3e-4}},
+    "trainer": {"max_steps": 10**9},
+    "schedulers": [
+        {
+            "SequentialLR": {
+                "schedulers": [
+                    {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 3e-4, "total_iters": 2000}},
+                    {"StepLR": {"initial_learning_rate": 3e-4, "step_size": 300_000_000, "gamma": 0.1}},
+                ]
+            }
+        }
+    ],
+}
 
 
 def test_schedule_of_a_billion_steps_tabulates_samples_and_every_jump(tmp_path: Path) -> None:
@@ -379,9 +467,10 @@ def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_forc
     assert (result.returncode, result.stdout, result.stderr) == (0, "wrote myplot.png (1000000000 steps)\n", "")
     assert (tmp_path / "myplot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     before = snapshot(tmp_path)
-    for out, problem in (("myplot.png", "'myplot.png' already exists; fix: give another path, or pass --force "
-                                        "to overwrite it"),
-                         ("run.yaml", "'run.yaml' is a --config file; fix: give another output path")):
+    for out, problem in (
+        ("myplot.png", "'myplot.png' already exists; fix: give another path, or pass --force to overwrite it"),
+        ("run.yaml", "'run.yaml' is a --config file; fix: give another output path"),
+    ):
         force = ["--force"] if out == "run.yaml" else []  # --force never writes over a config
         result = run_cli("schedule", "--config", "run.yaml", "--out", out, *force, cwd=tmp_path)
         assert (result.returncode, result.stdout) == (2, "")
@@ -389,15 +478,18 @@ def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_forc
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize(("extra", "config_change", "key"), [
-    ([], {"trainer": {}}, "trainer.max_steps"),
-    (["--steps", "-3"], {}, "--steps"),
-    (["--out", "no_such_folder/lr.png"], {}, "--out"),
-    (["--out", "lr.xyz"], {}, "--out"),
-    (["--table", "--out", "x.png"], {}, "schedule"),
-    ([], {"schedulers": None, "optimizer": None}, "optimizer"),
-    ([], {"schedulers": [{"LinearLR": {"initial_learning_rate": 0.0}}]}, "schedulers[0].LinearLR"),
-])
+@pytest.mark.parametrize(
+    ("extra", "config_change", "key"),
+    [
+        ([], {"trainer": {}}, "trainer.max_steps"),
+        (["--steps", "-3"], {}, "--steps"),
+        (["--out", "no_such_folder/lr.png"], {}, "--out"),
+        (["--out", "lr.xyz"], {}, "--out"),
+        (["--table", "--out", "x.png"], {}, "schedule"),
+        ([], {"schedulers": None, "optimizer": None}, "optimizer"),
+        ([], {"schedulers": [{"LinearLR": {"initial_learning_rate": 0.0}}]}, "schedulers[0].LinearLR"),
+    ],
+)
 def test_schedule_mistakes_are_one_line(extra, config_change, key, tmp_path: Path, capfd) -> None:
     path = write(tmp_path / "run.yaml", {**digits_run(tmp_path, **CEREBRAS), **config_change})
     assert main(["schedule", "--config", str(path), *extra]) == 2
@@ -408,6 +500,7 @@ def test_schedule_mistakes_are_one_line(extra, config_change, key, tmp_path: Pat
 
 
 # ------------------------------------------------------------- Lightning's own options
+
 
 def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path: Path, capfd) -> None:
     base = write(tmp_path / "base.yaml", digits_run(tmp_path, **CEREBRAS))
@@ -427,7 +520,7 @@ def test_command_line_overrides_the_optimizer_block(tmp_path: Path) -> None:
     assert lr == {0: 0.25, 1: 0.25}
 
 
-HOST_READ_MODEL = '''
+HOST_READ_MODEL = """
 import torch
 from lightning.pytorch import LightningModule
 from torch.utils.data import DataLoader, TensorDataset
@@ -448,14 +541,23 @@ class ReadsLoss(LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
-'''
+"""
 
 
 def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path, capfd) -> None:
     (tmp_path / "reads_loss.py").write_text(HOST_READ_MODEL)
-    config = {"imports": [str(tmp_path / "reads_loss.py")], "model": {"class_path": "reads_loss.ReadsLoss"},
-              "trainer": {"strategy": "csx", "max_steps": 2, "logger": False, "enable_checkpointing": False,
-                          "enable_progress_bar": False, "default_root_dir": str(tmp_path)}}
+    config = {
+        "imports": [str(tmp_path / "reads_loss.py")],
+        "model": {"class_path": "reads_loss.ReadsLoss"},
+        "trainer": {
+            "strategy": "csx",
+            "max_steps": 2,
+            "logger": False,
+            "enable_checkpointing": False,
+            "enable_progress_bar": False,
+            "default_root_dir": str(tmp_path),
+        },
+    }
     assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     err = capfd.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("cs-lightning: error: The training step reads a tensor's value to the host with `.item()`")
@@ -475,22 +577,42 @@ def _checkpoint_files(folder: Path) -> None:
 
 
 ONE_LINE_FAILURES = {
-    "missing checkpoint": (["fit", "--ckpt_path", "missing.ckpt"], "ckpt_path: 'missing.ckpt' is not a file; fix: "
-                           "give the path of a .ckpt file that Lightning saved, or leave ckpt_path out"),
-    "truncated checkpoint": (["fit", "--ckpt_path", "truncated.ckpt"], "ckpt_path: 'truncated.ckpt' is not a "
-                             "checkpoint, or is cut short: it is not the zip archive torch.save writes; fix: give the "
-                             "path of a .ckpt file that Lightning saved, or leave ckpt_path out"),
-    "not a Lightning checkpoint": (["fit", "--ckpt_path", "weights.pt"], "ckpt_path: 'weights.pt' is not a Lightning "
-                                   "checkpoint (it has no 'state_dict'); fix: give the path of a .ckpt file that "
-                                   "Lightning saved, or leave ckpt_path out"),
-    "test without test_step": (["test"], "test: DigitClassifier has no test_step(); fix: define "
-                               "test_step(self, batch, batch_idx) in it, or run cs-lightning fit"),
-    "predict without a loader": (["predict"], "predict: neither DigitsData nor DigitClassifier defines "
-                                 "predict_dataloader(); fix: add predict_dataloader(self) to the data module (data:)"),
-    "module raising on import": (["fit", "--imports", "boom.py"], "imports[0]: importing 'boom.py' raised "
-                                 "RuntimeError: boom at import ({tmp}/boom.py, line 2); fix: correct that module"),
-    "config not UTF-8": (["fit", "--config", "latin1.yaml"], "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at "
-                         "offset 5); fix: save the file as UTF-8"),
+    "missing checkpoint": (
+        ["fit", "--ckpt_path", "missing.ckpt"],
+        "ckpt_path: 'missing.ckpt' is not a file; fix: "
+        "give the path of a .ckpt file that Lightning saved, or leave ckpt_path out",
+    ),
+    "truncated checkpoint": (
+        ["fit", "--ckpt_path", "truncated.ckpt"],
+        "ckpt_path: 'truncated.ckpt' is not a "
+        "checkpoint, or is cut short: it is not the zip archive torch.save writes; fix: give the "
+        "path of a .ckpt file that Lightning saved, or leave ckpt_path out",
+    ),
+    "not a Lightning checkpoint": (
+        ["fit", "--ckpt_path", "weights.pt"],
+        "ckpt_path: 'weights.pt' is not a Lightning "
+        "checkpoint (it has no 'state_dict'); fix: give the path of a .ckpt file that "
+        "Lightning saved, or leave ckpt_path out",
+    ),
+    "test without test_step": (
+        ["test"],
+        "test: DigitClassifier has no test_step(); fix: define "
+        "test_step(self, batch, batch_idx) in it, or run cs-lightning fit",
+    ),
+    "predict without a loader": (
+        ["predict"],
+        "predict: neither DigitsData nor DigitClassifier defines "
+        "predict_dataloader(); fix: add predict_dataloader(self) to the data module (data:)",
+    ),
+    "module raising on import": (
+        ["fit", "--imports", "boom.py"],
+        "imports[0]: importing 'boom.py' raised "
+        "RuntimeError: boom at import ({tmp}/boom.py, line 2); fix: correct that module",
+    ),
+    "config not UTF-8": (
+        ["fit", "--config", "latin1.yaml"],
+        "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
+    ),
 }
 
 
@@ -514,8 +636,13 @@ def test_ctrl_c_during_training_exits_130_without_a_traceback(tmp_path: Path) ->
     config = digits_run(tmp_path, **CEREBRAS)
     config["trainer"]["max_steps"] = 10**6
     write(tmp_path / "run.yaml", config)
-    run = subprocess.Popen([str(Path(sys.executable).with_name("cs-lightning")), "fit", "--config", "run.yaml"],
-                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [str(Path(sys.executable).with_name("cs-lightning")), "fit", "--config", "run.yaml"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics_csv = tmp_path / "lightning_logs" / "version_0" / "metrics.csv"
     deadline = time.monotonic() + 120
     while not metrics_csv.exists() and time.monotonic() < deadline and run.poll() is None:
@@ -532,12 +659,17 @@ def test_ctrl_c_during_training_exits_130_without_a_traceback(tmp_path: Path) ->
 
 def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
     """YAML loaders keep the last of two equal keys; fit, schedule and convert refuse the file."""
-    (tmp_path / "run.yaml").write_text("optimizer:\n  AdamW: {lr: 0.1}\ntrainer: {max_steps: 10}\n"
-                                       "schedulers:\n  - ConstantLR: {learning_rate: 0.1, learning_rate: 0.5}\n")
+    (tmp_path / "run.yaml").write_text(
+        "optimizer:\n  AdamW: {lr: 0.1}\ntrainer: {max_steps: 10}\n"
+        "schedulers:\n  - ConstantLR: {learning_rate: 0.1, learning_rate: 0.5}\n"
+    )
     (tmp_path / "mz.yaml").write_text("trainer:\n  init:\n    seed: 1\n    loop: {max_steps: 10}\n    seed: 2\n")
     before = snapshot(tmp_path)
     for args, line in (
-        (["schedule", "--config", "run.yaml"], "config[0]: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5"),
+        (
+            ["schedule", "--config", "run.yaml"],
+            "config[0]: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5",
+        ),
         (["fit", "--config", "run.yaml"], "config: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5"),
         (["convert", "mz.yaml", "-o", "out.yaml"], "source: 'mz.yaml' gives key 'seed' twice, at lines 3 and 5"),
     ):
@@ -547,17 +679,32 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize(("block", "key"), [
-    ({"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": -0.001, "total_iters": 4}},
-     "schedulers[0].LinearLR: LinearLR: got end_learning_rate=-0.001"),
-    ({"SequentialLR": {"schedulers": [{"ConstantLR": {"learning_rate": 0.01, "total_iters": 4}},
-                                      {"PiecewiseConstantLR": {"learning_rates": [0.01, -0.1], "milestones": [2]}}]}},
-     "schedulers[0].SequentialLR.schedulers[1].PiecewiseConstantLR: PiecewiseConstantLR: got learning_rates=[0.01, -0.1]"),
-])
+@pytest.mark.parametrize(
+    ("block", "key"),
+    [
+        (
+            {"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": -0.001, "total_iters": 4}},
+            "schedulers[0].LinearLR: LinearLR: got end_learning_rate=-0.001",
+        ),
+        (
+            {
+                "SequentialLR": {
+                    "schedulers": [
+                        {"ConstantLR": {"learning_rate": 0.01, "total_iters": 4}},
+                        {"PiecewiseConstantLR": {"learning_rates": [0.01, -0.1], "milestones": [2]}},
+                    ]
+                }
+            },
+            "schedulers[0].SequentialLR.schedulers[1].PiecewiseConstantLR: PiecewiseConstantLR: got learning_rates=[0.01, -0.1]",
+        ),
+    ],
+)
 def test_a_negative_learning_rate_is_refused_with_its_key_path(block, key, tmp_path: Path, capfd) -> None:
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"SGD": {"lr": 0.01}}, schedulers=[block]))
     before = snapshot(tmp_path)
     assert main(["schedule", "--config", str(path)]) == 2
-    assert capfd.readouterr() == ("", f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's "
-                                      "optimizers refuse lr < 0)\n")
+    assert capfd.readouterr() == (
+        "",
+        f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0)\n",
+    )
     assert snapshot(tmp_path) == before

@@ -9,8 +9,9 @@ from cs_lightning.optimizers import optimizer_factory, resolve_optimizer
 
 def test_both_spellings_build_the_same_optimizer_on_the_parameters_given_later() -> None:
     cerebras = optimizer_factory({"AdamW": {"lr": 3e-4, "weight_decay": 0.1, "betas": [0.9, 0.95]}})
-    lightning = optimizer_factory({"class_path": "torch.optim.AdamW",
-                                   "init_args": {"lr": 3e-4, "weight_decay": 0.1, "betas": [0.9, 0.95]}})
+    lightning = optimizer_factory(
+        {"class_path": "torch.optim.AdamW", "init_args": {"lr": 3e-4, "weight_decay": 0.1, "betas": [0.9, 0.95]}}
+    )
     params = [torch.nn.Parameter(torch.ones(3))]
     a, b = cerebras(params), lightning(params)
     assert type(a) is type(b) is torch.optim.AdamW
@@ -27,17 +28,20 @@ def test_names_resolve_case_insensitively_and_by_dotted_path() -> None:
     assert isinstance(optimizer_factory("Adam")([torch.nn.Parameter(torch.ones(1))]), torch.optim.Adam)
 
 
-@pytest.mark.parametrize(("spec", "key", "words"), [
-    ({"AdamWW": {"lr": 0.1}}, "optimizer", "did you mean AdamW"),
-    ({"AdamW": {"lrr": 0.1}}, "optimizer.AdamW.lrr", "did you mean lr"),
-    ({"AdamW": {"lr": -1.0}}, "optimizer.AdamW", "Invalid learning rate"),
-    ({"AdamW": 0.1}, "optimizer.AdamW", "mapping of arguments"),
-    ({"AdamW": {}, "SGD": {}}, "optimizer", "exactly one optimizer name"),
-    ({"class_path": "torch.optim.NoSuch"}, "optimizer", "cannot import"),
-    ({"class_path": "torch.nn.Linear"}, "optimizer", "not a torch.optim.Optimizer"),
-    ({"class_path": "torch.optim.SGD", "init_args": {"lr": 0.1}, "extra": 1}, "optimizer.extra", "class_path"),
-    ([1, 2], "optimizer", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    ("spec", "key", "words"),
+    [
+        ({"AdamWW": {"lr": 0.1}}, "optimizer", "did you mean AdamW"),
+        ({"AdamW": {"lrr": 0.1}}, "optimizer.AdamW.lrr", "did you mean lr"),
+        ({"AdamW": {"lr": -1.0}}, "optimizer.AdamW", "Invalid learning rate"),
+        ({"AdamW": 0.1}, "optimizer.AdamW", "mapping of arguments"),
+        ({"AdamW": {}, "SGD": {}}, "optimizer", "exactly one optimizer name"),
+        ({"class_path": "torch.optim.NoSuch"}, "optimizer", "cannot import"),
+        ({"class_path": "torch.nn.Linear"}, "optimizer", "not a torch.optim.Optimizer"),
+        ({"class_path": "torch.optim.SGD", "init_args": {"lr": 0.1}, "extra": 1}, "optimizer.extra", "class_path"),
+        ([1, 2], "optimizer", "expected a mapping"),
+    ],
+)
 def test_mistakes_name_the_key_path_and_the_fix(spec, key: str, words: str) -> None:
     with pytest.raises(ConfigError) as info:
         optimizer_factory(spec)

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import REPO, run_cli, snapshot
 
 from cs_lightning import schedulers
 from cs_lightning.convert import convert, convert_file, main_convert, probe_optimizer
 from cs_lightning.errors import ConfigError
-from conftest import REPO, run_cli, snapshot
 
 DATA = REPO / "tests" / "data" / "modelzoo"
 
@@ -81,31 +81,51 @@ def test_gpt_trainer_config():
     trainer = converted["trainer"]
     assert converted["seed_everything"] == 1234
     assert (trainer["accelerator"], trainer["strategy"], trainer["devices"]) == ("csx", "csx", 1)
-    assert (trainer["precision"], trainer["gradient_clip_val"], trainer["gradient_clip_algorithm"]) == \
-        ("bf16-mixed", 1.0, "norm")
+    assert (trainer["precision"], trainer["gradient_clip_val"], trainer["gradient_clip_algorithm"]) == (
+        "bf16-mixed",
+        1.0,
+        "norm",
+    )
     assert trainer["max_steps"] == 5000 and trainer["accumulate_grad_batches"] == 4
     # eval every 500 optimizer steps = every 2,000 micro-batches; 100 eval batches.
-    assert (trainer["val_check_interval"], trainer["check_val_every_n_epoch"], trainer["limit_val_batches"]) == \
-        (2000, None, 100)
-    assert trainer["callbacks"] == [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                                     "init_args": {"every_n_train_steps": 1000, "save_top_k": -1}}]
+    assert (trainer["val_check_interval"], trainer["check_val_every_n_epoch"], trainer["limit_val_batches"]) == (
+        2000,
+        None,
+        100,
+    )
+    assert trainer["callbacks"] == [
+        {
+            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+            "init_args": {"every_n_train_steps": 1000, "save_top_k": -1},
+        }
+    ]
     assert trainer["log_every_n_steps"] == 10 and trainer["default_root_dir"] == "./model_dir_gpt"
     assert converted["optimizer"] == {"AdamW": {"betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}}
     assert converted["schedulers"][0]["SequentialLR"]["milestones"] == [375]
     assert converted["ckpt_path"] == "./model_dir_gpt/checkpoint_0.mdl"
     unmapped = {key for key, _, _ in report.unmapped}
-    assert {"trainer.init.model.name", "trainer.fit.train_dataloader.data_processor",
-            "trainer.init.callbacks[0].ComputeNorm", "trainer.init.precision.precision_opt_level"} <= unmapped
+    assert {
+        "trainer.init.model.name",
+        "trainer.fit.train_dataloader.data_processor",
+        "trainer.init.callbacks[0].ComputeNorm",
+        "trainer.init.precision.precision_opt_level",
+    } <= unmapped
 
 
 def test_legacy_config():
     converted, report = convert(_load("legacy_gpt3.yaml"))
-    assert converted["schedulers"] == [{"SequentialLR": {
-        "schedulers": [
-            {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 2e-4, "total_iters": 1500}},
-            {"CosineDecayLR": {"initial_learning_rate": 2e-4, "end_learning_rate": 2e-5, "total_iters": 9000}},
-            {"ConstantLR": {"learning_rate": 2e-5}}],
-        "milestones": [1500, 10500]}}]
+    assert converted["schedulers"] == [
+        {
+            "SequentialLR": {
+                "schedulers": [
+                    {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 2e-4, "total_iters": 1500}},
+                    {"CosineDecayLR": {"initial_learning_rate": 2e-4, "end_learning_rate": 2e-5, "total_iters": 9000}},
+                    {"ConstantLR": {"learning_rate": 2e-5}},
+                ],
+                "milestones": [1500, 10500],
+            }
+        }
+    ]
     # weight_decay_rate is the old name; eps is written out because Cerebras' default is 1e-6.
     assert converted["optimizer"] == {"AdamW": {"weight_decay": 0.1, "betas": [0.9, 0.95], "eps": 1e-6}}
     assert converted["trainer"]["precision"] == "bf16-mixed"
@@ -115,21 +135,41 @@ def test_legacy_config():
 
 
 def test_old_scheduler_spellings_and_chained_main_scheduler():
-    config = {"optimizer": {"optimizer_type": "SGD", "momentum": 0.9, "learning_rate": [
-        {"scheduler": "Linear", "initial_learning_rate": 0.0, "end_learning_rate": 0.1, "steps": 10,
-         "main_scheduler": "chained"},
-        {"scheduler": "Exponential", "learning_rate": 1.0, "decay_steps": 5, "decay_rate": 0.5}]},
-        "runconfig": {"max_steps": 20}}
+    config = {
+        "optimizer": {
+            "optimizer_type": "SGD",
+            "momentum": 0.9,
+            "learning_rate": [
+                {
+                    "scheduler": "Linear",
+                    "initial_learning_rate": 0.0,
+                    "end_learning_rate": 0.1,
+                    "steps": 10,
+                    "main_scheduler": "chained",
+                },
+                {"scheduler": "Exponential", "learning_rate": 1.0, "decay_steps": 5, "decay_rate": 0.5},
+            ],
+        },
+        "runconfig": {"max_steps": 20},
+    }
     converted, _ = convert(config)
-    assert converted["schedulers"] == [{"ChainedScheduler": {"schedulers": [
-        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10}},
-        {"ExponentialLR": {"initial_learning_rate": 1.0, "total_iters": 5, "decay_rate": 0.5}}]}}]
+    assert converted["schedulers"] == [
+        {
+            "ChainedScheduler": {
+                "schedulers": [
+                    {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10}},
+                    {"ExponentialLR": {"initial_learning_rate": 1.0, "total_iters": 5, "decay_rate": 0.5}},
+                ]
+            }
+        }
+    ]
     assert converted["optimizer"] == {"SGD": {"momentum": 0.9}}
 
 
 def test_a_float_learning_rate_is_the_optimizers():
-    converted, _ = convert({"optimizer": {"optimizer_type": "SGD", "learning_rate": 0.01},
-                            "runconfig": {"max_steps": 3}})
+    converted, _ = convert(
+        {"optimizer": {"optimizer_type": "SGD", "learning_rate": 0.01}, "runconfig": {"max_steps": 3}}
+    )
     assert converted["optimizer"] == {"SGD": {"lr": 0.01}} and "schedulers" not in converted
 
 
@@ -137,8 +177,9 @@ def test_cerebras_only_optimizer_is_reported_not_guessed():
     config = {"trainer": {"init": {"optimizer": {"Lamb": {"weight_decay": 0.01}}, "loop": {"max_steps": 5}}}}
     converted, report = convert(config)
     assert "optimizer" not in converted
-    assert [key for key, _, why in report.unmapped if "no torch.optim counterpart" in why] == \
-        ["trainer.init.optimizer.Lamb.weight_decay"]
+    assert [key for key, _, why in report.unmapped if "no torch.optim counterpart" in why] == [
+        "trainer.init.optimizer.Lamb.weight_decay"
+    ]
 
 
 def test_tagged_schedules_say_the_groups_need_tags():
@@ -181,19 +222,30 @@ def test_unknown_scheduler_lists_close_names():
         convert(_load("bad_unknown_scheduler.yaml"))
 
 
-@pytest.mark.parametrize("argv", [["missing.yaml", "-o", "run.yaml"], ["only-source.yaml"],
-                                  [str(DATA / "gpt_trainer.yaml"), "-o", "no_such_folder/run.yaml"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["missing.yaml", "-o", "run.yaml"],
+        ["only-source.yaml"],
+        [str(DATA / "gpt_trainer.yaml"), "-o", "no_such_folder/run.yaml"],
+    ],
+)
 def test_missing_file_or_argument_exit_2(argv, capsys):
     assert main_convert(argv) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert list(Path().iterdir()) == []
 
 
-@pytest.mark.parametrize(("text", "key"), [
-    ("trainer:\n  init:\n    optimizer: {AdamW: 5}\n", "trainer.init.optimizer.AdamW"),
-    ("trainer:\n  init:\n    schedulers: [{torch.optim.lr_scheduler.StepLR: {step_size: 3}}]\n",
-     "trainer.init.schedulers[0].torch.optim.lr_scheduler.StepLR"),
-])
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("trainer:\n  init:\n    optimizer: {AdamW: 5}\n", "trainer.init.optimizer.AdamW"),
+        (
+            "trainer:\n  init:\n    schedulers: [{torch.optim.lr_scheduler.StepLR: {step_size: 3}}]\n",
+            "trainer.init.schedulers[0].torch.optim.lr_scheduler.StepLR",
+        ),
+    ],
+)
 def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
     (tmp_path / "mz.yaml").write_text(text)
     assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
@@ -206,11 +258,27 @@ def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
     from cs_lightning.cli import main
 
     convert_file(DATA / "gpt_trainer.yaml", tmp_path / "run.yaml")
-    code = main(["fit", "--config", str(tmp_path / "run.yaml"),
-                 "--model", "lightning.pytorch.demos.boring_classes.BoringModel",
-                 "--ckpt_path", "null", "--trainer.max_steps", "3", "--trainer.limit_val_batches", "0",
-                 "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
-                 "--trainer.default_root_dir", str(tmp_path)])
+    code = main(
+        [
+            "fit",
+            "--config",
+            str(tmp_path / "run.yaml"),
+            "--model",
+            "lightning.pytorch.demos.boring_classes.BoringModel",
+            "--ckpt_path",
+            "null",
+            "--trainer.max_steps",
+            "3",
+            "--trainer.limit_val_batches",
+            "0",
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.logger",
+            "false",
+            "--trainer.default_root_dir",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
 
 
@@ -229,12 +297,14 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     """`3e-4` is a str to PyYAML's YAML 1.1 resolver, a float to `cs-lightning fit`: convert agrees with fit."""
     (tmp_path / "mz.yaml").write_text(
         "trainer:\n  init:\n    optimizer: {AdamW: {lr: 3e-4}}\n"
-        "    schedulers: [{CosineDecayLR: {initial_learning_rate: 3e-4, end_learning_rate: 1e-5, total_iters: 9}}]\n")
+        "    schedulers: [{CosineDecayLR: {initial_learning_rate: 3e-4, end_learning_rate: 1e-5, total_iters: 9}}]\n"
+    )
     convert_file(tmp_path / "mz.yaml", tmp_path / "run.yaml")
     written = yaml.safe_load((tmp_path / "run.yaml").read_text())
     assert written["optimizer"]["AdamW"]["lr"] == 3e-4
     assert written["schedulers"] == [
-        {"CosineDecayLR": {"initial_learning_rate": 3e-4, "end_learning_rate": 1e-5, "total_iters": 9}}]
+        {"CosineDecayLR": {"initial_learning_rate": 3e-4, "end_learning_rate": 1e-5, "total_iters": 9}}
+    ]
 
 
 # ----------------------------------------------------------------- the output file
@@ -249,8 +319,10 @@ def test_convert_never_writes_over_its_input(force, tmp_path):
     for out in ("mz.yaml", "link.yaml"):
         result = run_cli("convert", "mz.yaml", "-o", out, *force, cwd=tmp_path)
         assert (result.returncode, result.stdout) == (2, "")
-        assert result.stderr == (f"cs-lightning: error: --out: '{out}' is the input file; converting over it "
-                                 "would destroy it; fix: give another output path\n")
+        assert result.stderr == (
+            f"cs-lightning: error: --out: '{out}' is the input file; converting over it "
+            "would destroy it; fix: give another output path\n"
+        )
     assert snapshot(tmp_path) == before
 
 
@@ -260,8 +332,10 @@ def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
     before = snapshot(tmp_path)
     refused = run_cli("convert", "mz.yaml", "-o", "run.yaml", cwd=tmp_path)
     assert (refused.returncode, refused.stdout) == (2, "")
-    assert refused.stderr == ("cs-lightning: error: --out: 'run.yaml' already exists; fix: give another path, "
-                              "or pass --force to overwrite it\n")
+    assert refused.stderr == (
+        "cs-lightning: error: --out: 'run.yaml' already exists; fix: give another path, "
+        "or pass --force to overwrite it\n"
+    )
     assert snapshot(tmp_path) == before
     inode = (tmp_path / "run.yaml").stat().st_ino
     forced = run_cli("convert", "mz.yaml", "-o", "run.yaml", "--force", cwd=tmp_path)
@@ -272,10 +346,16 @@ def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
     assert sorted(snapshot(tmp_path)) == ["mz.yaml", "run.yaml"]
 
 
-@pytest.mark.parametrize(("out", "problem"), [
-    ("sub", "'sub' is a folder; fix: give a file path such as 'sub/run.yaml'"),
-    ("no_such/run.yaml", "cannot write 'no_such/run.yaml': no folder 'no_such'; fix: give a path in an existing folder"),
-])
+@pytest.mark.parametrize(
+    ("out", "problem"),
+    [
+        ("sub", "'sub' is a folder; fix: give a file path such as 'sub/run.yaml'"),
+        (
+            "no_such/run.yaml",
+            "cannot write 'no_such/run.yaml': no folder 'no_such'; fix: give a path in an existing folder",
+        ),
+    ],
+)
 def test_convert_refuses_an_output_it_cannot_write(out, problem, tmp_path, capsys):
     (tmp_path / "sub").mkdir()
     before = snapshot(tmp_path)
@@ -287,8 +367,10 @@ def test_convert_refuses_an_output_it_cannot_write(out, problem, tmp_path, capsy
 def test_a_source_that_is_not_utf8_is_one_line(tmp_path, capsys):
     (tmp_path / "mz.yaml").write_bytes("# r\xe9sum\xe9\ntrainer: {init: {}}\n".encode("latin-1"))
     assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
-    assert capsys.readouterr() == ("", "cs-lightning: error: mz.yaml: not UTF-8 text (byte 0xe9 at offset 3); "
-                                       "fix: save the file as UTF-8\n")
+    assert capsys.readouterr() == (
+        "",
+        "cs-lightning: error: mz.yaml: not UTF-8 text (byte 0xe9 at offset 3); fix: save the file as UTF-8\n",
+    )
     assert sorted(snapshot(tmp_path)) == ["mz.yaml"]
 
 
@@ -309,37 +391,50 @@ def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys
     (tmp_path / "gpt2.yaml").write_text(LEGACY_1_9)
     (tmp_path / "unet.yaml").write_text(
         "optimizer:\n  optimizer_type: Adam\n  learning_rate:\n    initial_learning_rate: 5.0e-4\n"
-        "    scheduler: PiecewiseConstant\n    boundaries: [10]\n    values: [5.0e-4, 1.0e-5]\nrunconfig: {max_steps: 20}\n")
+        "    scheduler: PiecewiseConstant\n    boundaries: [10]\n    values: [5.0e-4, 1.0e-5]\nrunconfig: {max_steps: 20}\n"
+    )
     assert main_convert(["gpt2.yaml", "-o", "gpt2_run.yaml"]) == 0
     report = capsys.readouterr().out
-    assert ("warning: optimizer.learning_rate[1].alpha: 0.1 dropped: Model Zoo 1.9's Linear never read alpha and "
-            "decayed to end_learning_rate") in report
+    assert (
+        "warning: optimizer.learning_rate[1].alpha: 0.1 dropped: Model Zoo 1.9's Linear never read alpha and "
+        "decayed to end_learning_rate"
+    ) in report
     assert "optimizer.disable_lr_steps_reset: True: in Model Zoo 1.9 it was handed to the CS system's" in report
     assert "the converted SequentialLR restarts each scheduler's count at its milestone" in report
-    [schedule] = schedulers.build(yaml.safe_load((tmp_path / "gpt2_run.yaml").read_text())["schedulers"],
-                                  probe_optimizer())
+    [schedule] = schedulers.build(
+        yaml.safe_load((tmp_path / "gpt2_run.yaml").read_text())["schedulers"], probe_optimizer()
+    )
     values = schedule.values(100)[:, 0]
     assert values[10].item() == pytest.approx(6e-4) and values[55].item() == pytest.approx(3e-4)
     assert values[99].item() == pytest.approx(6e-4 / 90, rel=1e-5)  # to end_learning_rate 0, not alpha * 6e-4 (float32)
     assert main_convert(["unet.yaml", "-o", "unet_run.yaml"]) == 0
     assert "warning: optimizer.learning_rate.initial_learning_rate: 0.0005 dropped" in capsys.readouterr().out
     assert yaml.safe_load((tmp_path / "unet_run.yaml").read_text())["schedulers"] == [
-        {"PiecewiseConstantLR": {"learning_rates": [5e-4, 1e-5], "milestones": [10]}}]
+        {"PiecewiseConstantLR": {"learning_rates": [5e-4, 1e-5], "milestones": [10]}}
+    ]
 
 
 def test_mup_scales_wrap_the_schedule_in_scale_per_param_and_warn(tmp_path, capsys):
     (tmp_path / "mup.yaml").write_text(
         "optimizer:\n  optimizer_type: AdamW\n  adjust_learning_rate: {decoder_kernel: 0.25}\n"
         "  learning_rate: {scheduler: Linear, initial_learning_rate: 0.01, end_learning_rate: 0.0, steps: 10}\n"
-        "runconfig: {max_steps: 10}\n")
+        "runconfig: {max_steps: 10}\n"
+    )
     assert main_convert(["mup.yaml", "-o", "run.yaml"]) == 0
     report = capsys.readouterr().out
-    assert ("warning: optimizer.adjust_learning_rate scales the learning rate of Model Zoo's tagged layers "
-            "(decoder_kernel x 0.25); the schedule is wrapped in ScalePerParamLR") in report
+    assert (
+        "warning: optimizer.adjust_learning_rate scales the learning rate of Model Zoo's tagged layers "
+        "(decoder_kernel x 0.25); the schedule is wrapped in ScalePerParamLR"
+    ) in report
     assert "so `fit` refuses these blocks rather than train every layer at the unscaled rate" in report
     blocks = yaml.safe_load((tmp_path / "run.yaml").read_text())["schedulers"]
-    assert blocks == [{"ScalePerParamLR": {"scheduler": {"LinearLR": {
-        "initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}}}]
+    assert blocks == [
+        {
+            "ScalePerParamLR": {
+                "scheduler": {"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}
+            }
+        }
+    ]
     # with the groups a LightningModule builds, the scale is multiplied in, as Model Zoo does
     params = [torch.nn.Parameter(torch.ones(1)) for _ in range(2)]
     optimizer = torch.optim.AdamW([{"params": [params[0]]}, {"params": [params[1]], "adjust_learning_rate": 0.25}])
@@ -353,25 +448,41 @@ def test_mup_scales_wrap_the_schedule_in_scale_per_param_and_warn(tmp_path, caps
         "cs-lightning: error: schedulers[0]: ScalePerParamLR multiplies in each param group's 'adjust_learning_rate' "
         "(muP's per-layer scales), but the optimizer: block puts every parameter in one group without it, so it "
         "would scale nothing; fix: build the groups with their adjust_learning_rate and these schedulers in "
-        "configure_optimizers\n")
+        "configure_optimizers\n"
+    )
     assert sorted(snapshot(tmp_path)) == ["mup.yaml", "run.yaml"]
 
 
-@pytest.mark.parametrize("child", [
-    {"CosineDecayLRR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 5}},
-    {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iterz": 5}},
-    {"CosineDecayLR": {"initial_learning_rate": -0.1, "end_learning_rate": 0.0, "total_iters": 5}},
-])
+@pytest.mark.parametrize(
+    "child",
+    [
+        {"CosineDecayLRR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 5}},
+        {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iterz": 5}},
+        {"CosineDecayLR": {"initial_learning_rate": -0.1, "end_learning_rate": 0.0, "total_iters": 5}},
+    ],
+)
 def test_convert_and_schedule_word_the_same_mistake_the_same_way(child, tmp_path, capsys):
     """Only the root of the key path differs: the Model Zoo file's trainer.init., or none in run.yaml."""
     from cs_lightning.cli import main
 
-    block = [{"SequentialLR": {"schedulers": [
-        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 5}}, child]}}]
-    (tmp_path / "mz.yaml").write_text(yaml.safe_dump(
-        {"trainer": {"init": {"optimizer": {"AdamW": {"lr": 0.1}}, "schedulers": block, "loop": {"max_steps": 10}}}}))
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump(
-        {"optimizer": {"AdamW": {"lr": 0.1}}, "schedulers": block, "trainer": {"max_steps": 10}}))
+    block = [
+        {
+            "SequentialLR": {
+                "schedulers": [
+                    {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 5}},
+                    child,
+                ]
+            }
+        }
+    ]
+    (tmp_path / "mz.yaml").write_text(
+        yaml.safe_dump(
+            {"trainer": {"init": {"optimizer": {"AdamW": {"lr": 0.1}}, "schedulers": block, "loop": {"max_steps": 10}}}}
+        )
+    )
+    (tmp_path / "run.yaml").write_text(
+        yaml.safe_dump({"optimizer": {"AdamW": {"lr": 0.1}}, "schedulers": block, "trainer": {"max_steps": 10}})
+    )
     assert main(["convert", "mz.yaml", "-o", "out.yaml"]) == 2
     converted = capsys.readouterr().err
     assert main(["schedule", "--config", "run.yaml"]) == 2

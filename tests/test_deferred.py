@@ -58,8 +58,7 @@ def assert_same(expected: nn.Module, actual: nn.Module) -> None:
         assert torch.equal(got[name], want[name]), name
 
 
-def assert_identical(build: Callable[[], nn.Module], seed: int = SEED,
-                     **options) -> tuple[nn.Module, nn.Module]:
+def assert_identical(build: Callable[[], nn.Module], seed: int = SEED, **options) -> tuple[nn.Module, nn.Module]:
     (eager, eager_rng), (lazy, lazy_rng) = eager_and_deferred(build, seed, **options)
     assert_same(eager, lazy)
     assert torch.equal(lazy_rng, eager_rng), "global RNG state differs from eager"
@@ -88,8 +87,7 @@ class Block(nn.Module):
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
         self.ln2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
-                                 nn.Linear(4 * width, width))
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
@@ -102,8 +100,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """nanoGPT-shaped: tied head, apply(_init_weights), scaled residual projections."""
 
-    def __init__(self, vocab: int = 50, width: int = 32, depth: int = 2, heads: int = 4,
-                 max_len: int = 16) -> None:
+    def __init__(self, vocab: int = 50, width: int = 32, depth: int = 2, heads: int = 4, max_len: int = 16) -> None:
         super().__init__()
         self.wte = nn.Embedding(vocab, width)
         self.wpe = nn.Embedding(max_len, width)
@@ -159,8 +156,9 @@ class PreTrainedModel(nn.Module):
     def _init_weights(self, module: nn.Module) -> None:
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):  # the idiom of ViT-style models
-            module.weight.data = nn.init.trunc_normal_(
-                module.weight.data.to(torch.float32), mean=0.0, std=std).to(module.weight.dtype)
+            module.weight.data = nn.init.trunc_normal_(module.weight.data.to(torch.float32), mean=0.0, std=std).to(
+                module.weight.dtype
+            )
             if module.bias is not None:
                 module.bias.data.zero_()
         elif isinstance(module, nn.Embedding):
@@ -176,8 +174,8 @@ class TinyLM(PreTrainedModel):
         width = config.hidden_size
         self.embed_tokens = nn.Embedding(config.vocab_size, width)
         self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(width, 4, 2 * width, batch_first=True)
-            for _ in range(config.num_layers))
+            nn.TransformerEncoderLayer(width, 4, 2 * width, batch_first=True) for _ in range(config.num_layers)
+        )
         self.norm = nn.LayerNorm(width)
         self.lm_head = nn.Linear(width, config.vocab_size, bias=False)
         self.post_init()
@@ -204,8 +202,7 @@ class Containers(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.plist = nn.ParameterList(nn.Parameter(torch.randn(3, i + 1)) for i in range(3))
-        self.pdict = nn.ParameterDict({"a": nn.Parameter(torch.rand(4)),
-                                       "b": nn.Parameter(torch.zeros(2, 2))})
+        self.pdict = nn.ParameterDict({"a": nn.Parameter(torch.rand(4)), "b": nn.Parameter(torch.zeros(2, 2))})
 
 
 class TruncNormal(nn.Module):
@@ -233,7 +230,8 @@ STOCK = {
     "weight_norm": lambda: nn.utils.parametrizations.weight_norm(nn.Linear(4, 5)),
     "spectral_norm": lambda: nn.utils.parametrizations.spectral_norm(nn.Linear(4, 5)),
     "transformer": lambda: nn.TransformerEncoder(
-        nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2, enable_nested_tensor=False),
+        nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2, enable_nested_tensor=False
+    ),
 }
 
 
@@ -287,7 +285,7 @@ def test_gpt_with_apply_init_weights_tied_head_and_rotary_tables() -> None:
 
 
 def test_config_object_model_with_post_init_and_tied_embeddings() -> None:
-    eager, lazy = assert_identical(lambda: TinyLM(TinyConfig()))
+    _eager, lazy = assert_identical(lambda: TinyLM(TinyConfig()))
     assert lazy.lm_head.weight is lazy.embed_tokens.weight
 
 
@@ -348,8 +346,10 @@ def test_bfloat16_equals_eager_then_cast() -> None:
 
 def test_partial_checkpoint_equals_eager_plus_load_state_dict(tmp_path) -> None:
     torch.manual_seed(99)
-    torch.save({k: v for k, v in GPT().state_dict().items() if not k.startswith("head")
-                and not k.startswith("wte")}, tmp_path / "body.pt")
+    torch.save(
+        {k: v for k, v in GPT().state_dict().items() if not k.startswith("head") and not k.startswith("wte")},
+        tmp_path / "body.pt",
+    )
     checkpoint = torch.load(tmp_path / "body.pt", mmap=True)
 
     torch.manual_seed(SEED)
@@ -408,9 +408,9 @@ def test_memory_mapped_tensors_get_memory_of_their_own_with_eager_strides(tmp_pa
 def test_unused_checkpoint_keys_are_named_in_a_warning() -> None:
     lazy = deferred_init(nn.Linear, 3, 3)
     with pytest.warns(DeferredInitWarning, match=r"keys model\.weight, weigth name no"):
-        materialize(lazy, state_dict={"weigth": torch.ones(3, 3),
-                                      "model.weight": torch.ones(3, 3),
-                                      "bias": torch.ones(3)})
+        materialize(
+            lazy, state_dict={"weigth": torch.ones(3, 3), "model.weight": torch.ones(3, 3), "bias": torch.ones(3)}
+        )
     assert torch.equal(lazy.bias, torch.ones(3))
 
 
@@ -437,9 +437,12 @@ class ScalesOnLoad(nn.Module):
 
 
 def test_modules_that_load_in_their_own_way_are_loaded_by_load_state_dict() -> None:
-    checkpoint = {"old_weight": torch.ones(3, 3), "lazy.weight": torch.ones(2, 5),
-                  "lazy.bias": torch.zeros(2),
-                  "_extra_state": {"steps": 7}}
+    checkpoint = {
+        "old_weight": torch.ones(3, 3),
+        "lazy.weight": torch.ones(2, 5),
+        "lazy.bias": torch.zeros(2),
+        "_extra_state": {"steps": 7},
+    }
     torch.manual_seed(SEED)
     eager = ScalesOnLoad()
     eager.load_state_dict(checkpoint, strict=False)
@@ -447,8 +450,7 @@ def test_modules_that_load_in_their_own_way_are_loaded_by_load_state_dict() -> N
     eager_rng = torch.get_rng_state()
     torch.manual_seed(SEED)
     with pytest.warns(DeferredInitWarning, match=r"root module \(ScalesOnLoad\), with load"):
-        lazy = materialize(deferred_init(ScalesOnLoad), dtype=torch.bfloat16,
-                           state_dict=checkpoint)
+        lazy = materialize(deferred_init(ScalesOnLoad), dtype=torch.bfloat16, state_dict=checkpoint)
     assert lazy.steps == 7
     assert torch.equal(lazy.lin.weight, torch.full((3, 3), 2.0, dtype=torch.bfloat16))
     assert_same(eager, lazy)
@@ -484,8 +486,7 @@ def test_checkpoint_in_another_dtype_is_cast_like_load_then_to() -> None:
 
 
 def test_a_model_built_eagerly_is_loaded_and_cast_like_load_then_to() -> None:
-    checkpoint = {"blocks.0.qkv.weight": torch.full((96, 32), 0.5),
-                  "head.weight": torch.ones(50, 32)}
+    checkpoint = {"blocks.0.qkv.weight": torch.full((96, 32), 0.5), "head.weight": torch.ones(50, 32)}
     torch.manual_seed(SEED)
     want = GPT()
     want.load_state_dict(checkpoint, strict=False)
@@ -520,16 +521,14 @@ class Wide(nn.Module):
         self.d = nn.Parameter(torch.rand(262160, dtype=dtype).t())
         self.e = nn.Parameter(torch.empty(40, 30, dtype=dtype).t())
         nn.init.normal_(self.e)  # not contiguous: drawn one by one, not counted
-        self.apply(lambda m: nn.init.normal_(m.weight, std=0.1)
-                   if isinstance(m, nn.Linear) else None)
+        self.apply(lambda m: nn.init.normal_(m.weight, std=0.1) if isinstance(m, nn.Linear) else None)
         self.head = nn.Linear(4, 4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_draws_of_checkpointed_tensors_are_replayed_exactly_in_chunks(dtype) -> None:
     torch.manual_seed(7)
-    checkpoint = {k: v for k, v in Wide(dtype).state_dict().items()
-                  if not k.startswith("head")}
+    checkpoint = {k: v for k, v in Wide(dtype).state_dict().items() if not k.startswith("head")}
     torch.manual_seed(SEED)
     eager = Wide(dtype)
     eager.load_state_dict(checkpoint, strict=False)
@@ -549,7 +548,7 @@ def test_constructors_see_the_real_device_not_meta() -> None:
             if self.lin.weight.device.type != "meta":
                 nn.init.eye_(self.lin.weight)
 
-    eager, lazy = assert_identical(SkipsInitOnMeta)
+    _eager, lazy = assert_identical(SkipsInitOnMeta)
     assert lazy.saw == ("cpu", False)
     assert torch.equal(lazy.lin.weight, torch.eye(3))
 
@@ -573,6 +572,7 @@ def test_plain_tensor_attributes_are_materialized_but_not_cast() -> None:
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
 def test_modules_recorded_together_materialize_in_any_order(order) -> None:
     """The first materialize replays the session once; the other module is kept for later."""
+
     def build() -> tuple[nn.Module, nn.Module]:
         return nn.Linear(4, 3), nn.Conv1d(2, 2, 3)
 
@@ -673,7 +673,7 @@ def test_default_dtype_inside_the_recording_is_kept() -> None:
         finally:
             torch.set_default_dtype(previous)
 
-    eager, lazy = assert_identical(build)
+    _eager, lazy = assert_identical(build)
     assert lazy.weight.dtype == torch.float64
 
 
@@ -705,7 +705,7 @@ def test_tensors_made_outside_enter_as_values() -> None:
             self.a = nn.Parameter(torch.zeros(2, 3) + small)
             self.b = nn.Parameter(big * torch.rand(1))
 
-    eager, lazy = assert_identical(UsesOutside)
+    _eager, lazy = assert_identical(UsesOutside)
     lazy = deferred_init(UsesOutside)
     big.add_(1)  # a large value is referenced, not copied: changing it is refused
     with pytest.raises(DeferredInitError, match=r"\(600, 600\) created outside"):
@@ -742,11 +742,9 @@ def test_independent_mode_depends_only_on_seed_and_names() -> None:
 
 def test_independent_values_do_not_depend_on_other_tensors() -> None:
     torch.manual_seed(SEED)
-    small = materialize(deferred_init(lambda: nn.Sequential(nn.Linear(4, 4))),
-                        mode="independent")
+    small = materialize(deferred_init(lambda: nn.Sequential(nn.Linear(4, 4))), mode="independent")
     torch.manual_seed(SEED)
-    big = materialize(deferred_init(lambda: nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 9))),
-                      mode="independent")
+    big = materialize(deferred_init(lambda: nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 9))), mode="independent")
     assert torch.equal(small[0].weight, big[0].weight)
     torch.manual_seed(SEED)
     assert not torch.equal(nn.Linear(4, 4).weight, small[0].weight)  # not eager's
@@ -837,7 +835,7 @@ def test_ops_without_meta_kernel_use_real_values() -> None:
             self.register_buffer("odd", torch.nonzero(torch.arange(10) % 2).flatten())
             self.lin = nn.Linear(3, 3)
 
-    eager, lazy = assert_identical(Indices)
+    _eager, lazy = assert_identical(Indices)
     assert lazy.odd.tolist() == [1, 3, 5, 7, 9]
 
 
@@ -900,11 +898,10 @@ def test_setting_the_generator_in_a_constructor_falls_back_to_eager(setter) -> N
 
 def test_recording_restores_global_state_on_error() -> None:
     hooked = (nn.init.trunc_normal_, torch.manual_seed, torch.random.set_rng_state)
-    with pytest.raises(ZeroDivisionError):
-        with recording():
-            nn.Linear(2, 2)
-            assert torch.manual_seed is not hooked[1]
-            1 / 0
+    with pytest.raises(ZeroDivisionError), recording():
+        nn.Linear(2, 2)
+        assert torch.manual_seed is not hooked[1]
+        1 / 0
     # the recording hooks are gone
     assert (nn.init.trunc_normal_, torch.manual_seed, torch.random.set_rng_state) == hooked
     torch.manual_seed(SEED)
@@ -961,13 +958,16 @@ def test_deferred_tensors_of_another_recording_are_refused_by_name() -> None:
     assert_same(first, second)
 
 
-@pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"mode": "fastest"}, ValueError, "mode='fastest'"),
-    ({"rng": "none"}, ValueError, "rng='none'"),
-    ({"dtype": torch.int8}, TypeError, "dtype=torch.int8"),
-    ({"device": "nowhere"}, ValueError, "device='nowhere'"),
-    ({"state_dict": {"weight": torch.ones(2, 2)}}, ValueError, r"state_dict\['weight'\]"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"mode": "fastest"}, ValueError, "mode='fastest'"),
+        ({"rng": "none"}, ValueError, "rng='none'"),
+        ({"dtype": torch.int8}, TypeError, "dtype=torch.int8"),
+        ({"device": "nowhere"}, ValueError, "device='nowhere'"),
+        ({"state_dict": {"weight": torch.ones(2, 2)}}, ValueError, r"state_dict\['weight'\]"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, error, match) -> None:
     with pytest.raises(error, match=match):
         materialize(deferred_init(nn.Linear, 3, 3), **kwargs)
@@ -978,8 +978,7 @@ def test_bad_arguments_are_named(kwargs, error, match) -> None:
 LAYERS = st.sampled_from(["linear", "conv", "norm", "bilinear", "tied", "slice"])
 
 
-@given(st.lists(LAYERS, min_size=1, max_size=6), st.integers(1, 6), st.booleans(),
-       st.integers(0, 2**31 - 1))
+@given(st.lists(LAYERS, min_size=1, max_size=6), st.integers(1, 6), st.booleans(), st.integers(0, 2**31 - 1))
 def test_any_small_stack_materializes_to_eager(kinds, width, reinit, seed) -> None:
     def build() -> nn.Module:
         layers: list[nn.Module] = []
@@ -1000,8 +999,7 @@ def test_any_small_stack_materializes_to_eager(kinds, width, reinit, seed) -> No
                 linears[-1].weight.data[:, : width // 2 + 1].uniform_(-1, 1)
         model = nn.Sequential(*layers)
         if reinit:
-            model.apply(lambda m: nn.init.xavier_normal_(m.weight)
-                        if isinstance(m, (nn.Linear, nn.Conv1d)) else None)
+            model.apply(lambda m: nn.init.xavier_normal_(m.weight) if isinstance(m, (nn.Linear, nn.Conv1d)) else None)
         return model
 
     assert_identical(build, seed)
@@ -1023,8 +1021,7 @@ before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 materialize(lazy, dtype=torch.bfloat16)
 print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     grew = int(done.stdout.strip())
     float32_model = 16 * 1024 * 1024 * 4
     assert grew < 0.75 * float32_model, f"peak grew by {grew / 2**20:.0f} MiB"
@@ -1100,13 +1097,19 @@ def test_a_mapped_checkpoint_stays_readable_and_keeps_edits_after_its_pages_are_
 
 @pytest.mark.parametrize("fn", [lambda: torch.zeros(3), lambda: [nn.Linear(2, 2)]])
 def test_deferred_init_refuses_a_function_returning_no_module(fn) -> None:
-    with pytest.raises(DeferredInitUsageError, match=r"^deferred_init: .*<lambda> returned a (DeferredTensor|list), not a "
-                                                     r"torch.nn.Module; fix: return the module \(wrap several"):
+    with pytest.raises(
+        DeferredInitUsageError,
+        match=r"^deferred_init: .*<lambda> returned a (DeferredTensor|list), not a "
+        r"torch.nn.Module; fix: return the module \(wrap several",
+    ):
         deferred_init(fn)
 
 
 @pytest.mark.parametrize("thing", [torch.zeros(3), [nn.Linear(2, 2)], None])
 def test_materialize_refuses_what_is_not_a_module(thing) -> None:
-    with pytest.raises(TypeError, match=rf"^materialize: got a {type(thing).__name__}; fix: pass the torch.nn.Module "
-                                        r"that deferred_init or a recording\(\) block built"):
+    with pytest.raises(
+        TypeError,
+        match=rf"^materialize: got a {type(thing).__name__}; fix: pass the torch.nn.Module "
+        r"that deferred_init or a recording\(\) block built",
+    ):
         materialize(thing)

@@ -47,6 +47,7 @@ def test_long_jumps_equal_drawing() -> None:
 
 def test_materialize_jumps_over_large_skipped_draws_exactly() -> None:
     """16.7M-element weights: their skipped draws are jumped over, not drawn."""
+
     def build() -> nn.Module:
         model = nn.Sequential(nn.Linear(4096, 4096), nn.Linear(16, 4))
         nn.init.normal_(model[0].weight, std=0.02)  # the default init becomes dead

@@ -6,8 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from cs_lightning.deferred import deferred_init, materialize
-from cs_lightning.deferred import replay
+from cs_lightning.deferred import deferred_init, materialize, replay
 
 
 class Mixed(nn.Module):
@@ -38,8 +37,17 @@ class Mixed(nn.Module):
             self.scale.mul_(0.5)  # a later op on a storage that was filled on a thread
 
 
-PATTERNS = ["default", "normal", "uniform", "trunc_normal", "kaiming_normal", "kaiming_uniform",
-            "xavier_uniform", "xavier_normal", "orthogonal"]
+PATTERNS = [
+    "default",
+    "normal",
+    "uniform",
+    "trunc_normal",
+    "kaiming_normal",
+    "kaiming_uniform",
+    "xavier_uniform",
+    "xavier_normal",
+    "orthogonal",
+]
 
 
 @pytest.fixture
@@ -103,8 +111,9 @@ def test_from_a_partial_state_dict_skipped_draws_stay_exact(parallel_fills: list
     assert parallel_fills == [2]
 
 
-def test_a_fill_that_is_not_first_on_its_storage_keeps_the_replay_serial(parallel_fills: list[int],
-                                                                         two_threads: None) -> None:
+def test_a_fill_that_is_not_first_on_its_storage_keeps_the_replay_serial(
+    parallel_fills: list[int], two_threads: None
+) -> None:
     def build() -> nn.Module:
         layer = nn.Linear(1024, 1024)
         with torch.no_grad():
@@ -135,11 +144,17 @@ class Staged(nn.Module):
         nn.init.trunc_normal_(self.second.weight, std=std, a=a, b=b)
 
 
-@pytest.mark.parametrize("truncation", [(0.02, -2.0, 2.0),  # one round, as almost always: speculated
-                                        (1.0, -0.5, 0.5),   # rounds until all fall in [-0.5, 0.5]: a stage end
-                                        (1.0, 0.0, 0.3)])   # under 0.3 of the mass: torch's other sampler
-def test_ops_drawing_unknown_counts_split_the_replay_into_stages(truncation, parallel_fills: list[int],
-                                                                 two_threads: None) -> None:
+@pytest.mark.parametrize(
+    "truncation",
+    [
+        (0.02, -2.0, 2.0),  # one round, as almost always: speculated
+        (1.0, -0.5, 0.5),  # rounds until all fall in [-0.5, 0.5]: a stage end
+        (1.0, 0.0, 0.3),
+    ],
+)  # under 0.3 of the mass: torch's other sampler
+def test_ops_drawing_unknown_counts_split_the_replay_into_stages(
+    truncation, parallel_fills: list[int], two_threads: None
+) -> None:
     assert_materializes_as_eager(Staged, truncation, seed=21)
     assert parallel_fills == [2]
 
@@ -163,8 +178,9 @@ def _seed_with_a_second_round() -> int:
     raise AssertionError("no seed found")
 
 
-def test_a_speculated_round_that_fails_falls_back_to_eagers_order(two_threads: None,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_speculated_round_that_fails_falls_back_to_eagers_order(
+    two_threads: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plans: list[bool] = []
     real = replay._run_plan
 

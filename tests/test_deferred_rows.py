@@ -43,7 +43,7 @@ def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, l
 
         def on_whole(sid: int, executor) -> None:
             value = executor.view(by_sid[sid].ref).clone()
-            got[by_sid[sid].fqns[0]] = value[spans[sid][0]:spans[sid][1]] if sid in spans else value
+            got[by_sid[sid].fqns[0]] = value[spans[sid][0] : spans[sid][1]] if sid in spans else value
 
         session = entries[0].fake._cs_session
         ranges = {sid: (start * row, stop * row) for sid, (start, stop, row) in spans.items()}
@@ -88,14 +88,21 @@ class Fills(nn.Module):
                 nn.init.trunc_normal_(p, std=0.02)
 
 
-@given(rows=st.integers(1, 40), cols=st.integers(1, 40), world=st.integers(2, 5),
-       kind=st.sampled_from(["normal", "uniform", "trunc"]))
+@given(
+    rows=st.integers(1, 40),
+    cols=st.integers(1, 40),
+    world=st.integers(2, 5),
+    kind=st.sampled_from(["normal", "uniform", "trunc"]),
+)
 def test_rows_of_fills_are_eager_rows_for_any_shape_and_rank_count(rows: int, cols: int, world: int, kind: str) -> None:
     # sizes under 16 are generated whole (a Box-Muller sample cached in the generator), the rest by rows:
     # 16-chunks cut by a rank's first or last row, and the recomputed tail of sizes not a multiple of 16
     demoted = _assert_gathered_is_eager(lambda: Fills(rows, cols, kind), world)
-    small = {name for name, numel in (("first", rows * cols), ("second", (cols + 1) * rows))
-             if numel < 16 and kind != "uniform"}
+    small = {
+        name
+        for name, numel in (("first", rows * cols), ("second", (cols + 1) * rows))
+        if numel < 16 and kind != "uniform"
+    }
     assert {name for d in demoted for name in d.values()} <= {"normal_.default", "trunc_normal_"}
     assert len(demoted[0]) == len(small)
 

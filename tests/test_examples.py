@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import REPO
+
 from cs_lightning.cli import main
 
 EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/README.md"))
@@ -43,8 +43,11 @@ def test_example_runs_from_its_readme_command(example: str, tmp_path: Path, capf
     out, err = capfd.readouterr()
     assert "Epoch 0: 100%" in out + err  # Lightning's progress bar, on by default
     summary = out.strip().splitlines()[-1]
-    assert re.fullmatch(r"Done: final train_loss \d+\.\d{4} \| time to first loss \d+\.\d\d s \| "
-                        r"checkpoint lightning_logs/version_0/checkpoints/epoch=0-step=3\.ckpt", summary), summary
+    assert re.fullmatch(
+        r"Done: final train_loss \d+\.\d{4} \| time to first loss \d+\.\d\d s \| "
+        r"checkpoint lightning_logs/version_0/checkpoints/epoch=0-step=3\.ckpt",
+        summary,
+    ), summary
     assert (tmp_path / "lightning_logs/version_0/checkpoints/epoch=0-step=3.ckpt").is_file()
     if example == "tiny_gpt":
         assert (tmp_path / "lightning_logs/version_0/lr.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -59,19 +62,20 @@ def test_custom_scheduler_is_found_by_name_and_drives_the_learning_rate(tmp_path
     assert logged == pytest.approx({0: 0.0, 1: 1.5e-4, 2: 3.0e-4}, rel=1e-6)
     module = sys.modules["warmup_stable_decay"]
     probe = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    schedule = module.WarmupStableDecayLR(probe, peak_learning_rate=3e-3, warmup_steps=20,
-                                          decay_steps=60, total_iters=230)
+    schedule = module.WarmupStableDecayLR(
+        probe, peak_learning_rate=3e-3, warmup_steps=20, decay_steps=60, total_iters=230
+    )
     assert [logged[k] for k in range(3)] == schedule.values(range(3))[:, 0].tolist()
 
 
 def test_the_config_saved_with_a_run_reruns_from_another_directory(tmp_path: Path, monkeypatch) -> None:
     """Relative imports: entries are saved as absolute paths, so the saved config stands alone."""
-    quiet = FEW_STEPS + ["--trainer.enable_progress_bar", "false", "--trainer.limit_val_batches", "0"]
+    quiet = [*FEW_STEPS, "--trainer.enable_progress_bar", "false", "--trainer.limit_val_batches", "0"]
     assert main(readme_command("custom_scheduler") + quiet) == 0
     saved = tmp_path / "lightning_logs/version_0/config.yaml"
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    assert main(["fit", "--config", str(saved)] + quiet) == 0
+    assert main(["fit", "--config", str(saved), *quiet]) == 0
 
     def losses(root: Path) -> list[str]:
         rows = csv.DictReader((root / "lightning_logs/version_0/metrics.csv").open())
@@ -87,11 +91,15 @@ def test_tiny_gpt_runs_sharded_over_two_processes(tmp_path: Path) -> None:
     script.write_text("import sys\nfrom cs_lightning.cli import main\nsys.exit(main())\n")
     argv = readme_command("tiny_gpt") + FEW_STEPS + SHORTER["tiny_gpt"]
     argv += ["--trainer.strategy", "csx_fsdp", "--trainer.devices", "2", "--trainer.enable_progress_bar", "false"]
-    run = subprocess.run([sys.executable, str(script), *argv], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(script), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     summary = run.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r"Done: final train_loss \d+\.\d{4} \| time to first loss \d+\.\d\d s \| "
-                        r"checkpoint lightning_logs/version_0/checkpoints/epoch=0-step=3\.ckpt", summary), summary
+    assert re.fullmatch(
+        r"Done: final train_loss \d+\.\d{4} \| time to first loss \d+\.\d\d s \| "
+        r"checkpoint lightning_logs/version_0/checkpoints/epoch=0-step=3\.ckpt",
+        summary,
+    ), summary
     assert (tmp_path / "lightning_logs/version_0/checkpoints/epoch=0-step=3.ckpt").is_dir()  # sharded: a folder
     assert "--- sample ---\nMACBETH.\n" in run.stdout

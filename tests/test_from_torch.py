@@ -44,29 +44,38 @@ CASES = {
     "ConstantLR": lambda o: L.ConstantLR(o, factor=0.25, total_iters=150),
     "ConstantLR-total_iters_0": lambda o: L.ConstantLR(o, factor=0.25, total_iters=0),  # factor forever
     "SequentialLR-from-ConstantLR-total_iters_0": lambda o: L.SequentialLR(
-        o, [L.ConstantLR(o, factor=0.25, total_iters=0), L.StepLR(o, step_size=50, gamma=0.5)], milestones=[30]),
+        o, [L.ConstantLR(o, factor=0.25, total_iters=0), L.StepLR(o, step_size=50, gamma=0.5)], milestones=[30]
+    ),
     "OneCycleLR": lambda o: L.OneCycleLR(o, max_lr=0.5, total_steps=STEPS + 1, cycle_momentum=False),
-    "OneCycleLR-3phase-linear": lambda o: L.OneCycleLR(o, max_lr=0.5, total_steps=STEPS + 1, three_phase=True,
-                                                       anneal_strategy="linear", cycle_momentum=False),
-    "CyclicLR": lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=120, step_size_down=80,
-                                     cycle_momentum=False),
-    "CyclicLR-triangular2": lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=120,
-                                                 mode="triangular2", cycle_momentum=False),
-    "CyclicLR-exp_range": lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=120, mode="exp_range",
-                                               gamma=0.998, cycle_momentum=False),
+    "OneCycleLR-3phase-linear": lambda o: L.OneCycleLR(
+        o, max_lr=0.5, total_steps=STEPS + 1, three_phase=True, anneal_strategy="linear", cycle_momentum=False
+    ),
+    "CyclicLR": lambda o: L.CyclicLR(
+        o, base_lr=0.01, max_lr=0.1, step_size_up=120, step_size_down=80, cycle_momentum=False
+    ),
+    "CyclicLR-triangular2": lambda o: L.CyclicLR(
+        o, base_lr=0.01, max_lr=0.1, step_size_up=120, mode="triangular2", cycle_momentum=False
+    ),
+    "CyclicLR-exp_range": lambda o: L.CyclicLR(
+        o, base_lr=0.01, max_lr=0.1, step_size_up=120, mode="exp_range", gamma=0.998, cycle_momentum=False
+    ),
     "CosineAnnealingWarmRestarts": lambda o: L.CosineAnnealingWarmRestarts(o, T_0=50, T_mult=2, eta_min=1e-3),
-    "SequentialLR": lambda o: L.SequentialLR(o, [L.LinearLR(o, start_factor=0.01, total_iters=100),
-                                                 L.CosineAnnealingLR(o, T_max=900)], milestones=[100]),
-    "ChainedScheduler": lambda o: L.ChainedScheduler([L.ConstantLR(o, factor=0.1, total_iters=20),
-                                                      L.ExponentialLR(o, gamma=0.998),
-                                                      L.LinearLR(o, start_factor=0.5, total_iters=50)]),
+    "SequentialLR": lambda o: L.SequentialLR(
+        o, [L.LinearLR(o, start_factor=0.01, total_iters=100), L.CosineAnnealingLR(o, T_max=900)], milestones=[100]
+    ),
+    "ChainedScheduler": lambda o: L.ChainedScheduler(
+        [
+            L.ConstantLR(o, factor=0.1, total_iters=20),
+            L.ExponentialLR(o, gamma=0.998),
+            L.LinearLR(o, start_factor=0.5, total_iters=50),
+        ]
+    ),
     "LambdaLR": lambda o: L.LambdaLR(o, _ramp_then_decay),
     # Python numbers meeting the step tensor: float64 under conversion, as in torch
-    "LambdaLR-power": lambda o: L.LambdaLR(o, lambda k: 0.999 ** k),
+    "LambdaLR-power": lambda o: L.LambdaLR(o, lambda k: 0.999**k),
     "LambdaLR-linear": lambda o: L.LambdaLR(o, lambda k: 1 - k / STEPS),
     "MultiplicativeLR": lambda o: L.MultiplicativeLR(o, lambda step: 0.997),
 }
-
 
 
 def _assert_relative(got, expected, rel=1e-6):
@@ -98,8 +107,9 @@ def test_converted_schedule_equals_torch_stepping(name):
     _assert_relative(converted.values(range(STEPS)), expected)  # the same numbers, all at once
 
 
-@pytest.mark.parametrize("name", ["StepLR", "LinearLR", "ConstantLR", "SequentialLR", "ChainedScheduler",
-                                  "LambdaLR", "MultiplicativeLR"])
+@pytest.mark.parametrize(
+    "name", ["StepLR", "LinearLR", "ConstantLR", "SequentialLR", "ChainedScheduler", "LambdaLR", "MultiplicativeLR"]
+)
 def test_param_groups_with_different_base_rates(name):
     expected, got, converted = _torch_and_converted(CASES[name], (0.1, 0.02))
     assert isinstance(converted, GroupScaledLR)
@@ -132,7 +142,8 @@ def test_conversion_says_what_it_built_in_one_info_line(caplog):
         convert_scheduler(L.StepLR(_optimizer(0.1), step_size=30, gamma=0.7))
     assert [r.getMessage() for r in caplog.records if r.levelname == "INFO"] == [
         "cs_lightning: torch StepLR converted to the closed form StepLR(initial_learning_rate=0.1, step_size=30, "
-        "gamma=0.7)"]
+        "gamma=0.7)"
+    ]
 
 
 NOT_CONVERTIBLE = {
@@ -142,22 +153,31 @@ NOT_CONVERTIBLE = {
     "step-dependent factor": (lambda o: L.MultiplicativeLR(o, lambda k: 1 - 1e-4 * k), "changes with the step"),
     "factor changing after the probed steps": (
         lambda o: L.MultiplicativeLR(o, lambda k: torch.where(torch.as_tensor(k) < 1000, 0.99, 0.9)),
-        "changes with the step"),
+        "changes with the step",
+    ),
     "factor reducing the steps": (lambda o: L.MultiplicativeLR(o, lambda k: 0.9 ** (k.max() > 5)), "tensor of steps"),
     "OneCycleLR cycling momentum": (lambda o: L.OneCycleLR(o, max_lr=0.1, total_steps=100), "cycle_momentum"),
     "CyclicLR cycling momentum": (lambda o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1), "cycle_momentum"),
-    "custom scale_fn": (lambda o: L.CyclicLR(o, 0.01, 0.1, scale_fn=lambda c: 0.5 ** c, cycle_momentum=False),
-                        "scale_fn"),
-    "chain with a cosine": (lambda o: L.ChainedScheduler([L.ExponentialLR(o, 0.9), L.CosineAnnealingLR(o, 10)]),
-                            "does not just multiply"),
-    "sequence continuing a rate": (lambda o: L.SequentialLR(o, [L.ConstantLR(o, 0.5, 5),
-                                                                L.MultiplicativeLR(o, lambda k: 0.9)], [5]),
-                                   "continues from the learning rate"),
+    "custom scale_fn": (
+        lambda o: L.CyclicLR(o, 0.01, 0.1, scale_fn=lambda c: 0.5**c, cycle_momentum=False),
+        "scale_fn",
+    ),
+    "chain with a cosine": (
+        lambda o: L.ChainedScheduler([L.ExponentialLR(o, 0.9), L.CosineAnnealingLR(o, 10)]),
+        "does not just multiply",
+    ),
+    "sequence continuing a rate": (
+        lambda o: L.SequentialLR(o, [L.ConstantLR(o, 0.5, 5), L.MultiplicativeLR(o, lambda k: 0.9)], [5]),
+        "continues from the learning rate",
+    ),
     "sequence whose stage outlasts its scheduler": (
         lambda o: L.SequentialLR(o, [L.LinearLR(o, 0.1, 1.0, total_iters=5), L.ExponentialLR(o, 0.9)], [10]),
-        r"schedulers\[0\] \(LinearLR\) lasts total_iters=5 steps but its stage lasts 10"),
+        r"schedulers\[0\] \(LinearLR\) lasts total_iters=5 steps but its stage lasts 10",
+    ),
     "sequence restarting a ConstantLR(total_iters=0)": (
-        lambda o: L.SequentialLR(o, [L.StepLR(o, 10), L.ConstantLR(o, 0.5, total_iters=0)], [5]), "full rate"),
+        lambda o: L.SequentialLR(o, [L.StepLR(o, 10), L.ConstantLR(o, 0.5, total_iters=0)], [5]),
+        "full rate",
+    ),
 }
 
 
@@ -196,8 +216,10 @@ def test_lightning_configs_keep_their_interval():
 
     optimizer = _optimizer(0.1)
     plateau, step = L.ReduceLROnPlateau(optimizer), L.StepLR(optimizer, 2)
-    configs = [LRSchedulerConfig(step, interval="epoch", frequency=3),
-               LRSchedulerConfig(plateau, monitor="val_loss", reduce_on_plateau=True)]
+    configs = [
+        LRSchedulerConfig(step, interval="epoch", frequency=3),
+        LRSchedulerConfig(plateau, monitor="val_loss", reduce_on_plateau=True),
+    ]
     with pytest.warns(HostSchedulerWarning):
         convert_lightning_configs(configs)
     assert configs[0].scheduler is step and isinstance(step, L.StepLR)  # the user's object stays
@@ -212,8 +234,12 @@ def test_lightning_configs_keep_their_interval():
 LIGHTNING_CASES = {
     "OneCycleLR per step": (lambda o: L.OneCycleLR(o, max_lr=0.5, total_steps=40, cycle_momentum=False), "step"),
     "StepLR per epoch (bare)": (lambda o: L.StepLR(o, step_size=1, gamma=0.5), None),
-    "SequentialLR per step": (lambda o: L.SequentialLR(o, [L.LinearLR(o, start_factor=0.1, total_iters=10),
-                                                           L.ExponentialLR(o, gamma=0.9)], milestones=[10]), "step"),
+    "SequentialLR per step": (
+        lambda o: L.SequentialLR(
+            o, [L.LinearLR(o, start_factor=0.1, total_iters=10), L.ExponentialLR(o, gamma=0.9)], milestones=[10]
+        ),
+        "step",
+    ),
     "ReduceLROnPlateau on the host": (lambda o: L.ReduceLROnPlateau(o, factor=0.5, patience=0), "step"),
 }
 
@@ -236,13 +262,16 @@ def _fit_and_record_rates(strategy: str, case: str) -> tuple[list[list[float]], 
             return loss
 
         def configure_optimizers(self):
-            optimizer = torch.optim.SGD([{"params": self.body.parameters()},
-                                         {"params": self.head.parameters(), "lr": 0.02}], lr=0.1)
+            optimizer = torch.optim.SGD(
+                [{"params": self.body.parameters()}, {"params": self.head.parameters(), "lr": 0.02}], lr=0.1
+            )
             scheduler = make(optimizer)
             if interval is None:
                 return [optimizer], [scheduler]
-            return {"optimizer": optimizer,
-                    "lr_scheduler": {"scheduler": scheduler, "interval": interval, "monitor": "loss"}}
+            return {
+                "optimizer": optimizer,
+                "lr_scheduler": {"scheduler": scheduler, "interval": interval, "monitor": "loss"},
+            }
 
     class Rates(pl.Callback):
         def __init__(self) -> None:
@@ -254,8 +283,15 @@ def _fit_and_record_rates(strategy: str, case: str) -> tuple[list[list[float]], 
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(40, 4), torch.randn(40, 1))
     rates = Rates()
-    trainer = pl.Trainer(strategy=strategy, max_steps=40, callbacks=[rates], logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        strategy=strategy,
+        max_steps=40,
+        callbacks=[rates],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(Regression(), DataLoader(data, batch_size=4))
     return rates.seen, trainer.lr_scheduler_configs[0].scheduler
 
@@ -290,8 +326,14 @@ def test_a_checkpoint_written_before_the_switch_to_csx_resumes(tmp_path):
             return [optimizer], [{"scheduler": L.StepLR(optimizer, step_size=2, gamma=0.5), "interval": "step"}]
 
     def trainer(strategy, steps):
-        return pl.Trainer(strategy=strategy, max_steps=steps, logger=False, default_root_dir=tmp_path,
-                          enable_progress_bar=False, enable_model_summary=False)
+        return pl.Trainer(
+            strategy=strategy,
+            max_steps=steps,
+            logger=False,
+            default_root_dir=tmp_path,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
 
     before = trainer("auto", 5)
     before.fit(Project())
@@ -299,7 +341,7 @@ def test_a_checkpoint_written_before_the_switch_to_csx_resumes(tmp_path):
     after = trainer("csx", 8)
     after.fit(Project(), ckpt_path=tmp_path / "auto.ckpt")
     assert isinstance(closed_form_of(after.lr_scheduler_configs[0].scheduler), cs.StepLR)
-    assert after.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** 4, rel=1e-6)
+    assert after.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**4, rel=1e-6)
 
 
 def test_strict_csx_stops_on_a_scheduler_without_closed_form():
@@ -311,11 +353,19 @@ def test_strict_csx_stops_on_a_scheduler_without_closed_form():
     class PythonOnlyLambda(BoringModel):
         def configure_optimizers(self):
             optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
-            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": L.LambdaLR(optimizer, lambda k: 0.5 ** min(k, 3)),
-                                                             "interval": "step"}}
+            return {
+                "optimizer": optimizer,
+                "lr_scheduler": {"scheduler": L.LambdaLR(optimizer, lambda k: 0.5 ** min(k, 3)), "interval": "step"},
+            }
 
-    trainer = pl.Trainer(strategy=CSXStrategy(strict_schedulers=True), max_steps=2, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        strategy=CSXStrategy(strict_schedulers=True),
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     with pytest.raises(NotConvertible, match="LambdaLR is not converted.*tensor of steps"):
         trainer.fit(PythonOnlyLambda())
 
@@ -331,8 +381,13 @@ RANDOM_SCHEDULERS = {
 }
 
 
-@given(name=st.sampled_from(sorted(RANDOM_SCHEDULERS)), lr=st.floats(1e-5, 1.0), ratio=st.floats(0.5, 0.999),
-       length=st.integers(1, 60), steps=st.integers(1, 300))
+@given(
+    name=st.sampled_from(sorted(RANDOM_SCHEDULERS)),
+    lr=st.floats(1e-5, 1.0),
+    ratio=st.floats(0.5, 0.999),
+    length=st.integers(1, 60),
+    steps=st.integers(1, 300),
+)
 def test_any_arguments_convert_to_torchs_schedule(name, lr, ratio, length, steps):
     make = RANDOM_SCHEDULERS[name]
     reference_opt, converted_opt = _optimizer(lr), _optimizer(lr)
@@ -368,9 +423,11 @@ def test_group_scaled_resume_equals_uninterrupted():
 def test_arguments_the_catalogue_refuses_keep_torch_stepping():
     optimizer = _optimizer(0.1)
     refused = L.PolynomialLR(optimizer, total_iters=10, power=0.0)  # constant 0.1 until step 10
-    sequence = L.SequentialLR(optimizer, [L.LinearLR(optimizer, 0.5, total_iters=4),
-                                          L.ConstantLR(optimizer, factor=0.2, total_iters=5), refused],
-                              milestones=[4, 9])
+    sequence = L.SequentialLR(
+        optimizer,
+        [L.LinearLR(optimizer, 0.5, total_iters=4), L.ConstantLR(optimizer, factor=0.2, total_iters=5), refused],
+        milestones=[4, 9],
+    )
     with pytest.warns(HostSchedulerWarning, match="power"):
         assert convert_scheduler(sequence) is None
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.05)  # the children built first are undone

@@ -6,11 +6,14 @@ API only), runs under both strategies and asserts the same observable behaviour.
 
 from __future__ import annotations
 
+import functools
+import operator
 import warnings
 from typing import Any
 
 import pytest
 import torch
+from conftest import flat_state
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import BackboneFinetuning, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
@@ -18,9 +21,7 @@ from torch import nn
 from torch.optim import lr_scheduler as torch_lr
 from torch.utils.data import DataLoader, TensorDataset
 
-from conftest import flat_state
-
-import cs_lightning  # noqa: F401  registers "csx"
+import cs_lightning
 from cs_lightning import schedulers as cs
 
 STRATEGIES = ["auto", "csx"]
@@ -33,8 +34,9 @@ def _data(n: int = 48, batch_size: int = 4) -> DataLoader:
 
 
 def _trainer(strategy: str, max_steps: int, **kwargs: Any) -> Trainer:
-    settings: dict[str, Any] = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                                    enable_model_summary=False)
+    settings: dict[str, Any] = dict(
+        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False
+    )
     settings.update(kwargs)
     return Trainer(strategy=strategy, max_steps=max_steps, **settings)
 
@@ -89,8 +91,9 @@ class _UserStepLR(LightningModule):
         return nn.functional.mse_loss(self.head(torch.relu(self.body(x))), y)
 
     def configure_optimizers(self) -> Any:
-        optimizer = torch.optim.SGD([{"params": self.body.parameters()},
-                                     {"params": self.head.parameters(), "lr": 0.03}], lr=0.1)
+        optimizer = torch.optim.SGD(
+            [{"params": self.body.parameters()}, {"params": self.head.parameters(), "lr": 0.03}], lr=0.1
+        )
         self.my_scheduler = torch_lr.StepLR(optimizer, step_size=3, gamma=0.5)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.my_scheduler, "interval": "step"}}
 
@@ -100,8 +103,9 @@ class _UserStepLR(LightningModule):
             scheduler.step()
 
 
-def _fit_user_step_lr(strategy: str, steps: int = 10, ckpt_path: Any = None,
-                      **kwargs: Any) -> tuple[_UserStepLR, _Rates, Trainer]:
+def _fit_user_step_lr(
+    strategy: str, steps: int = 10, ckpt_path: Any = None, **kwargs: Any
+) -> tuple[_UserStepLR, _Rates, Trainer]:
     torch.manual_seed(0)
     module, rates = _UserStepLR(), _Rates()
     run = _trainer(strategy, steps, callbacks=[rates, *kwargs.pop("callbacks", [])], **kwargs)
@@ -134,7 +138,7 @@ def test_checkpoints_load_both_ways_between_the_strategies(first: str, second: s
     _, before, _ = _fit_user_step_lr(first, steps=5, enable_checkpointing=True, callbacks=[saver])
     saved = torch.load(tmp_path / "last.ckpt", weights_only=True)  # plain types only, as torch's state
     assert saved["lr_schedulers"][0]["last_epoch"] == 5
-    module, after, run = _fit_user_step_lr(second, steps=10, ckpt_path=tmp_path / "last.ckpt")
+    module, after, _run = _fit_user_step_lr(second, steps=10, ckpt_path=tmp_path / "last.ckpt")
     _close(before.lrs + after.lrs, uninterrupted.lrs)
     assert before.last_epochs + after.last_epochs == list(range(10))
     assert module.my_scheduler.last_epoch == 10
@@ -158,8 +162,10 @@ class _Finetuned(LightningModule):
 
     def configure_optimizers(self) -> Any:
         optimizer = torch.optim.SGD(filter(lambda p: p.requires_grad, self.parameters()), lr=0.1)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.make_scheduler(optimizer),
-                                                         "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": self.make_scheduler(optimizer), "interval": "step"},
+        }
 
 
 LATE_GROUP_SCHEDULERS = {
@@ -196,17 +202,23 @@ def test_a_native_scheduler_refuses_a_group_added_where_the_schedule_is_zero() -
     optimizer = torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.0)
     warmup = cs.LinearLR(optimizer, initial_learning_rate=0.0, end_learning_rate=0.1, total_iters=10)
     optimizer.add_param_group({"params": [nn.Parameter(torch.ones(1))], "lr": 0.05})
-    with pytest.raises(ValueError, match=r"param_groups\[1\] joins the schedule at step 0 holding lr=0.05, but the schedule is 0"):
+    with pytest.raises(
+        ValueError, match=r"param_groups\[1\] joins the schedule at step 0 holding lr=0.05, but the schedule is 0"
+    ):
         warmup.step()
 
 
 # -- 4. step(epoch): torch's meaning and its deprecation warning -------------------------------------
 
 
-@pytest.mark.parametrize("make", [
-    lambda o: torch_lr.ExponentialLR(o, gamma=0.5),
-    lambda o: cs.ExponentialLR(o, initial_learning_rate=0.1, total_iters=1, decay_rate=0.5),
-], ids=["torch ExponentialLR", "cs ExponentialLR"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda o: torch_lr.ExponentialLR(o, gamma=0.5),
+        lambda o: cs.ExponentialLR(o, initial_learning_rate=0.1, total_iters=1, decay_rate=0.5),
+    ],
+    ids=["torch ExponentialLR", "cs ExponentialLR"],
+)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_step_with_an_epoch_jumps_there_with_torchs_deprecation_warning(strategy: str, make: Any) -> None:
     class Jumping(_Regressor):
@@ -238,10 +250,22 @@ def _cli(strategy: str, config: dict[str, Any], tmp_path: Any) -> Any:
     from lightning.pytorch.cli import LightningCLI
 
     path = tmp_path / f"{strategy}.yaml"
-    path.write_text(yaml.safe_dump({
-        "trainer": {"strategy": strategy, "max_steps": 6, "logger": False, "enable_checkpointing": False,
-                    "enable_progress_bar": False, "enable_model_summary": False},
-        "optimizer": {"class_path": "SGD", "init_args": {"lr": 0.1}}, **config}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {
+                    "strategy": strategy,
+                    "max_steps": 6,
+                    "logger": False,
+                    "enable_checkpointing": False,
+                    "enable_progress_bar": False,
+                    "enable_model_summary": False,
+                },
+                "optimizer": {"class_path": "SGD", "init_args": {"lr": 0.1}},
+                **config,
+            }
+        )
+    )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
         return LightningCLI(_CLIModel, args=["fit", "--config", str(path)], save_config_callback=None)
@@ -254,9 +278,16 @@ def test_lightning_cli_short_scheduler_names_mean_torchs_classes(strategy: str, 
     assert type(scheduler).__module__ == "torch.optim.lr_scheduler" and isinstance(scheduler, torch_lr.StepLR)
     # Lightning steps a bare scheduler once an epoch: 12 batches, so not yet
     assert torchs.trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.1)
-    ours = _cli(strategy, {"lr_scheduler": {"class_path": "cs_lightning.schedulers.StepLR",
-                                            "init_args": {"initial_learning_rate": 0.1, "step_size": 2,
-                                                          "gamma": 0.5}}}, tmp_path)
+    ours = _cli(
+        strategy,
+        {
+            "lr_scheduler": {
+                "class_path": "cs_lightning.schedulers.StepLR",
+                "init_args": {"initial_learning_rate": 0.1, "step_size": 2, "gamma": 0.5},
+            }
+        },
+        tmp_path,
+    )
     assert isinstance(ours.model.lr_schedulers(), cs.StepLR)  # full class paths reach the catalogue
 
 
@@ -265,8 +296,21 @@ def test_lightning_cli_short_names_print_config_unambiguously(tmp_path: Any, cap
 
     with pytest.raises(SystemExit), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        LightningCLI(_CLIModel, args=["fit", "--optimizer", "SGD", "--optimizer.lr", "0.1", "--lr_scheduler",
-                                      "OneCycleLR", "--lr_scheduler.max_lr", "0.5", "--print_config"])
+        LightningCLI(
+            _CLIModel,
+            args=[
+                "fit",
+                "--optimizer",
+                "SGD",
+                "--optimizer.lr",
+                "0.1",
+                "--lr_scheduler",
+                "OneCycleLR",
+                "--lr_scheduler.max_lr",
+                "0.5",
+                "--print_config",
+            ],
+        )
     assert "class_path: torch.optim.lr_scheduler.OneCycleLR" in capsys.readouterr().out
 
 
@@ -361,8 +405,9 @@ def test_loggers_get_ttfl_metrics_only_with_the_callback(strategy: str, caplog: 
     printed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss:")]
     assert len(printed) == (1 if strategy == "csx" else 0)  # csx always prints the one line
     asked = _Recorder()
-    _trainer(strategy, 3, logger=asked, log_every_n_steps=1,
-             callbacks=[cs_lightning.TimeToFirstLoss()]).fit(_Logged(), _data())
+    _trainer(strategy, 3, logger=asked, log_every_n_steps=1, callbacks=[cs_lightning.TimeToFirstLoss()]).fit(
+        _Logged(), _data()
+    )
     assert {"ttfl/total", "ttfl/setup", "ttfl/first_step", "ttfl/loss"} <= asked.names
     assert asked.names - plain.names == {name for name in asked.names if name.startswith("ttfl/")}
 
@@ -377,8 +422,10 @@ def test_a_mocked_backward_runs_as_under_auto_with_the_check_on(strategy: str, a
 
     module = _Logged()
     before = [p.detach().clone() for p in module.parameters()]
-    with mock.patch("torch.Tensor.backward", autospec=autospec) as backward, \
-            warnings.catch_warnings(record=True) as caught:
+    with (
+        mock.patch("torch.Tensor.backward", autospec=autospec) as backward,
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always")
         _trainer(strategy, 3).fit(module, _data())
     assert backward.call_count == 3
@@ -399,18 +446,22 @@ class _Momentum(Callback):
 
 
 MOMENTUM_CYCLES = {
-    "OneCycleLR, SGD momentum": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-                                 lambda o: torch_lr.OneCycleLR(o, max_lr=0.5, total_steps=30)),
-    "OneCycleLR three-phase linear, Adam beta1": (lambda p: torch.optim.Adam(p, lr=0.1),
-                                                  lambda o: torch_lr.OneCycleLR(o, max_lr=0.5, total_steps=30,
-                                                                                three_phase=True,
-                                                                                anneal_strategy="linear")),
-    "CyclicLR exp_range, SGD momentum": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-                                         lambda o: torch_lr.CyclicLR(o, 0.01, 0.1, step_size_up=4, step_size_down=3,
-                                                                     mode="exp_range", gamma=0.97)),
-    "CyclicLR triangular2, AdamW beta1": (lambda p: torch.optim.AdamW(p, lr=0.1),
-                                          lambda o: torch_lr.CyclicLR(o, 0.01, 0.1, step_size_up=5,
-                                                                      mode="triangular2")),
+    "OneCycleLR, SGD momentum": (
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+        lambda o: torch_lr.OneCycleLR(o, max_lr=0.5, total_steps=30),
+    ),
+    "OneCycleLR three-phase linear, Adam beta1": (
+        lambda p: torch.optim.Adam(p, lr=0.1),
+        lambda o: torch_lr.OneCycleLR(o, max_lr=0.5, total_steps=30, three_phase=True, anneal_strategy="linear"),
+    ),
+    "CyclicLR exp_range, SGD momentum": (
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+        lambda o: torch_lr.CyclicLR(o, 0.01, 0.1, step_size_up=4, step_size_down=3, mode="exp_range", gamma=0.97),
+    ),
+    "CyclicLR triangular2, AdamW beta1": (
+        lambda p: torch.optim.AdamW(p, lr=0.1),
+        lambda o: torch_lr.CyclicLR(o, 0.01, 0.1, step_size_up=5, mode="triangular2"),
+    ),
 }
 
 
@@ -420,7 +471,10 @@ def _fit_cycling(strategy: str, case: str) -> list[list[float]]:
     class Cycling(_Regressor):
         def configure_optimizers(self) -> Any:
             optimizer = make_optimizer(self.parameters())
-            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": make_scheduler(optimizer), "interval": "step"}}
+            return {
+                "optimizer": optimizer,
+                "lr_scheduler": {"scheduler": make_scheduler(optimizer), "interval": "step"},
+            }
 
     seen = _Momentum()
     with warnings.catch_warnings():
@@ -442,7 +496,9 @@ def test_momentum_schedules_name_what_they_cannot_do() -> None:
     from cs_lightning.schedulers.from_torch import HostSchedulerWarning, convert_scheduler
 
     adagrad = torch.optim.Adagrad([nn.Parameter(torch.ones(1))], lr=0.1)  # no momentum, no betas
-    with pytest.raises(ValueError, match=r"OneCycleMomentum: param_groups\[0\] has neither momentum nor betas \(Adagrad\)"):
+    with pytest.raises(
+        ValueError, match=r"OneCycleMomentum: param_groups\[0\] has neither momentum nor betas \(Adagrad\)"
+    ):
         cs.OneCycleMomentum(adagrad, initial_val=0.95, max_val=0.85, total_steps=10)
     sgd = torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.1, momentum=0.9)
     with pytest.warns(HostSchedulerWarning, match=r"cycles the optimizer's momentum .* from_torch.drive"):
@@ -452,7 +508,7 @@ def test_momentum_schedules_name_what_they_cannot_do() -> None:
 
 # -- 7. mid-epoch resume: exact with a resumable dataloader; a plain one warns --------------------
 
-KILLED_SCRIPT = '''
+KILLED_SCRIPT = """
 import os, signal, sys
 import torch
 from torch import nn
@@ -496,7 +552,7 @@ trainer = Trainer(strategy=strategy, max_steps=24, logger=False, enable_progress
 trainer.fit(model, data, ckpt_path="last" if mode == "resume" else None)
 torch.save({"weights": model.state_dict(), "optimizer": trainer.optimizers[0].state_dict(),
             "lr": trainer.optimizers[0].param_groups[0]["lr"], "step": trainer.global_step}, f"{mode}.pt")
-'''
+"""
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -512,8 +568,13 @@ def test_a_run_killed_mid_epoch_resumes_bit_identical_with_a_resumable_dataloade
     kill_at = random.Random(strategy).choice([k for k in range(10, 23) if k % 8 and (k // 3 * 3) % 8])
 
     def run(mode: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(script), strategy, mode, str(kill_at)], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=240)
+        return subprocess.run(
+            [sys.executable, str(script), strategy, mode, str(kill_at)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
 
     uninterrupted = run("uninterrupted")
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
@@ -554,7 +615,7 @@ def test_resumable_dataloader_resumes_its_order_and_refuses_what_it_cannot_resum
     again = cs_lightning.ResumableDataLoader(dataset, batch_size=2, shuffle=True)
     again.load_state_dict(state)
     assert [batch[0].tolist() for batch in again] == rest
-    assert sorted(sum(served + rest, [])) == list(range(20))
+    assert sorted(functools.reduce(operator.iadd, served + rest, [])) == list(range(20))
     with pytest.raises(TypeError, match=r"dataset=_Stream, an IterableDataset"):
         cs_lightning.ResumableDataLoader(_Stream())
     with pytest.raises(ValueError, match=r"got keys \['position'\], expected \['epoch_start', 'generator', 'served'\]"):
@@ -603,8 +664,9 @@ def test_the_learning_rate_monitor_logs_the_same_rates_and_momentum(strategy: st
     def logged(strategy: str) -> dict[tuple[str, int], float]:
         class OneCycle(_Logged):
             def configure_optimizers(self) -> Any:
-                optimizer = torch.optim.SGD([{"params": self.net.weight}, {"params": self.net.bias, "lr": 0.05}],
-                                            lr=0.1, momentum=0.9)
+                optimizer = torch.optim.SGD(
+                    [{"params": self.net.weight}, {"params": self.net.bias, "lr": 0.05}], lr=0.1, momentum=0.9
+                )
                 schedule = torch_lr.OneCycleLR(optimizer, max_lr=[0.5, 0.25], total_steps=20)
                 return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
@@ -616,7 +678,12 @@ def test_the_learning_rate_monitor_logs_the_same_rates_and_momentum(strategy: st
     got = logged(strategy)
     expected = logged("auto") if strategy != "auto" else got
     assert got.keys() == expected.keys()
-    assert {name for name, _ in got} == {"lr-SGD/pg1", "lr-SGD/pg2", "lr-SGD/pg1-momentum", "lr-SGD/pg2-momentum",
-                                        "epoch"}
+    assert {name for name, _ in got} == {
+        "lr-SGD/pg1",
+        "lr-SGD/pg2",
+        "lr-SGD/pg1-momentum",
+        "lr-SGD/pg2-momentum",
+        "epoch",
+    }
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, rel=1e-6, abs=0.0), key

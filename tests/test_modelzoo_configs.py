@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from cs_lightning.cli import main
 
 CONFIGS_DIR = REPO.parent / "shared" / "modelzoo_configs"
@@ -37,7 +37,7 @@ def test_model_zoo_config_converts_and_schedules(source: Path, tmp_path: Path, c
     assert err == "" and len(rows) >= min(steps, 20) and all(len(row) == len(values[0]) >= 1 for row in values)
     assert int(rows[-1].split()[0]) == steps - 1
     if "schedulers" not in converted:  # a constant learning rate: the optimizer's, at every step
-        (name, args), = converted["optimizer"].items()
+        ((_name, args),) = converted["optimizer"].items()
         assert header.split() == ["step", "ConstantLR", "group", "0", "lr"]
         assert values == [[pytest.approx(args["lr"])]] * len(rows)
 

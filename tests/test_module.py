@@ -2,13 +2,13 @@
 
 import pytest
 import torch
+from lightning_models import Losses, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from cs_lightning import CSXModule
 from cs_lightning.deferred import is_deferred
 from cs_lightning.schedulers import LinearLR
-from lightning_models import Losses, trainer
 
 
 class ReturnsLoss(nn.Module):
@@ -25,16 +25,19 @@ class ReturnsLoss(nn.Module):
 
 def _data() -> DataLoader:
     generator = torch.Generator().manual_seed(3)
-    return DataLoader(TensorDataset(torch.randn(48, 12, generator=generator),
-                                    torch.randint(0, 3, (48,), generator=generator)), batch_size=8)
+    return DataLoader(
+        TensorDataset(torch.randn(48, 12, generator=generator), torch.randint(0, 3, (48,), generator=generator)),
+        batch_size=8,
+    )
 
 
 def _module(**overrides: object) -> CSXModule:
     arguments = dict(
         model=lambda: nn.Linear(12, 3),
         optimizer=lambda model: torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-        schedulers=[lambda optimizer: LinearLR(optimizer, initial_learning_rate=0.1, end_learning_rate=0.01,
-                                               total_iters=10)],
+        schedulers=[
+            lambda optimizer: LinearLR(optimizer, initial_learning_rate=0.1, end_learning_rate=0.01, total_iters=10)
+        ],
         loss=nn.functional.cross_entropy,
     )
     arguments.update(overrides)
@@ -78,16 +81,20 @@ def test_a_model_whose_forward_returns_the_loss_needs_no_loss_function() -> None
 
 def test_a_built_model_and_optimizer_are_accepted() -> None:
     model = nn.Linear(12, 3)
-    losses, _ = _train(_module(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), schedulers=[]),
-                       "csx", steps=2)
+    losses, _ = _train(
+        _module(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), schedulers=[]), "csx", steps=2
+    )
     assert len(losses) == 2
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    (dict(model=3), r"model=3\) must be callable"),
-    (dict(schedulers=["LinearLR"]), r"schedulers=\['LinearLR'\]\) must be a list of callables"),
-    (dict(optimizer=torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)), r"optimizer=<Optimizer instance>"),
-])
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (dict(model=3), r"model=3\) must be callable"),
+        (dict(schedulers=["LinearLR"]), r"schedulers=\['LinearLR'\]\) must be a list of callables"),
+        (dict(optimizer=torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)), r"optimizer=<Optimizer instance>"),
+    ],
+)
 def test_bad_arguments_name_the_argument_and_the_fix(arguments: dict, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         _module(**arguments)

@@ -12,7 +12,9 @@ def test_version_is_pep440_release() -> None:
 def test_import_is_clean_in_a_fresh_interpreter() -> None:
     out = subprocess.run(
         [sys.executable, "-c", "import cs_lightning, lightning; print(cs_lightning.__version__)"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == cs_lightning.__version__
 
@@ -24,8 +26,11 @@ def test_every_error_cs_lightning_raises_on_purpose_is_one_family() -> None:
     from cs_lightning.schedulers.from_torch import NotConvertible
     from cs_lightning.trace import GraphBreakError
 
-    raised = [cls for _, cls in inspect.getmembers(errors, inspect.isclass)
-              if issubclass(cls, Exception) and not issubclass(cls, Warning)]
+    raised = [
+        cls
+        for _, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, Exception) and not issubclass(cls, Warning)
+    ]
     assert {"GraphBreakError", "NotConvertible", "ConfigError", "TooLargeError"} <= {cls.__name__ for cls in raised}
     assert all(issubclass(cls, errors.CSLightningError) for cls in raised)
     assert GraphBreakError is errors.GraphBreakError and NotConvertible is errors.NotConvertible

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 README = (REPO / "README.md").read_text()
@@ -24,6 +23,5 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 @pytest.mark.parametrize("snippet", _snippets("python"), ids=lambda s: s.splitlines()[0][:40])
 def test_python_snippet_runs(snippet: str, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -11,11 +11,10 @@ import math
 
 import pytest
 import torch
+from conftest import REPO
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import REPO
-from cs_lightning.schedulers import base
 from cs_lightning.schedulers import (
     ChainedScheduler,
     ClosedFormError,
@@ -27,6 +26,7 @@ from cs_lightning.schedulers import (
     LRScheduler,
     SequentialLR,
     StepLR,
+    base,
     build,
     lightning_config,
     plot,
@@ -58,15 +58,13 @@ def _stepped(scheduler, optimizer, n):
 
 def _targeted(values, rows):
     """Stepped rows with nan where values() says a group is not scheduled."""
-    return [[v if not math.isnan(w) else math.nan for v, w in zip(row, want)]
-            for row, want in zip(rows, values.tolist())]
+    return [
+        [v if not math.isnan(w) else math.nan for v, w in zip(row, want)] for row, want in zip(rows, values.tolist())
+    ]
 
 
 def _same(a, b):
-    return all(
-        (math.isnan(x) and math.isnan(y)) or x == y
-        for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b)
-    )
+    return all((math.isnan(x) and math.isnan(y)) or x == y for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
@@ -80,8 +78,13 @@ def test_values_equals_stepping(case):
     assert _same(values.tolist(), _targeted(values, stepped))
 
 
-@given(index=st.integers(0, len(CASES) - 1), start=st.integers(0, 3000), stride=st.integers(1, 7),
-       count=st.integers(1, 300), seed=st.integers(0, 2**16))
+@given(
+    index=st.integers(0, len(CASES) - 1),
+    start=st.integers(0, 3000),
+    stride=st.integers(1, 7),
+    count=st.integers(1, 300),
+    seed=st.integers(0, 2**16),
+)
 def test_any_steps_give_the_values_of_consecutive_ones(index, start, stride, count, seed):
     """Consecutive steps take faster paths (a sequence's children see only their stage, a
     staircase repeats its levels); strided, shuffled and descending steps take the
@@ -111,11 +114,17 @@ def test_stages_of_any_length_agree_with_stepping():
 def _long_sequences(optimizer):
     """Sequences whose stages change near where values() starts a new chunk (any power of
     two from 2**16 to 2**20 steps): the stages write into the result side by side."""
-    stages = [LinearLR(optimizer, 0.0, 0.1, 2**19 - 10), CosineDecayLR(optimizer, 0.1, 0.01, 2**19 + 20),
-              ExponentialLR(optimizer, 0.01, 7, 0.9)]
+    stages = [
+        LinearLR(optimizer, 0.0, 0.1, 2**19 - 10),
+        CosineDecayLR(optimizer, 0.1, 0.01, 2**19 + 20),
+        ExponentialLR(optimizer, 0.01, 7, 0.9),
+    ]
     yield SequentialLR(optimizer, stages, [2**19 - 10, 2**20 + 10])
-    yield SequentialLR(optimizer, [ConstantLR(optimizer, 0.1, 2**17 + 3),
-                                   StepLR(optimizer, 0.1, step_size=999, gamma=0.9)], [2**17 + 3])
+    yield SequentialLR(
+        optimizer,
+        [ConstantLR(optimizer, 0.1, 2**17 + 3), StepLR(optimizer, 0.1, step_size=999, gamma=0.9)],
+        [2**17 + 3],
+    )
 
 
 @pytest.mark.parametrize("index", range(len(CASES) + 2))
@@ -189,8 +198,10 @@ def test_steps_beyond_exact_floats_take_the_general_path(around):
     """float32 holds every int only up to 2**24: past it, consecutive steps are converted
     from int64 as any other steps are, and the staircase computes each step's period."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
-    for scheduler in (StepLR(optimizer, 1.0, step_size=3, gamma=0.999999),
-                      CosineDecayLR(optimizer, 1.0, 0.0, total_iters=2**25)):
+    for scheduler in (
+        StepLR(optimizer, 1.0, step_size=3, gamma=0.999999),
+        CosineDecayLR(optimizer, 1.0, 0.0, total_iters=2**25),
+    ):
         steps = range(around - 70, around + 70)
         assert torch.equal(scheduler.values(steps), scheduler.values(torch.tensor(steps)))
 
@@ -217,9 +228,11 @@ def test_resume_equals_uninterrupted(index, k, more):
 
 def test_numpy_integers_are_saved_as_ints():
     import numpy as np
+
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
-    scheduler = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, np.int64(10)),
-                                         ConstantLR(optimizer, 1.0)], np.array([10]))
+    scheduler = SequentialLR(
+        optimizer, [LinearLR(optimizer, 0.0, 1.0, np.int64(10)), ConstantLR(optimizer, 1.0)], np.array([10])
+    )
     buffer = io.BytesIO()
     torch.save(scheduler.state_dict(), buffer)
     buffer.seek(0)
@@ -236,12 +249,15 @@ def test_values_are_side_effect_free():
     assert scheduler.values([3, 7, 0, 12])[:, 0].tolist() == pytest.approx([0.3, 0.7, 0.0, 1.0])
 
 
-@pytest.mark.parametrize("optimizer_cls,kwargs", [
-    (torch.optim.SGD, {"momentum": 0.9}),
-    (torch.optim.AdamW, {"foreach": True}),
-    (torch.optim.AdamW, {"foreach": False}),
-    (torch.optim.Adam, {"foreach": True}),
-])
+@pytest.mark.parametrize(
+    "optimizer_cls,kwargs",
+    [
+        (torch.optim.SGD, {"momentum": 0.9}),
+        (torch.optim.AdamW, {"foreach": True}),
+        (torch.optim.AdamW, {"foreach": False}),
+        (torch.optim.Adam, {"foreach": True}),
+    ],
+)
 def test_trains_with_torch_optimizers(optimizer_cls, kwargs):
     weight = torch.nn.Parameter(torch.ones(4))
     optimizer = optimizer_cls([weight], lr=0.1, weight_decay=0.01, **kwargs)
@@ -322,7 +338,7 @@ def test_is_a_torch_scheduler_with_torch_methods():
     scheduler.step()
     assert scheduler.get_last_lr() == [torch.tensor(0.05).item()]  # float32 values
     assert scheduler.last_epoch.item() == 1
-    with pytest.warns(UserWarning, match="epoch parameter in `scheduler.step\(\)` was not necessary"):
+    with pytest.warns(UserWarning, match=r"epoch parameter in `scheduler.step\(\)` was not necessary"):
         scheduler.step(3)  # deprecated in torch: jump to step 3
     assert scheduler.last_epoch.item() == 3
     assert scheduler.get_last_lr() == [torch.tensor(0.0125).item()]
@@ -352,7 +368,7 @@ def test_changing_an_argument_takes_effect_next_step():
 
 def test_starts_after_last_epoch():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
-    scheduler = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, 10), ConstantLR(optimizer, 1.0)], [10], last_epoch=4)
+    SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, 10), ConstantLR(optimizer, 1.0)], [10], last_epoch=4)
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.5)
 
 
@@ -362,8 +378,7 @@ def test_starts_after_last_epoch():
 class DocsWarmupLR(LRScheduler):
     """The shape of Cerebras' "Write a Custom Learning Rate Scheduler" example."""
 
-    def __init__(self, optimizer, initial_learning_rate, end_learning_rate, total_iters,
-                 last_epoch=-1):
+    def __init__(self, optimizer, initial_learning_rate, end_learning_rate, total_iters, last_epoch=-1):
         self.initial_learning_rate = initial_learning_rate
         self.end_learning_rate = end_learning_rate
         super().__init__(optimizer, total_iters=total_iters, last_epoch=last_epoch)
@@ -376,15 +391,28 @@ class DocsWarmupLR(LRScheduler):
 
 def test_docs_custom_scheduler_steps_resolves_and_resumes():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
-    (scheduler,) = build({"docswarmuplr": {"initial_learning_rate": 0.0, "end_learning_rate": 0.4,
-                                           "total_iters": 4}}, optimizer)
+    (scheduler,) = build(
+        {"docswarmuplr": {"initial_learning_rate": 0.0, "end_learning_rate": 0.4, "total_iters": 4}}, optimizer
+    )
     assert type(scheduler) is DocsWarmupLR
     assert _stepped(scheduler, optimizer, 6) == [[pytest.approx(v)] for v in (0, 0.1, 0.2, 0.3, 0.4, 0.4)]
-    assert scheduler.state_dict() == {"last_epoch": 5, "initial_learning_rate": 0.0,
-                                      "end_learning_rate": 0.4, "total_iters": 4}
-    (chained,) = build({"SequentialLR": {"schedulers": [
-        {"DocsWarmupLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.4, "total_iters": 4}},
-        {"ConstantLR": {"learning_rate": 0.4}}]}}, optimizer)
+    assert scheduler.state_dict() == {
+        "last_epoch": 5,
+        "initial_learning_rate": 0.0,
+        "end_learning_rate": 0.4,
+        "total_iters": 4,
+    }
+    (chained,) = build(
+        {
+            "SequentialLR": {
+                "schedulers": [
+                    {"DocsWarmupLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.4, "total_iters": 4}},
+                    {"ConstantLR": {"learning_rate": 0.4}},
+                ]
+            }
+        },
+        optimizer,
+    )
     assert chained.milestones == [4]
 
 
@@ -465,10 +493,14 @@ def _huge_schedule():
     """Warmup, then a staircase of three levels, over 10**9 steps; and a staircase weight decay."""
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], lr=1.0)
     warmup = LinearLR(optimizer, 0.0, 0.3, 1000)
-    stairs = build({"PiecewiseConstantLR": {"learning_rates": [0.3, 0.2, 0.1],
-                                            "milestones": [400_000_000, 700_000_000]}}, optimizer)[0]
-    return [SequentialLR(optimizer, [warmup, stairs], [1000]),
-            build({"StepWD": {"initial_val": 0.1, "step_size": 250_000_000, "gamma": 0.5}}, optimizer)[0]]
+    stairs = build(
+        {"PiecewiseConstantLR": {"learning_rates": [0.3, 0.2, 0.1], "milestones": [400_000_000, 700_000_000]}},
+        optimizer,
+    )[0]
+    return [
+        SequentialLR(optimizer, [warmup, stairs], [1000]),
+        build({"StepWD": {"initial_val": 0.1, "step_size": 250_000_000, "gamma": 0.5}}, optimizer)[0],
+    ]
 
 
 def test_table_of_a_billion_steps_samples_rows_and_lists_every_jump():
@@ -482,7 +514,11 @@ def test_table_of_a_billion_steps_samples_rows_and_lists_every_jump():
     assert rows[700_001_000] == [pytest.approx(0.1), pytest.approx(0.025)]
     # a sampled row is what evaluating the consecutive steps up to it gives (float32 steps, as on a CS-X)
     window = [float(s.values(range(10**9 - 64, 10**9))[-1, 0]) for s in schedulers]
-    assert rows[999_999_999] == [pytest.approx(v, rel=1e-5) for v in window] == [pytest.approx(0.1), pytest.approx(0.00625)]
+    assert (
+        rows[999_999_999]
+        == [pytest.approx(v, rel=1e-5) for v in window]
+        == [pytest.approx(0.1), pytest.approx(0.00625)]
+    )
 
 
 def test_plot_of_a_billion_steps_draws_each_jump_as_a_step():
@@ -499,9 +535,12 @@ def test_plot_of_a_billion_steps_draws_each_jump_as_a_step():
 def test_values_of_more_steps_than_memory_holds_say_so():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
     schedule = LinearLR(optimizer, 0.1, 0.0, 100)
-    with pytest.raises(MemoryError, match=r"^LinearLR.values: 1000000000000 steps x 1 param group of torch.float32 "
-                                          r"need 4000.0 GB, more than the [0-9.]+ GB of memory available; fix: ask "
-                                          r"for the steps you need \(a range with a stride"):
+    with pytest.raises(
+        MemoryError,
+        match=r"^LinearLR.values: 1000000000000 steps x 1 param group of torch.float32 "
+        r"need 4000.0 GB, more than the [0-9.]+ GB of memory available; fix: ask "
+        r"for the steps you need \(a range with a stride",
+    ):
         schedule.values(10**12)
     assert schedule.values(range(0, 10**12, 10**11)).squeeze(1).tolist() == [pytest.approx(0.1)] + [0.0] * 9
 

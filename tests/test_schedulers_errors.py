@@ -20,68 +20,327 @@ def _linear(optimizer):
 
 BAD = [
     # (id, class name, arguments after the optimizer, argument named, error type)
-    ("linear_total_iters_zero", "LinearLR", dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=0), "total_iters", ValueError),
-    ("linear_total_iters_negative", "LinearLR", dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=-5), "total_iters", ValueError),
-    ("linear_total_iters_float", "LinearLR", dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10.5), "total_iters", TypeError),
-    ("linear_total_iters_none", "LinearLR", dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=None), "total_iters", TypeError),
-    ("linear_initial_string", "LinearLR", dict(initial_learning_rate="0.1", end_learning_rate=1.0, total_iters=10), "initial_learning_rate", TypeError),
-    ("linear_end_nan", "LinearLR", dict(initial_learning_rate=0.0, end_learning_rate=float("nan"), total_iters=10), "end_learning_rate", ValueError),
-    ("linear_cycle_string", "LinearLR", dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10, cycle="yes"), "cycle", TypeError),
-    ("polynomial_power_zero", "PolynomialLR", dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=10, power=0.0), "power", ValueError),
-    ("polynomial_wd_total_iters_zero", "PolynomialWD", dict(initial_val=0.1, end_val=0.0, total_iters=0), "total_iters", ValueError),
+    (
+        "linear_total_iters_zero",
+        "LinearLR",
+        dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=0),
+        "total_iters",
+        ValueError,
+    ),
+    (
+        "linear_total_iters_negative",
+        "LinearLR",
+        dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=-5),
+        "total_iters",
+        ValueError,
+    ),
+    (
+        "linear_total_iters_float",
+        "LinearLR",
+        dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10.5),
+        "total_iters",
+        TypeError,
+    ),
+    (
+        "linear_total_iters_none",
+        "LinearLR",
+        dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=None),
+        "total_iters",
+        TypeError,
+    ),
+    (
+        "linear_initial_string",
+        "LinearLR",
+        dict(initial_learning_rate="0.1", end_learning_rate=1.0, total_iters=10),
+        "initial_learning_rate",
+        TypeError,
+    ),
+    (
+        "linear_end_nan",
+        "LinearLR",
+        dict(initial_learning_rate=0.0, end_learning_rate=float("nan"), total_iters=10),
+        "end_learning_rate",
+        ValueError,
+    ),
+    (
+        "linear_cycle_string",
+        "LinearLR",
+        dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10, cycle="yes"),
+        "cycle",
+        TypeError,
+    ),
+    (
+        "polynomial_power_zero",
+        "PolynomialLR",
+        dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=10, power=0.0),
+        "power",
+        ValueError,
+    ),
+    (
+        "polynomial_wd_total_iters_zero",
+        "PolynomialWD",
+        dict(initial_val=0.1, end_val=0.0, total_iters=0),
+        "total_iters",
+        ValueError,
+    ),
     ("constant_bool_value", "ConstantLR", dict(learning_rate=True), "learning_rate", TypeError),
     ("constant_total_iters_zero", "ConstantWD", dict(val=0.1, total_iters=0), "total_iters", ValueError),
-    ("exponential_total_iters_zero", "ExponentialLR", dict(initial_learning_rate=0.1, total_iters=0, decay_rate=0.5), "total_iters", ValueError),
-    ("exponential_decay_rate_negative", "ExponentialLR", dict(initial_learning_rate=0.1, total_iters=10, decay_rate=-0.5), "decay_rate", ValueError),
-    ("inverse_time_decay_rate_zero", "InverseExponentialTimeDecayLR", dict(initial_learning_rate=0.1, step_exponent=1, total_iters=10, decay_rate=0.0), "decay_rate", ValueError),
-    ("inverse_time_exponent_negative", "InverseExponentialTimeDecayWD", dict(initial_val=0.1, step_exponent=-1, total_iters=10, decay_rate=0.5), "step_exponent", ValueError),
+    (
+        "exponential_total_iters_zero",
+        "ExponentialLR",
+        dict(initial_learning_rate=0.1, total_iters=0, decay_rate=0.5),
+        "total_iters",
+        ValueError,
+    ),
+    (
+        "exponential_decay_rate_negative",
+        "ExponentialLR",
+        dict(initial_learning_rate=0.1, total_iters=10, decay_rate=-0.5),
+        "decay_rate",
+        ValueError,
+    ),
+    (
+        "inverse_time_decay_rate_zero",
+        "InverseExponentialTimeDecayLR",
+        dict(initial_learning_rate=0.1, step_exponent=1, total_iters=10, decay_rate=0.0),
+        "decay_rate",
+        ValueError,
+    ),
+    (
+        "inverse_time_exponent_negative",
+        "InverseExponentialTimeDecayWD",
+        dict(initial_val=0.1, step_exponent=-1, total_iters=10, decay_rate=0.5),
+        "step_exponent",
+        ValueError,
+    ),
     ("inverse_sqrt_warmup_zero", "InverseSquareRootDecayLR", dict(warmup_steps=0), "warmup_steps", ValueError),
-    ("cosine_decay_total_iters_zero", "CosineDecayLR", dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=0), "total_iters", ValueError),
+    (
+        "cosine_decay_total_iters_zero",
+        "CosineDecayLR",
+        dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=0),
+        "total_iters",
+        ValueError,
+    ),
     ("cosine_annealing_t_max_zero", "CosineAnnealingLR", dict(initial_learning_rate=0.1, T_max=0), "T_max", ValueError),
-    ("cosine_annealing_eta_min_string", "CosineAnnealingWD", dict(initial_val=0.1, T_max=10, eta_min="0"), "eta_min", TypeError),
+    (
+        "cosine_annealing_eta_min_string",
+        "CosineAnnealingWD",
+        dict(initial_val=0.1, T_max=10, eta_min="0"),
+        "eta_min",
+        TypeError,
+    ),
     ("warm_restarts_t0_zero", "CosineAnnealingWarmRestarts", dict(initial_learning_rate=0.1, T_0=0), "T_0", ValueError),
-    ("warm_restarts_t_mult_zero", "CosineAnnealingWarmRestarts", dict(initial_learning_rate=0.1, T_0=5, T_mult=0), "T_mult", ValueError),
-    ("warm_restarts_t_mult_float", "CosineAnnealingWarmRestartsWD", dict(initial_val=0.1, T_0=5, T_mult=1.5), "T_mult", TypeError),
+    (
+        "warm_restarts_t_mult_zero",
+        "CosineAnnealingWarmRestarts",
+        dict(initial_learning_rate=0.1, T_0=5, T_mult=0),
+        "T_mult",
+        ValueError,
+    ),
+    (
+        "warm_restarts_t_mult_float",
+        "CosineAnnealingWarmRestartsWD",
+        dict(initial_val=0.1, T_0=5, T_mult=1.5),
+        "T_mult",
+        TypeError,
+    ),
     ("step_size_zero", "StepLR", dict(initial_learning_rate=0.1, step_size=0, gamma=0.5), "step_size", ValueError),
     ("step_gamma_zero", "StepWD", dict(initial_val=0.1, step_size=5, gamma=0.0), "gamma", ValueError),
-    ("multistep_not_increasing", "MultiStepLR", dict(initial_learning_rate=0.1, gamma=0.5, milestones=[30, 10]), "milestones", ValueError),
-    ("multistep_repeated", "MultiStepLR", dict(initial_learning_rate=0.1, gamma=0.5, milestones=[10, 10]), "milestones", ValueError),
+    (
+        "multistep_not_increasing",
+        "MultiStepLR",
+        dict(initial_learning_rate=0.1, gamma=0.5, milestones=[30, 10]),
+        "milestones",
+        ValueError,
+    ),
+    (
+        "multistep_repeated",
+        "MultiStepLR",
+        dict(initial_learning_rate=0.1, gamma=0.5, milestones=[10, 10]),
+        "milestones",
+        ValueError,
+    ),
     ("multistep_not_a_list", "MultiStepWD", dict(initial_val=0.1, gamma=0.5, milestones=10), "milestones", TypeError),
-    ("multistep_negative", "MultiStepLR", dict(initial_learning_rate=0.1, gamma=0.5, milestones=[-1, 5]), "milestones[0]", ValueError),
-    ("piecewise_wrong_count", "PiecewiseConstantLR", dict(learning_rates=[0.1, 0.01], milestones=[10, 20]), "milestones", ValueError),
-    ("piecewise_not_increasing", "PiecewiseConstantWD", dict(vals=[0.1, 0.01, 0.001], milestones=[20, 10]), "milestones", ValueError),
-    ("piecewise_empty_values", "PiecewiseConstantLR", dict(learning_rates=[], milestones=[]), "learning_rates", TypeError),
-    ("multiplicative_coefficient_zero", "MultiplicativeLR", dict(initial_learning_rate=0.1, coefficient=0.0), "coefficient", ValueError),
+    (
+        "multistep_negative",
+        "MultiStepLR",
+        dict(initial_learning_rate=0.1, gamma=0.5, milestones=[-1, 5]),
+        "milestones[0]",
+        ValueError,
+    ),
+    (
+        "piecewise_wrong_count",
+        "PiecewiseConstantLR",
+        dict(learning_rates=[0.1, 0.01], milestones=[10, 20]),
+        "milestones",
+        ValueError,
+    ),
+    (
+        "piecewise_not_increasing",
+        "PiecewiseConstantWD",
+        dict(vals=[0.1, 0.01, 0.001], milestones=[20, 10]),
+        "milestones",
+        ValueError,
+    ),
+    (
+        "piecewise_empty_values",
+        "PiecewiseConstantLR",
+        dict(learning_rates=[], milestones=[]),
+        "learning_rates",
+        TypeError,
+    ),
+    (
+        "multiplicative_coefficient_zero",
+        "MultiplicativeLR",
+        dict(initial_learning_rate=0.1, coefficient=0.0),
+        "coefficient",
+        ValueError,
+    ),
     ("lambda_not_callable", "LambdaLR", dict(initial_learning_rate=0.1, lr_lambda=0.5), "lr_lambda", TypeError),
-    ("cyclic_step_size_up_zero", "CyclicLR", dict(base_lr=0.001, max_lr=0.01, step_size_up=0), "step_size_up", ValueError),
-    ("cyclic_step_size_down_zero", "CyclicWD", dict(base_val=0.001, max_val=0.01, step_size_down=0), "step_size_down", ValueError),
+    (
+        "cyclic_step_size_up_zero",
+        "CyclicLR",
+        dict(base_lr=0.001, max_lr=0.01, step_size_up=0),
+        "step_size_up",
+        ValueError,
+    ),
+    (
+        "cyclic_step_size_down_zero",
+        "CyclicWD",
+        dict(base_val=0.001, max_val=0.01, step_size_down=0),
+        "step_size_down",
+        ValueError,
+    ),
     ("cyclic_unknown_mode", "CyclicLR", dict(base_lr=0.001, max_lr=0.01, mode="sawtooth"), "mode", ValueError),
-    ("cyclic_unknown_scale_mode", "CyclicLR", dict(base_lr=0.001, max_lr=0.01, scale_mode="epochs"), "scale_mode", ValueError),
-    ("cyclic_scale_mode_against_mode", "CyclicLR", dict(base_lr=0.001, max_lr=0.01, mode="exp_range", gamma=0.9, scale_mode="cycle"), "scale_mode", ValueError),
-    ("one_cycle_unknown_anneal", "OneCycleLR", dict(initial_learning_rate=0.004, max_lr=0.1, anneal_strategy="cosine"), "anneal_strategy", ValueError),
-    ("one_cycle_pct_start_one", "OneCycleLR", dict(initial_learning_rate=0.004, max_lr=0.1, total_steps=100, pct_start=1.0), "pct_start", ValueError),
-    ("one_cycle_three_phase_pct_too_big", "OneCycleWD", dict(initial_val=0.004, max_val=0.1, total_steps=100, pct_start=0.6, three_phase=True), "pct_start", ValueError),
-    ("one_cycle_phase_too_short", "OneCycleLR", dict(initial_learning_rate=0.004, max_lr=0.1, total_steps=10, pct_start=0.05), "pct_start", ValueError),
-    ("one_cycle_final_div_zero", "OneCycleLR", dict(initial_learning_rate=0.004, max_lr=0.1, final_div_factor=0), "final_div_factor", ValueError),
-    ("tags_duplicate", "LinearLR", dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10, param_group_tags=["a", "a"]), "param_group_tags", ValueError),
-    ("tags_match_nothing", "LinearLR", dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10, param_group_tags="decay"), "param_group_tags", ValueError),
-    ("tags_not_strings", "LinearWD", dict(initial_val=0.0, end_val=1.0, total_iters=10, param_group_tags=[3]), "param_group_tags", TypeError),
-    ("sequential_milestone_count", "SequentialLR", dict(schedulers=lambda o: [_linear(o)], milestones=[5, 10]), "milestone", ValueError),
-    ("sequential_milestones_not_increasing", "SequentialLR", dict(schedulers=lambda o: [_linear(o), _linear(o), _linear(o)], milestones=[10, 5]), "milestones", ValueError),
-    ("sequential_milestone_float", "SequentialLR", dict(schedulers=lambda o: [_linear(o), _linear(o)], milestones=[5.0]), "milestones[0]", TypeError),
-    ("sequential_wrong_key", "SequentialLR", dict(schedulers=lambda o: [_linear(o), cs.LinearWD(o, 0.1, 0.0, 5)], milestones=[10]), "schedulers[1]", ValueError),
+    (
+        "cyclic_unknown_scale_mode",
+        "CyclicLR",
+        dict(base_lr=0.001, max_lr=0.01, scale_mode="epochs"),
+        "scale_mode",
+        ValueError,
+    ),
+    (
+        "cyclic_scale_mode_against_mode",
+        "CyclicLR",
+        dict(base_lr=0.001, max_lr=0.01, mode="exp_range", gamma=0.9, scale_mode="cycle"),
+        "scale_mode",
+        ValueError,
+    ),
+    (
+        "one_cycle_unknown_anneal",
+        "OneCycleLR",
+        dict(initial_learning_rate=0.004, max_lr=0.1, anneal_strategy="cosine"),
+        "anneal_strategy",
+        ValueError,
+    ),
+    (
+        "one_cycle_pct_start_one",
+        "OneCycleLR",
+        dict(initial_learning_rate=0.004, max_lr=0.1, total_steps=100, pct_start=1.0),
+        "pct_start",
+        ValueError,
+    ),
+    (
+        "one_cycle_three_phase_pct_too_big",
+        "OneCycleWD",
+        dict(initial_val=0.004, max_val=0.1, total_steps=100, pct_start=0.6, three_phase=True),
+        "pct_start",
+        ValueError,
+    ),
+    (
+        "one_cycle_phase_too_short",
+        "OneCycleLR",
+        dict(initial_learning_rate=0.004, max_lr=0.1, total_steps=10, pct_start=0.05),
+        "pct_start",
+        ValueError,
+    ),
+    (
+        "one_cycle_final_div_zero",
+        "OneCycleLR",
+        dict(initial_learning_rate=0.004, max_lr=0.1, final_div_factor=0),
+        "final_div_factor",
+        ValueError,
+    ),
+    (
+        "tags_duplicate",
+        "LinearLR",
+        dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10, param_group_tags=["a", "a"]),
+        "param_group_tags",
+        ValueError,
+    ),
+    (
+        "tags_match_nothing",
+        "LinearLR",
+        dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10, param_group_tags="decay"),
+        "param_group_tags",
+        ValueError,
+    ),
+    (
+        "tags_not_strings",
+        "LinearWD",
+        dict(initial_val=0.0, end_val=1.0, total_iters=10, param_group_tags=[3]),
+        "param_group_tags",
+        TypeError,
+    ),
+    (
+        "sequential_milestone_count",
+        "SequentialLR",
+        dict(schedulers=lambda o: [_linear(o)], milestones=[5, 10]),
+        "milestone",
+        ValueError,
+    ),
+    (
+        "sequential_milestones_not_increasing",
+        "SequentialLR",
+        dict(schedulers=lambda o: [_linear(o), _linear(o), _linear(o)], milestones=[10, 5]),
+        "milestones",
+        ValueError,
+    ),
+    (
+        "sequential_milestone_float",
+        "SequentialLR",
+        dict(schedulers=lambda o: [_linear(o), _linear(o)], milestones=[5.0]),
+        "milestones[0]",
+        TypeError,
+    ),
+    (
+        "sequential_wrong_key",
+        "SequentialLR",
+        dict(schedulers=lambda o: [_linear(o), cs.LinearWD(o, 0.1, 0.0, 5)], milestones=[10]),
+        "schedulers[1]",
+        ValueError,
+    ),
     ("sequential_empty", "SequentialWD", dict(schedulers=[], milestones=[]), "schedulers", TypeError),
-    ("sequential_other_optimizer", "SequentialLR", dict(schedulers=lambda o: [_linear(o), _linear(_optimizer())], milestones=[10]), "schedulers[1]", ValueError),
-    ("sequential_last_epoch_below", "SequentialLR", dict(schedulers=lambda o: [_linear(o)], milestones=[], last_epoch=-2), "last_epoch", ValueError),
+    (
+        "sequential_other_optimizer",
+        "SequentialLR",
+        dict(schedulers=lambda o: [_linear(o), _linear(_optimizer())], milestones=[10]),
+        "schedulers[1]",
+        ValueError,
+    ),
+    (
+        "sequential_last_epoch_below",
+        "SequentialLR",
+        dict(schedulers=lambda o: [_linear(o)], milestones=[], last_epoch=-2),
+        "last_epoch",
+        ValueError,
+    ),
     ("chained_not_schedulers", "ChainedScheduler", dict(schedulers=["LinearLR"]), "schedulers[0]", TypeError),
-    ("chained_zero_start", "ChainedLR", dict(schedulers=lambda o: [_linear(o), cs.LinearLR(o, 0.0, 1.0, 5)]), "LinearLR starts at 0", ValueError),
+    (
+        "chained_zero_start",
+        "ChainedLR",
+        dict(schedulers=lambda o: [_linear(o), cs.LinearLR(o, 0.0, 1.0, 5)]),
+        "LinearLR starts at 0",
+        ValueError,
+    ),
     ("scale_per_param_adjust_string", "ScalePerParamLR", dict(scheduler=_linear), "adjust_learning_rate", TypeError),
 ]
 
 
 def _arguments(args, optimizer):
-    return {name: value(optimizer) if callable(value) and name != "lr_lambda" else value
-            for name, value in args.items()}
+    return {
+        name: value(optimizer) if callable(value) and name != "lr_lambda" else value for name, value in args.items()
+    }
 
 
 @pytest.mark.parametrize("name,args,argument,error", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
@@ -108,25 +367,41 @@ def test_enumerates_at_least_thirty_distinct_bad_arguments():
 def test_sequential_milestones_follow_one_rule_in_python_and_yaml():
     """A child with total_iters lasts that many steps, whether the sequence is built in Python or YAML."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
-    children = [{"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10}},
-                {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 90}}]
-    message = (r"got milestones=\[20\], but schedulers\[0\] \(LinearLR\) lasts total_iters=10 steps, so "
-               r"milestone 0 should be 10; fix one or drop milestones to infer them")
+    children = [
+        {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10}},
+        {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 90}},
+    ]
+    message = (
+        r"got milestones=\[20\], but schedulers\[0\] \(LinearLR\) lasts total_iters=10 steps, so "
+        r"milestone 0 should be 10; fix one or drop milestones to infer them"
+    )
     with pytest.raises(ValueError, match=f"^SequentialLR: {message}$"):
-        cs.SequentialLR(optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [20])
+        cs.SequentialLR(
+            optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [20]
+        )
     with pytest.raises(ValueError, match=f"^schedulers\\[0\\].SequentialLR: {message}$"):
         cs.build([{"SequentialLR": {"schedulers": children, "milestones": [20]}}], optimizer)
-    built = cs.SequentialLR(optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [10])
-    assert torch.equal(built.values(100), cs.build([{"SequentialLR": {"schedulers": children}}], optimizer)[0].values(100))
+    built = cs.SequentialLR(
+        optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [10]
+    )
+    assert torch.equal(
+        built.values(100), cs.build([{"SequentialLR": {"schedulers": children}}], optimizer)[0].values(100)
+    )
 
 
-@pytest.mark.parametrize(("cls", "args", "argument"), [
-    ("LinearLR", (-0.1, 0.0, 10), "initial_learning_rate=-0.1"),
-    ("CosineDecayLR", (0.1, -1e-5, 10), "end_learning_rate=-1e-05"),
-    ("ConstantLR", (-0.5,), "learning_rate=-0.5"),
-])
+@pytest.mark.parametrize(
+    ("cls", "args", "argument"),
+    [
+        ("LinearLR", (-0.1, 0.0, 10), "initial_learning_rate=-0.1"),
+        ("CosineDecayLR", (0.1, -1e-5, 10), "end_learning_rate=-1e-05"),
+        ("ConstantLR", (-0.5,), "learning_rate=-0.5"),
+    ],
+)
 def test_a_negative_learning_rate_is_refused(cls, args, argument):
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
-    with pytest.raises(ValueError, match=rf"^{cls}: got {argument}; a learning rate must be >= 0 \(torch's "
-                                         r"optimizers refuse lr < 0\)$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^{cls}: got {argument}; a learning rate must be >= 0 \(torch's "
+        r"optimizers refuse lr < 0\)$",
+    ):
         getattr(cs, cls)(optimizer, *args)

@@ -34,8 +34,14 @@ def _data() -> DataLoader:
 
 
 def _fit(module: TinyModule, max_steps: int, ckpt_path=None) -> pl.Trainer:
-    trainer = pl.Trainer(max_steps=max_steps, accelerator="cpu", enable_progress_bar=False,
-                         logger=False, enable_checkpointing=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        enable_progress_bar=False,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
     trainer.fit(module, _data(), ckpt_path=ckpt_path)
     return trainer
 

@@ -10,11 +10,12 @@ import math
 
 import pytest
 import torch
-
-from cs_lightning.schedulers import CosineAnnealingWarmRestarts, build, resolve
 from conftest import REPO
 
+from cs_lightning.schedulers import build, resolve
+
 CASES = json.loads((REPO / "tests/reference/cerebras_schedules.json").read_text())
+
 
 # cerebras.pytorch 2.10's LambdaLR hard-codes two demo lambdas, each times the initial
 # value: initial**2 * (k / 30) * 0.95**k. Ours takes the function; this one is the demo.
@@ -107,30 +108,69 @@ def _assert_float32_close(ours, theirs, rel_tol=1e-6):
 @given(t0=st.integers(1, 12), t_mult=st.integers(1, 3), eta_min=st.sampled_from([0.0, 1e-3]))
 def test_warm_restarts_match_torch(t0, t_mult, eta_min):
     steps = 6 * t0 * t_mult + 7
-    theirs = _torch_lrs(lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(
-        o, T_0=t0, T_mult=t_mult, eta_min=eta_min), steps)
+    theirs = _torch_lrs(
+        lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=t0, T_mult=t_mult, eta_min=eta_min), steps
+    )
     ours = _ours(lambda o: cs.CosineAnnealingWarmRestarts(o, 0.1, T_0=t0, T_mult=t_mult, eta_min=eta_min), steps)
     _assert_float32_close(ours, theirs)
 
 
 TORCH_TWINS = {
-    "step": (lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=7, gamma=0.5),
-             lambda o: cs.StepLR(o, 0.1, step_size=7, gamma=0.5)),
-    "multistep": (lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[5, 12, 30], gamma=0.3),
-                  lambda o: cs.MultiStepLR(o, 0.1, gamma=0.3, milestones=[5, 12, 30])),
-    "exponential": (lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.95),
-                    lambda o: cs.ExponentialLR(o, 0.1, total_iters=1, decay_rate=0.95)),
-    "cyclic_triangular": (lambda o: torch.optim.lr_scheduler.CyclicLR(o, 1e-3, 0.1, 10, 15, cycle_momentum=False),
-                          lambda o: cs.CyclicLR(o, 1e-3, 0.1, 10, 15)),
-    "cyclic_triangular2": (lambda o: torch.optim.lr_scheduler.CyclicLR(o, 1e-3, 0.1, 8, mode="triangular2", cycle_momentum=False),
-                           lambda o: cs.CyclicLR(o, 1e-3, 0.1, 8, mode="triangular2")),
-    "cyclic_exp_range": (lambda o: torch.optim.lr_scheduler.CyclicLR(o, 1e-3, 0.1, 8, 12, mode="exp_range", gamma=0.98, cycle_momentum=False),
-                         lambda o: cs.CyclicLR(o, 1e-3, 0.1, 8, 12, mode="exp_range", gamma=0.98)),
-    "one_cycle_cos": (lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 0.1, total_steps=50, pct_start=0.3, div_factor=25, final_div_factor=100, cycle_momentum=False),
-                      lambda o: cs.OneCycleLR(o, 0.004, 0.1, total_steps=50, pct_start=0.3, final_div_factor=100)),
+    "step": (
+        lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=7, gamma=0.5),
+        lambda o: cs.StepLR(o, 0.1, step_size=7, gamma=0.5),
+    ),
+    "multistep": (
+        lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[5, 12, 30], gamma=0.3),
+        lambda o: cs.MultiStepLR(o, 0.1, gamma=0.3, milestones=[5, 12, 30]),
+    ),
+    "exponential": (
+        lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.95),
+        lambda o: cs.ExponentialLR(o, 0.1, total_iters=1, decay_rate=0.95),
+    ),
+    "cyclic_triangular": (
+        lambda o: torch.optim.lr_scheduler.CyclicLR(o, 1e-3, 0.1, 10, 15, cycle_momentum=False),
+        lambda o: cs.CyclicLR(o, 1e-3, 0.1, 10, 15),
+    ),
+    "cyclic_triangular2": (
+        lambda o: torch.optim.lr_scheduler.CyclicLR(o, 1e-3, 0.1, 8, mode="triangular2", cycle_momentum=False),
+        lambda o: cs.CyclicLR(o, 1e-3, 0.1, 8, mode="triangular2"),
+    ),
+    "cyclic_exp_range": (
+        lambda o: torch.optim.lr_scheduler.CyclicLR(
+            o, 1e-3, 0.1, 8, 12, mode="exp_range", gamma=0.98, cycle_momentum=False
+        ),
+        lambda o: cs.CyclicLR(o, 1e-3, 0.1, 8, 12, mode="exp_range", gamma=0.98),
+    ),
+    "one_cycle_cos": (
+        lambda o: torch.optim.lr_scheduler.OneCycleLR(
+            o, 0.1, total_steps=50, pct_start=0.3, div_factor=25, final_div_factor=100, cycle_momentum=False
+        ),
+        lambda o: cs.OneCycleLR(o, 0.004, 0.1, total_steps=50, pct_start=0.3, final_div_factor=100),
+    ),
     "one_cycle_linear_three_phase": (
-        lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 0.1, total_steps=60, pct_start=0.25, div_factor=25, final_div_factor=100, three_phase=True, anneal_strategy="linear", cycle_momentum=False),
-        lambda o: cs.OneCycleLR(o, 0.004, 0.1, total_steps=60, pct_start=0.25, final_div_factor=100, three_phase=True, anneal_strategy="linear")),
+        lambda o: torch.optim.lr_scheduler.OneCycleLR(
+            o,
+            0.1,
+            total_steps=60,
+            pct_start=0.25,
+            div_factor=25,
+            final_div_factor=100,
+            three_phase=True,
+            anneal_strategy="linear",
+            cycle_momentum=False,
+        ),
+        lambda o: cs.OneCycleLR(
+            o,
+            0.004,
+            0.1,
+            total_steps=60,
+            pct_start=0.25,
+            final_div_factor=100,
+            three_phase=True,
+            anneal_strategy="linear",
+        ),
+    ),
 }
 
 
@@ -164,8 +204,10 @@ def _class_names(spec) -> set[str]:
 def test_every_class_of_the_catalogue_has_reference_cases():
     bases = (cs.Scheduler, cs.LRScheduler, cs.WeightDecayScheduler)
     catalogue = {
-        name for name in cs.__all__
-        if isinstance(getattr(cs, name), type) and issubclass(getattr(cs, name), cs.Scheduler)
+        name
+        for name in cs.__all__
+        if isinstance(getattr(cs, name), type)
+        and issubclass(getattr(cs, name), cs.Scheduler)
         and getattr(cs, name) not in bases
         # not cerebras.pytorch's: their reference is torch's own momentum cycling (test_lightning_behaviour)
         and not issubclass(getattr(cs, name), cs.MomentumScheduler)

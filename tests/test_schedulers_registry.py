@@ -26,8 +26,9 @@ def optimizer():
     return torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))], lr=1.0, weight_decay=0.1)
 
 
-@pytest.mark.parametrize("name", ["LinearLR", "linearlr", "LINEARLR", "Linear", "linear",
-                                  "cs_lightning.schedulers.LinearLR"])
+@pytest.mark.parametrize(
+    "name", ["LinearLR", "linearlr", "LINEARLR", "Linear", "linear", "cs_lightning.schedulers.LinearLR"]
+)
 def test_resolve_spellings(name):
     assert resolve(name) is LinearLR
 
@@ -65,25 +66,45 @@ def test_dotted_path_must_be_a_scheduler():
 def test_build_shapes(optimizer):
     (one,) = build({"LinearLR": WARMUP}, optimizer)
     assert type(one) is LinearLR and one.total_iters == 10
-    lr, wd = build([{"CosineDecayLR": DECAY}, {"LinearWD": {"initial_val": 0.1, "end_val": 0.0, "total_iters": 5}}], optimizer)
+    lr, wd = build(
+        [{"CosineDecayLR": DECAY}, {"LinearWD": {"initial_val": 0.1, "end_val": 0.0, "total_iters": 5}}], optimizer
+    )
     assert (type(lr), type(wd)) == (CosineDecayLR, LinearWD)
     (jsonargparse,) = build({"class_path": "cs_lightning.schedulers.LinearLR", "init_args": WARMUP}, optimizer)
     assert type(jsonargparse) is LinearLR
     (defaults,) = build({"InverseSquareRootDecayLR": None}, optimizer)
-    assert defaults.values(3)[:, 0].tolist() == [1.0, 1.0, pytest.approx(2 ** -0.5)]
+    assert defaults.values(3)[:, 0].tolist() == [1.0, 1.0, pytest.approx(2**-0.5)]
 
 
 def test_build_infers_milestones_and_checks_given_ones(optimizer):
-    spec = {"SequentialLR": {"schedulers": [{"LinearLR": WARMUP}, {"ConstantLR": {"learning_rate": 0.1, "total_iters": 5}}, {"CosineDecayLR": DECAY}]}}
+    spec = {
+        "SequentialLR": {
+            "schedulers": [
+                {"LinearLR": WARMUP},
+                {"ConstantLR": {"learning_rate": 0.1, "total_iters": 5}},
+                {"CosineDecayLR": DECAY},
+            ]
+        }
+    }
     (sequence,) = build(spec, optimizer)
     assert type(sequence) is SequentialLR and sequence.milestones == [10, 15]
     spec["SequentialLR"]["milestones"] = [10, 20]
-    with pytest.raises(ConfigError, match=r"schedulers\.SequentialLR: got milestones=\[10, 20\], .*schedulers\[1\] \(ConstantLR\) lasts total_iters=5 steps, so milestone 1 should be 15"):
+    with pytest.raises(
+        ConfigError,
+        match=r"schedulers\.SequentialLR: got milestones=\[10, 20\], .*schedulers\[1\] \(ConstantLR\) lasts total_iters=5 steps, so milestone 1 should be 15",
+    ):
         build(spec, optimizer)
 
 
 def test_build_needs_lengths_to_infer(optimizer):
-    spec = {"SequentialLR": {"schedulers": [{"StepLR": {"initial_learning_rate": 0.1, "step_size": 5, "gamma": 0.5}}, {"CosineDecayLR": DECAY}]}}
+    spec = {
+        "SequentialLR": {
+            "schedulers": [
+                {"StepLR": {"initial_learning_rate": 0.1, "step_size": 5, "gamma": 0.5}},
+                {"CosineDecayLR": DECAY},
+            ]
+        }
+    }
     with pytest.raises(ConfigError, match=r"schedulers\[0\] \(StepLR\) has no total_iters; give milestones"):
         build(spec, optimizer)
     spec["SequentialLR"]["milestones"] = [20]
@@ -97,49 +118,109 @@ def test_build_legacy_list(optimizer):
     assert [type(s) for s in sequence.schedulers] == [LinearLR, CosineDecayLR]
     (single,) = build({"scheduler": "Linear", **WARMUP}, optimizer)
     assert type(single) is LinearLR
-    (wd,) = build([{"scheduler": "LinearWD", "initial_val": 0.1, "end_val": 0.0, "total_iters": 4},
-                   {"scheduler": "ConstantWD", "val": 0.0}], optimizer)
+    (wd,) = build(
+        [
+            {"scheduler": "LinearWD", "initial_val": 0.1, "end_val": 0.0, "total_iters": 4},
+            {"scheduler": "ConstantWD", "val": 0.0},
+        ],
+        optimizer,
+    )
     assert type(wd) is SequentialWD
 
 
 def test_build_nested_and_chained_and_tags():
-    groups = [{"params": [torch.nn.Parameter(torch.ones(1))], "tags": {"decay"}, "adjust_learning_rate": 0.5},
-              {"params": [torch.nn.Parameter(torch.ones(1))], "lr": 0.3}]
+    groups = [
+        {"params": [torch.nn.Parameter(torch.ones(1))], "tags": {"decay"}, "adjust_learning_rate": 0.5},
+        {"params": [torch.nn.Parameter(torch.ones(1))], "lr": 0.3},
+    ]
     optimizer = torch.optim.SGD(groups, lr=1.0)
-    spec = {"ScalePerParamLR": {"param_group_tags": "decay", "scheduler": {"ChainedScheduler": {"schedulers": [
-        {"LinearLR": WARMUP}, {"StepLR": {"initial_learning_rate": 1.0, "step_size": 5, "gamma": 0.5}}]}}}}
+    spec = {
+        "ScalePerParamLR": {
+            "param_group_tags": "decay",
+            "scheduler": {
+                "ChainedScheduler": {
+                    "schedulers": [
+                        {"LinearLR": WARMUP},
+                        {"StepLR": {"initial_learning_rate": 1.0, "step_size": 5, "gamma": 0.5}},
+                    ]
+                }
+            },
+        }
+    }
     (scaled,) = build(spec, optimizer)  # children inherit the parent's tags
     assert type(scaled) is ScalePerParamLR and type(scaled.scheduler) is ChainedScheduler
     values = scaled.values(12)
     assert values[:, 0].tolist() == pytest.approx(
-        [0.5 * min(k, 10) / 100 * 0.5 ** (k // 5) for k in range(12)], rel=1e-6)
+        [0.5 * min(k, 10) / 100 * 0.5 ** (k // 5) for k in range(12)], rel=1e-6
+    )
     assert torch.isnan(values[:, 1]).all() and optimizer.param_groups[1]["lr"] == 0.3
 
 
-@pytest.mark.parametrize("spec,error,message", [
-    ({"LinearLR": {**WARMUP, "total_iter": 5}}, ConfigError, r"schedulers\.LinearLR: unknown argument 'total_iter' \(did you mean 'total_iters'\?\)"),
-    ({"LinearLR": {**WARMUP, "optimizer": None}}, ConfigError, "unknown argument 'optimizer'"),
-    ({"LinerLR": WARMUP}, ConfigError, r"schedulers\.LinerLR: unknown scheduler 'LinerLR'; closest: LinearLR"),
-    ({"LinearLR": WARMUP, "CosineDecayLR": DECAY}, ConfigError, "one per mapping"),
-    ({"LinearLR": [1, 2]}, ConfigError, "the arguments must be a mapping"),
-    ([{"LinearLR": WARMUP}, {"CosineDecayLR": {**DECAY, "total_iters": 0}}], ConfigError, r"schedulers\[1\]\.CosineDecayLR: CosineDecayLR: got total_iters=0"),
-    ({"SequentialLR": {"schedulers": [{"LinearLR": WARMUP}, {"StepLR": {"initial_learning_rate": 0.1, "step_size": -1, "gamma": 0.5}}], "milestones": [10]}},
-     ConfigError, r"schedulers\.SequentialLR\.schedulers\[1\]\.StepLR: StepLR: got step_size=-1"),
-    ({"SequentialLR": {"schedulers": {"LinearLR": WARMUP}}}, ConfigError, r"schedulers\.SequentialLR\.schedulers: got .*; give a list"),
-    ({"LinearLR": {"initial_learning_rate": 0.0}}, TypeError,
-     r"schedulers\.LinearLR: LinearLR needs end_learning_rate, total_iters; fix: add end_learning_rate: <value>"),
-    ([{"scheduler": "Lineer", **WARMUP}, {"scheduler": "CosineDecay", **DECAY}], ConfigError,
-     r"schedulers\[0\]\.Lineer: unknown scheduler 'Lineer'; closest: .*LinearLR"),
-])
+@pytest.mark.parametrize(
+    "spec,error,message",
+    [
+        (
+            {"LinearLR": {**WARMUP, "total_iter": 5}},
+            ConfigError,
+            r"schedulers\.LinearLR: unknown argument 'total_iter' \(did you mean 'total_iters'\?\)",
+        ),
+        ({"LinearLR": {**WARMUP, "optimizer": None}}, ConfigError, "unknown argument 'optimizer'"),
+        ({"LinerLR": WARMUP}, ConfigError, r"schedulers\.LinerLR: unknown scheduler 'LinerLR'; closest: LinearLR"),
+        ({"LinearLR": WARMUP, "CosineDecayLR": DECAY}, ConfigError, "one per mapping"),
+        ({"LinearLR": [1, 2]}, ConfigError, "the arguments must be a mapping"),
+        (
+            [{"LinearLR": WARMUP}, {"CosineDecayLR": {**DECAY, "total_iters": 0}}],
+            ConfigError,
+            r"schedulers\[1\]\.CosineDecayLR: CosineDecayLR: got total_iters=0",
+        ),
+        (
+            {
+                "SequentialLR": {
+                    "schedulers": [
+                        {"LinearLR": WARMUP},
+                        {"StepLR": {"initial_learning_rate": 0.1, "step_size": -1, "gamma": 0.5}},
+                    ],
+                    "milestones": [10],
+                }
+            },
+            ConfigError,
+            r"schedulers\.SequentialLR\.schedulers\[1\]\.StepLR: StepLR: got step_size=-1",
+        ),
+        (
+            {"SequentialLR": {"schedulers": {"LinearLR": WARMUP}}},
+            ConfigError,
+            r"schedulers\.SequentialLR\.schedulers: got .*; give a list",
+        ),
+        (
+            {"LinearLR": {"initial_learning_rate": 0.0}},
+            TypeError,
+            r"schedulers\.LinearLR: LinearLR needs end_learning_rate, total_iters; fix: add end_learning_rate: <value>",
+        ),
+        (
+            [{"scheduler": "Lineer", **WARMUP}, {"scheduler": "CosineDecay", **DECAY}],
+            ConfigError,
+            r"schedulers\[0\]\.Lineer: unknown scheduler 'Lineer'; closest: .*LinearLR",
+        ),
+    ],
+)
 def test_build_errors_name_the_key_path(optimizer, spec, error, message):
     with pytest.raises(error, match=message):
         build(spec, optimizer)
 
 
 def test_nested_sequences_infer_their_milestones(optimizer):
-    spec = {"SequentialLR": {"schedulers": [
-        {"SequentialLR": {"schedulers": [{"LinearLR": WARMUP}, {"ConstantLR": {"learning_rate": 0.1, "total_iters": 5}}]}},
-        {"CosineDecayLR": DECAY}]}}
+    spec = {
+        "SequentialLR": {
+            "schedulers": [
+                {
+                    "SequentialLR": {
+                        "schedulers": [{"LinearLR": WARMUP}, {"ConstantLR": {"learning_rate": 0.1, "total_iters": 5}}]
+                    }
+                },
+                {"CosineDecayLR": DECAY},
+            ]
+        }
+    }
     (outer,) = build(spec, optimizer)
     assert outer.milestones == [15] and outer.schedulers[0].milestones == [10]
     assert outer.total_iters == 45

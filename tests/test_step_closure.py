@@ -5,11 +5,11 @@ from typing import Any
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
+from lightning_models import Regressor, fit
 from torch.overrides import TorchFunctionMode
 
 from cs_lightning import StepClosureCallback, step_closure
 from cs_lightning.step_closure import deferred_to_step_end
-from lightning_models import Regressor, fit
 
 
 def test_outside_a_step_the_call_runs_at_once() -> None:

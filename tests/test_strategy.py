@@ -9,10 +9,10 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
+from lightning_models import Regressor, data, fit, trainer
 
 from cs_lightning import CSXDDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
-from lightning_models import Regressor, data, fit, trainer
 
 
 def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
@@ -82,8 +82,9 @@ def test_init_module_records_and_the_init_mode_is_honoured() -> None:
     assert not _equal(_materialized("exact", 0), _materialized("independent", 0))
 
 
-@pytest.mark.parametrize(("precision", "dtype"), [("bf16-true", torch.bfloat16), ("bf16-mixed", torch.float32),
-                                                  ("32-true", torch.float32)])
+@pytest.mark.parametrize(
+    ("precision", "dtype"), [("bf16-true", torch.bfloat16), ("bf16-mixed", torch.float32), ("32-true", torch.float32)]
+)
 def test_precision_sets_the_materialized_dtype(precision: str, dtype: torch.dtype) -> None:
     model = Regressor(build_in="configure_model")
     run, losses = fit(model, "csx", steps=3, precision=precision)
@@ -162,8 +163,14 @@ class _Evaluated(Regressor):
 
 
 def test_validate_and_predict_materialize_a_recorded_model_from_the_checkpoint_or_from_scratch() -> None:
-    fit(_Evaluated(), "auto", steps=4, enable_checkpointing=True, limit_val_batches=0,
-        callbacks=[ModelCheckpoint(dirpath="ckpt", save_last=True)])
+    fit(
+        _Evaluated(),
+        "auto",
+        steps=4,
+        enable_checkpointing=True,
+        limit_val_batches=0,
+        callbacks=[ModelCheckpoint(dirpath="ckpt", save_last=True)],
+    )
     expected = trainer("auto").validate(_Evaluated(), data(), ckpt_path="ckpt/last.ckpt")
     recorded = _Evaluated(build_in="configure_model")
     assert trainer("csx").validate(recorded, data(), ckpt_path="ckpt/last.ckpt") == expected
@@ -183,13 +190,19 @@ class _TorchStepLR(Regressor):
 
 
 def test_a_checkpoint_written_by_the_default_strategy_resumes_under_csx() -> None:
-    fit(_TorchStepLR(), "auto", steps=6, enable_checkpointing=True,
-        callbacks=[ModelCheckpoint(dirpath="ckpt", save_last=True)])
+    fit(
+        _TorchStepLR(),
+        "auto",
+        steps=6,
+        enable_checkpointing=True,
+        callbacks=[ModelCheckpoint(dirpath="ckpt", save_last=True)],
+    )
     saved = torch.load("ckpt/last.ckpt", weights_only=False)
     assert not any(key.startswith("csx") for key in saved)
     snapshot = _Snapshot()
-    run, _ = fit(_TorchStepLR(build_in="configure_model"), "csx", steps=12, ckpt_path="ckpt/last.ckpt",
-                 callbacks=[snapshot])
+    run, _ = fit(
+        _TorchStepLR(build_in="configure_model"), "csx", steps=12, ckpt_path="ckpt/last.ckpt", callbacks=[snapshot]
+    )
     assert _equal([saved["state_dict"][k] for k in run.lightning_module.state_dict()], snapshot.weights)
     # the torch StepLR, converted to its closed form, went on from step 6: halved at 3, 6, 9 and 12
     assert run.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.01 * 0.5**4, rel=1e-6)
@@ -207,13 +220,22 @@ def test_a_second_fit_with_the_same_trainer_goes_on_from_the_trained_weights() -
 
 
 def test_lightning_cli_configures_the_strategy_and_its_options() -> None:
-    args = ["--trainer.strategy=cs_lightning.CSXStrategy", "--trainer.strategy.init_mode=independent",
-            "--trainer.strategy.strict_schedulers=true", "--trainer.logger=false", "--model.build_in=configure_model"]
+    args = [
+        "--trainer.strategy=cs_lightning.CSXStrategy",
+        "--trainer.strategy.init_mode=independent",
+        "--trainer.strategy.strict_schedulers=true",
+        "--trainer.logger=false",
+        "--model.build_in=configure_model",
+    ]
     cli = LightningCLI(Regressor, run=False, args=args, save_config_callback=None)
     assert isinstance(cli.trainer.strategy, CSXStrategy)
     assert cli.trainer.strategy.init_mode == "independent" and cli.trainer.strategy.strict_schedulers is True
-    by_name = LightningCLI(Regressor, run=False, args=["--trainer.strategy=csx", "--trainer.devices=2",
-                                                        "--trainer.accelerator=cpu"], save_config_callback=None)
+    by_name = LightningCLI(
+        Regressor,
+        run=False,
+        args=["--trainer.strategy=csx", "--trainer.devices=2", "--trainer.accelerator=cpu"],
+        save_config_callback=None,
+    )
     assert type(by_name.trainer.strategy) is CSXDDPStrategy
 
 
@@ -224,7 +246,7 @@ def test_bad_options_are_rejected_naming_the_argument() -> None:
         CSXStrategy(trace_check="yes")
 
 
-MODEL_SOURCE = '''
+MODEL_SOURCE = """
 import torch
 from torch import nn
 from lightning_models import Regressor
@@ -234,7 +256,7 @@ class Checked(Regressor):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.net(x)
         return y{change}
-'''
+"""
 
 
 def test_code_that_passed_the_trace_check_is_not_checked_again_on_resume(
@@ -245,8 +267,13 @@ def test_code_that_passed_the_trace_check_is_not_checked_again_on_resume(
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module("checked_model")
     first = TimeToFirstLoss()
-    fit(module.Checked(build_in="configure_model"), "csx", steps=2, enable_checkpointing=True,
-        callbacks=[first, ModelCheckpoint(dirpath="ckpt", save_last=True)])
+    fit(
+        module.Checked(build_in="configure_model"),
+        "csx",
+        steps=2,
+        enable_checkpointing=True,
+        callbacks=[first, ModelCheckpoint(dirpath="ckpt", save_last=True)],
+    )
     resumed = TimeToFirstLoss()
     fit(module.Checked(build_in="configure_model"), "csx", steps=4, ckpt_path="ckpt/last.ckpt", callbacks=[resumed])
     assert "ttfl/trace" in first.metrics and "ttfl/trace" not in resumed.metrics

@@ -1,10 +1,10 @@
 """compile=True: forward and update compiled once; a changing closed-form schedule causes no recompile."""
 
 import torch
+from lightning_models import Regressor, fit
 from torch._dynamo.backends.registry import lookup_backend
 
 from cs_lightning import CSXStrategy
-from lightning_models import Regressor, fit
 
 
 class CountingBackend:

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO
 from lightning.pytorch import seed_everything
 from torch import nn
 
-from conftest import REPO
-
 sys.path.insert(0, str(REPO / "tests"))
-from sharded_models import Language, Net  # noqa: E402
+from sharded_models import Language, Net
 
-from cs_lightning.deferred import materialize, recording  # noqa: E402
+from cs_lightning.deferred import materialize, recording
 
 SCRIPT = textwrap.dedent(
     """
@@ -72,8 +71,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(tmp_path: Path, world: int, build_in: str = "configure_model", independent: bool = False
-         ) -> tuple[list[dict], dict, str]:
+def _run(
+    tmp_path: Path, world: int, build_in: str = "configure_model", independent: bool = False
+) -> tuple[list[dict], dict, str]:
     script = tmp_path / "train_sharded.py"
     script.write_text(SCRIPT.format(tests=str(REPO / "tests"), world=world, build_in=build_in, independent=independent))
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -266,8 +266,9 @@ def test_each_rank_holds_about_its_share_of_the_model_during_setup(tmp_path: Pat
     script = tmp_path / "memory.py"
     script.write_text(MEMORY_SCRIPT.format(tests=str(REPO / "tests")))
     for mode in ("initialized", "loaded"):
-        run = subprocess.run([sys.executable, str(script), mode], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=300)
+        run = subprocess.run(
+            [sys.executable, str(script), mode], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
         assert run.returncode == 0, run.stderr[-3000:]
     for rank in (0, 1):
         peaks = {mode: json.loads((tmp_path / f"{mode}{rank}.json").read_text()) for mode in ("initialized", "loaded")}
@@ -281,7 +282,8 @@ def test_each_rank_holds_about_its_share_of_the_model_during_setup(tmp_path: Pat
 
 def test_the_trace_check_refuses_a_host_read_on_every_rank(tmp_path: Path) -> None:
     script = tmp_path / "reads.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO / "tests")!r})
         from lightning.pytorch import Trainer, seed_everything
@@ -302,7 +304,8 @@ def test_the_trace_check_refuses_a_host_read_on_every_rank(tmp_path: Path) -> No
                     enable_model_summary=False).fit(Reads(), tokens())
         except cs_lightning.GraphBreakError as error:
             print("refused:", str(error).splitlines()[1].strip())
-    """))
+    """)
+    )
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     line = next(k for k, text in enumerate(script.read_text().splitlines(), 1) if "if loss > 100:" in text)
     assert f'refused: File "{script}", line {line}, in training_step' in run.stdout, run.stderr[-3000:]

@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import torch
-
 from conftest import REPO, flat_state
 
 # 64 samples in batches of 8: 8 steps an epoch; a checkpoint every epoch; 20 steps in all.
@@ -40,8 +39,9 @@ SCRIPT = textwrap.dedent(
 
 
 def _run(script: Path, mode: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(script), mode], cwd=script.parent, capture_output=True, text=True,
-                          timeout=240)
+    return subprocess.run(
+        [sys.executable, str(script), mode], cwd=script.parent, capture_output=True, text=True, timeout=240
+    )
 
 
 def test_killed_run_resumed_from_last_ends_bit_identical(tmp_path: Path) -> None:

@@ -5,11 +5,10 @@ import logging
 from pathlib import Path
 
 import pytest
-import torch
 from lightning.pytorch.loggers import CSVLogger
+from lightning_models import Regressor, fit
 
 from cs_lightning import TimeToFirstLoss
-from lightning_models import Losses, Regressor, fit
 
 
 def test_with_the_default_strategy(caplog: pytest.LogCaptureFixture) -> None:

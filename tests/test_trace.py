@@ -130,8 +130,14 @@ class BranchyLightning(LightningModule):
 def _fit(strategy: CSXStrategy) -> BranchyLightning:
     model = BranchyLightning()
     data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
-    trainer = Trainer(strategy=strategy, max_steps=2, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False)
+    trainer = Trainer(
+        strategy=strategy,
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(model, data)
     return model
 
@@ -209,15 +215,26 @@ class HostSyncInStep(LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-@pytest.mark.parametrize(("read", "line", "fix"), [("item", "print(loss.item())", "step_closure"),
-                                                   ("if", "if loss > 100:", "step_closure"),
-                                                   ("mask", "prediction[prediction > 0]", "keep shapes static")])
+@pytest.mark.parametrize(
+    ("read", "line", "fix"),
+    [
+        ("item", "print(loss.item())", "step_closure"),
+        ("if", "if loss > 100:", "step_closure"),
+        ("mask", "prediction[prediction > 0]", "keep shapes static"),
+    ],
+)
 def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, line: str, fix: str) -> None:
     model = HostSyncInStep(read)
     before = [p.detach().clone() for p in model.parameters()]
     data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
-    trainer = Trainer(strategy="csx", max_steps=2, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False)
+    trainer = Trainer(
+        strategy="csx",
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     with pytest.raises(GraphBreakError) as error:
         trainer.fit(model, data)
     message = str(error.value)
@@ -232,15 +249,34 @@ def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, li
 def test_a_step_without_host_reads_trains_with_logging_and_metrics() -> None:
     model = HostSyncInStep("none")
     data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
-    trainer = Trainer(strategy="csx", max_steps=2, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False)
+    trainer = Trainer(
+        strategy="csx",
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(model, data)
     assert trainer.global_step == 2 and "loss" in trainer.callback_metrics
 
 
-@pytest.mark.parametrize("read", ["loss.item()", "float(loss)", "f'{loss:.3f}'", "print(loss)", "loss.tolist()",
-                                  "loss.numpy()", "numpy.asarray(loss)", "0.5 in loss", "torch.equal(loss, loss)",
-                                  "loss.allclose(loss)", "[1, 2][loss.long()]"])
+@pytest.mark.parametrize(
+    "read",
+    [
+        "loss.item()",
+        "float(loss)",
+        "f'{loss:.3f}'",
+        "print(loss)",
+        "loss.tolist()",
+        "loss.numpy()",
+        "numpy.asarray(loss)",
+        "0.5 in loss",
+        "torch.equal(loss, loss)",
+        "loss.allclose(loss)",
+        "[1, 2][loss.long()]",
+    ],
+)
 def test_every_kind_of_host_read_in_the_users_code_is_refused(read: str) -> None:
     import numpy
 
@@ -259,18 +295,37 @@ def test_reads_made_by_torch_and_libraries_pass() -> None:
     assert 0.0 <= float(accuracy.compute()) <= 1.0
 
 
-@pytest.mark.parametrize("op", ["x[x > 0]", "x.nonzero()", "torch.argwhere(x)", "torch.unique(x)",
-                                "torch.masked_select(x, x > 0)", "torch.repeat_interleave(x, i)", "torch.bincount(i)"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "x[x > 0]",
+        "x.nonzero()",
+        "torch.argwhere(x)",
+        "torch.unique(x)",
+        "torch.masked_select(x, x > 0)",
+        "torch.repeat_interleave(x, i)",
+        "torch.bincount(i)",
+    ],
+)
 def test_every_value_dependent_shape_in_the_users_code_is_refused(op: str) -> None:
     x, i = torch.randn(6), torch.tensor([0, 2, 1, 0, 1, 2])
     with pytest.raises(GraphBreakError, match=r'depends on the values(.|\n)*File "<string>", line 1'), lazy_trace():
         eval(op, {"torch": torch, "nn": nn, "x": x, "i": i})  # user code, as eval's <string>
 
 
-@pytest.mark.parametrize("op", ["x[i]", "x[:, 1:]", "nn.functional.one_hot(i, 3)", "x.masked_fill(x > 0, 0)",
-                                "torch.where(x > 0, x, 0)", "x.index_put_((x > 0,), torch.tensor(0.0))",
-                                "torch.repeat_interleave(x, 2, dim=0)", "torch.repeat_interleave(x, i, dim=0, "
-                                "output_size=6)"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "x[i]",
+        "x[:, 1:]",
+        "nn.functional.one_hot(i, 3)",
+        "x.masked_fill(x > 0, 0)",
+        "torch.where(x > 0, x, 0)",
+        "x.index_put_((x > 0,), torch.tensor(0.0))",
+        "torch.repeat_interleave(x, 2, dim=0)",
+        "torch.repeat_interleave(x, i, dim=0, output_size=6)",
+    ],
+)
 def test_static_shapes_pass_and_compute_as_without_the_check(op: str) -> None:
     x, i = torch.randn(6, 4), torch.tensor([0, 2, 1, 0, 1, 2])
     expected = eval(op, {"torch": torch, "nn": nn, "x": x.clone(), "i": i})
@@ -286,8 +341,9 @@ def test_value_dependent_shapes_inside_a_library_pass() -> None:
     assert 0.0 <= float(accuracy.compute()) <= 1.0
 
 
-@pytest.mark.parametrize("read", ["torch.zeros(n)", "torch.arange(n)", "x[:n]", "x.narrow(0, 0, n)",
-                                  "nn.functional.one_hot(i)"])
+@pytest.mark.parametrize(
+    "read", ["torch.zeros(n)", "torch.arange(n)", "x[:n]", "x.narrow(0, 0, n)", "nn.functional.one_hot(i)"]
+)
 def test_a_value_read_inside_torch_for_the_users_call_is_refused(read: str) -> None:
     x, n, i = torch.randn(6), torch.tensor(3), torch.tensor([0, 2, 1])
     with pytest.raises(GraphBreakError, match=r'to the host(.|\n)*File "<string>", line 1'), lazy_trace():
@@ -308,7 +364,8 @@ def test_the_models_own_package_is_checked_wherever_it_is_installed(tmp_path, mo
     (installed / "their_model" / "__init__.py").write_text(
         "import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.linear = torch.nn.Linear(2, 2)\n\n    def forward(self, x):\n"
-        "        return self.linear(x) * self.linear(x).max().item()\n")
+        "        return self.linear(x) * self.linear(x).max().item()\n"
+    )
     (installed / "their_logging.py").write_text("def record(loss):\n    return loss.item()\n")
     monkeypatch.syspath_prepend(str(installed))
     from their_logging import record
@@ -360,8 +417,14 @@ def test_under_manual_optimization_a_read_before_the_update_is_refused_before_it
     model = ManualReads()
     before = [p.detach().clone() for p in model.parameters()]
     data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
-    trainer = Trainer(strategy="csx", max_steps=2, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False)
+    trainer = Trainer(
+        strategy="csx",
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     with pytest.raises(GraphBreakError, match=rf"line {_line_of(ManualReads, 'if loss > 0:')}"):
         trainer.fit(model, data)
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))

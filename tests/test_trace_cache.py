@@ -19,11 +19,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import cs_lightning
 from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss, trace
-from cs_lightning.cli import main
 from cs_lightning.cache import cache_dir
+from cs_lightning.cli import main
 from cs_lightning.trace_cache import TraceCache
 
-MODEL_SOURCE = '''
+MODEL_SOURCE = """
 import torch
 from lightning.pytorch import LightningModule
 from torch import nn
@@ -50,7 +50,7 @@ class Net(LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
-'''
+"""
 
 
 def _write_model(folder: Path, extra: str = "pass", helper: str = "return y") -> Path:
@@ -81,8 +81,15 @@ def _load(path: Path) -> type[LightningModule]:
 def _fit(net_class: type[LightningModule], rows: int = 8) -> dict[str, float]:
     data = TensorDataset(torch.randn(rows, 4), torch.randn(rows, 1))
     clock = TimeToFirstLoss()
-    trainer = Trainer(strategy="csx", max_steps=2, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False, callbacks=[clock])
+    trainer = Trainer(
+        strategy="csx",
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[clock],
+    )
     trainer.fit(net_class(), DataLoader(data, batch_size=4))
     return clock.metrics
 
@@ -121,8 +128,14 @@ def test_other_input_shapes_miss(tmp_path: Path) -> None:
     net = _load(_write_model(tmp_path))
     _fit(net, rows=8)
     data = TensorDataset(torch.randn(6, 4), torch.randn(6, 1))
-    trainer = Trainer(strategy="csx", max_steps=1, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False)
+    trainer = Trainer(
+        strategy="csx",
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(net(), DataLoader(data, batch_size=3))
     assert len(TraceCache().entries()) == 2
 
@@ -200,8 +213,14 @@ def test_cli_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture)
 def test_trace_check_off_neither_reads_nor_writes_the_cache(tmp_path: Path) -> None:
     shutil.rmtree(cache_dir(), ignore_errors=True)
     data = TensorDataset(torch.randn(8, 4), torch.randn(8, 1))
-    trainer = Trainer(strategy=CSXStrategy(trace_check=False), max_steps=1, logger=False,
-                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = Trainer(
+        strategy=CSXStrategy(trace_check=False),
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(_load(_write_model(tmp_path))(), DataLoader(data, batch_size=4))
     assert not cache_dir().exists()
 
@@ -235,10 +254,17 @@ def _double(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    (Activation.RELU, Activation.GELU), (Config(), Config(activation="gelu")), (torch.relu, _double),
-    ([4, 4], [4, 8]), ({"norm": "layer"}, {"norm": "batch"}), (argparse.Namespace(depth=2), argparse.Namespace(depth=3)),
-])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (Activation.RELU, Activation.GELU),
+        (Config(), Config(activation="gelu")),
+        (torch.relu, _double),
+        ([4, 4], [4, 8]),
+        ({"norm": "layer"}, {"norm": "batch"}),
+        (argparse.Namespace(depth=2), argparse.Namespace(depth=3)),
+    ],
+)
 def test_any_setting_a_forward_may_branch_on_changes_the_fingerprint(first: object, second: object) -> None:
     def fingerprint_with(setting: object) -> str:
         model = nn.Sequential(nn.Linear(4, 4))

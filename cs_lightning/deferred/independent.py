@@ -51,9 +51,16 @@ def _groups(ops: Sequence[Op], flags: list[bool]) -> list[list[int]]:
     return list(groups.values())
 
 
-def replay_independent(session: Session, targets: set[int], keep: set[int],
-                       device: torch.device | None, seed: int, keys: dict[int, tuple],
-                       on_ready: Callable[[int, Executor], None], workers: int) -> None:
+def replay_independent(
+    session: Session,
+    targets: set[int],
+    keep: set[int],
+    device: torch.device | None,
+    seed: int,
+    keys: dict[int, tuple],
+    on_ready: Callable[[int, Executor], None],
+    workers: int,
+) -> None:
     """Replay the groups that make ``targets``, one generator each, on ``workers`` threads.
 
     ``keys[sid]`` names a target storage (qualified names and shape of its tensors);
@@ -84,11 +91,9 @@ def replay_independent(session: Session, targets: set[int], keep: set[int],
             elif sid not in keep:
                 executor.release(sid, reusable=True)
 
-    groups = [idx for idx in _groups(ops, flags)
-              if any(sid in targets for k in idx for sid in ops[k].writes)]
+    groups = [idx for idx in _groups(ops, flags) if any(sid in targets for k in idx for sid in ops[k].writes)]
     # Largest groups first, so that the threads finish together.
-    groups.sort(key=lambda idx: -sum(session.storages[sid].nbytes
-                                     for sid in {s for k in idx for s in ops[k].writes}))
+    groups.sort(key=lambda idx: -sum(session.storages[sid].nbytes for sid in {s for k in idx for s in ops[k].writes}))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         list(pool.map(run, groups))
     session.done.update(pending[k] for idx in groups for k in idx)

@@ -30,8 +30,7 @@ _REGISTRIES = ("_parameters", "_buffers", "_modules")
 _RNG = ("eager", "fast")
 # _load_from_state_dict overrides that only handle old checkpoint versions: copying the
 # tensors into place gives what they give.
-_PLAIN_LOADING = {nn.Module._load_from_state_dict, _NormBase._load_from_state_dict,
-                  _InstanceNorm._load_from_state_dict}
+_PLAIN_LOADING = {nn.Module._load_from_state_dict, _NormBase._load_from_state_dict, _InstanceNorm._load_from_state_dict}
 
 
 @dataclass
@@ -58,10 +57,15 @@ class _Deferred:
     cast: bool = False  # parameters and buffers take the dtype; plain attributes do not
 
 
-def materialize(module: nn.Module, device: torch.device | str | None = None,
-                dtype: torch.dtype | None = None,
-                state_dict: Mapping[str, torch.Tensor] | None = None, *,
-                mode: str = "exact", rng: str = "eager") -> nn.Module:
+def materialize(
+    module: nn.Module,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+    state_dict: Mapping[str, torch.Tensor] | None = None,
+    *,
+    mode: str = "exact",
+    rng: str = "eager",
+) -> nn.Module:
     """Make every parameter and buffer of ``module`` real, in place, and return it.
 
     Args:
@@ -106,7 +110,8 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
     if not isinstance(module, nn.Module):
         raise DeferredInitUsageError(
             f"materialize: got a {type(module).__name__}; fix: pass the torch.nn.Module that deferred_init "
-            "or a recording() block built (a module built eagerly works too)")
+            "or a recording() block built (a module built eagerly works too)"
+        )
     device, dtype = _check(device, dtype, state_dict, mode, rng)
     state_dict = state_dict or {}
     custom = _custom_loading(module, state_dict)
@@ -114,7 +119,10 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
         warnings.warn(
             f"materialize: {custom} loads a state_dict in its own way, so the module is "
             "initialized in full and then loaded with load_state_dict, as eager does "
-            "(no time saved on the checkpoint).", DeferredInitWarning, stacklevel=2)
+            "(no time saved on the checkpoint).",
+            DeferredInitWarning,
+            stacklevel=2,
+        )
         materialize(module, device, mode=mode)
         _warn_unused(module.load_state_dict(state_dict, strict=False).unexpected_keys)
         return materialize(module, device, dtype)
@@ -131,23 +139,25 @@ def materialize(module: nn.Module, device: torch.device | str | None = None,
     return module
 
 
-def _check(device: Any, dtype: Any, state_dict: Any, mode: Any,
-           rng: Any) -> tuple[torch.device | None, torch.dtype | None]:
+def _check(
+    device: Any, dtype: Any, state_dict: Any, mode: Any, rng: Any
+) -> tuple[torch.device | None, torch.dtype | None]:
     if mode not in _MODES:
         raise ValueError(f"materialize: mode={mode!r} is not one of {_MODES}.")
     if rng not in _RNG:
         raise ValueError(f"materialize: rng={rng!r} is not one of {_RNG}.")
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(f"materialize: dtype={dtype!r} must be a floating-point "
-                        "torch.dtype such as torch.bfloat16, or None.")
+        raise TypeError(
+            f"materialize: dtype={dtype!r} must be a floating-point torch.dtype such as torch.bfloat16, or None."
+        )
     if state_dict is not None and not isinstance(state_dict, Mapping):
-        raise TypeError(f"materialize: state_dict must be a mapping of names to tensors, "
-                        f"got {type(state_dict).__name__}.")
+        raise TypeError(
+            f"materialize: state_dict must be a mapping of names to tensors, got {type(state_dict).__name__}."
+        )
     try:
         return (None if device is None else torch.device(device)), dtype
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"materialize: device={device!r} is not a torch device "
-                         "(e.g. 'cpu', 'cuda:0').") from err
+        raise ValueError(f"materialize: device={device!r} is not a torch device (e.g. 'cpu', 'cuda:0').") from err
 
 
 def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_Slot]:
@@ -168,18 +178,24 @@ def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_S
             elif isinstance(value, (dict, list)) and name not in _REGISTRIES:
                 # e.g. torchmetrics' state defaults, an RNN's _flat_weights
                 items = value.items() if isinstance(value, dict) else enumerate(value)
-                slots.extend(_Slot(mod, "item", name, f"{dot}{name}[{key!r}]", item, False, key)
-                             for key, item in items if isinstance(item, DeferredTensor))
+                slots.extend(
+                    _Slot(mod, "item", name, f"{dot}{name}[{key!r}]", item, False, key)
+                    for key, item in items
+                    if isinstance(item, DeferredTensor)
+                )
     for slot in slots:
         source = state_dict.get(slot.fqn) if slot.in_state_dict else None
         if isinstance(source, DeferredTensor):
-            raise TypeError(f"materialize: state_dict[{slot.fqn!r}] is a deferred tensor; "
-                            "materialize the module it comes from first.")
+            raise TypeError(
+                f"materialize: state_dict[{slot.fqn!r}] is a deferred tensor; "
+                "materialize the module it comes from first."
+            )
         if source is not None and tuple(source.shape) != tuple(slot.tensor.shape):
             raise ValueError(
                 f"materialize: state_dict[{slot.fqn!r}] has shape {tuple(source.shape)}, "
                 f"the module's tensor has {tuple(slot.tensor.shape)}; fix the checkpoint "
-                "or drop that key.")
+                "or drop that key."
+            )
     return slots
 
 
@@ -209,13 +225,14 @@ def _warn_unused(keys: Collection[str]) -> None:
     """Keys load_state_dict(strict=False) would return as unexpected: never silently unused."""
     if keys:
         unexpected = sorted(keys)
-        shown = ", ".join(unexpected[:5]) + (f" and {len(unexpected) - 5} more"
-                                              if len(unexpected) > 5 else "")
+        shown = ", ".join(unexpected[:5]) + (f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else "")
         warnings.warn(
             f"materialize: state_dict keys {shown} name no parameter or persistent buffer "
             "of the module; they were not loaded. Rename them to the module's "
-            "state_dict() keys (check the prefix) or drop them.", DeferredInitWarning,
-            stacklevel=3)
+            "state_dict() keys (check the prefix) or drop them.",
+            DeferredInitWarning,
+            stacklevel=3,
+        )
 
 
 def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> list[_Deferred]:
@@ -240,9 +257,14 @@ def _by_session(deferred: list[_Deferred]) -> list[tuple[Session, list[_Deferred
     return sorted(groups.items(), key=lambda item: item[0].serial)
 
 
-def _materialize_session(session: Session, group: list[_Deferred],
-                         device: torch.device | None, dtype: torch.dtype | None,
-                         mode: str, rng: str) -> dict[int, torch.Tensor]:
+def _materialize_session(
+    session: Session,
+    group: list[_Deferred],
+    device: torch.device | None,
+    dtype: torch.dtype | None,
+    mode: str,
+    rng: str,
+) -> dict[int, torch.Tensor]:
     by_sid: dict[int, list[_Deferred]] = {}
     for entry in group:
         by_sid.setdefault(entry.ref.sid, []).append(entry)
@@ -252,8 +274,7 @@ def _materialize_session(session: Session, group: list[_Deferred],
         gc.collect()
         others = [f for f in list(session.alive) if id(f) not in mine]
     keep = {session.ref(f).sid for f in others}  # still held elsewhere: computed and kept
-    targets = {sid for sid, entries in by_sid.items()
-               if any(e.source is None for e in entries)}
+    targets = {sid for sid, entries in by_sid.items() if any(e.source is None for e in entries)}
     provided = [e for sid in set(by_sid) - targets for e in by_sid[sid]]
     finals = _read_checkpoint(provided, session, device, dtype)
     _warn_uninitialized(session, targets, by_sid)
@@ -266,34 +287,38 @@ def _materialize_session(session: Session, group: list[_Deferred],
         for e, view in views:
             finals[id(e.fake)] = _final(view, device, dtype if e.cast else None)
         if sid not in keep:
-            copied = all(finals[id(e.fake)].untyped_storage().data_ptr()
-                         != view.untyped_storage().data_ptr() for e, view in views)
+            copied = all(
+                finals[id(e.fake)].untyped_storage().data_ptr() != view.untyped_storage().data_ptr()
+                for e, view in views
+            )
             executor.release(sid, reusable=copied)
 
     if mode == "exact":
         # Random fills go on all threads where their storages are the final tensors; a cast
         # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
         parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
-        replay_exact(session, targets, keep, device, rng == "eager", on_ready,
-                     workers=torch.get_num_threads() if parallel else 1)
+        replay_exact(
+            session, targets, keep, device, rng == "eager", on_ready, workers=torch.get_num_threads() if parallel else 1
+        )
     else:
-        keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid])
-                for sid in targets}
+        keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
         # On the CPU whatever the target: the same numbers for every device kind.
-        replay_independent(session, targets, keep, torch.device("cpu"), torch.initial_seed(),
-                           keys, on_ready, torch.get_num_threads())
+        replay_independent(
+            session, targets, keep, torch.device("cpu"), torch.initial_seed(), keys, on_ready, torch.get_num_threads()
+        )
     return finals
 
 
-def _warn_uninitialized(session: Session, targets: set[int],
-                        by_sid: dict[int, list[_Deferred]]) -> None:
+def _warn_uninitialized(session: Session, targets: set[int], by_sid: dict[int, list[_Deferred]]) -> None:
     names = [e.fqns[0] for sid in sorted(targets & session.uninitialized) for e in by_sid[sid]]
     if names:
         warnings.warn(
             f"materialize: nothing initialized {', '.join(names)} (created with "
             "torch.empty and never written); its values are arbitrary memory, as in eager "
             "construction. Initialize it in the constructor or pass it in state_dict.",
-            DeferredInitWarning, stacklevel=3)
+            DeferredInitWarning,
+            stacklevel=3,
+        )
 
 
 def _warn_if_rng_moved(session: Session) -> None:
@@ -305,18 +330,22 @@ def _warn_if_rng_moved(session: Session) -> None:
         expected = session.follows.rng_after
     moved = expected is not None and not torch.equal(expected, torch.get_rng_state())
     # (a generator shared with an earlier recording is not checked: it moved legitimately)
-    moved = moved or session.follows is None and any(
-        not torch.equal(g.get_state(), state) for g, state in session.generators.values())
+    moved = moved or (
+        session.follows is None
+        and any(not torch.equal(g.get_state(), state) for g, state in session.generators.values())
+    )
     if moved:
         warnings.warn(
             "materialize: random numbers were drawn (or the seed was set) between "
             "recording and materialize, from the global generator or one the constructor "
             "used; the weights are those eager construction would give now, not at "
-            "recording time.", DeferredInitWarning, stacklevel=3)
+            "recording time.",
+            DeferredInitWarning,
+            stacklevel=3,
+        )
 
 
-def _final(view: torch.Tensor, device: torch.device | None,
-           dtype: torch.dtype | None) -> torch.Tensor:
+def _final(view: torch.Tensor, device: torch.device | None, dtype: torch.dtype | None) -> torch.Tensor:
     target = _cast_to(dtype, view.dtype)
     if (device is not None and view.device != device) or view.dtype != target:
         return view.to(device=device, dtype=target)
@@ -337,8 +366,9 @@ def _cast_to(dtype: torch.dtype | None, recorded: torch.dtype) -> torch.dtype:
     return recorded
 
 
-def _read_checkpoint(entries: list[_Deferred], session: Session, device: torch.device | None,
-                     dtype: torch.dtype | None) -> dict[int, torch.Tensor]:
+def _read_checkpoint(
+    entries: list[_Deferred], session: Session, device: torch.device | None, dtype: torch.dtype | None
+) -> dict[int, torch.Tensor]:
     """The tensors the state_dict provides, copied into place on all threads, largest first
     (``copy_`` releases the GIL; the new memory's page faults are taken in parallel too)."""
     entries = sorted(entries, key=lambda e: -e.ref.numel)
@@ -354,8 +384,9 @@ def _read_checkpoint(entries: list[_Deferred], session: Session, device: torch.d
         return {id(e.fake): value for e, value in zip(entries, pool.map(read, entries))}
 
 
-def _from_checkpoint(entry: _Deferred, session: Session, device: torch.device | None,
-                     dtype: torch.dtype | None) -> torch.Tensor:
+def _from_checkpoint(
+    entry: _Deferred, session: Session, device: torch.device | None, dtype: torch.dtype | None
+) -> torch.Tensor:
     """A tensor's value read from the state_dict, as load_state_dict + .to(dtype) give."""
     source, ref = entry.source, entry.ref
     assert source is not None
@@ -409,12 +440,19 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-def _assign(slots: list[_Slot], finals: dict[int, torch.Tensor], device: torch.device | None,
-            dtype: torch.dtype | None, state_dict: Mapping[str, torch.Tensor]) -> None:
+def _assign(
+    slots: list[_Slot],
+    finals: dict[int, torch.Tensor],
+    device: torch.device | None,
+    dtype: torch.dtype | None,
+    state_dict: Mapping[str, torch.Tensor],
+) -> None:
     """Put the real tensors in place; one Parameter object per recorded one (ties stay)."""
-    params = {id(s.tensor): nn.Parameter(finals[id(s.tensor)],
-                                         requires_grad=s.tensor.requires_grad)
-              for s in slots if s.kind == "parameter" and isinstance(s.tensor, DeferredTensor)}
+    params = {
+        id(s.tensor): nn.Parameter(finals[id(s.tensor)], requires_grad=s.tensor.requires_grad)
+        for s in slots
+        if s.kind == "parameter" and isinstance(s.tensor, DeferredTensor)
+    }
     for slot in slots:
         t = slot.tensor
         if not isinstance(t, DeferredTensor):
@@ -432,8 +470,7 @@ def _carry_over(fake: DeferredTensor, real: torch.Tensor) -> None:
     """What a constructor attached to a tensor: attributes (a no-weight-decay flag) and
     gradient hooks (registered again: handles taken before materialize no longer remove
     them)."""
-    real.__dict__.update((k, v) for k, v in vars(fake).items()
-                         if k not in ("_cs_session", "_is_param"))
+    real.__dict__.update((k, v) for k, v in vars(fake).items() if k not in ("_cs_session", "_is_param"))
     if real._backward_hooks is None and fake._backward_hooks:  # once, if tied
         for hook in fake._backward_hooks.values():
             real.register_hook(hook)
@@ -442,8 +479,9 @@ def _carry_over(fake: DeferredTensor, real: torch.Tensor) -> None:
             real.register_post_accumulate_grad_hook(hook)
 
 
-def _update_real(slot: _Slot, device: torch.device | None, dtype: torch.dtype | None,
-                 state_dict: Mapping[str, torch.Tensor]) -> None:
+def _update_real(
+    slot: _Slot, device: torch.device | None, dtype: torch.dtype | None, state_dict: Mapping[str, torch.Tensor]
+) -> None:
     """A tensor that was never deferred: load, move and cast it like eager would."""
     t = slot.tensor
     if slot.in_state_dict and slot.fqn in state_dict:

@@ -48,8 +48,10 @@ def available() -> bool:
 def advance(state: torch.Tensor, n: int) -> torch.Tensor:
     """The CPU generator state after ``n`` more 32-bit outputs (torch.get_rng_state layout)."""
     if state.dtype != torch.uint8 or state.numel() != _STATE_BYTES:
-        raise ValueError(f"mt19937.advance: not a CPU generator state: {state.numel()} "
-                         f"{state.dtype} values, expected {_STATE_BYTES} uint8.")
+        raise ValueError(
+            f"mt19937.advance: not a CPU generator state: {state.numel()} "
+            f"{state.dtype} values, expected {_STATE_BYTES} uint8."
+        )
     raw = bytearray(state.numpy().tobytes())
     seed, left, seeded, next_ = _HEADER.unpack_from(raw, 0)
     ready = left - 1  # outputs left in the current block before the next twist
@@ -59,9 +61,9 @@ def advance(state: torch.Tensor, n: int) -> torch.Tensor:
     n -= ready
     blocks = -(-n // _N)  # twists needed
     used = n - _N * (blocks - 1)  # outputs taken from the last new block
-    words = np.frombuffer(bytes(raw[_WORDS:_WORDS + 8 * _N]), dtype="<u8").astype(np.uint32)
+    words = np.frombuffer(bytes(raw[_WORDS : _WORDS + 8 * _N]), dtype="<u8").astype(np.uint32)
     words = _twist_blocks(words, blocks)
-    raw[_WORDS:_WORDS + 8 * _N] = words.astype("<u8").tobytes()
+    raw[_WORDS : _WORDS + 8 * _N] = words.astype("<u8").tobytes()
     _HEADER.pack_into(raw, 0, seed, _N - used + 1, seeded, used)
     return torch.frombuffer(raw, dtype=torch.uint8).clone()
 
@@ -77,8 +79,7 @@ def _twist_blocks(words: np.ndarray, blocks: int) -> np.ndarray:
     """
     g = _x_power_mod(_N * blocks - 1)
     sequence = _sequence(words, _DEGREE + _N)
-    bits = np.unpackbits(np.frombuffer(g.to_bytes((_DEGREE + 8) // 8, "little"), np.uint8),
-                         bitorder="little")[:_DEGREE]
+    bits = np.unpackbits(np.frombuffer(g.to_bytes((_DEGREE + 8) // 8, "little"), np.uint8), bitorder="little")[:_DEGREE]
     windows = np.lib.stride_tricks.as_strided(sequence, (_DEGREE, _N), (4, 4), writeable=False)
     window = np.bitwise_xor.reduce(windows[bits.astype(bool)], axis=0)
     return _sequence(window, _N + 1)[1:]
@@ -94,9 +95,9 @@ def _sequence(words: np.ndarray, length: int) -> np.ndarray:
     lag = _N - _M
     for start in range(_N, length, lag):
         stop = min(start + lag, length)
-        upper, lower = out[start - _N:stop - _N], out[start - _N + 1:stop - _N + 1]
+        upper, lower = out[start - _N : stop - _N], out[start - _N + 1 : stop - _N + 1]
         mixed = (upper & _UPPER) | (lower & _LOWER)
-        out[start:stop] = out[start - lag:stop - lag] ^ (mixed >> 1) ^ ((lower & 1) * np.uint32(_MATRIX_A))
+        out[start:stop] = out[start - lag : stop - lag] ^ (mixed >> 1) ^ ((lower & 1) * np.uint32(_MATRIX_A))
     return out[:length]
 
 
@@ -115,8 +116,7 @@ def _x_power_mod(k: int) -> int:
 
 
 # Byte b with its bits moved to the even positions of 16: bit j goes to bit 2j.
-_SPREAD = np.array([sum((b >> j & 1) << 2 * j for j in range(8)) for b in range(256)],
-                   dtype="<u2")
+_SPREAD = np.array([sum((b >> j & 1) << 2 * j for j in range(8)) for b in range(256)], dtype="<u2")
 
 
 def _square(p: int) -> int:
@@ -163,7 +163,7 @@ def _phi() -> int:
             return phi
     except OSError:  # not written yet, or unreadable: found again below
         pass
-    phi = _reciprocal(_connection_polynomial(bits[:2 * _DEGREE + 100]))
+    phi = _reciprocal(_connection_polynomial(bits[: 2 * _DEGREE + 100]))
     try:
         write_atomic(stored, phi.to_bytes((_DEGREE + 8) // 8, "little"))
     except OSError:  # a read-only cache costs the 0.1 s next time, nothing else
@@ -202,8 +202,10 @@ def _annihilates(c: int, bits: list[int]) -> bool:
     """Whether recurrence ``c`` holds at the last 256 positions of ``bits``."""
     reversed_bits = int("".join(map(str, bits)), 2)  # bit m: bits[len - 1 - m]
     mask = (1 << (_DEGREE + 1)) - 1
-    return all((c & (reversed_bits >> (len(bits) - 1 - i)) & mask).bit_count() % 2 == 0
-               for i in range(len(bits) - 256, len(bits)))
+    return all(
+        (c & (reversed_bits >> (len(bits) - 1 - i)) & mask).bit_count() % 2 == 0
+        for i in range(len(bits) - 256, len(bits))
+    )
 
 
 def _reciprocal(p: int) -> int:

@@ -41,18 +41,31 @@ T = TypeVar("T")
 
 # Ops that write every element of their first argument without reading it.
 _OVERWRITING = {
-    aten.normal_, aten.uniform_, aten.fill_, aten.zero_, aten.copy_, aten.random_,
-    aten.bernoulli_, aten.exponential_, aten.geometric_, aten.log_normal_, aten.cauchy_,
+    aten.normal_,
+    aten.uniform_,
+    aten.fill_,
+    aten.zero_,
+    aten.copy_,
+    aten.random_,
+    aten.bernoulli_,
+    aten.exponential_,
+    aten.geometric_,
+    aten.log_normal_,
+    aten.cauchy_,
 }
-_FILLS = {aten.normal_.default, aten.uniform_.default, aten.random_.default,
-          aten.exponential_.default, aten.fill_.Scalar, aten.zero_.default}
+_FILLS = {
+    aten.normal_.default,
+    aten.uniform_.default,
+    aten.random_.default,
+    aten.exponential_.default,
+    aten.fill_.Scalar,
+    aten.zero_.default,
+}
 # Factories whose result holds whatever memory happened to contain.
-_UNINITIALIZED = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty,
-                  aten.new_empty_strided}
+_UNINITIALIZED = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
 _LIFT = {aten.lift_fresh.default, aten.lift_fresh_copy.default}
 # Non-tensor results that depend on metadata only (`t.data = ...` asks the first one).
-_METADATA_QUERIES = {aten._has_compatible_shallow_copy_type.default,
-                     aten.is_same_size.default}
+_METADATA_QUERIES = {aten._has_compatible_shallow_copy_type.default, aten.is_same_size.default}
 # Constants up to this size are copied when recorded, larger ones are referenced.
 _CONST_COPY_BYTES = 1 << 20
 _HERE = str(Path(__file__).resolve().parent)
@@ -117,20 +130,25 @@ class DeferredTensor(torch.Tensor):
     @staticmethod
     def __new__(cls, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
         return torch.Tensor._make_wrapper_subclass(
-            cls, meta.size(), strides=meta.stride(), storage_offset=meta.storage_offset(),
-            dtype=meta.dtype, device=device, layout=meta.layout, requires_grad=False)
+            cls,
+            meta.size(),
+            strides=meta.stride(),
+            storage_offset=meta.storage_offset(),
+            dtype=meta.dtype,
+            device=device,
+            layout=meta.layout,
+            requires_grad=False,
+        )
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[override]
         # Reached only outside a recording: views and value reads still work.
-        session = next(x._cs_session for x in tree_flatten((args, kwargs))[0]
-                       if isinstance(x, DeferredTensor))
+        session = next(x._cs_session for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeferredTensor))
         return session.dispatch(func, args, kwargs or {})
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         kind = "Parameter" if getattr(self, "_is_param", False) else "Tensor"
-        return (f"Deferred{kind}(size={tuple(self.shape)}, dtype={self.dtype}, "
-                f"device={self.device})")
+        return f"Deferred{kind}(size={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DeferredTensor:
         if id(self) in memo:
@@ -162,8 +180,11 @@ def _returns_tensor(func: torch._ops.OpOverload) -> bool:
 @functools.cache
 def _mutable_args(func: torch._ops.OpOverload) -> tuple[tuple[int, str, bool], ...]:
     """(position, name, keyword-only) of the arguments the schema marks as written."""
-    return tuple((i, a.name, a.kwarg_only) for i, a in enumerate(func._schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write)
+    return tuple(
+        (i, a.name, a.kwarg_only)
+        for i, a in enumerate(func._schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write
+    )
 
 
 def _written_args(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list[Any]:
@@ -178,19 +199,19 @@ def _written_args(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> lis
 def _covers_storage(meta: torch.Tensor) -> bool:
     """Whether writing every element of ``meta`` writes every byte of its storage."""
     expected = 1  # dense: the strides, sorted, are the running products of the sizes
-    for stride, size in sorted((st, sz) for sz, st in zip(meta.size(), meta.stride())
-                               if sz != 1):
+    for stride, size in sorted((st, sz) for sz, st in zip(meta.size(), meta.stride()) if sz != 1):
         if stride != expected:
             return False
         expected *= size
-    return (meta.storage_offset() == 0
-            and meta.numel() * meta.element_size() == meta.untyped_storage().nbytes())
+    return meta.storage_offset() == 0 and meta.numel() * meta.element_size() == meta.untyped_storage().nbytes()
 
 
 def _not_materialized(what: Any) -> str:
-    return (f"{what} on a deferred tensor outside recording(): the module holding it is "
-            "not materialized yet. Call cs_lightning.deferred.materialize(module) first "
-            "(with state_dict=... to load a checkpoint into it).")
+    return (
+        f"{what} on a deferred tensor outside recording(): the module holding it is "
+        "not materialized yet. Call cs_lightning.deferred.materialize(module) first "
+        "(with state_dict=... to load a checkpoint into it)."
+    )
 
 
 def constructor_site() -> str:
@@ -237,9 +258,12 @@ class Session:
         # would have drawn from the state that one's replay leaves.
         self.follows: Session | None = None
         previous = Session._last() if Session._last is not None else None
-        if (previous is not None and len(previous.done) < len(previous.ops)
-                and any(op.random for op in previous.ops)
-                and torch.equal(previous.rng_state, self.rng_state)):
+        if (
+            previous is not None
+            and len(previous.done) < len(previous.ops)
+            and any(op.random for op in previous.ops)
+            and torch.equal(previous.rng_state, self.rng_state)
+        ):
             self.follows = previous
         Session._last = weakref.ref(self)
         self.alive: weakref.WeakSet[DeferredTensor] = weakref.WeakSet()
@@ -259,8 +283,9 @@ class Session:
 
     def ref(self, fake: DeferredTensor) -> Ref:
         m = self.meta(fake)
-        return Ref(self._sids[m.untyped_storage()._cdata], tuple(m.size()), tuple(m.stride()),
-                   m.storage_offset(), m.dtype)
+        return Ref(
+            self._sids[m.untyped_storage()._cdata], tuple(m.size()), tuple(m.stride()), m.storage_offset(), m.dtype
+        )
 
     def _wrap(self, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
         fake = DeferredTensor(meta, device)
@@ -272,22 +297,21 @@ class Session:
     def _new_storage(self, meta: torch.Tensor, device: torch.device) -> int:
         sid = len(self.storages)
         self._sids[meta.untyped_storage()._cdata] = sid
-        self.storages[sid] = Storage(sid, meta.untyped_storage().nbytes(), meta.dtype,
-                                     device, meta)
+        self.storages[sid] = Storage(sid, meta.untyped_storage().nbytes(), meta.dtype, device, meta)
         return sid
 
     # -- dispatch ------------------------------------------------------------------
     def dispatch(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
         flat, spec = tree_flatten((args, kwargs))
         fakes = [i for i, x in enumerate(flat) if isinstance(x, DeferredTensor)]
-        reals = [i for i, x in enumerate(flat)
-                 if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor)]
+        reals = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor)]
         is_random = torch.Tag.nondeterministic_seeded in func.tags
         if any(flat[i]._cs_session is not self for i in fakes):
             raise DeferredInitError(
                 f"{func} mixes deferred tensors of two recordings, in "
                 f"{constructor_site()}; materialize the module recorded first, or build "
-                "both in one recording() block.")
+                "both in one recording() block."
+            )
         if func in _LIFT:
             return self._record_constant(flat[0])
         if not fakes and reals:
@@ -297,23 +321,29 @@ class Session:
                 raise DeferredInitError(
                     f"{func} draws random numbers into a tensor created outside the "
                     f"recording, in {constructor_site()}; the draw would happen out of "
-                    "order. Create that tensor inside the constructor.")
+                    "order. Create that tensor inside the constructor."
+                )
         if func in _METADATA_QUERIES:
-            margs, mkwargs = tree_unflatten([self.meta(x) if i in fakes else x
-                                             for i, x in enumerate(flat)], spec)
+            margs, mkwargs = tree_unflatten([self.meta(x) if i in fakes else x for i, x in enumerate(flat)], spec)
             return func(*margs, **mkwargs)
         if not _returns_tensor(func) and not _written_args(func, args, kwargs):
             return self._concrete_call(func, flat, spec, fakes)  # .item(), bool(), ...
         return self._record(func, flat, spec, fakes, reals, is_random)
 
-    def _record(self, func: torch._ops.OpOverload, flat: list, spec: TreeSpec,
-                fakes: list[int], reals: list[int], is_random: bool) -> Any:
+    def _record(
+        self,
+        func: torch._ops.OpOverload,
+        flat: list,
+        spec: TreeSpec,
+        fakes: list[int],
+        reals: list[int],
+        is_random: bool,
+    ) -> Any:
         metas = list(flat)
         for i in fakes:
             metas[i] = self.meta(flat[i])
         for i in reals:
-            metas[i] = torch.empty_strided(flat[i].size(), flat[i].stride(),
-                                           dtype=flat[i].dtype, device="meta")
+            metas[i] = torch.empty_strided(flat[i].size(), flat[i].stride(), dtype=flat[i].dtype, device="meta")
         margs, mkwargs = tree_unflatten(metas, spec)
         device = self._result_device(flat, mkwargs)
         if "device" in mkwargs:
@@ -334,10 +364,10 @@ class Session:
         if any(id(w) in by_meta and by_meta[id(w)] in reals for w in written):
             raise DeferredInitError(
                 f"{func} writes a recorded value into a tensor created outside the "
-                f"recording, in {constructor_site()}; create that tensor inside it.")
+                f"recording, in {constructor_site()}; create that tensor inside it."
+            )
         out_flat, out_spec = tree_flatten(mout)
-        if not fakes and not reals and all(isinstance(m, torch.Tensor) and m.numel() == 0
-                                           for m in out_flat):
+        if not fakes and not reals and all(isinstance(m, torch.Tensor) and m.numel() == 0 for m in out_flat):
             # Nothing to allocate or draw: real, so that UninitializedParameter and other
             # placeholders built on torch.empty(0) keep working.
             args, kwargs = tree_unflatten(flat, spec)
@@ -356,25 +386,25 @@ class Session:
                 creates.append((j, self.ref(fake)))
                 result.append(fake)
         if written or creates:
-            self._log(func, flat, spec, fakes, reals, metas, written, creates, mout, device,
-                      is_random)
+            self._log(func, flat, spec, fakes, reals, metas, written, creates, mout, device, is_random)
         return tree_unflatten(result, out_spec)
 
-    def _run_for_real(self, func, flat, spec, fakes, margs, mkwargs, is_random,
-                      err: NotImplementedError) -> Any:
+    def _run_for_real(self, func, flat, spec, fakes, margs, mkwargs, is_random, err: NotImplementedError) -> Any:
         """An op without a meta kernel: compute it on real values; results enter as values."""
         if not self.active:
             raise DeferredInitError(_not_materialized(func)) from err
         if _written_args(func, margs, mkwargs):
             raise DeferredInitError(
                 f"{func} has no meta kernel and writes in place, so it cannot be recorded; "
-                f"in {constructor_site()}. Build this module eagerly. ({err})") from err
+                f"in {constructor_site()}. Build this module eagerly. ({err})"
+            ) from err
         if is_random:  # its draws must come after everything recorded so far
             self.flush(f"{func} draws random numbers and has no meta kernel")
         out = self._concrete_call(func, flat, spec, fakes)
         flat_out, out_spec = tree_flatten(out)
-        return tree_unflatten([self._record_constant(t) if isinstance(t, torch.Tensor) else t
-                               for t in flat_out], out_spec)
+        return tree_unflatten(
+            [self._record_constant(t) if isinstance(t, torch.Tensor) else t for t in flat_out], out_spec
+        )
 
     def _is_view(self, mout: Any) -> bool:
         outs = [m for m in tree_flatten(mout)[0] if isinstance(m, torch.Tensor)]
@@ -383,8 +413,11 @@ class Session:
     def _same_object(self, original: DeferredTensor, meta: torch.Tensor) -> DeferredTensor:
         # In-place metadata ops (t_, unsqueeze_) changed the meta: give the caller's
         # object the new shape the way `t.data = ...` does, keeping its identity.
-        if (original.size() != meta.size() or original.stride() != meta.stride()
-                or original.storage_offset() != meta.storage_offset()):
+        if (
+            original.size() != meta.size()
+            or original.stride() != meta.stride()
+            or original.storage_offset() != meta.storage_offset()
+        ):
             original.data = self._wrap(meta, original.device)
         return original
 
@@ -395,20 +428,20 @@ class Session:
         tensors = [x for x in flat if isinstance(x, torch.Tensor)]
         return tensors[0].device if tensors else torch.device("cpu")
 
-    def _log(self, func, flat, spec, fakes, reals, metas, written, creates, mout, device,
-             is_random) -> None:
+    def _log(self, func, flat, spec, fakes, reals, metas, written, creates, mout, device, is_random) -> None:
         sid_of = {i: self._sids[metas[i].untyped_storage()._cdata] for i in fakes}
         written_ids = {id(w) for w in written}
         writes = {sid_of[i] for i in fakes if id(metas[i]) in written_ids}
         overwrites = {ref.sid for _, ref in creates}
         for i in fakes:
-            if id(metas[i]) in written_ids and _covers_storage(metas[i]) and (
-                    (i == 0 and func.overloadpacket in _OVERWRITING)
-                    or "out" in func._overloadname):
+            if (
+                id(metas[i]) in written_ids
+                and _covers_storage(metas[i])
+                and ((i == 0 and func.overloadpacket in _OVERWRITING) or "out" in func._overloadname)
+            ):
                 overwrites.add(sid_of[i])
         # An overwritten argument's old values are not read; every other input is.
-        reads = {sid_of[i] for i in fakes
-                 if id(metas[i]) not in written_ids or sid_of[i] not in overwrites}
+        reads = {sid_of[i] for i in fakes if id(metas[i]) not in written_ids or sid_of[i] not in overwrites}
         logged = list(flat)
         for i in fakes:
             logged[i] = self.ref(flat[i])
@@ -421,9 +454,18 @@ class Session:
             logged, spec = self._pin_factory_defaults(func, logged, spec, mout, device)
         index = len(self.ops)
         self._note_generators(logged)
-        self.ops.append(Op(func, logged, spec, frozenset(reads),
-                           frozenset(writes | overwrites), frozenset(overwrites),
-                           tuple(creates), is_random))
+        self.ops.append(
+            Op(
+                func,
+                logged,
+                spec,
+                frozenset(reads),
+                frozenset(writes | overwrites),
+                frozenset(overwrites),
+                tuple(creates),
+                is_random,
+            )
+        )
         for sid in writes | overwrites:
             self._last_write[sid] = index
             self.uninitialized.discard(sid)
@@ -474,8 +516,10 @@ class Session:
         live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]
         with recording_paused():
             if any(op.random for op in live):
-                self.flush("a constructor reads the value of a randomly initialized tensor "
-                           "(.item(), .tolist(), bool(...), a data-dependent loop)")
+                self.flush(
+                    "a constructor reads the value of a randomly initialized tensor "
+                    "(.item(), .tolist(), bool(...), a data-dependent loop)"
+                )
                 return self.executor.view(ref)
             cached = self._concrete.get(ref.sid)
             if cached is None or cached[0] <= self._last_write.get(ref.sid, -1):
@@ -501,14 +545,17 @@ class Session:
             f"{reason} in {constructor_site()}. Eager construction would branch on random "
             "numbers here, so everything recorded so far was run eagerly (its memory is "
             "allocated now); weights stay exactly eager's. Move the read out of the "
-            "constructor to keep the whole model deferred.", DeferredInitWarning,
-            stacklevel=4)
+            "constructor to keep the whole model deferred.",
+            DeferredInitWarning,
+            stacklevel=4,
+        )
         keep = {self.ref(f).sid for f in list(self.alive)}
         with recording_paused():
             replay_exact(self, set(), keep, None, True, lambda sid, executor: None)
 
-    def record_call(self, func: Callable[..., Any], tensor: DeferredTensor, args: tuple,
-                    kwargs: dict) -> DeferredTensor:
+    def record_call(
+        self, func: Callable[..., Any], tensor: DeferredTensor, args: tuple, kwargs: dict
+    ) -> DeferredTensor:
         """Log a whole Python function that initializes ``tensor`` in place.
 
         For init functions that loop on random values (rejection sampling): replaying
@@ -519,13 +566,15 @@ class Session:
         flat, spec = tree_flatten(((tensor, *args), kwargs))
         logged = [ref if x is tensor else x for x in flat]
         if any(isinstance(x, torch.Tensor) for x in logged):
-            raise DeferredInitError(f"{func.__qualname__} with tensor arguments other than "
-                                    f"the one it initializes, in {constructor_site()}.")
+            raise DeferredInitError(
+                f"{func.__qualname__} with tensor arguments other than the one it initializes, in {constructor_site()}."
+            )
         sid = frozenset({ref.sid})
         index = len(self.ops)
         self._note_generators(logged)
-        self.ops.append(Op(func, logged, spec, frozenset() if full else sid, sid,
-                           sid if full else frozenset(), (), True))
+        self.ops.append(
+            Op(func, logged, spec, frozenset() if full else sid, sid, sid if full else frozenset(), (), True)
+        )
         self._last_write[ref.sid] = index
         self.uninitialized.discard(ref.sid)
         return tensor
@@ -575,9 +624,14 @@ def recording_paused() -> Iterator[None]:
 _WHOLE_CALLS = [(torch.nn.init, "trunc_normal_")]
 # Setters of the global CPU generator: the draws recorded before them happen only at
 # materialize, so a state set (or restored, as fork_rng does) now cannot be replayed.
-_RNG_SETTERS = [(torch, "manual_seed"), (torch.random, "manual_seed"), (torch, "seed"),
-                (torch.random, "seed"), (torch, "set_rng_state"),
-                (torch.random, "set_rng_state")]
+_RNG_SETTERS = [
+    (torch, "manual_seed"),
+    (torch.random, "manual_seed"),
+    (torch, "seed"),
+    (torch.random, "seed"),
+    (torch, "set_rng_state"),
+    (torch.random, "set_rng_state"),
+]
 _patch_lock = threading.Lock()
 _patch_users = 0
 
@@ -600,7 +654,8 @@ def _refused_setter(original: Callable[..., Any]) -> Callable[..., Any]:
             raise DeferredInitError(
                 f"torch.{original.__name__} in {constructor_site()}: the random numbers "
                 "recorded so far are drawn only at materialize, so setting the global "
-                "generator here cannot be replayed. Seed before deferred_init/recording.")
+                "generator here cannot be replayed. Seed before deferred_init/recording."
+            )
         return original(*args, **kwargs)
 
     return call
@@ -663,7 +718,8 @@ def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if not isinstance(module, torch.nn.Module):
         raise DeferredInitUsageError(
             f"deferred_init: {getattr(fn, '__qualname__', fn)!s} returned a {type(module).__name__}, not a "
-            "torch.nn.Module; fix: return the module (wrap several in nn.ModuleList or nn.ModuleDict)")
+            "torch.nn.Module; fix: return the module (wrap several in nn.ModuleList or nn.ModuleDict)"
+        )
     return module
 
 
@@ -677,9 +733,11 @@ def _deferred_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with recording():
             return fn(*args, **kwargs)
     except DeferredInitError as err:
-        warnings.warn(f"{err} Falling back to eager construction of "
-                      f"{getattr(fn, '__qualname__', fn)!s}.", DeferredInitWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"{err} Falling back to eager construction of {getattr(fn, '__qualname__', fn)!s}.",
+            DeferredInitWarning,
+            stacklevel=2,
+        )
         # Start over from where the failed attempt started (it may have run a part).
         random.setstate(python_rng)
         np.random.set_state(numpy_rng)
@@ -689,5 +747,4 @@ def _deferred_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 def is_deferred(module: torch.nn.Module) -> bool:
     """True while any parameter or buffer of ``module`` is still a deferred tensor."""
-    return any(isinstance(t, DeferredTensor)
-               for t in (*module.parameters(), *module.buffers()))
+    return any(isinstance(t, DeferredTensor) for t in (*module.parameters(), *module.buffers()))

@@ -88,8 +88,7 @@ class Executor:
                 self.bases[sid] = self._spare[(s.nbytes, s.dtype, self.device_of(sid))].pop()
             except IndexError:
                 itemsize = torch.empty((), dtype=s.dtype, device="meta").element_size()
-                self.bases[sid] = torch.empty(s.nbytes // itemsize, dtype=s.dtype,
-                                              device=self.device_of(sid))
+                self.bases[sid] = torch.empty(s.nbytes // itemsize, dtype=s.dtype, device=self.device_of(sid))
         return self.bases[sid]
 
     def view(self, ref: Ref) -> torch.Tensor:
@@ -116,7 +115,8 @@ class Executor:
                 f"a tensor of shape {tuple(c.value.shape)} created outside the recording "
                 "and used by the constructor was modified in place after it was recorded; "
                 "materialize would not see the value eager construction saw. Modify it "
-                "after materialize, or pass a copy to the constructor.")
+                "after materialize, or pass a copy to the constructor."
+            )
         key = id(c)
         if key not in self._consts:
             device = self.device if self.device is not None else c.value.device
@@ -124,8 +124,7 @@ class Executor:
         return self._consts[key]
 
     def _resolve(self, op: Op) -> tuple:
-        flat = [self.view(x) if isinstance(x, Ref) else
-                self._const(x) if isinstance(x, Const) else x for x in op.flat]
+        flat = [self.view(x) if isinstance(x, Ref) else self._const(x) if isinstance(x, Const) else x for x in op.flat]
         args, kwargs = tree_unflatten(flat, op.spec)
         if self.device is not None and kwargs.get("device") is not None:
             kwargs["device"] = self.device
@@ -151,8 +150,11 @@ class Executor:
         sid = ref.sid
         s = self.storages[sid]
         n = s.nbytes // out.element_size()
-        if (out.untyped_storage().nbytes() == s.nbytes and tuple(out.stride()) == ref.stride
-                and out.storage_offset() == ref.offset):
+        if (
+            out.untyped_storage().nbytes() == s.nbytes
+            and tuple(out.stride()) == ref.stride
+            and out.storage_offset() == ref.offset
+        ):
             self.bases[sid] = out.as_strided((n,), (1,), 0)
         else:  # the real kernel chose another layout than the meta one: copy into it
             self.bases[sid] = torch.empty(n, dtype=s.dtype, device=out.device)
@@ -228,8 +230,7 @@ def _contiguous(ref: Ref) -> bool:
 _GLOBAL_RNG = threading.Lock()
 
 
-def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple,
-               kwargs: dict) -> Any:
+def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Run a random op drawing from ``generator`` instead of the global generator."""
     if not isinstance(func, torch._ops.OpOverload):  # a recorded init function
         return func(*args, **kwargs, generator=generator)
@@ -249,9 +250,15 @@ def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple
         return func(*args, **kwargs)
 
 
-def replay_exact(session: Session, targets: set[int], keep: set[int],
-                 device: torch.device | None, draw_trailing: bool,
-                 on_ready: Callable[[int, Executor], None], workers: int = 1) -> None:
+def replay_exact(
+    session: Session,
+    targets: set[int],
+    keep: set[int],
+    device: torch.device | None,
+    draw_trailing: bool,
+    on_ready: Callable[[int, Executor], None],
+    workers: int = 1,
+) -> None:
     """Replay the session's pending ops on the global generator, eager's order.
 
     ``targets`` are storages the caller wants (``on_ready`` is called for each after its
@@ -266,7 +273,7 @@ def replay_exact(session: Session, targets: set[int], keep: set[int],
     flags = live_ops(ops, targets | keep)
     executor = session.executor or Executor(session.storages, device)
     session.executor = executor
-    last_use: dict[int, int] = {sid: -1 for sid in targets}
+    last_use: dict[int, int] = dict.fromkeys(targets, -1)
     for k, op in enumerate(ops):
         if flags[k]:
             for sid in op.reads | op.writes:
@@ -360,8 +367,9 @@ class _Plan:
     done: set[int]  # live ops the plan runs: the fills and the live barriers
 
 
-def _parallel_plan(ops: Sequence[Op], flags: list[bool], executor: Executor, draw_trailing: bool,
-                   last_draw: int, workers: int) -> _Plan | None:
+def _parallel_plan(
+    ops: Sequence[Op], flags: list[bool], executor: Executor, draw_trailing: bool, last_draw: int, workers: int
+) -> _Plan | None:
     """Split the live random fills over ``workers`` threads, or None where order must be kept.
 
     Eager draws every random op's numbers from one mt19937 stream, in order; a fill
@@ -440,19 +448,25 @@ def _truncated_normal(op: Op) -> _Fill | None:
     bound = inspect.signature(torch.nn.init.trunc_normal_).bind(*args, **kwargs)
     bound.apply_defaults()
     target, mean, std, a, b = (bound.arguments[name] for name in ("tensor", "mean", "std", "a", "b"))
-    if (bound.arguments["generator"] is not None or target.dtype != torch.float32 or target.numel < 16
-            or not _contiguous(target) or std <= 0):
+    if (
+        bound.arguments["generator"] is not None
+        or target.dtype != torch.float32
+        or target.numel < 16
+        or not _contiguous(target)
+        or std <= 0
+    ):
         return None
     mass = _normal_mass(mean, std, a, b)
     if mass <= 0.3 or (1.0 - mass) * target.numel > 1e-3:  # another sampler, or a second round likely
         return None
     lo, hi = (torch.tensor(x, dtype=torch.float32).item() for x in (a, b))  # as torch compares
-    return _Fill(aten.normal_.default, target, (mean, std), {}, target.numel + (16 if target.numel % 16 else 0),
-                 (lo, hi))
+    return _Fill(
+        aten.normal_.default, target, (mean, std), {}, target.numel + (16 if target.numel % 16 else 0), (lo, hi)
+    )
 
 
 def _normal_mass(mean: float, std: float, a: float, b: float) -> float:
-    cdf = lambda x: (1.0 + math.erf((x - mean) / std / math.sqrt(2.0))) / 2.0  # noqa: E731
+    cdf = lambda x: (1.0 + math.erf((x - mean) / std / math.sqrt(2.0))) / 2.0
     return cdf(b) - cdf(a)
 
 
@@ -501,7 +515,8 @@ def _run_plan(plan: _Plan, ops: Sequence[Op], executor: Executor) -> bool:
         for stage in plan.stages:
             start, position = torch.get_rng_state(), 0
             if stage.shares:
-                ends = list(pool.map(lambda share: _run_share(share, start, plan.fills, executor), stage.shares))
+                run = functools.partial(_run_share, start=start, fills=plan.fills, executor=executor)
+                ends = list(pool.map(run, stage.shares))
                 state, position = ends[-1]
                 torch.set_rng_state(state)
             _skip(torch.default_generator, stage.words - position)  # dead ops' draws after the last fill
@@ -511,8 +526,9 @@ def _run_plan(plan: _Plan, ops: Sequence[Op], executor: Executor) -> bool:
     return all(_within(fill, executor) for fill in plan.fills.values() if fill.bounds is not None)
 
 
-def _run_share(pieces: list[_Piece], start: torch.Tensor, fills: dict[int, _Fill],
-               executor: Executor) -> tuple[torch.Tensor, int]:
+def _run_share(
+    pieces: list[_Piece], start: torch.Tensor, fills: dict[int, _Fill], executor: Executor
+) -> tuple[torch.Tensor, int]:
     """One thread's pieces, from generator state ``start``; its final state and position."""
     generator = torch.Generator()
     generator.set_state(start)
@@ -521,7 +537,7 @@ def _run_share(pieces: list[_Piece], start: torch.Tensor, fills: dict[int, _Fill
         for piece in pieces:
             _skip(generator, piece.offset - at)  # to this thread's start, or over dead ops' numbers
             fill = fills[piece.k]
-            view = executor.view(fill.target).view(-1)[piece.start:piece.stop]
+            view = executor.view(fill.target).view(-1)[piece.start : piece.stop]
             fill.func(view, *fill.args, **{**fill.kwargs, "generator": generator})
             at = piece.offset + (piece.stop - piece.start)
             if piece.stop == fill.target.numel and fill.words > fill.target.numel:

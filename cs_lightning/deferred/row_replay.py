@@ -39,10 +39,25 @@ aten = torch.ops.aten
 
 # Ops that change each element from its own old value and scalars only: they act on rows alone.
 _ELEMENTWISE = {
-    aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default, aten.mul_.Scalar, aten.mul_.Tensor,
-    aten.div_.Scalar, aten.div_.Tensor, aten.add_.Scalar, aten.add_.Tensor, aten.sub_.Scalar,
-    aten.sub_.Tensor, aten.clamp_.default, aten.clamp_min_.default, aten.clamp_max_.default,
-    aten.neg_.default, aten.abs_.default, aten.sqrt_.default, aten.erfinv_.default, aten.exp_.default,
+    aten.fill_.Scalar,
+    aten.fill_.Tensor,
+    aten.zero_.default,
+    aten.mul_.Scalar,
+    aten.mul_.Tensor,
+    aten.div_.Scalar,
+    aten.div_.Tensor,
+    aten.add_.Scalar,
+    aten.add_.Tensor,
+    aten.sub_.Scalar,
+    aten.sub_.Tensor,
+    aten.clamp_.default,
+    aten.clamp_min_.default,
+    aten.clamp_max_.default,
+    aten.neg_.default,
+    aten.abs_.default,
+    aten.sqrt_.default,
+    aten.erfinv_.default,
+    aten.exp_.default,
     aten.tanh_.default,
 }
 # Factories of a storage whose values need no stream: (what the rows get).
@@ -63,10 +78,17 @@ class _RowOp:
     bounds: tuple[float, float] | None = None
 
 
-def replay_rows(session: Session, ranges: dict[int, tuple[int, int]], whole: set[int], keep: set[int],
-                on_rows: Callable[[int, torch.Tensor], None], on_whole: Callable[[int, Executor], None],
-                agree: Callable[[bool], bool], draw_trailing: bool = True,
-                into: Callable[[int], torch.Tensor | None] = lambda sid: None) -> dict[int, str]:
+def replay_rows(
+    session: Session,
+    ranges: dict[int, tuple[int, int]],
+    whole: set[int],
+    keep: set[int],
+    on_rows: Callable[[int, torch.Tensor], None],
+    on_whole: Callable[[int, Executor], None],
+    agree: Callable[[bool], bool],
+    draw_trailing: bool = True,
+    into: Callable[[int], torch.Tensor | None] = lambda sid: None,
+) -> dict[int, str]:
     """Replay the session's pending ops on the global CPU generator, this rank's rows only.
 
     ``ranges[sid]`` is the element range ``[lo, hi)`` this rank keeps of a sharded storage;
@@ -74,7 +96,8 @@ def replay_rows(session: Session, ranges: dict[int, tuple[int, int]], whole: set
     storage's rows after its last live op; ``on_whole(sid, executor)`` a storage computed in
     full (a buffer, or a sharded one that could not be sliced: take its rows there). ``agree(ok)``
     is True when ``ok`` on every rank. ``into(sid)`` may give the flat tensor to make a sharded
-    storage's rows in (its final place: no copy), else they are made in a tensor of their own. Returns the sharded storages generated whole, with why.
+    storage's rows in (its final place: no copy), else they are made in a tensor of their own. Returns the
+    sharded storages generated whole, with why.
     The global generator ends where eager construction leaves it (with ``draw_trailing``).
     """
     indices = session.pending()
@@ -99,8 +122,11 @@ def replay_rows(session: Session, ranges: dict[int, tuple[int, int]], whole: set
             sid = next(iter(op.writes))
             if sid not in local:
                 given = into(sid)
-                local[sid] = given if given is not None else torch.empty(
-                    ranges[sid][1] - ranges[sid][0], dtype=session.storages[sid].dtype)
+                local[sid] = (
+                    given
+                    if given is not None
+                    else torch.empty(ranges[sid][1] - ranges[sid][0], dtype=session.storages[sid].dtype)
+                )
             _run_rows(row_ops[k], op, local[sid], ranges[sid], stream, agree, session.storages[sid])
         elif flags[k]:
             if op.random:
@@ -155,7 +181,7 @@ class _Stream:
 
 
 def _last_uses(ops: Sequence[Op], flags: list[bool], wanted: set[int]) -> dict[int, list[int]]:
-    last: dict[int, int] = {sid: -1 for sid in wanted}
+    last: dict[int, int] = dict.fromkeys(wanted, -1)
     for k, op in enumerate(ops):
         if flags[k]:
             for sid in (op.reads | op.writes) & wanted:
@@ -166,8 +192,9 @@ def _last_uses(ops: Sequence[Op], flags: list[bool], wanted: set[int]) -> dict[i
     return by_op
 
 
-def _classify(ops: Sequence[Op], flags: list[bool], ranges: dict[int, tuple[int, int]],
-              storages: dict[int, Storage]) -> tuple[dict[int, _RowOp], dict[int, str]]:
+def _classify(
+    ops: Sequence[Op], flags: list[bool], ranges: dict[int, tuple[int, int]], storages: dict[int, Storage]
+) -> tuple[dict[int, _RowOp], dict[int, str]]:
     """Each live op on a sharded storage as a row op; the storages with an op that is not one
     (with that op's name)."""
     row_ops: dict[int, _RowOp] = {}
@@ -191,8 +218,9 @@ def _op_name(op: Op) -> str:
 
 def _covers(ref: Ref, storage: Storage) -> bool:
     itemsize = torch.empty((), dtype=ref.dtype, device="meta").element_size()
-    return (ref.offset == 0 and ref.dtype == storage.dtype and _contiguous(ref)
-            and ref.numel * itemsize == storage.nbytes)
+    return (
+        ref.offset == 0 and ref.dtype == storage.dtype and _contiguous(ref) and ref.numel * itemsize == storage.nbytes
+    )
 
 
 def _row_op(op: Op, storage: Storage, span: tuple[int, int]) -> _RowOp | None:
@@ -218,14 +246,22 @@ def _row_op(op: Op, storage: Storage, span: tuple[int, int]) -> _RowOp | None:
     chunk = _chunkable(op)
     if chunk is not None:
         func, target = chunk
-        if target.dtype != torch.float32 or not _covers(target, storage) or (
-                func is aten.normal_.default and target.numel < 16):
+        if (
+            target.dtype != torch.float32
+            or not _covers(target, storage)
+            or (func is aten.normal_.default and target.numel < 16)
+        ):
             return None
         args, kwargs = _args_after_target(op)
         words = target.numel + (16 if func is aten.normal_.default and target.numel % 16 else 0)
         return _RowOp("fill", func, args, kwargs, words, target.numel)
-    if (op.func in _ELEMENTWISE and isinstance(op.flat[0], Ref) and not op.random
-            and len({x for x in op.flat if isinstance(x, Ref)}) == 1 and _local_part(op.flat[0], *span) is not False):
+    if (
+        op.func in _ELEMENTWISE
+        and isinstance(op.flat[0], Ref)
+        and not op.random
+        and len({x for x in op.flat if isinstance(x, Ref)}) == 1
+        and _local_part(op.flat[0], *span) is not False
+    ):
         return _RowOp("apply", op.func)
     return None
 
@@ -237,8 +273,15 @@ def _args_after_target(op: Op) -> tuple[tuple, dict]:
     return tuple(args[1:]), {key: v for key, v in kwargs.items() if key != "generator"}
 
 
-def _run_rows(row: _RowOp, op: Op, out: torch.Tensor, span: tuple[int, int], stream: _Stream,
-              agree: Callable[[bool], bool], storage: Storage) -> None:
+def _run_rows(
+    row: _RowOp,
+    op: Op,
+    out: torch.Tensor,
+    span: tuple[int, int],
+    stream: _Stream,
+    agree: Callable[[bool], bool],
+    storage: Storage,
+) -> None:
     lo, hi = span
     if row.kind == "set":
         if row.func is not None:
@@ -259,8 +302,7 @@ def _run_rows(row: _RowOp, op: Op, out: torch.Tensor, span: tuple[int, int], str
         stream.at += row.words
 
 
-def _normal_rows(out: torch.Tensor, lo: int, hi: int, n: int, args: tuple, kwargs: dict,
-                 stream: _Stream) -> None:
+def _normal_rows(out: torch.Tensor, lo: int, hi: int, n: int, args: tuple, kwargs: dict, stream: _Stream) -> None:
     """Elements ``[lo, hi)`` of a ``normal_`` over ``n`` elements starting at the stream's op."""
     ragged = n % 16 != 0
     body = n - 16 if ragged else n  # elements made by their own chunk; the last 16 of a ragged n by the tail
@@ -271,24 +313,32 @@ def _normal_rows(out: torch.Tensor, lo: int, hi: int, n: int, args: tuple, kwarg
         stream.seek(cut)
         aligned_end = stop // 16 * 16
         if cut >= lo and aligned_end - cut >= 16:  # whole chunks, straight into place
-            out[cut - lo:aligned_end - lo].normal_(*args, **kwargs)
+            out[cut - lo : aligned_end - lo].normal_(*args, **kwargs)
             cut = aligned_end
         else:  # a chunk cut by the range
             buffer.normal_(*args, **kwargs)
             a, b = max(lo, cut), min(stop, cut + 16)
-            out[a - lo:b - lo].copy_(buffer[a - cut:b - cut])
+            out[a - lo : b - lo].copy_(buffer[a - cut : b - cut])
             cut += 16
         stream.pos = stream.at + cut
     if ragged and hi > body:
         stream.seek(n)
         buffer.normal_(*args, **kwargs)
         a = max(lo, body)
-        out[a - lo:hi - lo].copy_(buffer[a - body:hi - body])
+        out[a - lo : hi - lo].copy_(buffer[a - body : hi - body])
         stream.pos = stream.at + n + 16
 
 
-def _trunc_rows(row: _RowOp, op: Op, out: torch.Tensor, lo: int, hi: int, stream: _Stream,
-                agree: Callable[[bool], bool], storage: Storage) -> None:
+def _trunc_rows(
+    row: _RowOp,
+    op: Op,
+    out: torch.Tensor,
+    lo: int,
+    hi: int,
+    stream: _Stream,
+    agree: Callable[[bool], bool],
+    storage: Storage,
+) -> None:
     """One speculated round of ``normal_`` on the rows; the whole call if any rank's rows fell out."""
     state, pos = torch.get_rng_state(), stream.pos
     if lo < hi:
@@ -316,12 +366,13 @@ def _apply(op: Op, out: torch.Tensor, lo: int, hi: int) -> None:
     if part is None:
         return
     view = out.as_strided(*part)
-    args, kwargs = tree_unflatten([view if isinstance(x, Ref) else x.value if isinstance(x, Const) else x
-                                   for x in op.flat], op.spec)
+    args, kwargs = tree_unflatten(
+        [view if isinstance(x, Ref) else x.value if isinstance(x, Const) else x for x in op.flat], op.spec
+    )
     op.func(*args, **kwargs)
 
 
-def _local_part(ref: Ref, lo: int, hi: int) -> tuple[tuple, tuple, int] | None | bool:
+def _local_part(ref: Ref, lo: int, hi: int) -> tuple[tuple, tuple, int] | bool | None:
     """(size, stride, offset) in ``[lo, hi)``'s coordinates of the elements of view ``ref`` lying
     there; None when none does; False when the view's rows cannot be cut there as one view
     (a dim-0 slice whose elements straddle ``lo`` or ``hi``)."""

@@ -42,9 +42,17 @@ from cs_lightning.deferred.replay import Executor
 from cs_lightning.deferred.row_replay import replay_rows
 
 
-def materialize_sharded(module: nn.Module, device: torch.device, dtype: torch.dtype | None = None, *,
-                        prepare: Callable[[nn.Module], None], agree: Callable[[bool], bool],
-                        mode: str = "exact", provided: Collection[str] = (), rng: str = "eager") -> dict[str, str]:
+def materialize_sharded(
+    module: nn.Module,
+    device: torch.device,
+    dtype: torch.dtype | None = None,
+    *,
+    prepare: Callable[[nn.Module], None],
+    agree: Callable[[bool], bool],
+    mode: str = "exact",
+    provided: Collection[str] = (),
+    rng: str = "eager",
+) -> dict[str, str]:
     """Make a recorded module real and sharded, in place; returns the parameters generated whole.
 
     Args:
@@ -108,8 +116,10 @@ def shard_rows(tensor: torch.Tensor, name: str) -> tuple[int, int] | None:
     start = min(rows, tensor.device_mesh.get_local_rank() * per_rank)
     stop = min(rows, start + per_rank)
     if tensor.to_local().shape[0] != stop - start:
-        raise RuntimeError(f"sharded materialize: {name} has {tensor.to_local().shape[0]} local rows, torch.chunk"
-                           f" gives {stop - start}; this torch shards differently than cs_lightning expects.")
+        raise RuntimeError(
+            f"sharded materialize: {name} has {tensor.to_local().shape[0]} local rows, torch.chunk"
+            f" gives {stop - start}; this torch shards differently than cs_lightning expects."
+        )
     return start, stop
 
 
@@ -127,7 +137,7 @@ def load_rows(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None
             if rows is None:
                 tensor.copy_(source)
             else:
-                tensor.to_local().copy_(source[rows[0]:rows[1]])
+                tensor.to_local().copy_(source[rows[0] : rows[1]])
             mapped.release(source)
 
 
@@ -151,9 +161,10 @@ def _rows_like(value: Any, param: torch.Tensor) -> Any:
     rows = shard_rows(param, "optimizer state")
     if rows is None or not isinstance(value, torch.Tensor) or value.shape != param.shape:
         return value
-    local = value[rows[0]:rows[1]].to(param.to_local().device, copy=True)
-    return DTensor.from_local(local, param.device_mesh, param.placements, run_check=False, shape=param.shape,
-                              stride=param.stride())
+    local = value[rows[0] : rows[1]].to(param.to_local().device, copy=True)
+    return DTensor.from_local(
+        local, param.device_mesh, param.placements, run_check=False, shape=param.shape, stride=param.stride()
+    )
 
 
 class _Placer:
@@ -209,8 +220,9 @@ class _Placer:
                 setattr(slot.owner, slot.name, final)
 
 
-def _session(session: Any, group: list[_Deferred], place: _Placer, agree: Callable[[bool], bool],
-             mode: str, draw_trailing: bool) -> dict[str, str]:
+def _session(
+    session: Any, group: list[_Deferred], place: _Placer, agree: Callable[[bool], bool], mode: str, draw_trailing: bool
+) -> dict[str, str]:
     by_sid: dict[int, list[_Deferred]] = {}
     for entry in group:
         by_sid.setdefault(entry.ref.sid, []).append(entry)
@@ -241,9 +253,26 @@ def _session(session: Any, group: list[_Deferred], place: _Placer, agree: Callab
             executor.release(sid)
 
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in by_sid}
-        replay_independent(session, set(by_sid), keep, torch.device("cpu"), torch.initial_seed(), keys, on_ready,
-                           torch.get_num_threads())
+        replay_independent(
+            session,
+            set(by_sid),
+            keep,
+            torch.device("cpu"),
+            torch.initial_seed(),
+            keys,
+            on_ready,
+            torch.get_num_threads(),
+        )
         return {}
-    demoted = replay_rows(session, ranges, set(by_sid) - set(ranges), keep, on_rows, on_whole, agree, draw_trailing,
-                          into=lambda sid: place.into(by_sid[sid][0]))
+    demoted = replay_rows(
+        session,
+        ranges,
+        set(by_sid) - set(ranges),
+        keep,
+        on_rows,
+        on_whole,
+        agree,
+        draw_trailing,
+        into=lambda sid: place.into(by_sid[sid][0]),
+    )
     return {by_sid[sid][0].fqns[0]: why for sid, why in demoted.items()}

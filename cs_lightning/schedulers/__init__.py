@@ -39,7 +39,12 @@ from cs_lightning.schedulers.composite import (
     SequentialWD,
 )
 from cs_lightning.schedulers.cyclic import (
-    CyclicLR, CyclicMomentum, CyclicWD, OneCycleLR, OneCycleMomentum, OneCycleWD,
+    CyclicLR,
+    CyclicMomentum,
+    CyclicWD,
+    OneCycleLR,
+    OneCycleMomentum,
+    OneCycleWD,
 )
 from cs_lightning.schedulers.decay import (
     ConstantLR,
@@ -103,10 +108,10 @@ __all__ = [
     "LambdaWD",
     "LinearLR",
     "LinearWD",
+    "MomentumScheduler",
     "MultiStepLR",
     "MultiStepWD",
     "MultiplicativeLR",
-    "MomentumScheduler",
     "MultiplicativeWD",
     "OneCycleLR",
     "OneCycleMomentum",

@@ -79,7 +79,7 @@ class Steps:
     write its result there, which saves an allocation and a copy per chunk.
     """
 
-    __slots__ = ("range", "_ints", "_floats", "_unclaimed")
+    __slots__ = ("_floats", "_ints", "_unclaimed", "range")
 
     def __init__(self, steps: range | Tensor, out: Tensor | None = None) -> None:
         self.range = steps if isinstance(steps, range) else None
@@ -207,9 +207,7 @@ def _tag_set(owner: str, tags: Any) -> set[str | None] | None:
     if isinstance(tags, str):
         return {tags}
     if not isinstance(tags, (list, tuple, set)):
-        raise TypeError(
-            f"{owner}: got param_group_tags={tags!r}; give a tag, a list of tags or None"
-        )
+        raise TypeError(f"{owner}: got param_group_tags={tags!r}; give a tag, a list of tags or None")
     for tag in tags:
         if tag is not None and not isinstance(tag, str):
             raise TypeError(f"{owner}: got param_group_tags={tags!r}; tags are strings or None")
@@ -227,7 +225,7 @@ def _group_tags(group: dict) -> set:
 class _Cursor:
     """Where stepping is: the step, a block of precomputed rows, the row written last."""
 
-    __slots__ = ("step", "start", "block", "last", "changes")
+    __slots__ = ("block", "changes", "last", "start", "step")
 
     def __init__(self, step: int) -> None:
         self.step = step
@@ -275,8 +273,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         # its generic class (_Polynomial), so help() and the docs have it.
         super().__init_subclass__(**kwargs)
         form = next(
-            (base for base in cls.__mro__[1:]
-             if base.__name__.startswith("_") and "_get_closed_form" in vars(base)),
+            (base for base in cls.__mro__[1:] if base.__name__.startswith("_") and "_get_closed_form" in vars(base)),
             None,
         )
         if form is not None and form.__doc__ and cls.__doc__ and not cls.__name__.startswith("_"):
@@ -322,10 +319,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         refuse lr < 0, and a schedule should not reach one hundreds of steps into a run."""
         owner, public = type(self).__name__, _public_name(type(self), name)
         checked = check(owner, public, value, *extra)
-        if self.param_group_key == "lr" and name in _VALUE_ARGUMENTS:
-            if any(v < 0 for v in (checked if isinstance(checked, list) else [checked])):
-                raise ValueError(f"{owner}: got {public}={value!r}; a learning rate must be >= 0 "
-                                 "(torch's optimizers refuse lr < 0)")
+        values = checked if isinstance(checked, list) else [checked]
+        if self.param_group_key == "lr" and name in _VALUE_ARGUMENTS and any(v < 0 for v in values):
+            raise ValueError(
+                f"{owner}: got {public}={value!r}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0)"
+            )
         return checked
 
     # -- the closed form -------------------------------------------------------------
@@ -391,8 +389,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         """Evaluate the closed form at ``steps`` into ``out`` (of their shape): the closed form
         may claim it (see _claim_out), else its result is copied there."""
         result = self._closed_form_at(Steps(steps, out=out[...]))  # torch may resize an out=
-        if not (result.data_ptr() == out.data_ptr() and result.shape == out.shape
-                and result.stride() == out.stride()):
+        if not (result.data_ptr() == out.data_ptr() and result.shape == out.shape and result.stride() == out.stride()):
             out.copy_(result)
 
     def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
@@ -421,7 +418,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         except Exception as error:
             try:
                 self._closed_form_at(torch.tensor(start))
-            except Exception:
+            except Exception:  # noqa: BLE001
                 raise error from None
             raise self._python_control_flow(error) from error
         # A closed form that branches on the whole tensor (`.all()`, `.any()`) gives other
@@ -429,8 +426,9 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         for offset in (0, _BLOCK - 1):
             alone = float(self._closed_form_at(torch.tensor(start + offset)))
             among = float(curve[offset])
-            if not (math.isclose(alone, among, rel_tol=1e-6) or alone == among
-                    or (math.isnan(alone) and math.isnan(among))):
+            if not (
+                math.isclose(alone, among, rel_tol=1e-6) or alone == among or (math.isnan(alone) and math.isnan(among))
+            ):
                 raise self._python_control_flow(
                     f"step {start + offset} gives {alone} alone but {among} among other steps"
                 )
@@ -455,9 +453,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     def _bind_groups(self) -> None:
         groups = self.optimizer.param_groups[: self._bound]
         tags = self.param_group_tags
-        self._targets = [
-            i for i, group in enumerate(groups) if tags is None or tags & _group_tags(group)
-        ]
+        self._targets = [i for i, group in enumerate(groups) if tags is None or tags & _group_tags(group)]
         if not self._targets:
             available = set().union(*(_group_tags(group) for group in groups))
             raise ValueError(
@@ -481,8 +477,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if len(groups) <= self._seen:
             return
         tags = self.param_group_tags
-        new = {i: groups[i][self.param_group_key] for i in range(self._seen, len(groups))
-               if tags is None or tags & _group_tags(groups[i])}
+        new = {
+            i: groups[i][self.param_group_key]
+            for i in range(self._seen, len(groups))
+            if tags is None or tags & _group_tags(groups[i])
+        }
         self._seen = len(groups)
         if new:
             self._rebase(new)
@@ -536,9 +535,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             if isinstance(held, Tensor):
                 held.fill_(value)
             else:
-                groups[index][key] = torch.tensor(
-                    value, dtype=torch.float32, device=_group_device(groups[index])
-                )
+                groups[index][key] = torch.tensor(value, dtype=torch.float32, device=_group_device(groups[index]))
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
@@ -610,7 +607,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
                 if "can't allocate memory" not in str(error):
                     raise
         raise TooLargeError(
-            f"{type(self).__name__}.values: {count} steps x {groups} param group{'s' * (groups != 1)} of {self._dtype} need "
+            f"{type(self).__name__}.values: {count} steps x {groups} param group{'s' * (groups != 1)} "
+            f"of {self._dtype} need "
             f"{size / 1e9:.1f} GB, more than the {(available or 0) / 1e9:.1f} GB of memory available; fix: ask "
             "for the steps you need (a range with a stride, e.g. range(0, n, 1000), or a tensor of steps)"
         )
@@ -739,8 +737,10 @@ class MomentumScheduler(Scheduler):
 
     def set_tensor_values(self, enabled: bool) -> None:
         if _checks.flag(type(self).__name__, "enabled", enabled):
-            raise ValueError(f"{type(self).__name__}.set_tensor_values: got enabled=True; momentum "
-                             "values stay Python floats (torch optimizers take betas as floats)")
+            raise ValueError(
+                f"{type(self).__name__}.set_tensor_values: got enabled=True; momentum "
+                "values stay Python floats (torch optimizers take betas as floats)"
+            )
 
 
 def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
@@ -755,9 +755,7 @@ def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
 
 
 def _has_closed_form(cls: type) -> bool:
-    return cls._get_closed_form is not Scheduler._get_closed_form or hasattr(
-        cls, "_get_closed_form_lr"
-    )
+    return cls._get_closed_form is not Scheduler._get_closed_form or hasattr(cls, "_get_closed_form_lr")
 
 
 def _available_memory() -> int | None:
@@ -807,8 +805,9 @@ def _step_tensor(owner: str, steps: Any) -> Tensor:
         tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))
     except (TypeError, ValueError, RuntimeError):
         tensor = None
-    integers = tensor is not None and (tensor.numel() == 0 or not (
-        tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool))
+    integers = tensor is not None and (
+        tensor.numel() == 0 or not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+    )
     if not integers or tensor.ndim != 1:
         raise TypeError(
             f"{owner}.values: got steps={reprlib.repr(steps)}; pass an int n (for range(n)), a range "
@@ -854,8 +853,7 @@ def _state_fields(cls: type) -> tuple[str, ...]:
     return tuple(
         name
         for name, parameter in inspect.signature(cls.__init__).parameters.items()
-        if name not in skip
-        and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+        if name not in skip and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
     )
 
 
@@ -869,9 +867,7 @@ def _saved_fields(scheduler: Scheduler) -> list[str]:
 
 
 def _children(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and bool(value) and all(
-        isinstance(item, Scheduler) for item in value
-    )
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, Scheduler) for item in value)
 
 
 def _is_state(value: Any) -> bool:

@@ -14,7 +14,13 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    MAX_BREAKPOINTS, LRScheduler, Scheduler, Tags, WeightDecayScheduler, bounds, padded,
+    MAX_BREAKPOINTS,
+    LRScheduler,
+    Scheduler,
+    Tags,
+    WeightDecayScheduler,
+    bounds,
+    padded,
 )
 
 
@@ -44,9 +50,7 @@ def _scheduler_list(owner: str, name: str, value: object) -> list[Scheduler]:
         raise TypeError(f"{owner}: got {name}={value!r}; give a non-empty list of schedulers")
     for index, child in enumerate(value):
         if not isinstance(child, Scheduler):
-            raise TypeError(
-                f"{owner}: got {name}[{index}]={child!r}; give cs_lightning schedulers"
-            )
+            raise TypeError(f"{owner}: got {name}[{index}]={child!r}; give cs_lightning schedulers")
     return list(value)
 
 
@@ -107,9 +111,7 @@ class _Sequential(_Composite):
         _check_stage_lengths(owner, self.schedulers, self.milestones)
         last = self.schedulers[-1].total_iters
         total = None if last is None else ([0, *self.milestones][-1] + last)
-        super().__init__(
-            optimizer, total_iters=total, last_epoch=last_epoch, param_group_tags=param_group_tags
-        )
+        super().__init__(optimizer, total_iters=total, last_epoch=last_epoch, param_group_tags=param_group_tags)
 
     def _children(self) -> tuple[str, list[Scheduler]]:
         return "schedulers", self.schedulers
@@ -219,9 +221,7 @@ class _ScalePerParam(_Composite):
         param_group_tags: Tags = None,
     ) -> None:
         self.scheduler = _scheduler_list(type(self).__name__, "scheduler", [scheduler])[0]
-        super().__init__(
-            optimizer, total_iters=self.scheduler.total_iters, param_group_tags=param_group_tags
-        )
+        super().__init__(optimizer, total_iters=self.scheduler.total_iters, param_group_tags=param_group_tags)
 
     def _children(self) -> tuple[str, list[Scheduler]]:
         return "scheduler", [self.scheduler]

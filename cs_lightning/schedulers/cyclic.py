@@ -13,7 +13,12 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    LRScheduler, MomentumScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias,
+    LRScheduler,
+    MomentumScheduler,
+    Scheduler,
+    Tags,
+    WeightDecayScheduler,
+    _Alias,
 )
 
 # The scale mode each built-in cyclic mode implies (as in torch and cerebras.pytorch).
@@ -125,9 +130,7 @@ class _OneCycle(Scheduler):
         self.pct_start = self._arg(_checks.positive, "pct_start", pct_start)
         self.final_div_factor = self._arg(_checks.positive, "final_div_factor", final_div_factor)
         self.three_phase = self._arg(_checks.flag, "three_phase", three_phase)
-        self.anneal_strategy = self._arg(
-            _checks.choice, "anneal_strategy", anneal_strategy, ("cos", "linear")
-        )
+        self.anneal_strategy = self._arg(_checks.choice, "anneal_strategy", anneal_strategy, ("cos", "linear"))
         ends = self._phase_ends()
         if not all(b > a for a, b in zip([0.0, *ends], ends)):
             raise ValueError(
@@ -192,7 +195,14 @@ class CyclicLR(_Cyclic, LRScheduler):
         param_group_tags: Tags = None,
     ) -> None:
         super().__init__(
-            optimizer, base_lr, max_lr, step_size_up, step_size_down, mode, gamma, scale_mode,
+            optimizer,
+            base_lr,
+            max_lr,
+            step_size_up,
+            step_size_down,
+            mode,
+            gamma,
+            scale_mode,
             param_group_tags,
         )
 
@@ -216,8 +226,15 @@ class OneCycleLR(_OneCycle, LRScheduler):
         param_group_tags: Tags = None,
     ) -> None:
         super().__init__(
-            optimizer, initial_learning_rate, max_lr, total_steps, pct_start, final_div_factor,
-            three_phase, anneal_strategy, param_group_tags,
+            optimizer,
+            initial_learning_rate,
+            max_lr,
+            total_steps,
+            pct_start,
+            final_div_factor,
+            three_phase,
+            anneal_strategy,
+            param_group_tags,
         )
 
 

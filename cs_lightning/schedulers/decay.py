@@ -20,7 +20,13 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, default_dtype, every,
+    LRScheduler,
+    Scheduler,
+    Tags,
+    WeightDecayScheduler,
+    _Alias,
+    default_dtype,
+    every,
 )
 
 
@@ -419,7 +425,12 @@ class PolynomialLR(_Polynomial, LRScheduler):
         param_group_tags: Tags = None,
     ) -> None:
         super().__init__(
-            optimizer, initial_learning_rate, end_learning_rate, total_iters, power, cycle,
+            optimizer,
+            initial_learning_rate,
+            end_learning_rate,
+            total_iters,
+            power,
+            cycle,
             param_group_tags,
         )
 
@@ -440,7 +451,11 @@ class LinearLR(_Linear, LRScheduler):
         param_group_tags: Tags = None,
     ) -> None:
         super().__init__(
-            optimizer, initial_learning_rate, end_learning_rate, total_iters, cycle,
+            optimizer,
+            initial_learning_rate,
+            end_learning_rate,
+            total_iters,
+            cycle,
             param_group_tags,
         )
 
@@ -459,9 +474,7 @@ class ExponentialLR(_Exponential, LRScheduler):
         staircase: bool = False,
         param_group_tags: Tags = None,
     ) -> None:
-        super().__init__(
-            optimizer, initial_learning_rate, total_iters, decay_rate, staircase, param_group_tags
-        )
+        super().__init__(optimizer, initial_learning_rate, total_iters, decay_rate, staircase, param_group_tags)
 
 
 class InverseExponentialTimeDecayLR(_InverseExponentialTimeDecay, LRScheduler):
@@ -480,7 +493,12 @@ class InverseExponentialTimeDecayLR(_InverseExponentialTimeDecay, LRScheduler):
         param_group_tags: Tags = None,
     ) -> None:
         super().__init__(
-            optimizer, initial_learning_rate, step_exponent, total_iters, decay_rate, staircase,
+            optimizer,
+            initial_learning_rate,
+            step_exponent,
+            total_iters,
+            decay_rate,
+            staircase,
             param_group_tags,
         )
 
@@ -515,9 +533,7 @@ class CosineDecayLR(_CosineDecay, LRScheduler):
         total_iters: int,
         param_group_tags: Tags = None,
     ) -> None:
-        super().__init__(
-            optimizer, initial_learning_rate, end_learning_rate, total_iters, param_group_tags
-        )
+        super().__init__(optimizer, initial_learning_rate, end_learning_rate, total_iters, param_group_tags)
 
 
 class CosineAnnealingLR(_CosineAnnealing, LRScheduler):

@@ -63,11 +63,12 @@ class GroupScaledLR(cs.ScalePerParamLR):
     scheduler whose groups have different base learning rates leaves the groups untouched.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Scheduler,
-                 scales: Sequence[float]) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Scheduler, scales: Sequence[float]) -> None:
         if len(scales) != len(optimizer.param_groups):
-            raise ValueError(f"GroupScaledLR: got scales={list(scales)} for "
-                             f"{len(optimizer.param_groups)} param groups; give one per group")
+            raise ValueError(
+                f"GroupScaledLR: got scales={list(scales)} for "
+                f"{len(optimizer.param_groups)} param groups; give one per group"
+            )
         self.scales = [float(s) for s in scales]
         super().__init__(optimizer, scheduler)
 
@@ -78,8 +79,9 @@ class GroupScaledLR(cs.ScalePerParamLR):
 class _Plan:
     """A conversion before it is built: a spec per class, and one scale per param group."""
 
-    def __init__(self, name: str, args: dict[str, Any], scales: list[float],
-                 children: list[_Plan] | None = None) -> None:
+    def __init__(
+        self, name: str, args: dict[str, Any], scales: list[float], children: list[_Plan] | None = None
+    ) -> None:
         self.name, self.args, self.scales, self.children = name, args, scales, children or []
         self.momentum: _Plan | None = None  # the momentum's schedule, when torch's cycles it too
 
@@ -116,11 +118,12 @@ def _proportional(bases: Sequence[float], why: str | None) -> list[float]:
     if all(b == bases[0] for b in bases):
         return [1.0] * len(bases)
     if why is not None:
-        raise NotConvertible(f"its param groups start from different learning rates {list(bases)} "
-                             f"and {why}, so no one schedule scales to every group")
+        raise NotConvertible(
+            f"its param groups start from different learning rates {list(bases)} "
+            f"and {why}, so no one schedule scales to every group"
+        )
     if bases[0] == 0:
-        raise NotConvertible(f"param group 0 has base learning rate 0, so groups {list(bases)} "
-                             "are not multiples of it")
+        raise NotConvertible(f"param group 0 has base learning rate 0, so groups {list(bases)} are not multiples of it")
     return [b / bases[0] for b in bases]
 
 
@@ -131,16 +134,15 @@ def _plain(name: str, scheduler: Any, args: Callable[[float], dict[str, Any]], w
 
 
 def _step(s: torch_lr.StepLR) -> _Plan:
-    return _plain("StepLR", s, lambda b: {"initial_learning_rate": b, "step_size": s.step_size,
-                                          "gamma": s.gamma})
+    return _plain("StepLR", s, lambda b: {"initial_learning_rate": b, "step_size": s.step_size, "gamma": s.gamma})
 
 
 def _multistep(s: torch_lr.MultiStepLR) -> _Plan:
     if any(count > 1 for count in s.milestones.values()):
-        raise NotConvertible(f"a milestone repeats ({dict(s.milestones)}), multiplying by gamma "
-                             "more than once there")
-    return _plain("MultiStepLR", s, lambda b: {"initial_learning_rate": b, "gamma": s.gamma,
-                                               "milestones": sorted(s.milestones)})
+        raise NotConvertible(f"a milestone repeats ({dict(s.milestones)}), multiplying by gamma more than once there")
+    return _plain(
+        "MultiStepLR", s, lambda b: {"initial_learning_rate": b, "gamma": s.gamma, "milestones": sorted(s.milestones)}
+    )
 
 
 def _geometric(b: float, gamma: float) -> dict[str, Any]:
@@ -153,34 +155,54 @@ def _exponential(s: torch_lr.ExponentialLR) -> _Plan:
 
 
 def _cosine(s: torch_lr.CosineAnnealingLR) -> _Plan:
-    return _plain("CosineAnnealingLR", s, lambda b: {"initial_learning_rate": b, "T_max": s.T_max,
-                                                     "eta_min": float(s.eta_min)},
-                  f"eta_min={s.eta_min} is not 0" if s.eta_min else None)
+    return _plain(
+        "CosineAnnealingLR",
+        s,
+        lambda b: {"initial_learning_rate": b, "T_max": s.T_max, "eta_min": float(s.eta_min)},
+        f"eta_min={s.eta_min} is not 0" if s.eta_min else None,
+    )
 
 
 def _warm_restarts(s: torch_lr.CosineAnnealingWarmRestarts) -> _Plan:
-    return _plain("CosineAnnealingWarmRestarts", s,
-                  lambda b: {"initial_learning_rate": b, "T_0": s.T_0, "T_mult": s.T_mult,
-                             "eta_min": float(s.eta_min)},
-                  f"eta_min={s.eta_min} is not 0" if s.eta_min else None)
+    return _plain(
+        "CosineAnnealingWarmRestarts",
+        s,
+        lambda b: {"initial_learning_rate": b, "T_0": s.T_0, "T_mult": s.T_mult, "eta_min": float(s.eta_min)},
+        f"eta_min={s.eta_min} is not 0" if s.eta_min else None,
+    )
 
 
 def _linear(s: torch_lr.LinearLR) -> _Plan:
-    return _plain("LinearLR", s, lambda b: {"initial_learning_rate": b * s.start_factor,
-                                            "end_learning_rate": b * s.end_factor,
-                                            "total_iters": s.total_iters})
+    return _plain(
+        "LinearLR",
+        s,
+        lambda b: {
+            "initial_learning_rate": b * s.start_factor,
+            "end_learning_rate": b * s.end_factor,
+            "total_iters": s.total_iters,
+        },
+    )
 
 
 def _polynomial(s: torch_lr.PolynomialLR) -> _Plan:
-    return _plain("PolynomialLR", s, lambda b: {"initial_learning_rate": b, "end_learning_rate": 0.0,
-                                                "total_iters": s.total_iters, "power": float(s.power)})
+    return _plain(
+        "PolynomialLR",
+        s,
+        lambda b: {
+            "initial_learning_rate": b,
+            "end_learning_rate": 0.0,
+            "total_iters": s.total_iters,
+            "power": float(s.power),
+        },
+    )
 
 
 def _constant(s: torch_lr.ConstantLR) -> _Plan:
     if s.total_iters == 0:  # torch's stepping applies the factor at step 0 and never undoes it
         return _plain("ConstantLR", s, lambda b: {"learning_rate": b * s.factor})
-    return _plain("PiecewiseConstantLR", s, lambda b: {"learning_rates": [b * s.factor, b],
-                                                       "milestones": [s.total_iters]})
+    return _plain(
+        "PiecewiseConstantLR", s, lambda b: {"learning_rates": [b * s.factor, b], "milestones": [s.total_iters]}
+    )
 
 
 def _same_function(functions: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
@@ -204,7 +226,7 @@ def _in_torchs_dtype(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """
     try:
         value = function(1)
-    except Exception:  # a Python-only function: the closed-form check says why
+    except Exception:  # noqa: BLE001 - the user's function is Python-only: the closed-form check says why
         return function
     if not (isinstance(value, torch.Tensor) and value.dtype == torch.float32):
         return function
@@ -225,12 +247,14 @@ def _multiplicative(s: torch_lr.MultiplicativeLR) -> _Plan:
     try:
         on_tensor = torch.as_tensor(factor(torch.arange(1, _PROBE_STEPS + 1)), dtype=torch.float64)
         on_ints = [float(factor(k)) for k in range(1, _PROBE_STEPS + 1)]
-    except Exception as err:  # any failure means: a Python-only function
+    except Exception as err:  # noqa: BLE001 - any failure of the user's function means: Python-only
         raise NotConvertible(f"its lr_lambda does not work on a tensor of steps ({err})") from None
     if on_tensor.ndim or any(value != float(on_tensor) for value in on_ints):
-        raise NotConvertible("its factor changes with the step, and a running product of "
-                             "step-dependent factors has no closed form; use LambdaLR with the "
-                             "product written out")
+        raise NotConvertible(
+            "its factor changes with the step, and a running product of "
+            "step-dependent factors has no closed form; use LambdaLR with the "
+            "product written out"
+        )
     return _plain("ExponentialLR", s, lambda b: _geometric(b, on_ints[0]))
 
 
@@ -240,8 +264,10 @@ def _momentum_bounds(s: Any, highs: Sequence[float], lows: Sequence[float]) -> t
         return None
     highs, lows = [float(m) for m in highs], [float(m) for m in lows]
     if len(set(highs)) > 1 or len(set(lows)) > 1:
-        raise NotConvertible(f"it cycles the momentum between bounds that differ per param group "
-                             f"(max_momentum {highs}, base_momentum {lows}), so no one schedule fits every group")
+        raise NotConvertible(
+            f"it cycles the momentum between bounds that differ per param group "
+            f"(max_momentum {highs}, base_momentum {lows}), so no one schedule fits every group"
+        )
     return highs[0], lows[0]
 
 
@@ -257,8 +283,9 @@ def _cyclic(s: torch_lr.CyclicLR) -> _Plan:
     plan = _Plan("CyclicLR", {"base_lr": bases[0], "max_lr": peaks[0], **cycle}, scales)
     momentum = _momentum_bounds(s, getattr(s, "max_momentums", []), getattr(s, "base_momentums", []))
     if momentum is not None:  # against the learning rate: from max_momentum down to base_momentum
-        plan.momentum = _Plan("CyclicMomentum", {"base_val": momentum[0], "max_val": momentum[1], **cycle},
-                              [1.0] * len(bases))
+        plan.momentum = _Plan(
+            "CyclicMomentum", {"base_val": momentum[0], "max_val": momentum[1], **cycle}, [1.0] * len(bases)
+        )
     return plan
 
 
@@ -267,23 +294,39 @@ def _one_cycle(s: torch_lr.OneCycleLR) -> _Plan:
     phases = s._schedule_phases
     peaks = [float(g["max_lr"]) for g in groups]
     scales = _proportional(peaks, None)
-    shape = {"total_steps": s.total_steps, "pct_start": (phases[0]["end_step"] + 1) / s.total_steps,
-             "three_phase": len(phases) == 3, "anneal_strategy": s._anneal_func_type}
-    plan = _Plan("OneCycleLR", {
-        "initial_learning_rate": float(groups[0]["initial_lr"]), "max_lr": peaks[0],
-        "final_div_factor": float(groups[0]["initial_lr"]) / float(groups[0]["min_lr"]), **shape}, scales)
+    shape = {
+        "total_steps": s.total_steps,
+        "pct_start": (phases[0]["end_step"] + 1) / s.total_steps,
+        "three_phase": len(phases) == 3,
+        "anneal_strategy": s._anneal_func_type,
+    }
+    plan = _Plan(
+        "OneCycleLR",
+        {
+            "initial_learning_rate": float(groups[0]["initial_lr"]),
+            "max_lr": peaks[0],
+            "final_div_factor": float(groups[0]["initial_lr"]) / float(groups[0]["min_lr"]),
+            **shape,
+        },
+        scales,
+    )
     momentum = _momentum_bounds(s, [g.get("max_momentum") for g in groups], [g.get("base_momentum") for g in groups])
     if momentum is not None:  # max_momentum -> base_momentum -> max_momentum (and stays, in a third phase)
-        plan.momentum = _Plan("OneCycleMomentum", {"initial_val": momentum[0], "max_val": momentum[1],
-                                                   "final_div_factor": 1.0, **shape}, [1.0] * len(groups))
+        plan.momentum = _Plan(
+            "OneCycleMomentum",
+            {"initial_val": momentum[0], "max_val": momentum[1], "final_div_factor": 1.0, **shape},
+            [1.0] * len(groups),
+        )
     return plan
 
 
 def _without_momentum(children: list[_Plan]) -> None:
     for index, child in enumerate(children):
         if child.momentum is not None:
-            raise NotConvertible(f"schedulers[{index}] ({child.name}) also cycles the momentum, which "
-                                 "a composed schedule does not convert; pass it cycle_momentum=False")
+            raise NotConvertible(
+                f"schedulers[{index}] ({child.name}) also cycles the momentum, which "
+                "a composed schedule does not convert; pass it cycle_momentum=False"
+            )
 
 
 def _common_scales(children: list[_Plan]) -> list[float]:
@@ -294,20 +337,33 @@ def _common_scales(children: list[_Plan]) -> list[float]:
 
 
 # torch schedulers that pick up at a SequentialLR milestone from their own step 0.
-_RESTART_AT_MILESTONE = (torch_lr.StepLR, torch_lr.MultiStepLR, torch_lr.ExponentialLR,
-                         torch_lr.CosineAnnealingLR, torch_lr.LinearLR, torch_lr.PolynomialLR,
-                         torch_lr.ConstantLR, torch_lr.LambdaLR, torch_lr.CyclicLR, torch_lr.OneCycleLR,
-                         torch_lr.CosineAnnealingWarmRestarts)
+_RESTART_AT_MILESTONE = (
+    torch_lr.StepLR,
+    torch_lr.MultiStepLR,
+    torch_lr.ExponentialLR,
+    torch_lr.CosineAnnealingLR,
+    torch_lr.LinearLR,
+    torch_lr.PolynomialLR,
+    torch_lr.ConstantLR,
+    torch_lr.LambdaLR,
+    torch_lr.CyclicLR,
+    torch_lr.OneCycleLR,
+    torch_lr.CosineAnnealingWarmRestarts,
+)
 
 
 def _sequential(s: torch_lr.SequentialLR) -> _Plan:
     for index, child in enumerate(s._schedulers[1:], start=1):
         if not isinstance(child, _RESTART_AT_MILESTONE):
-            raise NotConvertible(f"schedulers[{index}] ({type(child).__name__}) continues from the "
-                                 "learning rate before its milestone instead of restarting")
+            raise NotConvertible(
+                f"schedulers[{index}] ({type(child).__name__}) continues from the "
+                "learning rate before its milestone instead of restarting"
+            )
         if isinstance(child, torch_lr.ConstantLR) and child.total_iters == 0:
-            raise NotConvertible(f"schedulers[{index}] (ConstantLR with total_iters=0) restarts at the "
-                                 "full rate, which its own stepping never reaches (it keeps the factor)")
+            raise NotConvertible(
+                f"schedulers[{index}] (ConstantLR with total_iters=0) restarts at the "
+                "full rate, which its own stepping never reaches (it keeps the factor)"
+            )
     children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
     _without_momentum(children)
     starts = [0, *s._milestones]
@@ -315,17 +371,26 @@ def _sequential(s: torch_lr.SequentialLR) -> _Plan:
         # torch lets a child stop changing before its stage ends; a closed-form stage lasts its total_iters
         length = child.args.get("total_iters")
         if length is not None and starts[index + 1] - starts[index] != length:
-            raise NotConvertible(f"schedulers[{index}] ({child.name}) lasts total_iters={length} steps but its "
-                                 f"stage lasts {starts[index + 1] - starts[index]}; closed-form stages last their "
-                                 "schedulers' total_iters")
+            raise NotConvertible(
+                f"schedulers[{index}] ({child.name}) lasts total_iters={length} steps but its "
+                f"stage lasts {starts[index + 1] - starts[index]}; closed-form stages last their "
+                "schedulers' total_iters"
+            )
     return _Plan("SequentialLR", {"milestones": list(s._milestones)}, _common_scales(children), children)
 
 
 # torch schedulers whose step multiplies the current learning rate (chainable form), so
 # that a chain of them is the product of their closed forms. (CosineAnnealingLR is not one:
 # past T_max its recursion adds instead of multiplying.)
-_MULTIPLICATIVE = (torch_lr.StepLR, torch_lr.MultiStepLR, torch_lr.ExponentialLR, torch_lr.LinearLR,
-                   torch_lr.PolynomialLR, torch_lr.ConstantLR, torch_lr.MultiplicativeLR)
+_MULTIPLICATIVE = (
+    torch_lr.StepLR,
+    torch_lr.MultiStepLR,
+    torch_lr.ExponentialLR,
+    torch_lr.LinearLR,
+    torch_lr.PolynomialLR,
+    torch_lr.ConstantLR,
+    torch_lr.MultiplicativeLR,
+)
 
 
 def _chained(s: torch_lr.ChainedScheduler) -> _Plan:
@@ -336,12 +401,15 @@ def _chained(s: torch_lr.ChainedScheduler) -> _Plan:
         return _plan(s._schedulers[0], "schedulers[0]")
     for index, child in enumerate(s._schedulers):
         if not isinstance(child, _MULTIPLICATIVE):
-            raise NotConvertible(f"schedulers[{index}] ({type(child).__name__}) does not just multiply "
-                                 "the learning rate, so the chain is not a product of schedules")
+            raise NotConvertible(
+                f"schedulers[{index}] ({type(child).__name__}) does not just multiply "
+                "the learning rate, so the chain is not a product of schedules"
+            )
     children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
     _without_momentum(children)
-    correction = math.prod(_initial(child) / _bases(torch_child)[0]
-                           for child, torch_child in zip(children[1:], s._schedulers[1:]))
+    correction = math.prod(
+        _initial(child) / _bases(torch_child)[0] for child, torch_child in zip(children[1:], s._schedulers[1:])
+    )
     scales = [scale * correction for scale in _common_scales(children)]
     return _Plan("ChainedScheduler", {}, scales, children)
 
@@ -355,11 +423,19 @@ def _initial(plan: _Plan) -> float:
 
 
 _CONVERTERS: dict[type, Callable[[Any], _Plan]] = {
-    torch_lr.StepLR: _step, torch_lr.MultiStepLR: _multistep, torch_lr.ExponentialLR: _exponential,
-    torch_lr.CosineAnnealingLR: _cosine, torch_lr.LinearLR: _linear, torch_lr.PolynomialLR: _polynomial,
-    torch_lr.ConstantLR: _constant, torch_lr.OneCycleLR: _one_cycle, torch_lr.CyclicLR: _cyclic,
-    torch_lr.CosineAnnealingWarmRestarts: _warm_restarts, torch_lr.SequentialLR: _sequential,
-    torch_lr.ChainedScheduler: _chained, torch_lr.LambdaLR: _lambda,
+    torch_lr.StepLR: _step,
+    torch_lr.MultiStepLR: _multistep,
+    torch_lr.ExponentialLR: _exponential,
+    torch_lr.CosineAnnealingLR: _cosine,
+    torch_lr.LinearLR: _linear,
+    torch_lr.PolynomialLR: _polynomial,
+    torch_lr.ConstantLR: _constant,
+    torch_lr.OneCycleLR: _one_cycle,
+    torch_lr.CyclicLR: _cyclic,
+    torch_lr.CosineAnnealingWarmRestarts: _warm_restarts,
+    torch_lr.SequentialLR: _sequential,
+    torch_lr.ChainedScheduler: _chained,
+    torch_lr.LambdaLR: _lambda,
     torch_lr.MultiplicativeLR: _multiplicative,
 }
 
@@ -369,8 +445,7 @@ def _plan(scheduler: Any, where: str = "") -> _Plan:
     if converter is None:
         if isinstance(scheduler, torch_lr.ReduceLROnPlateau):
             raise NotConvertible("it reacts to a monitored metric, which no function of the step can")
-        raise NotConvertible(f"{type(scheduler).__qualname__} is not a stock torch scheduler with a "
-                             "known closed form")
+        raise NotConvertible(f"{type(scheduler).__qualname__} is not a stock torch scheduler with a known closed form")
     try:
         return converter(scheduler)
     except NotConvertible as err:
@@ -433,9 +508,11 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
     try:
         plan = _plan(scheduler)
         if plan.momentum is not None and not with_momentum:
-            raise NotConvertible("it also cycles the optimizer's momentum (cycle_momentum=True), which one "
-                                 "learning-rate scheduler cannot do; from_torch.drive (what strategy='csx' "
-                                 "does) converts both schedules, or pass cycle_momentum=False")
+            raise NotConvertible(
+                "it also cycles the optimizer's momentum (cycle_momentum=True), which one "
+                "learning-rate scheduler cannot do; from_torch.drive (what strategy='csx' "
+                "does) converts both schedules, or pass cycle_momentum=False"
+            )
         converted = plan.build(scheduler.optimizer)
         momentum = None if plan.momentum is None else plan.momentum.build(scheduler.optimizer)
     except (ValueError, TypeError) as err:  # NotConvertible, ClosedFormError, arguments the catalogue refuses
@@ -444,8 +521,7 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
         message = f"torch {name} is not converted to a closed form: {err}"
         if strict:
             raise NotConvertible(message) from None
-        warnings.warn(f"{message}; it keeps running on the host, step by step", HostSchedulerWarning,
-                      stacklevel=3)
+        warnings.warn(f"{message}; it keeps running on the host, step by step", HostSchedulerWarning, stacklevel=3)
         return None
     if any(scale != 1.0 for scale in plan.scales):
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
@@ -455,9 +531,11 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
             closed._set_dtype(torch.float64)
             closed._jump(steps)
     converted._step_of_foreign_state = functools.partial(_step_of_torch_state, frozenset(scheduler.state_dict()))
-    _info(f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
-          + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else "")
-          + ("" if momentum is None else f", its momentum to {plan.momentum.describe()}"))
+    _info(
+        f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
+        + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else "")
+        + ("" if momentum is None else f", its momentum to {plan.momentum.describe()}")
+    )
     return converted, momentum
 
 
@@ -510,15 +588,19 @@ def _follow(scheduler: Any, drivers: list[Scheduler], touched: Sequence[int] = (
     if torchs:
         drivers[0]._rebase(torchs)
         drivers[0]._jump(_steps_taken(scheduler))
-    scheduler._last_lr = [value.clone() if isinstance(value, torch.Tensor) else value
-                          for value in (group["lr"] for group in groups)]
+    scheduler._last_lr = [
+        value.clone() if isinstance(value, torch.Tensor) else value for value in (group["lr"] for group in groups)
+    ]
 
 
 def _touched(closed: Scheduler) -> list[int]:
     """The groups whose learning rate is no longer the one the closed form wrote last."""
     groups = closed.optimizer.param_groups
-    return [index for index, written in zip(closed._targets, closed._cursor.last)
-            if not math.isclose(float(groups[index]["lr"]), written, rel_tol=_ROUNDING)]
+    return [
+        index
+        for index, written in zip(closed._targets, closed._cursor.last)
+        if not math.isclose(float(groups[index]["lr"]), written, rel_tol=_ROUNDING)
+    ]
 
 
 @functools.cache
@@ -545,10 +627,18 @@ def _driven(cls: type) -> type:
         # a copy or a pickle is the plain torch scheduler: the driver lives in this process only
         return _undriven, (cls, self.__dict__)
 
-    return type(cls.__name__, (cls,), {
-        "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
-        "step": step, "load_state_dict": load_state_dict, "__reduce_ex__": __reduce_ex__,
-    })
+    return type(
+        cls.__name__,
+        (cls,),
+        {
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+            "step": step,
+            "load_state_dict": load_state_dict,
+            "__reduce_ex__": __reduce_ex__,
+        },
+    )
 
 
 def _undriven(cls: type, state: dict[str, Any]) -> Any:
@@ -569,5 +659,12 @@ def convert_lightning_configs(configs: Sequence[Any], *, strict: bool = False) -
         drive(config.scheduler, strict=strict)
 
 
-__all__ = ["GroupScaledLR", "HostSchedulerWarning", "NotConvertible", "closed_form_of",
-           "convert_lightning_configs", "convert_scheduler", "drive"]
+__all__ = [
+    "GroupScaledLR",
+    "HostSchedulerWarning",
+    "NotConvertible",
+    "closed_form_of",
+    "convert_lightning_configs",
+    "convert_scheduler",
+    "drive",
+]

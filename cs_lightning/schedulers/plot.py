@@ -56,9 +56,7 @@ def _columns(schedulers: list[Scheduler], steps: list[int]) -> list[tuple[str, s
     return columns
 
 
-def plot(
-    schedulers: Scheduler | list[Scheduler], steps: int, out: str | None = None
-) -> Figure:
+def plot(schedulers: Scheduler | list[Scheduler], steps: int, out: str | None = None) -> Figure:
     """Plot the schedules over ``range(steps)``: one panel per key (lr, weight_decay).
 
     Returns the matplotlib figure, and saves it to ``out`` (format from the extension)
@@ -70,8 +68,11 @@ def plot(
         raise ImportError("plot needs matplotlib: pip install 'cs-lightning[plot]'") from error
     steps = _checks.integer("plot", "steps", steps, 1)
     schedulers = _as_list(schedulers)
-    evenly = {round(i * (steps - 1) / (_PLOT_POINTS - 1)) for i in range(_PLOT_POINTS)} \
-        if steps > _PLOT_POINTS else set(range(steps))
+    evenly = (
+        {round(i * (steps - 1) / (_PLOT_POINTS - 1)) for i in range(_PLOT_POINTS)}
+        if steps > _PLOT_POINTS
+        else set(range(steps))
+    )
     jumps = {k for b in _breakpoints(schedulers, steps, MAX_BREAKPOINTS) for k in (b - 1, b)}
     x = sorted(evenly | jumps)
     columns = _columns(schedulers, x)
@@ -103,6 +104,4 @@ def table(schedulers: Scheduler | list[Scheduler], steps: int, every: int | None
     header = ["step"] + [f"{label} {key}" for key, label, _ in columns]
     body = [[str(step)] + [f"{values[i]:.6g}" for _, _, values in columns] for i, step in enumerate(rows)]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in [header, *body]
-    )
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in [header, *body])

@@ -80,9 +80,7 @@ def resolve(name: str) -> type[Scheduler]:
         raise ValueError(f"unknown scheduler {name!r}; {hint} (or give a dotted import path)")
     if len(matches) > 1:
         paths = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in matches)
-        raise ValueError(
-            f"scheduler name {name!r} is ambiguous: {', '.join(paths)}; give the dotted path"
-        )
+        raise ValueError(f"scheduler name {name!r} is ambiguous: {', '.join(paths)}; give the dotted path")
     return matches[0]
 
 
@@ -105,8 +103,10 @@ def named_tags(spec: Any) -> list[Any]:
 def probe_param_groups(spec: Any) -> list[dict[str, Any]]:
     """Param groups to check a YAML block on without a model: one untagged group, plus one
     per tag the block names (``named_tags``)."""
-    return [{"params": [torch.nn.Parameter(torch.zeros(1))], **({} if tag is None else {"tags": {tag}})}
-            for tag in [None, *named_tags(spec)]]
+    return [
+        {"params": [torch.nn.Parameter(torch.zeros(1))], **({} if tag is None else {"tags": {tag}})}
+        for tag in [None, *named_tags(spec)]
+    ]
 
 
 def _named_tags(spec: Any) -> set[Any]:
@@ -139,10 +139,7 @@ def _is_legacy(spec: Any) -> bool:
 def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Scheduler:
     """``[{scheduler: Linear, ...}, ...]``: one schedule, or a sequence of them."""
     items = [spec] if isinstance(spec, Mapping) else list(spec)
-    children = [
-        {item["scheduler"]: {k: v for k, v in item.items() if k != "scheduler"}}
-        for item in items
-    ]
+    children = [{item["scheduler"]: {k: v for k, v in item.items() if k != "scheduler"}} for item in items]
     if len(children) == 1:
         return _build_one(children[0], optimizer, f"{path}[0]")
     name = next(iter(children[0]))
@@ -193,13 +190,18 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Schedu
     if "optimizer" in parameters:
         args["optimizer"] = optimizer
     missing = [
-        name for name, parameter in parameters.items()
-        if name != "self" and name not in args and parameter.default is parameter.empty
+        name
+        for name, parameter in parameters.items()
+        if name != "self"
+        and name not in args
+        and parameter.default is parameter.empty
         and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
     ]
     if missing:
-        raise TypeError(f"{path}: {cls.__name__} needs {', '.join(missing)}; fix: add "
-                        + ", ".join(f"{name}: <value>" for name in missing))
+        raise TypeError(
+            f"{path}: {cls.__name__} needs {', '.join(missing)}; fix: add "
+            + ", ".join(f"{name}: <value>" for name in missing)
+        )
     try:
         return cls(**args)
     except ValueError as error:
@@ -217,15 +219,12 @@ def _resolve_at(name: str, path: str) -> type[Scheduler]:
         raise TypeError(f"{path}: {error}") from None
 
 
-def _build_children(
-    spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path: str
-) -> list[Scheduler]:
+def _build_children(spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path: str) -> list[Scheduler]:
     """Nested specs, built on the same optimizer; they inherit the parent's tags."""
     if not isinstance(spec, Sequence) or isinstance(spec, str):
         raise ConfigError(path, f"got {spec!r}; give a list of {{Name: {{arguments}}}}")
     return [
-        _build_one(_with_tags(item, tags, f"{path}[{i}]"), optimizer, f"{path}[{i}]")
-        for i, item in enumerate(spec)
+        _build_one(_with_tags(item, tags, f"{path}[{i}]"), optimizer, f"{path}[{i}]") for i, item in enumerate(spec)
     ]
 
 

@@ -15,7 +15,15 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
-    _EXACT, MAX_BREAKPOINTS, LRScheduler, Scheduler, Tags, WeightDecayScheduler, _Alias, bounds, every,
+    _EXACT,
+    MAX_BREAKPOINTS,
+    LRScheduler,
+    Scheduler,
+    Tags,
+    WeightDecayScheduler,
+    _Alias,
+    bounds,
+    every,
     padded,
 )
 
@@ -29,9 +37,10 @@ def _stairs(scheduler: Scheduler, edges: Sequence[int], levels: Tensor) -> Tenso
         index = torch.searchsorted(torch.tensor(edges, dtype=k.dtype), k.reshape(-1), right=True)
         return levels.index_select(0, index).reshape(k.shape)
     ends = bounds(steps, edges)
-    return torch.cat([
-        level.expand(end - begin) for level, begin, end in zip(levels, ends, ends[1:]) if end > begin
-    ], out=scheduler._claim_out())
+    return torch.cat(
+        [level.expand(end - begin) for level, begin, end in zip(levels, ends, ends[1:]) if end > begin],
+        out=scheduler._claim_out(),
+    )
 
 
 class _Step(Scheduler):

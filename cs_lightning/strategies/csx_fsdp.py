@@ -20,7 +20,6 @@ from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
-from torch.optim import Optimizer
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint import load as dcp_load
 from torch.distributed.checkpoint.state_dict import (
@@ -31,6 +30,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
@@ -69,10 +69,11 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
     The model is sharded automatically: each block of every ``nn.ModuleList`` (or each module of
     ``block_classes``), then the LightningModule as the root (call the model through ``self(...)``),
     with ``fully_shard`` on a data-parallel mesh of all ranks (data-parallel size = world size:
-    every rank gets its own batches). A model built in ``configure_model()`` or under ``trainer.init_module()`` is recorded
-    and each rank generates only its rows of each parameter (``Shard(0)``, ``torch.chunk`` along
-    dim 0): the gathered weights, buffers and the generator state afterwards equal one-process
-    eager construction, bit for bit. A model built in ``__init__`` is sharded after the fact.
+    every rank gets its own batches). A model built in ``configure_model()`` or under
+    ``trainer.init_module()`` is recorded and each rank generates only its rows of each
+    parameter (``Shard(0)``, ``torch.chunk`` along dim 0): the gathered weights, buffers and the
+    generator state afterwards equal one-process eager construction, bit for bit. A model
+    built in ``__init__`` is sharded after the fact.
 
     Args:
         block_classes: module classes (or their dotted import paths) to shard each instance of,
@@ -101,8 +102,12 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
         if state_dict_type not in STATE_DICT_TYPES:
             raise ValueError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
         super().__init__(
-            trace_check=trace_check, compile=compile, compile_backend=compile_backend, init_mode=init_mode,
-            save_distributed_checkpoint=state_dict_type == "sharded", **kwargs,
+            trace_check=trace_check,
+            compile=compile,
+            compile_backend=compile_backend,
+            init_mode=init_mode,
+            save_distributed_checkpoint=state_dict_type == "sharded",
+            **kwargs,
         )
         self.block_classes = tuple(_block_class(c) for c in block_classes) if block_classes is not None else None
         self.state_dict_type = state_dict_type
@@ -218,8 +223,14 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
             model._apply(lambda t: torch.empty_like(t, device=self.root_device) if t.is_meta else t)
 
         self.sharded_whole = materialize_sharded(
-            module, self.root_device, dtype, prepare=prepare, agree=self._all_ranks, mode=self.init_mode,
-            provided=provided, rng=rng,
+            module,
+            self.root_device,
+            dtype,
+            prepare=prepare,
+            agree=self._all_ranks,
+            mode=self.init_mode,
+            provided=provided,
+            rng=rng,
         )
         if self.sharded_whole:
             named = [f"{name} ({why})" for name, why in self.sharded_whole.items()]
@@ -266,9 +277,12 @@ def _block_class(spec: type[nn.Module] | str) -> type[nn.Module]:
         try:
             found = getattr(importlib.import_module(path), name)
         except (ImportError, AttributeError) as error:
-            raise ValueError(f"block_classes: {spec!r} cannot be imported ({error}); give a module class or"
-                             " its dotted import path, e.g. 'my_project.model.Block'.") from error
+            raise ValueError(
+                f"block_classes: {spec!r} cannot be imported ({error}); give a module class or"
+                " its dotted import path, e.g. 'my_project.model.Block'."
+            ) from error
         return _block_class(found)
-    raise TypeError(f"block_classes: {spec!r} is not an nn.Module class nor a dotted import path of one,"
-                    " e.g. 'my_project.model.Block'.")
-
+    raise TypeError(
+        f"block_classes: {spec!r} is not an nn.Module class nor a dotted import path of one,"
+        " e.g. 'my_project.model.Block'."
+    )

@@ -46,10 +46,15 @@ def register() -> None:
     connector = _connector()
     missing = [name for name in ("_choose_strategy", "_init_strategy") if not callable(getattr(connector, name, None))]
     if missing:
-        warnings.warn(_lightning_changed(f"its accelerator connector has no {', '.join(missing)}"
-                                         if connector is not None else "its accelerator connector has moved")
-                      + " Meanwhile strategy='csx' trains on one device; for several, pass strategy='csx_ddp'.",
-                      stacklevel=3)
+        warnings.warn(
+            _lightning_changed(
+                f"its accelerator connector has no {', '.join(missing)}"
+                if connector is not None
+                else "its accelerator connector has moved"
+            )
+            + " Meanwhile strategy='csx' trains on one device; for several, pass strategy='csx_ddp'.",
+            stacklevel=3,
+        )
         return
     if not getattr(connector._init_strategy, "_csx", False):
         connector._choose_strategy = _csx_for_csx_accelerator(connector._choose_strategy)

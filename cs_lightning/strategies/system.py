@@ -77,8 +77,11 @@ class CSXSystem(Strategy):
     ) -> None:
         if init_mode not in INIT_MODES:
             raise ValueError(f"init_mode={init_mode!r} is not supported; use one of {INIT_MODES}")
-        for name, flag in (("trace_check", trace_check), ("compile", compile),
-                           ("strict_schedulers", strict_schedulers)):
+        for name, flag in (
+            ("trace_check", trace_check),
+            ("compile", compile),
+            ("strict_schedulers", strict_schedulers),
+        ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name}={flag!r} must be a bool (True or False)")
         super().__init__(**kwargs)

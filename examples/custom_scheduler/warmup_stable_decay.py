@@ -29,14 +29,22 @@ class WarmupStableDecayLR(LRScheduler):
     :math:`\eta_{peak}` = ``peak_learning_rate``, :math:`\eta_{end}` = ``end_learning_rate``.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, peak_learning_rate: float, warmup_steps: int,
-                 decay_steps: int, total_iters: int, end_learning_rate: float = 0.0,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        peak_learning_rate: float,
+        warmup_steps: int,
+        decay_steps: int,
+        total_iters: int,
+        end_learning_rate: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
         if warmup_steps < 1 or decay_steps < 1 or warmup_steps + decay_steps > total_iters:
             raise ValueError(
                 f"WarmupStableDecayLR: got warmup_steps={warmup_steps}, decay_steps={decay_steps}, "
                 f"total_iters={total_iters}; need warmup_steps >= 1, decay_steps >= 1 and "
-                "warmup_steps + decay_steps <= total_iters")
+                "warmup_steps + decay_steps <= total_iters"
+            )
         self.peak_learning_rate = peak_learning_rate
         self.end_learning_rate = end_learning_rate
         self.warmup_steps = warmup_steps

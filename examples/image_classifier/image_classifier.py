@@ -61,9 +61,12 @@ class DigitClassifier(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.net = nn.Sequential(
-            nn.Conv2d(1, channels, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(channels, 2 * channels, 3, padding=1), nn.ReLU(),
-            nn.MaxPool2d(2), nn.Flatten(),
+            nn.Conv2d(1, channels, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(channels, 2 * channels, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
             nn.Linear(2 * channels * 4 * 4, num_classes),
         )
         # validate_args=False: no host-side value checks inside the step.

@@ -43,7 +43,7 @@ class Windows(Dataset):
         return len(self.starts)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        chunk = self.tokens[self.starts[i]: self.starts[i] + self.block + 1]
+        chunk = self.tokens[self.starts[i] : self.starts[i] + self.block + 1]
         return chunk[:-1], chunk[1:]
 
 
@@ -91,8 +91,9 @@ class Block(nn.Module):
 class TinyGPT(L.LightningModule):
     """Embeddings, `n_layer` blocks, a final norm, and a read-out tied to the embedding."""
 
-    def __init__(self, block_size: int = 64, n_layer: int = 2, n_head: int = 4, n_embd: int = 128,
-                 sample_chars: int = 0) -> None:
+    def __init__(
+        self, block_size: int = 64, n_layer: int = 2, n_head: int = 4, n_embd: int = 128, sample_chars: int = 0
+    ) -> None:
         super().__init__()
         if n_embd % n_head:
             raise ValueError(f"n_embd must be a multiple of n_head, got n_embd={n_embd}, n_head={n_head}")
@@ -133,7 +134,7 @@ class TinyGPT(L.LightningModule):
         """Sample `chars` characters after `prompt`, one at a time."""
         tokens = encode(prompt).to(self.device)[None]
         for _ in range(chars):
-            logits = self(tokens[:, -self.hparams.block_size:])[:, -1]
+            logits = self(tokens[:, -self.hparams.block_size :])[:, -1]
             probs = logits.softmax(-1).cpu()
             nxt = torch.multinomial(probs, 1, generator=generator).to(self.device)
             tokens = torch.cat([tokens, nxt], dim=1)

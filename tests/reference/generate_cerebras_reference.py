@@ -243,173 +243,434 @@ TAGGED_AND_UNTAGGED = [
 # Stems get the suffix LR or WD; "Chained" becomes ChainedLR / ChainedWD.
 _CASES: list[tuple[str, dict, int, list[dict], str | None]] = [
     ("constant", {"Constant": {"val": 0.02}}, 20, ONE_GROUP, None),
-    ("constant_total_iters", {"Constant": {"val": 0.03, "total_iters": 10}}, 25, ONE_GROUP,
-     "total_iters is stored but unused by the constant's closed form"),
-    ("polynomial_power2", {"Polynomial": {"initial_val": 0.1, "end_val": 0.001,
-                                          "total_iters": 50, "power": 2.0}}, 110, ONE_GROUP, None),
-    ("polynomial_power_half", {"Polynomial": {"initial_val": 0.1, "end_val": 0.01,
-                                              "total_iters": 40, "power": 0.5}}, 90, ONE_GROUP,
-     None),
-    ("polynomial_cycle", {"Polynomial": {"initial_val": 0.1, "end_val": 0.001,
-                                         "total_iters": 30, "power": 1.5, "cycle": True}}, 90,
-     ONE_GROUP, "cycle=True changes nothing: the end value wins from total_iters on"),
-    ("linear_warmup", {"Linear": {"initial_val": 0.0, "end_val": 2e-4, "total_iters": 40}},
-     90, ONE_GROUP, None),
-    ("linear_decay", {"Linear": {"initial_val": 0.1, "end_val": 0.0, "total_iters": 25}},
-     60, ONE_GROUP, None),
-    ("linear_cycle", {"Linear": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 20,
-                                 "cycle": True}}, 60, ONE_GROUP, None),
-    ("exponential", {"Exponential": {"initial_val": 0.1, "total_iters": 10,
-                                     "decay_rate": 0.5}}, 60, ONE_GROUP,
-     "no clamp at total_iters: decay_rate ** (k / total_iters) keeps decaying"),
-    ("exponential_staircase", {"Exponential": {"initial_val": 0.1, "total_iters": 7,
-                                               "decay_rate": 0.8, "staircase": True}},
-     50, ONE_GROUP, None),
-    ("inverse_exponential_time_decay", {"InverseExponentialTimeDecay": {
-        "initial_val": 0.1, "step_exponent": 1, "total_iters": 10, "decay_rate": 0.5}},
-     60, ONE_GROUP, None),
-    ("inverse_exponential_time_decay_exp2_staircase", {"InverseExponentialTimeDecay": {
-        "initial_val": 0.1, "step_exponent": 2, "total_iters": 30, "decay_rate": 0.3,
-        "staircase": True}}, 70, ONE_GROUP, None),
-    ("inverse_square_root_decay", {"InverseSquareRootDecay": {
-        "initial_val": 0.5, "scale": 2.0, "warmup_steps": 10}}, 60, ONE_GROUP, None),
-    ("inverse_square_root_decay_defaults", {"InverseSquareRootDecay": {}}, 30, ONE_GROUP,
-     "defaults initial=1.0, scale=1.0, warmup_steps=1.0: value 1/sqrt(max(1, k))"),
-    ("cosine_decay", {"CosineDecay": {"initial_val": 0.1, "end_val": 0.001,
-                                      "total_iters": 50}}, 120, ONE_GROUP, None),
-    ("sequential_warmup_stable_decay", {"Sequential": {
-        "schedulers": [
-            {"Linear": {"initial_val": 0.0, "end_val": 1e-3, "total_iters": 20}},
-            {"Constant": {"val": 1e-3, "total_iters": 30}},
-            {"CosineDecay": {"initial_val": 1e-3, "end_val": 1e-5, "total_iters": 50}},
+    (
+        "constant_total_iters",
+        {"Constant": {"val": 0.03, "total_iters": 10}},
+        25,
+        ONE_GROUP,
+        "total_iters is stored but unused by the constant's closed form",
+    ),
+    (
+        "polynomial_power2",
+        {"Polynomial": {"initial_val": 0.1, "end_val": 0.001, "total_iters": 50, "power": 2.0}},
+        110,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "polynomial_power_half",
+        {"Polynomial": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 40, "power": 0.5}},
+        90,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "polynomial_cycle",
+        {"Polynomial": {"initial_val": 0.1, "end_val": 0.001, "total_iters": 30, "power": 1.5, "cycle": True}},
+        90,
+        ONE_GROUP,
+        "cycle=True changes nothing: the end value wins from total_iters on",
+    ),
+    ("linear_warmup", {"Linear": {"initial_val": 0.0, "end_val": 2e-4, "total_iters": 40}}, 90, ONE_GROUP, None),
+    ("linear_decay", {"Linear": {"initial_val": 0.1, "end_val": 0.0, "total_iters": 25}}, 60, ONE_GROUP, None),
+    (
+        "linear_cycle",
+        {"Linear": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 20, "cycle": True}},
+        60,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "exponential",
+        {"Exponential": {"initial_val": 0.1, "total_iters": 10, "decay_rate": 0.5}},
+        60,
+        ONE_GROUP,
+        "no clamp at total_iters: decay_rate ** (k / total_iters) keeps decaying",
+    ),
+    (
+        "exponential_staircase",
+        {"Exponential": {"initial_val": 0.1, "total_iters": 7, "decay_rate": 0.8, "staircase": True}},
+        50,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "inverse_exponential_time_decay",
+        {"InverseExponentialTimeDecay": {"initial_val": 0.1, "step_exponent": 1, "total_iters": 10, "decay_rate": 0.5}},
+        60,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "inverse_exponential_time_decay_exp2_staircase",
+        {
+            "InverseExponentialTimeDecay": {
+                "initial_val": 0.1,
+                "step_exponent": 2,
+                "total_iters": 30,
+                "decay_rate": 0.3,
+                "staircase": True,
+            }
+        },
+        70,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "inverse_square_root_decay",
+        {"InverseSquareRootDecay": {"initial_val": 0.5, "scale": 2.0, "warmup_steps": 10}},
+        60,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "inverse_square_root_decay_defaults",
+        {"InverseSquareRootDecay": {}},
+        30,
+        ONE_GROUP,
+        "defaults initial=1.0, scale=1.0, warmup_steps=1.0: value 1/sqrt(max(1, k))",
+    ),
+    ("cosine_decay", {"CosineDecay": {"initial_val": 0.1, "end_val": 0.001, "total_iters": 50}}, 120, ONE_GROUP, None),
+    (
+        "sequential_warmup_stable_decay",
+        {
+            "Sequential": {
+                "schedulers": [
+                    {"Linear": {"initial_val": 0.0, "end_val": 1e-3, "total_iters": 20}},
+                    {"Constant": {"val": 1e-3, "total_iters": 30}},
+                    {"CosineDecay": {"initial_val": 1e-3, "end_val": 1e-5, "total_iters": 50}},
+                ],
+                "milestones": [20, 50],
+            }
+        },
+        210,
+        ONE_GROUP,
+        "child i counts from its milestone: step k - milestones[i-1]",
+    ),
+    (
+        "sequential_step_then_exponential",
+        {
+            "Sequential": {
+                "schedulers": [
+                    {"Step": {"initial_val": 0.1, "step_size": 5, "gamma": 0.5}},
+                    {"Exponential": {"initial_val": 0.05, "total_iters": 10, "decay_rate": 0.8}},
+                ],
+                "milestones": [20],
+            }
+        },
+        80,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "piecewise_constant",
+        {"PiecewiseConstant": {"vals": [0.1, 0.05, 0.01], "milestones": [10, 25]}},
+        60,
+        ONE_GROUP,
+        None,
+    ),
+    ("multi_step", {"MultiStep": {"initial_val": 0.1, "gamma": 0.1, "milestones": [10, 30, 45]}}, 100, ONE_GROUP, None),
+    ("step", {"Step": {"initial_val": 0.1, "step_size": 7, "gamma": 0.5}}, 60, ONE_GROUP, None),
+    (
+        "cosine_annealing",
+        {"CosineAnnealing": {"initial_val": 0.1, "T_max": 25, "eta_min": 0.001}},
+        100,
+        ONE_GROUP,
+        "no clamp at T_max: the cosine keeps going, back up to initial at 2*T_max",
+    ),
+    ("cosine_annealing_default_eta_min", {"CosineAnnealing": {"initial_val": 0.1, "T_max": 10}}, 30, ONE_GROUP, None),
+    (
+        "lambda_demo",
+        {"Lambda": {"initial_val": 0.1}},
+        60,
+        ONE_GROUP,
+        "hard-coded demo: initial_val**2 * (k / 30) * 0.95**k (two lambdas, each times initial_val); value 0 at k = 0",
+    ),
+    (
+        "cosine_annealing_warm_restarts",
+        {"CosineAnnealingWarmRestarts": {"initial_val": 0.1, "T_0": 10, "eta_min": 0.001}},
+        50,
+        ONE_GROUP,
+        "reference differs from torch from k = T_0 on (see torch_values): there "
+        "T_cur = (floor(k / T_0) - 1) * T_0, so later periods alternate between "
+        "initial_val and eta_min",
+    ),
+    (
+        "cosine_annealing_warm_restarts_default_eta_min",
+        {"CosineAnnealingWarmRestarts": {"initial_val": 0.1, "T_0": 7}},
+        30,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "multiplicative",
+        {"Multiplicative": {"initial_val": 0.1, "coefficient": 0.95}},
+        60,
+        ONE_GROUP,
+        "initial_val * coefficient ** k",
+    ),
+    (
+        "chained_step_exponential",
+        {
+            "Chained": {
+                "schedulers": [
+                    {"Step": {"initial_val": 0.1, "step_size": 10, "gamma": 0.5}},
+                    {"Exponential": {"initial_val": 0.2, "total_iters": 20, "decay_rate": 0.5}},
+                ]
+            }
+        },
+        80,
+        ONE_GROUP,
+        "first child's value times each later child's value / its initial_val",
+    ),
+    (
+        "chained_cosine_multistep_linear",
+        {
+            "Chained": {
+                "schedulers": [
+                    {"CosineDecay": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 40}},
+                    {"MultiStep": {"initial_val": 1.0, "gamma": 0.5, "milestones": [15, 30]}},
+                    {"Linear": {"initial_val": 2.0, "end_val": 1.0, "total_iters": 20}},
+                ]
+            }
+        },
+        90,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "cyclic_triangular",
+        {"Cyclic": {"base_val": 0.001, "max_val": 0.01, "step_size_up": 10, "step_size_down": 15}},
+        100,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "cyclic_triangular2",
+        {"Cyclic": {"base_val": 0.001, "max_val": 0.01, "step_size_up": 8, "mode": "triangular2"}},
+        100,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "cyclic_exp_range",
+        {
+            "Cyclic": {
+                "base_val": 0.001,
+                "max_val": 0.01,
+                "step_size_up": 8,
+                "step_size_down": 12,
+                "mode": "exp_range",
+                "gamma": 0.98,
+            }
+        },
+        100,
+        ONE_GROUP,
+        "exp_range scales by gamma ** k (iterations) whatever scale_mode says",
+    ),
+    (
+        "cyclic_triangular_scale_mode_ignored",
+        {
+            "Cyclic": {
+                "base_val": 0.001,
+                "max_val": 0.01,
+                "step_size_up": 5,
+                "mode": "triangular",
+                "scale_mode": "iterations",
+            }
+        },
+        40,
+        ONE_GROUP,
+        "scale_mode is overwritten from mode on every evaluation",
+    ),
+    (
+        "one_cycle_cos",
+        {
+            "OneCycle": {
+                "initial_val": 0.004,
+                "max_val": 0.1,
+                "total_steps": 50,
+                "pct_start": 0.3,
+                "final_div_factor": 100.0,
+            }
+        },
+        110,
+        ONE_GROUP,
+        "no clamp after total_steps - 1: the last phase's cosine keeps going",
+    ),
+    (
+        "one_cycle_linear_three_phase",
+        {
+            "OneCycle": {
+                "initial_val": 0.004,
+                "max_val": 0.1,
+                "total_steps": 60,
+                "pct_start": 0.25,
+                "final_div_factor": 100.0,
+                "three_phase": True,
+                "anneal_strategy": "linear",
+            }
+        },
+        130,
+        ONE_GROUP,
+        "no clamp after total_steps - 1: the last linear phase extrapolates",
+    ),
+    (
+        "one_cycle_cos_three_phase",
+        {"OneCycle": {"initial_val": 0.004, "max_val": 0.1, "total_steps": 40, "pct_start": 0.3, "three_phase": True}},
+        90,
+        ONE_GROUP,
+        None,
+    ),
+    (
+        "one_cycle_linear_uneven",
+        {
+            "OneCycle": {
+                "initial_val": 0.01,
+                "max_val": 0.1,
+                "total_steps": 37,
+                "pct_start": 0.33,
+                "anneal_strategy": "linear",
+            }
+        },
+        80,
+        ONE_GROUP,
+        "pct_start * total_steps - 1 = 11.21 is used unrounded as the phase boundary",
+    ),
+    (
+        "scale_per_param_cosine",
+        {"ScalePerParam": {"scheduler": {"CosineDecay": {"initial_val": 0.1, "end_val": 0.001, "total_iters": 40}}}},
+        90,
+        TWO_GROUPS_SCALED,
+        "group value = wrapped value * group['adjust_learning_rate'] (read at construction)",
+    ),
+    (
+        "scale_per_param_sequential",
+        {
+            "ScalePerParam": {
+                "scheduler": {
+                    "Sequential": {
+                        "schedulers": [
+                            {"Linear": {"initial_val": 0.0, "end_val": 0.1, "total_iters": 10}},
+                            {"CosineDecay": {"initial_val": 0.1, "end_val": 0.0, "total_iters": 30}},
+                        ],
+                        "milestones": [10],
+                    }
+                }
+            }
+        },
+        90,
+        TWO_GROUPS_SCALED,
+        None,
+    ),
+    (
+        "tags_target_one_group",
+        {"Linear": {"initial_val": 0.2, "end_val": 0.02, "total_iters": 20, "param_group_tags": "decay"}},
+        50,
+        TWO_GROUPS_TAGGED,
+        "the untargeted group keeps its own value",
+    ),
+    (
+        "tags_none_targets_untagged",
+        {"CosineDecay": {"initial_val": 0.2, "end_val": 0.02, "total_iters": 20, "param_group_tags": [None]}},
+        50,
+        TAGGED_AND_UNTAGGED,
+        "param_group_tags=[None] targets the groups without tags",
+    ),
+    (
+        "tags_sequential",
+        {
+            "Sequential": {
+                "schedulers": [
+                    {
+                        "Linear": {
+                            "initial_val": 0.0,
+                            "end_val": 0.1,
+                            "total_iters": 10,
+                            "param_group_tags": ["no_decay"],
+                        }
+                    },
+                    {
+                        "Exponential": {
+                            "initial_val": 0.1,
+                            "total_iters": 10,
+                            "decay_rate": 0.5,
+                            "param_group_tags": ["no_decay"],
+                        }
+                    },
+                ],
+                "milestones": [10],
+                "param_group_tags": ["no_decay"],
+            }
+        },
+        50,
+        TWO_GROUPS_TAGGED,
+        "children must carry the same param_group_tags as the SequentialLR",
+    ),
+    (
+        "tags_scale_per_param",
+        {
+            "ScalePerParam": {
+                "scheduler": {"Step": {"initial_val": 0.1, "step_size": 5, "gamma": 0.5, "param_group_tags": "decay"}},
+                "param_group_tags": "decay",
+            }
+        },
+        30,
+        [
+            {"lr": 0.1, "weight_decay": 0.01, "tags": ["decay"], "adjust_learning_rate": 0.5},
+            {"lr": 0.3, "weight_decay": 0.02, "tags": ["other"], "adjust_learning_rate": 2.0},
         ],
-        "milestones": [20, 50]}}, 210, ONE_GROUP,
-     "child i counts from its milestone: step k - milestones[i-1]"),
-    ("sequential_step_then_exponential", {"Sequential": {
-        "schedulers": [
-            {"Step": {"initial_val": 0.1, "step_size": 5, "gamma": 0.5}},
-            {"Exponential": {"initial_val": 0.05, "total_iters": 10, "decay_rate": 0.8}},
-        ],
-        "milestones": [20]}}, 80, ONE_GROUP, None),
-    ("piecewise_constant", {"PiecewiseConstant": {"vals": [0.1, 0.05, 0.01],
-                                                  "milestones": [10, 25]}},
-     60, ONE_GROUP, None),
-    ("multi_step", {"MultiStep": {"initial_val": 0.1, "gamma": 0.1,
-                                  "milestones": [10, 30, 45]}}, 100, ONE_GROUP, None),
-    ("step", {"Step": {"initial_val": 0.1, "step_size": 7, "gamma": 0.5}}, 60, ONE_GROUP,
-     None),
-    ("cosine_annealing", {"CosineAnnealing": {"initial_val": 0.1, "T_max": 25,
-                                              "eta_min": 0.001}}, 100, ONE_GROUP,
-     "no clamp at T_max: the cosine keeps going, back up to initial at 2*T_max"),
-    ("cosine_annealing_default_eta_min", {"CosineAnnealing": {"initial_val": 0.1,
-                                                              "T_max": 10}}, 30, ONE_GROUP,
-     None),
-    ("lambda_demo", {"Lambda": {"initial_val": 0.1}}, 60, ONE_GROUP,
-     "hard-coded demo: initial_val**2 * (k / 30) * 0.95**k (two lambdas, each times "
-     "initial_val); value 0 at k = 0"),
-    ("cosine_annealing_warm_restarts", {"CosineAnnealingWarmRestarts": {
-        "initial_val": 0.1, "T_0": 10, "eta_min": 0.001}}, 50, ONE_GROUP,
-     "reference differs from torch from k = T_0 on (see torch_values): there "
-     "T_cur = (floor(k / T_0) - 1) * T_0, so later periods alternate between "
-     "initial_val and eta_min"),
-    ("cosine_annealing_warm_restarts_default_eta_min", {"CosineAnnealingWarmRestarts": {
-        "initial_val": 0.1, "T_0": 7}}, 30, ONE_GROUP, None),
-    ("multiplicative", {"Multiplicative": {"initial_val": 0.1, "coefficient": 0.95}},
-     60, ONE_GROUP, "initial_val * coefficient ** k"),
-    ("chained_step_exponential", {"Chained": {"schedulers": [
-        {"Step": {"initial_val": 0.1, "step_size": 10, "gamma": 0.5}},
-        {"Exponential": {"initial_val": 0.2, "total_iters": 20, "decay_rate": 0.5}},
-    ]}}, 80, ONE_GROUP, "first child's value times each later child's value / its initial_val"),
-    ("chained_cosine_multistep_linear", {"Chained": {"schedulers": [
-        {"CosineDecay": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 40}},
-        {"MultiStep": {"initial_val": 1.0, "gamma": 0.5, "milestones": [15, 30]}},
-        {"Linear": {"initial_val": 2.0, "end_val": 1.0, "total_iters": 20}},
-    ]}}, 90, ONE_GROUP, None),
-    ("cyclic_triangular", {"Cyclic": {"base_val": 0.001, "max_val": 0.01,
-                                      "step_size_up": 10, "step_size_down": 15}},
-     100, ONE_GROUP, None),
-    ("cyclic_triangular2", {"Cyclic": {"base_val": 0.001, "max_val": 0.01,
-                                       "step_size_up": 8, "mode": "triangular2"}},
-     100, ONE_GROUP, None),
-    ("cyclic_exp_range", {"Cyclic": {"base_val": 0.001, "max_val": 0.01,
-                                     "step_size_up": 8, "step_size_down": 12,
-                                     "mode": "exp_range", "gamma": 0.98}},
-     100, ONE_GROUP, "exp_range scales by gamma ** k (iterations) whatever scale_mode says"),
-    ("cyclic_triangular_scale_mode_ignored", {"Cyclic": {
-        "base_val": 0.001, "max_val": 0.01, "step_size_up": 5, "mode": "triangular",
-        "scale_mode": "iterations"}}, 40, ONE_GROUP,
-     "scale_mode is overwritten from mode on every evaluation"),
-    ("one_cycle_cos", {"OneCycle": {"initial_val": 0.004, "max_val": 0.1,
-                                    "total_steps": 50, "pct_start": 0.3,
-                                    "final_div_factor": 100.0}}, 110, ONE_GROUP,
-     "no clamp after total_steps - 1: the last phase's cosine keeps going"),
-    ("one_cycle_linear_three_phase", {"OneCycle": {
-        "initial_val": 0.004, "max_val": 0.1, "total_steps": 60, "pct_start": 0.25,
-        "final_div_factor": 100.0, "three_phase": True, "anneal_strategy": "linear"}},
-     130, ONE_GROUP, "no clamp after total_steps - 1: the last linear phase extrapolates"),
-    ("one_cycle_cos_three_phase", {"OneCycle": {
-        "initial_val": 0.004, "max_val": 0.1, "total_steps": 40, "pct_start": 0.3,
-        "three_phase": True}}, 90, ONE_GROUP, None),
-    ("one_cycle_linear_uneven", {"OneCycle": {
-        "initial_val": 0.01, "max_val": 0.1, "total_steps": 37, "pct_start": 0.33,
-        "anneal_strategy": "linear"}}, 80, ONE_GROUP,
-     "pct_start * total_steps - 1 = 11.21 is used unrounded as the phase boundary"),
-    ("scale_per_param_cosine", {"ScalePerParam": {"scheduler": {"CosineDecay": {
-        "initial_val": 0.1, "end_val": 0.001, "total_iters": 40}}}}, 90,
-     TWO_GROUPS_SCALED,
-     "group value = wrapped value * group['adjust_learning_rate'] (read at construction)"),
-    ("scale_per_param_sequential", {"ScalePerParam": {"scheduler": {"Sequential": {
-        "schedulers": [
-            {"Linear": {"initial_val": 0.0, "end_val": 0.1, "total_iters": 10}},
-            {"CosineDecay": {"initial_val": 0.1, "end_val": 0.0, "total_iters": 30}},
-        ],
-        "milestones": [10]}}}}, 90, TWO_GROUPS_SCALED, None),
-    ("tags_target_one_group", {"Linear": {"initial_val": 0.2, "end_val": 0.02,
-                                          "total_iters": 20, "param_group_tags": "decay"}},
-     50, TWO_GROUPS_TAGGED, "the untargeted group keeps its own value"),
-    ("tags_none_targets_untagged", {"CosineDecay": {
-        "initial_val": 0.2, "end_val": 0.02, "total_iters": 20, "param_group_tags": [None]}},
-     50, TAGGED_AND_UNTAGGED, "param_group_tags=[None] targets the groups without tags"),
-    ("tags_sequential", {"Sequential": {
-        "schedulers": [
-            {"Linear": {"initial_val": 0.0, "end_val": 0.1, "total_iters": 10,
-                        "param_group_tags": ["no_decay"]}},
-            {"Exponential": {"initial_val": 0.1, "total_iters": 10, "decay_rate": 0.5,
-                             "param_group_tags": ["no_decay"]}},
-        ],
-        "milestones": [10], "param_group_tags": ["no_decay"]}}, 50, TWO_GROUPS_TAGGED,
-     "children must carry the same param_group_tags as the SequentialLR"),
-    ("tags_scale_per_param", {"ScalePerParam": {
-        "scheduler": {"Step": {"initial_val": 0.1, "step_size": 5, "gamma": 0.5,
-                               "param_group_tags": "decay"}},
-        "param_group_tags": "decay"}}, 30,
-     [{"lr": 0.1, "weight_decay": 0.01, "tags": ["decay"], "adjust_learning_rate": 0.5},
-      {"lr": 0.3, "weight_decay": 0.02, "tags": ["other"], "adjust_learning_rate": 2.0}],
-     None),
+        None,
+    ),
 ]
 
 # Cases that exist in one flavour only.
 _LR_ONLY = [
-    ("lr_chained_scheduler_alias", "lr", {"ChainedScheduler": {"schedulers": [
-        {"StepLR": {"initial_learning_rate": 0.1, "step_size": 10, "gamma": 0.5}},
-        {"ExponentialLR": {"initial_learning_rate": 0.2, "total_iters": 20,
-                           "decay_rate": 0.5}},
-    ]}}, 80, ONE_GROUP, "ChainedScheduler is a subclass alias of ChainedLR"),
+    (
+        "lr_chained_scheduler_alias",
+        "lr",
+        {
+            "ChainedScheduler": {
+                "schedulers": [
+                    {"StepLR": {"initial_learning_rate": 0.1, "step_size": 10, "gamma": 0.5}},
+                    {"ExponentialLR": {"initial_learning_rate": 0.2, "total_iters": 20, "decay_rate": 0.5}},
+                ]
+            }
+        },
+        80,
+        ONE_GROUP,
+        "ChainedScheduler is a subclass alias of ChainedLR",
+    ),
 ]
 _WD_ONLY = [
-    ("wd_scale_per_param_adjust_val", "weight_decay", {"ScalePerParamWD": {"scheduler": {
-        "CosineDecayWD": {"initial_val": 0.1, "end_val": 0.001, "total_iters": 40}}}}, 90,
-     [{"lr": 0.1, "weight_decay": 0.01, "adjust_val": 1.0},
-      {"lr": 0.1, "weight_decay": 0.01, "adjust_val": 0.5},
-      {"lr": 0.1, "weight_decay": 0.01, "adjust_learning_rate": 3.0, "adjust_val": 0.5}],
-     "scale = group.get('adjust_learning_rate', group.get('adjust_val', 1.0)): "
-     "adjust_learning_rate wins, also for weight decay"),
+    (
+        "wd_scale_per_param_adjust_val",
+        "weight_decay",
+        {
+            "ScalePerParamWD": {
+                "scheduler": {"CosineDecayWD": {"initial_val": 0.1, "end_val": 0.001, "total_iters": 40}}
+            }
+        },
+        90,
+        [
+            {"lr": 0.1, "weight_decay": 0.01, "adjust_val": 1.0},
+            {"lr": 0.1, "weight_decay": 0.01, "adjust_val": 0.5},
+            {"lr": 0.1, "weight_decay": 0.01, "adjust_learning_rate": 3.0, "adjust_val": 0.5},
+        ],
+        "scale = group.get('adjust_learning_rate', group.get('adjust_val', 1.0)): "
+        "adjust_learning_rate wins, also for weight decay",
+    ),
 ]
 # Not expressible in the reference (it rejects T_mult != 1): torch's own numbers.
 _TORCH_ONLY = [
-    ("lr_cosine_annealing_warm_restarts_t_mult2", "lr", {"CosineAnnealingWarmRestarts": {
-        "initial_learning_rate": 0.1, "T_0": 5, "T_mult": 2, "eta_min": 0.001}}, 80,
-     ONE_GROUP, "reference raises ValueError for T_mult != 1; values from torch"),
+    (
+        "lr_cosine_annealing_warm_restarts_t_mult2",
+        "lr",
+        {"CosineAnnealingWarmRestarts": {"initial_learning_rate": 0.1, "T_0": 5, "T_mult": 2, "eta_min": 0.001}},
+        80,
+        ONE_GROUP,
+        "reference raises ValueError for T_mult != 1; values from torch",
+    ),
 ]
 
 
@@ -436,19 +697,29 @@ def cases() -> list[dict]:
     out = []
     for suffix, key in (("LR", "lr"), ("WD", "weight_decay")):
         for stem_id, spec, steps, groups, note in _CASES:
-            out.append({"id": f"{suffix.lower()}_{stem_id}", "key": key,
-                        "param_groups": groups, "spec": _flavour(spec, suffix),
-                        "steps": steps, "note": note})
+            out.append(
+                {
+                    "id": f"{suffix.lower()}_{stem_id}",
+                    "key": key,
+                    "param_groups": groups,
+                    "spec": _flavour(spec, suffix),
+                    "steps": steps,
+                    "note": note,
+                }
+            )
     for case_id, key, spec, steps, groups, note in _LR_ONLY + _WD_ONLY + _TORCH_ONLY:
-        out.append({"id": case_id, "key": key, "param_groups": groups, "spec": spec,
-                    "steps": steps, "note": note})
+        out.append({"id": case_id, "key": key, "param_groups": groups, "spec": spec, "steps": steps, "note": note})
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wheel-dir", type=Path, default=Path("/work/ref/unpacked"),
-                        help="directory the cerebras_pytorch 2.10 wheel was unzipped into")
+    parser.add_argument(
+        "--wheel-dir",
+        type=Path,
+        default=Path("/work/ref/unpacked"),
+        help="directory the cerebras_pytorch 2.10 wheel was unzipped into",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     _install_stubs(args.wheel_dir)
