@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _NormBase
@@ -400,13 +401,16 @@ def _from_checkpoint(
 class _MappedFiles:
     """This process's private file mappings (a checkpoint loaded with ``mmap=True``), read once.
 
-    A tensor copied out of one has its pages handed back (``MADV_PAGEOUT``): mapped pages
-    count in the process's memory, and a second copy of the weights is what loading from a
-    mapped file avoids. Clean pages come back from the file if read again; pages written
-    since mapping (copy-on-write) cannot be reclaimed and stay: nothing is lost either way.
+    A tensor copied out of one has its pages unmapped (``MADV_DONTNEED``): mapped pages count
+    in the process's memory, and a second copy of the weights is what loading from a mapped
+    file avoids. The pages stay in the page cache (``MADV_PAGEOUT`` would evict them, so that
+    the next run, or another rank mapping the same file, reads it from disk again) and come
+    back from it if read again. A range holding a page written since mapping (copy-on-write:
+    a hook edited the checkpoint in place) is left mapped, as is every range where
+    ``/proc/self/pagemap`` cannot tell: unmapping would lose the edit.
     """
 
-    _PAGEOUT = 21  # Linux 5.4+; older kernels refuse it, which costs only the memory
+    _DONTNEED = 4
 
     def __init__(self) -> None:
         self.ranges: list[tuple[int, int]] = []
@@ -429,8 +433,23 @@ class _MappedFiles:
             return  # not in a file mapping: memory of its own, which the caller may still use
         page = mmap.PAGESIZE
         first, last = -(-start // page) * page, end // page * page  # whole pages of this tensor only
-        if last > first:
-            _libc().madvise(first, last - first, self._PAGEOUT)
+        if last > first and _file_pages_only(first, last):
+            _libc().madvise(first, last - first, self._DONTNEED)
+
+
+def _file_pages_only(first: int, last: int) -> bool:
+    """Whether no page in [first, last) is private anonymous memory, i.e. written since it was
+    mapped (pagemap bit 63: present, bit 61: a file page). False when pagemap cannot be read."""
+    page = mmap.PAGESIZE
+    try:
+        with open("/proc/self/pagemap", "rb") as pagemap:
+            pagemap.seek(first // page * 8)
+            entries = np.frombuffer(pagemap.read((last - first) // page * 8), dtype="<u8")
+    except OSError:
+        return False
+    present, file_page = np.uint64(1 << 63), np.uint64(1 << 61)
+    written = ((entries & present) != 0) & ((entries & file_page) == 0)
+    return entries.size == (last - first) // page and not written.any()
 
 
 @functools.cache
