@@ -132,12 +132,6 @@ class Report:
 # ----------------------------------------------------------------------------- source
 
 
-def _join(prefix: str, key: Any) -> str:
-    if isinstance(key, int):
-        return f"{prefix}[{key}]"
-    return f"{prefix}.{key}" if prefix else str(key)
-
-
 def _at(path: str) -> KeyPath:
     """A source key path (dotted: `_Source` walks mappings only, so it holds no index) as a tuple."""
     return tuple(path.split("."))
@@ -148,13 +142,13 @@ def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
-def _leaves(value: Any, path: str) -> list[tuple[str, Any]]:
-    """Key paths of every leaf; lists are leaves unless they hold mappings."""
+def _leaves(value: Any, path: KeyPath) -> list[tuple[str, Any]]:
+    """Key paths of every leaf, as text; lists are leaves unless they hold mappings."""
     if isinstance(value, Mapping) and value:
-        return [leaf for key, child in value.items() for leaf in _leaves(child, _join(path, key))]
+        return [leaf for key, child in value.items() for leaf in _leaves(child, (*path, key))]
     if isinstance(value, list) and any(isinstance(item, Mapping) for item in value):
-        return [leaf for i, child in enumerate(value) for leaf in _leaves(child, _join(path, i))]
-    return [(path, value)]
+        return [leaf for i, child in enumerate(value) for leaf in _leaves(child, (*path, i))]
+    return [(format_key_path(path), value)]
 
 
 class _Source:
@@ -192,7 +186,7 @@ class _Source:
         """Every leaf not converted, in file order."""
         return [
             (path, value)
-            for path, value in _leaves(self.config, "")
+            for path, value in _leaves(self.config, ())
             if not any(_under(path, used) for used in self.used)
         ]
 
@@ -328,7 +322,7 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
     accepted = set(inspect.signature(torch_cls).parameters) - {"params"}
     converted: dict[str, Any] = {}
     for arg, value in args.items():
-        arg_key = _join(args_key, arg)
+        arg_key = format_key_path((*_at(args_key), arg))
         target = _OPTIMIZER_ALIASES.get(arg, arg)
         if arg == "adjust_learning_rate":
             _per_layer_scales(out, arg_key)

@@ -77,4 +77,15 @@ class GraphBreakError(CSLightningError, RuntimeError):
 
 
 class NotConvertible(CSLightningError, ValueError):
-    """A torch scheduler that has no closed-form equivalent; the message says why."""
+    """A torch scheduler that has no closed-form equivalent: ``reason`` says why, ``where`` which
+    one (outermost first, e.g. ``("schedulers[1] (StepLR)",)``); re-raise ``under`` a place to add one."""
+
+    def __init__(self, reason: str, where: tuple[str, ...] = ()) -> None:
+        self.reason, self.where = reason, tuple(where)
+        super().__init__(": ".join((*self.where, reason)))
+
+    def under(self, place: str) -> NotConvertible:
+        return NotConvertible(self.reason, (place, *self.where))
+
+    def __reduce__(self) -> tuple[type[NotConvertible], tuple[str, tuple[str, ...]]]:
+        return type(self), (self.reason, self.where)

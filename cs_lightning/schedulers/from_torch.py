@@ -456,8 +456,9 @@ def _plan(scheduler: Any, where: str = "") -> _Plan:
     try:
         return converter(scheduler)
     except NotConvertible as err:
-        prefix = f"{where} ({type(scheduler).__name__}): " if where else ""
-        raise NotConvertible(prefix + str(err)) from None
+        if not where:
+            raise
+        raise err.under(f"{where} ({type(scheduler).__name__})") from None
 
 
 # -------------------------------------------------------------------------------- public
@@ -536,10 +537,10 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
     except NotConvertible as err:
         for group, values in zip(groups, held):  # a schedule built before the failure wrote its values
             group.update(values)
-        message = f"torch {name} is not converted to a closed form: {err}"
+        failure = err.under(f"torch {name} is not converted to a closed form")
         if strict:
-            raise NotConvertible(message) from None
-        warnings.warn(f"{message}; it keeps running on the host, step by step", HostSchedulerWarning, stacklevel=3)
+            raise failure from None
+        warnings.warn(f"{failure}; it keeps running on the host, step by step", HostSchedulerWarning, stacklevel=3)
         return None
     if any(scale != 1.0 for scale in plan.scales):
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
