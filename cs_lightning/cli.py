@@ -42,19 +42,19 @@ import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MethodType
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
-import yaml
-from jsonargparse import get_loader
 from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import write_atomic
-from cs_lightning.errors import ConfigError, CSLightningError
+from cs_lightning.config_blocks import load_yaml, read_yaml
+from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
 from cs_lightning.schedulers.registry import probe_param_groups
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -64,28 +64,10 @@ SchedulersFactory = Callable[[torch.optim.Optimizer], list]
 # --------------------------------------------------------------------------- imports
 
 
-def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
-    """One YAML config file as a dict (jsonargparse's loader: `3e-4` is a float)."""
+def _load_yaml(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
+    """One YAML config file as a dict of top-level keys (`config_blocks.read_yaml` reads it)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(key, f"{str(path)!r} is not a file; fix: check the path")
-    try:
-        data = get_loader("yaml")(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise ConfigError(
-            key,
-            f"{str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
-            f"{err.start}); fix: save the file as UTF-8",
-        ) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(
-            key,
-            f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
-            "fix: correct the YAML syntax there",
-        ) from None
-    refuse_duplicate_keys(path, key)
+    data, _ = read_yaml(path, key)
     if not isinstance(data, dict):
         what = "nothing" if data is None else type(data).__name__
         raise ConfigError(
@@ -96,89 +78,47 @@ def _load_yaml(path: str | Path, key: str = "config") -> dict[str, Any]:
     return data
 
 
-def refuse_duplicate_keys(path: Path, key: str, same_value_ok: bool = False) -> list[str]:
-    """Refuse a YAML file (already read as valid UTF-8 YAML) that gives a key twice in one
-    mapping: YAML loaders keep the last one silently (`{lr: 0.1, lr: 0.5}` is `{lr: 0.5}`).
-
-    With `same_value_ok`, a key repeated with an equal scalar value (nothing is lost) is
-    returned as a note instead: `convert` reads others' files, which their tools accepted.
-    """
-    notes, refused = [], []
-    for first, second, name, same in _duplicate_keys(path.read_text(encoding="utf-8")):
-        where = f"key {name!r} twice, at lines {first} and {second}"
-        (notes if same and same_value_ok else refused).append(where)
-    if refused:
-        raise ConfigError(key, f"{str(path)!r} gives {refused[0]}; fix: keep one of them")
-    return [f"{path} gives {where}, with the same value" for where in notes]
-
-
-def _duplicate_keys(text: str) -> list[tuple[int, int, str, bool]]:
-    """(first line, second line, key, same scalar value) of each key repeated in one mapping, in file order."""
-    pending = [yaml.compose(text, Loader=yaml.SafeLoader)]
-    visited: set[int] = set()
-    found = []
-    while pending:
-        node = pending.pop()
-        if node is None or id(node) in visited:  # an alias shares its anchor's node
-            continue
-        visited.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[str, tuple[int, Any]] = {}
-            for name, value in node.value:
-                if isinstance(name, yaml.ScalarNode) and name.value != "<<":  # << merges, not a key
-                    line = name.start_mark.line + 1
-                    if name.value in seen:
-                        first, earlier = seen[name.value]
-                        same = (
-                            isinstance(value, yaml.ScalarNode)
-                            and isinstance(earlier, yaml.ScalarNode)
-                            and (value.tag, value.value) == (earlier.tag, earlier.value)
-                        )
-                        found.append((first, line, name.value, same))
-                    seen[name.value] = line, value
-                pending += [name, value]
-        elif isinstance(node, yaml.SequenceNode):
-            pending += node.value
-    return sorted(found, key=lambda item: (item[1], item[0]))
-
-
-def _import_entry(entry: str, base: Path, key: str) -> str:
+def _import_entry(entry: str, base: Path, key: KeyPath) -> str:
     """Import a dotted module, or a `.py` file relative to `base` under its file stem.
 
     Returns the entry as it can be imported from anywhere: the module name, or the file's
     absolute path (the config Lightning saves with the run then works from any directory).
     """
-    try:
-        if not entry.endswith(".py"):
-            importlib.import_module(entry)
-            return entry
-        path = (base / entry).resolve()
-        if not path.is_file():
-            raise FileNotFoundError(f"no file {str(path)!r}")
-        loaded = sys.modules.get(path.stem)
-        if loaded is not None:
-            if Path(getattr(loaded, "__file__", "") or "").resolve() == path:
-                return str(path)
-            raise ConfigError(
-                key,
-                f"{entry!r} would be imported as module {path.stem!r}, which is already "
-                f"{getattr(loaded, '__file__', None) or 'a built-in module'}; fix: rename the file",
-            )
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[path.stem]
-            raise
-        return str(path)
-    except (ImportError, FileNotFoundError, SyntaxError) as err:
+    fix = f"fix: give a dotted module name or a .py path relative to {base}"
+    if not entry.endswith(".py"):
+        _run_user_module(lambda: importlib.import_module(entry), entry, key, fix)
+        return entry
+    path = (base / entry).resolve()
+    if not path.is_file():
+        raise ConfigError(key, f"cannot import {entry!r}: no file {str(path)!r}; {fix}")
+    loaded = sys.modules.get(path.stem)
+    if loaded is not None:
+        if Path(getattr(loaded, "__file__", "") or "").resolve() == path:
+            return str(path)
         raise ConfigError(
-            key, f"cannot import {entry!r}: {err}; fix: give a dotted module name or a .py path relative to {base}"
-        ) from None
-    except ConfigError:
+            key,
+            f"{entry!r} would be imported as module {path.stem!r}, which is already "
+            f"{getattr(loaded, '__file__', None) or 'a built-in module'}; fix: rename the file",
+        )
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:  # a file without the .py loader: not one to run
+        raise ConfigError(key, f"cannot import {entry!r}: Python has no loader for it; {fix}")
+    module, loader = importlib.util.module_from_spec(spec), spec.loader
+    sys.modules[path.stem] = module
+    try:
+        _run_user_module(lambda: loader.exec_module(module), entry, key, fix)
+    except BaseException:
+        del sys.modules[path.stem]
         raise
+    return str(path)
+
+
+def _run_user_module(run: Callable[[], object], entry: str, key: KeyPath, fix: str) -> None:
+    """Run the import of the user's module; its failure becomes one line saying where."""
+    try:
+        run()
+    except (ImportError, SyntaxError) as err:
+        raise ConfigError(key, f"cannot import {entry!r}: {err}; {fix}") from None
     except Exception as err:  # noqa: BLE001 - the user's module failed while running: say where, as one line
         raise ConfigError(
             key, f"importing {entry!r} raised {type(err).__name__}: {err}{_where(err)}; fix: correct that module"
@@ -217,24 +157,14 @@ def _run_imports(argv: Sequence[str]) -> dict[str, str]:
         if not path.is_file():
             continue  # the parser reports the missing file with its own key
         for i, entry in enumerate(_entries(_load_yaml(path).get("imports"))):
-            done[entry] = _import_entry(entry, path.parent, f"imports[{i}]")
+            done[entry] = _import_entry(entry, path.parent, ("imports", i))
     for value in _option_values(argv, "--imports", "--imports+"):
-        for i, entry in enumerate(_entries(get_loader("yaml")(value))):
-            done[entry] = _import_entry(entry, Path.cwd(), f"imports[{i}]")
+        for i, entry in enumerate(_entries(load_yaml(value))):
+            done[entry] = _import_entry(entry, Path.cwd(), ("imports", i))
     return done
 
 
 # ------------------------------------------------------------------------ schedulers
-
-
-def _class_paths(spec: Any) -> set[str]:
-    """Every `class_path` value anywhere in a nested YAML block."""
-    if isinstance(spec, Mapping):
-        found = {spec["class_path"]} if isinstance(spec.get("class_path"), str) else set()
-        return found.union(*(_class_paths(value) for value in spec.values()))
-    if isinstance(spec, list):
-        return set().union(*(_class_paths(item) for item in spec))
-    return set()
 
 
 def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: bool) -> SchedulersFactory:
@@ -242,29 +172,23 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: b
 
     The throwaway optimizer has the one untagged param group that the `optimizer:` block
     builds, or, with `any_tags` (drawing a schedule needs no model), one more group per tag
-    the block names. `build` reads both spellings and names the key path
-    (`schedulers[0].SequentialLR...`) in its errors; they become `ConfigError`s with that key.
+    the block names. `build` reads both spellings and raises `ConfigError`s at the key path
+    (`schedulers[0].SequentialLR...`, `schedulers[0].init_args...`).
     """
     try:
         built = cs_schedulers.build(spec, make_optimizer(probe_param_groups(spec if any_tags else None)))
-    except (ValueError, TypeError) as err:
-        message = str(err)
-        key, sep, problem = message.partition(": ")
-        if not (sep and key.startswith("schedulers")):
-            key, problem = "schedulers", message
-        # `build` names a class_path block by its class path; the YAML key there is init_args.
-        for class_path in sorted(_class_paths(spec), key=len, reverse=True):
-            key = key.replace(f".{class_path}", ".init_args")
-        if "match no param group" in problem:
-            problem += (
-                "; the optimizer: block puts every parameter in one untagged group; fix: remove "
-                "param_group_tags, or build tagged groups and these schedulers in configure_optimizers"
-            )
-        raise ConfigError(key, problem) from None
+    except ConfigError as err:
+        if "match no param group" not in err.message:
+            raise
+        raise type(err)(
+            err.path,
+            f"{err.message}; the optimizer: block puts every parameter in one untagged group; fix: remove "
+            "param_group_tags, or build tagged groups and these schedulers in configure_optimizers",
+        ) from None
     scaling = [i for i, scheduler in enumerate(built) if _scales_per_group(scheduler)]
     if scaling and not any_tags:
         raise ConfigError(
-            f"schedulers[{scaling[0]}]",
+            ("schedulers", scaling[0]),
             "ScalePerParamLR multiplies in each param group's "
             "'adjust_learning_rate' (muP's per-layer scales), but the optimizer: block puts every "
             "parameter in one group without it, so it would scale nothing; fix: build the groups "
@@ -321,7 +245,8 @@ def _attach_optimizers(
         warnings.warn(
             f"{type(model).__name__}.configure_optimizers is replaced by the YAML optimizer: block", stacklevel=2
         )
-    model.configure_optimizers = MethodType(configure_optimizers, model)
+    # this one model's method, on purpose: the YAML blocks replace what its class defines
+    model.configure_optimizers = MethodType(configure_optimizers, model)  # type: ignore[method-assign]
 
 
 def _has_own_optimizers(model: LightningModule) -> bool:
@@ -365,7 +290,7 @@ def _check_checkpoint(value: str) -> None:
 def _model_arguments(config: Any) -> dict[str, Any]:
     """The model's init_args in a parsed config, as a plain dict."""
     model = config.get("model") if config is not None else None
-    init_args = model.get("init_args") if hasattr(model, "get") else None
+    init_args = model.get("init_args") if model is not None and hasattr(model, "get") else None
     return dict(vars(init_args)) if init_args is not None and hasattr(init_args, "__dict__") else {}
 
 
@@ -380,61 +305,74 @@ def _flatten(message: str) -> str:
     return " ".join(line for line in lines if line and not _NOISE.match(line))
 
 
-def _parser_error_line(message: str) -> str:
-    """An argparse/jsonargparse error message -> `key: problem; fix: ...`."""
+def _parser_error(message: str) -> ConfigError:
+    """An argparse/jsonargparse error message -> a `ConfigError` at the key it names, with a fix."""
     unknown = re.search(r"does not accept option '([^']+)'", message) or re.search(
         r"[Uu]nrecognized arguments: (\S+)", message
     )
     if unknown:
-        return f"{unknown.group(1)}: unknown key; fix: remove it or correct its spelling (see cs-lightning fit --help)"
+        return ConfigError(
+            _dotted(unknown.group(1)),
+            "unknown key; fix: remove it or correct its spelling (see cs-lightning fit --help)",
+        )
     required = re.search(r"arguments are required: (?:\w+\.)?(\S+)", message)
     if required:
-        return f"{required.group(1)}: missing; fix: add a {required.group(1)}: block (class_path: ...)"
+        return ConfigError(
+            _dotted(required.group(1)), f"missing; fix: add a {required.group(1)}: block (class_path: ...)"
+        )
     if "subcommand" in message:
-        return (
+        return ConfigError(
+            (),
             f"{_flatten(message)}; fix: cs-lightning fit|validate|test|predict --config run.yaml, "
-            "or cs-lightning schedule --config run.yaml"
+            "or cs-lightning schedule --config run.yaml",
         )
     keyed = re.match(r'Parser key "([^"]+)":\s*(.*)', message, flags=re.DOTALL)
     if not keyed:
-        return f"{_flatten(message)}; fix: see cs-lightning --help"
-    key, detail = keyed.group(1), _flatten(keyed.group(2))
-    if key == "config":
-        return f"config: {detail}; fix: check the path given to --config"
+        return ConfigError((), f"{_flatten(message)}; fix: see cs-lightning --help")
+    key, detail = _dotted(keyed.group(1)), _flatten(keyed.group(2))
+    if key == ("config",):
+        return ConfigError(key, f"{detail}; fix: check the path given to --config")
     class_problem = re.match(r"Problem with given class_path '([^']+)':\s*(.*)", detail)
     if not class_problem:
-        return f"{key}: {detail}; fix: correct this value"
+        return ConfigError(key, f"{detail}; fix: correct this value")
     class_path, problem = class_problem.groups()
     option = re.search(r"Option '([^']+)' is not accepted", problem)
     if option:
-        return (
-            f"{key}.init_args.{option.group(1)}: {class_path} has no such argument; "
-            "fix: remove it or correct its spelling"
+        return ConfigError(
+            (*key, "init_args", option.group(1)),
+            f"{class_path} has no such argument; fix: remove it or correct its spelling",
         )
-    return (
-        f"{key}.class_path: cannot load {class_path!r} ({problem}); "
-        "fix: check the dotted path, and list the module or .py file under imports:"
+    return ConfigError(
+        (*key, "class_path"),
+        f"cannot load {class_path!r} ({problem}); "
+        "fix: check the dotted path, and list the module or .py file under imports:",
     )
 
 
-def _instantiation_error_line(config: Mapping[str, Any], err: Exception) -> str:
+def _dotted(key: str) -> KeyPath:
+    """A key as jsonargparse names it (`trainer.max_steps`: it has no list indices) as a key path."""
+    return tuple(key.split("."))
+
+
+def _instantiation_error(config: Mapping[str, Any], err: Exception) -> ConfigError:
     """A model/data constructor failed: say which key, from the class_path in the report."""
     text = _flatten(str(err))
     for key in ("model", "data"):
         class_path = config.get(f"{key}.class_path") if config.get(key) else None  # jsonargparse Namespace
         if class_path and class_path in str(err):
-            return (
-                f"{key}.init_args: {class_path.rsplit('.', 1)[-1]} failed to build: "
-                f"{text.split(' Given value')[0]}; fix: correct {key}.init_args"
+            return ConfigError(
+                (key, "init_args"),
+                f"{class_path.rsplit('.', 1)[-1]} failed to build: {text.split(' Given value')[0]}; "
+                f"fix: correct {key}.init_args",
             )
-    return f"trainer: {type(err).__name__}: {text}; fix: correct the trainer: block"
+    return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")
 
 
 # ------------------------------------------------------------------------------- CLI
 
 
 class _HeldRecords(logging.Filter):
-    """Hold a logger's records back; `release()` replays them, `drop()` forgets them.
+    """Hold a logger's records back until `stop()`; `replay()` then logs them.
 
     Seeding logs "Seed set to N" before the model is built; when building then fails on a
     configuration mistake, that line would spoil the one-line error.
@@ -442,18 +380,18 @@ class _HeldRecords(logging.Filter):
 
     def __init__(self, name: str) -> None:
         super().__init__()
-        self.logger, self.records = logging.getLogger(name), []
+        self.logger = logging.getLogger(name)
+        self.records: list[logging.LogRecord] = []
         self.logger.addFilter(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
         self.records.append(record)
         return False
 
-    def drop(self) -> None:
+    def stop(self) -> None:
         self.logger.removeFilter(self)
 
-    def release(self) -> None:
-        self.drop()
+    def replay(self) -> None:
         for record in self.records:
             self.logger.handle(record)
 
@@ -546,16 +484,18 @@ class CSLightningCLI(LightningCLI):
             )
 
     def instantiate_classes(self) -> None:
+        seed_log = self._seed_log
+        assert seed_log is not None, "parse_arguments holds the seed log back first"
         try:
             super().instantiate_classes()
         except ConfigError:  # from instantiate_trainer: one line already
-            self._seed_log.drop()
             raise
-        except (ValueError, TypeError, RuntimeError, MisconfigurationException) as err:
-            self._seed_log.drop()
+        except (ValueError, TypeError, MisconfigurationException) as err:  # a value refused; a bug keeps its traceback
             config = self.config.get(str(self.subcommand), self.config)
-            raise ConfigError("", _instantiation_error_line(config, err)) from err
-        self._seed_log.release()
+            raise _instantiation_error(config, err) from err
+        finally:
+            seed_log.stop()
+        seed_log.replay()
         if self.make_optimizer is not None:
             _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
 
@@ -609,11 +549,13 @@ def _check_eval_loop(subcommand: str, model: LightningModule, data: Any) -> None
 def _run_summary(trainer: Trainer, since: float) -> str:
     """One line after training: final loss, time to first loss, the checkpoint this run wrote."""
     metrics = trainer.callback_metrics
-    losses = [k for k in ("train_loss", "loss") if k in metrics] or sorted(
+    losses: list[str] = [k for k in ("train_loss", "loss") if k in metrics] or sorted(
         k for k in metrics if "loss" in k and not k.startswith(("val", "test", "ttfl"))
     )
     loss = f"final {losses[0]} {float(metrics[losses[0]]):.4f}" if losses else "no loss logged"
-    timers = [c for c in trainer.callbacks if isinstance(c, TimeToFirstLoss) and "ttfl/total" in c.metrics]
+    # Lightning's Trainer sets `callbacks` in its callback connector and does not declare it
+    callbacks = trainer.callbacks  # type: ignore[attr-defined]
+    timers = [c for c in callbacks if isinstance(c, TimeToFirstLoss) and "ttfl/total" in c.metrics]
     ttfl = f"time to first loss {timers[0].metrics['ttfl/total']:.2f} s" if timers else "no time to first loss"
     path = _written_checkpoint(trainer, since)
     if path and not os.path.relpath(path).startswith(".."):
@@ -629,7 +571,7 @@ def _written_checkpoint(trainer: Trainer, since: float) -> str | None:
     a file that was not written by this run is not named.
     """
     saver = trainer.checkpoint_callback
-    if saver is None:
+    if not isinstance(saver, ModelCheckpoint):  # the paths below are ModelCheckpoint's
         return None
     known = {saver.last_model_path, saver.best_model_path, *saver.best_k_models}
     # a sharded checkpoint (csx_fsdp) is a folder
@@ -643,7 +585,7 @@ def _written_checkpoint(trainer: Trainer, since: float) -> str | None:
 class _OneLineParser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage, so errors stay one line."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise ConfigError(self.prog.removeprefix("cs-lightning "), f"{message}; fix: see {self.prog} --help")
 
 
@@ -680,7 +622,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
     opts = parser.parse_args(list(argv))
     paths = [Path(p) for p in opts.config]
     for i, path in enumerate(paths):
-        _load_yaml(path, key=f"config[{i}]")
+        _load_yaml(path, key=("config", i))
     _run_imports(argv)
     config = _merged(paths)
     make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
@@ -695,7 +637,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
     steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
     if not isinstance(steps, int) or steps <= 0:
         raise ConfigError(
-            "--steps" if opts.steps is not None else "trainer.max_steps",
+            "--steps" if opts.steps is not None else ("trainer", "max_steps"),
             f"need a positive number of steps, got {steps!r}; fix: pass --steps N or set trainer.max_steps",
         )
     schedulers = make_schedulers(make_optimizer(probe_param_groups(config.get("schedulers"))))
@@ -806,7 +748,7 @@ def main(args: Sequence[str] | None = None) -> int:
     except CSLightningError as err:  # the user's to fix (a config, a graph break, a scheduler): one line
         return _fail(str(err))
     except argparse.ArgumentError as err:
-        return _fail(_parser_error_line(str(err)))
+        return _fail(str(_parser_error(str(err))))
     except KeyboardInterrupt:
         return _interrupted()
     except BrokenPipeError:  # `cs-lightning schedule | head`: the reader has all it wanted

@@ -39,12 +39,11 @@ from typing import Any, NoReturn
 
 import torch
 import yaml
-from jsonargparse import get_loader
 
 from cs_lightning import schedulers
 from cs_lightning.cache import write_atomic
-from cs_lightning.cli import refuse_duplicate_keys
-from cs_lightning.errors import ConfigError
+from cs_lightning.config_blocks import parse_block, read_yaml
+from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 from cs_lightning.optimizers import torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, probe_param_groups
 
@@ -133,10 +132,9 @@ class Report:
 # ----------------------------------------------------------------------------- source
 
 
-def _join(prefix: str, key: Any) -> str:
-    if isinstance(key, int):
-        return f"{prefix}[{key}]"
-    return f"{prefix}.{key}" if prefix else str(key)
+def _at(path: str) -> KeyPath:
+    """A source key path (dotted: `_Source` walks mappings only, so it holds no index) as a tuple."""
+    return tuple(path.split("."))
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -144,13 +142,13 @@ def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
-def _leaves(value: Any, path: str) -> list[tuple[str, Any]]:
-    """Key paths of every leaf; lists are leaves unless they hold mappings."""
+def _leaves(value: Any, path: KeyPath) -> list[tuple[str, Any]]:
+    """Key paths of every leaf, as text; lists are leaves unless they hold mappings."""
     if isinstance(value, Mapping) and value:
-        return [leaf for key, child in value.items() for leaf in _leaves(child, _join(path, key))]
+        return [leaf for key, child in value.items() for leaf in _leaves(child, (*path, key))]
     if isinstance(value, list) and any(isinstance(item, Mapping) for item in value):
-        return [leaf for i, child in enumerate(value) for leaf in _leaves(child, _join(path, i))]
-    return [(path, value)]
+        return [leaf for i, child in enumerate(value) for leaf in _leaves(child, (*path, i))]
+    return [(format_key_path(path), value)]
 
 
 class _Source:
@@ -188,7 +186,7 @@ class _Source:
         """Every leaf not converted, in file order."""
         return [
             (path, value)
-            for path, value in _leaves(self.config, "")
+            for path, value in _leaves(self.config, ())
             if not any(_under(path, used) for used in self.used)
         ]
 
@@ -221,7 +219,7 @@ class _Output:
         if value is None:
             return None
         if check is not None and (isinstance(value, bool) or not isinstance(value, check)):
-            raise ConfigError(src, f"expected {_type_names(check)}, got {value!r}; fix: correct this value")
+            raise ConfigError(_at(src), f"expected {_type_names(check)}, got {value!r}; fix: correct this value")
         self.set(dst, value, src)
         return value
 
@@ -246,7 +244,9 @@ def _precision(out: _Output, enabled_key: str, type_key: str) -> None:
         return
     fp16_type = fp16_type or "float16"  # cerebras.pytorch's default half type
     if fp16_type not in _PRECISION:
-        raise ConfigError(type_key, f"unknown half-precision type {fp16_type!r}; fix: use one of {sorted(_PRECISION)}")
+        raise ConfigError(
+            _at(type_key), f"unknown half-precision type {fp16_type!r}; fix: use one of {sorted(_PRECISION)}"
+        )
     out.set("trainer.precision", _PRECISION[fp16_type], type_key)
     if enabled is not None:
         out.record(enabled_key, "trainer.precision")
@@ -261,7 +261,8 @@ def _clipping(out: _Output, prefix: str) -> None:
     norm, value = f"{prefix}.max_gradient_norm", f"{prefix}.max_gradient_value"
     if out.source.get(norm) is not None and out.source.get(value) is not None:
         raise ConfigError(
-            prefix, "both max_gradient_norm and max_gradient_value are set; fix: keep one (Lightning clips one way)"
+            _at(prefix),
+            "both max_gradient_norm and max_gradient_value are set; fix: keep one (Lightning clips one way)",
         )
     for key, algorithm in ((norm, "norm"), (value, "value")):
         if out.take(key, "trainer.gradient_clip_val", (int, float)) is not None:
@@ -286,7 +287,7 @@ def _loop(out: _Output, keys: Mapping[str, str]) -> None:
     out.take(keys["num_epochs"], "trainer.max_epochs", int)
     frequency = get(keys["eval_frequency"])
     if isinstance(frequency, bool) or not isinstance(frequency, (int, float, type(None))):
-        raise ConfigError(keys["eval_frequency"], f"expected a number of steps, got {frequency!r}")
+        raise ConfigError(_at(keys["eval_frequency"]), f"expected a number of steps, got {frequency!r}")
     if isinstance(frequency, int):
         out.set("trainer.val_check_interval", frequency * accum, keys["eval_frequency"])
         out.set("trainer.check_val_every_n_epoch", None, None)
@@ -300,7 +301,7 @@ def _checkpoint_every(out: _Output, key: str) -> None:
     if steps is None:
         return
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
-        raise ConfigError(key, f"expected a positive number of steps, got {steps!r}")
+        raise ConfigError(_at(key), f"expected a positive number of steps, got {steps!r}")
     callback = {"class_path": _CHECKPOINT_CALLBACK, "init_args": {"every_n_train_steps": steps, "save_top_k": -1}}
     out.set("trainer.callbacks", [callback], key)
 
@@ -321,7 +322,7 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
     accepted = set(inspect.signature(torch_cls).parameters) - {"params"}
     converted: dict[str, Any] = {}
     for arg, value in args.items():
-        arg_key = _join(args_key, arg)
+        arg_key = format_key_path((*_at(args_key), arg))
         target = _OPTIMIZER_ALIASES.get(arg, arg)
         if arg == "adjust_learning_rate":
             _per_layer_scales(out, arg_key)
@@ -345,36 +346,29 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
 # ------------------------------------------------------------------------ schedulers
 
 
-def _scheduler_class(name: str, key: str) -> type:
+def _scheduler_class(name: str, key: KeyPath) -> type:
     """A scheduler name as Model Zoo wrote it (`Linear`, `CosineDecay`, `LinearLR`) -> class; an
     unknown one is refused in the words `cs-lightning schedule` uses for it."""
     try:
         return schedulers.resolve(name)
-    except (ValueError, TypeError) as err:
-        raise ConfigError(key, str(err)) from None
+    except ConfigError as err:
+        raise err.under(*key) from None
 
 
-def _canonical(block: Any, key: str) -> dict[str, Any]:
+def _canonical(block: Any, key: KeyPath) -> dict[str, Any]:
     """One scheduler block -> `{ClassName: {args}}` with the class's own names, children too."""
-    if not isinstance(block, Mapping) or len(block) != 1:
-        raise ConfigError(key, f"expected one {{SchedulerName: {{args}}}}, got {block!r}")
-    ((name, args),) = block.items()
-    if args is None:
-        args = {}
-    if not isinstance(args, Mapping):
-        raise ConfigError(_join(key, name), f"expected a mapping of arguments, got {args!r}")
-    cls = _scheduler_class(str(name), f"{key}.{name}")  # the name is the key, as in schedulers[0].Name
-    args = dict(args)
+    name, args, args_key = parse_block(block, key, "scheduler")
+    cls = _scheduler_class(name, args_key)  # the name is the key, as in schedulers[0].Name
     if isinstance(args.get("schedulers"), list):
         args["schedulers"] = [
-            _canonical(child, f"{key}.{name}.schedulers[{i}]") for i, child in enumerate(args["schedulers"])
+            _canonical(child, (*args_key, "schedulers", i)) for i, child in enumerate(args["schedulers"])
         ]
     if isinstance(args.get("scheduler"), Mapping):
-        args["scheduler"] = _canonical(args["scheduler"], f"{key}.{name}.scheduler")
+        args["scheduler"] = _canonical(args["scheduler"], (*args_key, "scheduler"))
     return {cls.__name__: args}
 
 
-def _legacy_item(item: Any, key: str, notes: list[str]) -> tuple[dict[str, Any], str | None]:
+def _legacy_item(item: Any, key: KeyPath, notes: list[str]) -> tuple[dict[str, Any], str | None]:
     """`{scheduler: Linear, steps: 10, ...}` -> (`{LinearLR: {total_iters: 10, ...}}`, main_scheduler).
 
     Arguments Model Zoo 1.9 accepted and never read are dropped, each with a warning in `notes`.
@@ -382,11 +376,11 @@ def _legacy_item(item: Any, key: str, notes: list[str]) -> tuple[dict[str, Any],
     if not isinstance(item, Mapping) or not isinstance(item.get("scheduler"), str):
         raise ConfigError(key, f"expected {{scheduler: Name, ...}}, got {item!r}")
     args = dict(item)
-    cls = _scheduler_class(args.pop("scheduler"), f"{key}.scheduler")
+    cls = _scheduler_class(args.pop("scheduler"), (*key, "scheduler"))
     main = args.pop("main_scheduler", None)
     for ignored, meaning in _IGNORED_BY_1_9.get(cls.__name__, {}).items():
         if ignored in args:
-            notes.append(f"warning: {key}.{ignored}: {args.pop(ignored)!r} dropped: {meaning}")
+            notes.append(f"warning: {format_key_path((*key, ignored))}: {args.pop(ignored)!r} dropped: {meaning}")
     params = set(inspect.signature(cls).parameters)
     for new, olds in _SCHEDULER_ALIASES.items():
         for old in olds:
@@ -395,11 +389,11 @@ def _legacy_item(item: Any, key: str, notes: list[str]) -> tuple[dict[str, Any],
     return {cls.__name__: args}, main
 
 
-def _legacy_schedule(spec: Any, key: str, notes: list[str]) -> list[dict[str, Any]]:
+def _legacy_schedule(spec: Any, key: KeyPath, notes: list[str]) -> list[dict[str, Any]]:
     """Legacy `learning_rate: [...]` (or one dict) -> a list with one Cerebras-shape block."""
     items = spec if isinstance(spec, list) else [spec]
     converted = [
-        _legacy_item(item, f"{key}[{i}]" if isinstance(spec, list) else key, notes) for i, item in enumerate(items)
+        _legacy_item(item, (*key, i) if isinstance(spec, list) else key, notes) for i, item in enumerate(items)
     ]
     blocks = [block for block, _ in converted]
     mains = {str(main).lower() for _, main in converted if main is not None}
@@ -428,15 +422,13 @@ def _with_milestones(block: dict[str, Any], built: Any) -> dict[str, Any]:
 
 
 def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: str) -> None:
-    """Check the converted blocks by building them, then write `schedulers:` with milestones."""
+    """Check the converted blocks by building them, then write `schedulers:` with milestones.
+
+    Errors name the key path in the Model Zoo file (`src`[i]...), where `build` would say schedulers[i].
+    """
     written = []
     for i, block in enumerate(blocks):
-        try:
-            built = schedulers.build([block], probe_optimizer(block))[0]
-        except (ValueError, TypeError) as err:
-            # build names the place as schedulers[0]...: say where it is in the Model Zoo file
-            message = str(err).removeprefix("schedulers[0]")
-            raise ConfigError("", f"{src}[{i}]{message}" if message != str(err) else f"{src}[{i}]: {err}") from None
+        (built,) = schedulers.build(block, probe_optimizer(block), key=(*_at(src), i))
         written.append(_with_milestones(block, built))
     out.set("schedulers", written, src)
     tags = named_tags(blocks)
@@ -464,7 +456,8 @@ def _trainer_layout(out: _Output) -> None:
     init = "trainer.init"
     if not isinstance(src.get(init), Mapping):
         raise ConfigError(
-            init, "a Model Zoo Trainer config needs trainer: {init: {...}}; fix: check the file is a Trainer config"
+            _at(init),
+            "a Model Zoo Trainer config needs trainer: {init: {...}}; fix: check the file is a Trainer config",
         )
     out.take(f"{init}.seed", "seed_everything", int)
     out.take(f"{init}.model_dir", "trainer.default_root_dir", str)
@@ -491,21 +484,14 @@ def _trainer_layout(out: _Output) -> None:
     out.take(f"{init}.logging.log_steps", "trainer.log_every_n_steps", int)
     optimizer = src.get(f"{init}.optimizer")
     if optimizer is not None:
-        if not isinstance(optimizer, Mapping) or len(optimizer) != 1:
-            raise ConfigError(f"{init}.optimizer", f"expected {{OptimizerName: {{args}}}}, got {optimizer!r}")
-        ((name, args),) = optimizer.items()
-        if args is not None and not isinstance(args, Mapping):
-            raise ConfigError(
-                f"{init}.optimizer.{name}",
-                f"expected a mapping of arguments, got {args!r}; fix: write {name}: {{arg: value, ...}}",
-            )
-        if not args and str(name).lower() in torch_optimizers():
-            out.record(f"{init}.optimizer.{name}", "optimizer")
-        _optimizer(out, str(name), dict(args or {}), f"{init}.optimizer.{name}")
+        name, args, args_key = parse_block(optimizer, _at(f"{init}.optimizer"), "optimizer")
+        if not args and name.lower() in torch_optimizers():
+            out.record(format_key_path(args_key), "optimizer")
+        _optimizer(out, name, args, format_key_path(args_key))
     spec = src.get(f"{init}.schedulers")
     if spec:
         items = spec if isinstance(spec, list) else [spec]
-        blocks = [_canonical(block, f"{init}.schedulers[{i}]") for i, block in enumerate(items)]
+        blocks = [_canonical(block, (*_at(f"{init}.schedulers"), i)) for i, block in enumerate(items)]
         if (
             isinstance(optimizer, Mapping)
             and isinstance(next(iter(optimizer.values())), Mapping)
@@ -557,7 +543,7 @@ def _legacy_layout(out: _Output) -> None:
     optimizer = src.get("optimizer")
     if not isinstance(optimizer, Mapping) or not isinstance(optimizer.get("optimizer_type"), str):
         raise ConfigError(
-            "optimizer.optimizer_type",
+            ("optimizer", "optimizer_type"),
             "a legacy Model Zoo config names its optimizer here; fix: add optimizer_type: AdamW (or SGD, ...)",
         )
     out.record("optimizer.optimizer_type", "optimizer")
@@ -578,7 +564,7 @@ def _legacy_layout(out: _Output) -> None:
         args["learning_rate"] = learning_rate
     _optimizer(out, optimizer["optimizer_type"], args, "optimizer")
     if isinstance(learning_rate, (Mapping, list)):
-        blocks = _legacy_schedule(learning_rate, "optimizer.learning_rate", out.report.notes)
+        blocks = _legacy_schedule(learning_rate, ("optimizer", "learning_rate"), out.report.notes)
         if optimizer.get("adjust_learning_rate"):  # as Model Zoo 2.x writes muP schedules
             blocks = [{"ScalePerParamLR": {"scheduler": block}} for block in blocks]
         _schedulers(out, blocks, "optimizer.learning_rate")
@@ -704,10 +690,8 @@ def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Repor
     into place, so an interrupted or failed convert leaves `out` as it was.
     """
     src, out = Path(src), Path(out)
-    if not src.is_file():
-        raise ConfigError(str(src), "file does not exist; fix: check the path")
+    config, repeated = read_yaml(src, "source", same_value_ok=True)
     _check_out(src, out, force)
-    config, repeated = _read_yaml(src)
     converted, report = convert(config, source=str(src))
     report.notes += repeated
     try:
@@ -738,25 +722,10 @@ def _check_out(src: Path, out: Path, force: bool) -> None:
         )
 
 
-def _read_yaml(src: Path) -> tuple[Any, list[str]]:
-    """The parsed source, read as `cs-lightning fit` reads configs (`3e-4` is a float, not a
-    string), and notes on keys repeated with the same value."""
-    try:
-        config = get_loader("yaml")(src.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise ConfigError(
-            str(src),
-            f"not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); fix: save the file as UTF-8",
-        ) from None
-    except yaml.YAMLError as err:
-        raise ConfigError(str(src), f"not valid YAML ({' '.join(str(err).split())}); fix: correct the file") from None
-    return config, refuse_duplicate_keys(src, "source", same_value_ok=True)
-
-
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse that raises instead of printing its usage, so a mistake stays one line."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise ConfigError("convert", f"{message}; fix: cs-lightning convert modelzoo.yaml -o run.yaml")
 
 

@@ -1,5 +1,7 @@
 """The cs_lightning error hierarchy: catch ``CSLightningError`` to catch them all."""
 
+from __future__ import annotations
+
 
 class CSLightningError(Exception):
     """Base class of every error cs_lightning raises on purpose."""
@@ -17,12 +19,49 @@ class DeferredInitWarning(UserWarning):
     """Deferred initialization fell back to eager work, or found something suspicious."""
 
 
-class ConfigError(CSLightningError, ValueError):
-    """A YAML configuration is wrong: ``key`` is its dotted key path, the message says the fix."""
+# A YAML key path: mapping keys and list indices, outermost first, e.g. ("schedulers", 0, "LinearLR").
+KeyPath = tuple[str | int, ...]
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}" if key else message)
-        self.key = key
+
+def format_key_path(path: KeyPath) -> str:
+    """``("schedulers", 0, "SequentialLR", "schedulers", 1)`` -> ``schedulers[0].SequentialLR.schedulers[1]``.
+
+    The one place a key path becomes text: an index is ``[i]``, a key follows a dot.
+    """
+    text = ""
+    for key in path:
+        text += f"[{key}]" if isinstance(key, int) else f".{key}" if text else str(key)
+    return text
+
+
+class ConfigError(CSLightningError, ValueError):
+    """A YAML configuration is wrong at key path ``path``; the message says the fix.
+
+    A caller that knows where the failing block sits re-raises with ``err.under(*prefix)``:
+    the path grows as a tuple, the text is composed only by ``format_key_path``.
+    """
+
+    def __init__(self, path: KeyPath | str, message: str) -> None:
+        """``path``: a tuple of keys and indices, or one key as a string (``"--out"``)."""
+        self.path: KeyPath = (path,) if isinstance(path, str) else tuple(path)
+        self.message = message
+        super().__init__(f"{self.key}: {message}" if self.path else message)
+
+    @property
+    def key(self) -> str:
+        """The key path as written in error lines, e.g. ``schedulers[0].LinearLR``."""
+        return format_key_path(self.path)
+
+    def under(self, *prefix: str | int) -> ConfigError:
+        """The same error, of the same class, at ``prefix + path``: where the block sits in a larger file."""
+        return type(self)((*prefix, *self.path), self.message)
+
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[KeyPath, str]]:
+        return type(self), (self.path, self.message)  # pickles (to another rank) with its path
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """A YAML value of the wrong kind, or a required argument missing (a TypeError, as in a call)."""
 
 
 class ClosedFormError(CSLightningError, TypeError):
@@ -38,4 +77,15 @@ class GraphBreakError(CSLightningError, RuntimeError):
 
 
 class NotConvertible(CSLightningError, ValueError):
-    """A torch scheduler that has no closed-form equivalent; the message says why."""
+    """A torch scheduler that has no closed-form equivalent: ``reason`` says why, ``where`` which
+    one (outermost first, e.g. ``("schedulers[1] (StepLR)",)``); re-raise ``under`` a place to add one."""
+
+    def __init__(self, reason: str, where: tuple[str, ...] = ()) -> None:
+        self.reason, self.where = reason, tuple(where)
+        super().__init__(": ".join((*self.where, reason)))
+
+    def under(self, place: str) -> NotConvertible:
+        return NotConvertible(self.reason, (place, *self.where))
+
+    def __reduce__(self) -> tuple[type[NotConvertible], tuple[str, tuple[str, ...]]]:
+        return type(self), (self.reason, self.where)

@@ -18,14 +18,17 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from torch.optim.optimizer import ParamsT
 
-from cs_lightning.errors import ConfigError
+from cs_lightning.config_blocks import parse_block
+from cs_lightning.errors import ConfigError, KeyPath
 
-OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
+# parameters, or param groups (dicts holding them): what torch's optimizers take
+OptimizerFactory = Callable[[ParamsT], torch.optim.Optimizer]
 
 
 def torch_optimizers() -> dict[str, type[torch.optim.Optimizer]]:
@@ -46,8 +49,8 @@ def _import_dotted(path: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)
 
 
-def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Optimizer]:
-    """A torch optimizer by name (case-insensitive) or dotted import path."""
+def resolve_optimizer(name: str, key: KeyPath | str = "optimizer") -> type[torch.optim.Optimizer]:
+    """A torch optimizer by name (case-insensitive) or dotted import path; errors name the key path `key`."""
     if "." in name:
         try:
             cls = _import_dotted(name)
@@ -69,45 +72,7 @@ def resolve_optimizer(name: str, key: str = "optimizer") -> type[torch.optim.Opt
     raise ConfigError(key, f"unknown optimizer {name!r}; fix: {hint}")
 
 
-def _split(spec: Any, key: str) -> tuple[str, dict[str, Any], str]:
-    """`{Name: {args}}`, `{class_path:, init_args:}` or a bare `Name` -> (name, args, key path of args)."""
-    if isinstance(spec, str):
-        return spec, {}, key
-    if not isinstance(spec, Mapping):
-        raise ConfigError(
-            key,
-            f"expected a mapping such as {{AdamW: {{lr: 0.001}}}}, got {spec!r}; "
-            "fix: write {Name: {args}} or class_path/init_args",
-        )
-    if "class_path" in spec:
-        extra = set(spec) - {"class_path", "init_args"}
-        if extra:
-            raise ConfigError(
-                f"{key}.{sorted(extra)[0]}",
-                "unexpected key next to class_path; fix: keep only class_path and init_args",
-            )
-        args = spec.get("init_args") or {}
-        if not isinstance(args, Mapping):
-            raise ConfigError(
-                f"{key}.init_args",
-                f"expected a mapping of arguments, got {args!r}; fix: write init_args: {{arg: value, ...}}",
-            )
-        return str(spec["class_path"]), dict(args), f"{key}.init_args"
-    if len(spec) != 1:
-        raise ConfigError(
-            key,
-            f"expected exactly one optimizer name, got keys {sorted(spec)}; "
-            "fix: write {Name: {args}} with a single name",
-        )
-    ((name, args),) = spec.items()
-    if args is not None and not isinstance(args, Mapping):
-        raise ConfigError(
-            f"{key}.{name}", f"expected a mapping of arguments, got {args!r}; fix: write {name}: {{arg: value, ...}}"
-        )
-    return str(name), dict(args or {}), f"{key}.{name}"
-
-
-def _check_arguments(cls: type, args: Mapping[str, Any], key: str) -> None:
+def _check_arguments(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
     """Every argument in `args` exists in `cls`'s signature, and the required ones are given.
 
     The first parameter (the parameters to optimize) is ours to supply.
@@ -120,7 +85,7 @@ def _check_arguments(cls: type, args: Mapping[str, Any], key: str) -> None:
         if arg not in names:
             close = difflib.get_close_matches(arg, names, n=1)
             hint = f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(names)}"
-            raise ConfigError(f"{key}.{arg}", f"{cls.__name__} has no argument {arg!r}; fix: {hint}")
+            raise ConfigError((*key, arg), f"{cls.__name__} has no argument {arg!r}; fix: {hint}")
     missing = [p.name for p in params if p.default is p.empty and p.kind is not p.VAR_POSITIONAL and p.name not in args]
     if missing:
         raise ConfigError(
@@ -128,12 +93,12 @@ def _check_arguments(cls: type, args: Mapping[str, Any], key: str) -> None:
         )
 
 
-def optimizer_factory(spec: Any, key: str = "optimizer") -> OptimizerFactory:
+def optimizer_factory(spec: Any, key: KeyPath = ("optimizer",)) -> OptimizerFactory:
     """Validate an optimizer block now; return `params -> optimizer` for later.
 
     Raises `ConfigError` (a ValueError) naming the YAML key path and the fix.
     """
-    name, args, args_key = _split(spec, key)
+    name, args, args_key = parse_block(spec, key, "optimizer", bare_name_ok=True)
     cls = resolve_optimizer(name, key)
     _check_arguments(cls, args, args_key)
     try:  # let the optimizer judge the values itself, on a throwaway parameter
@@ -141,7 +106,7 @@ def optimizer_factory(spec: Any, key: str = "optimizer") -> OptimizerFactory:
     except (ValueError, TypeError) as err:
         raise ConfigError(args_key, f"{cls.__name__} rejects {args}: {err}; fix: correct the value") from None
 
-    def build(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    def build(params: ParamsT) -> torch.optim.Optimizer:
         return cls(params, **args)
 
     return build

@@ -369,7 +369,7 @@ def test_a_source_that_is_not_utf8_is_one_line(tmp_path, capsys):
     assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
     assert capsys.readouterr() == (
         "",
-        "cs-lightning: error: mz.yaml: not UTF-8 text (byte 0xe9 at offset 3); fix: save the file as UTF-8\n",
+        "cs-lightning: error: source: 'mz.yaml' is not UTF-8 text (byte 0xe9 at offset 3); fix: save the file as UTF-8\n",
     )
     assert sorted(snapshot(tmp_path)) == ["mz.yaml"]
 

@@ -455,3 +455,15 @@ def test_resumes_from_the_torch_schedulers_state_dict(name):
     _assert_relative(torch.tensor(got, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64))
     with pytest.raises(ValueError, match="another scheduler class"):
         converted.load_state_dict({"last_epoch": 3})
+
+
+def test_a_nested_reason_says_which_child_as_structured_places():
+    optimizer = _optimizer(0.1)
+    first = L.MultiplicativeLR(optimizer, lambda k: 0.9 ** (k % 2 + 1))
+    scheduler = L.SequentialLR(optimizer, [first, L.ConstantLR(optimizer, factor=0.5, total_iters=2)], milestones=[3])
+    with pytest.raises(NotConvertible) as info:
+        convert_scheduler(scheduler, strict=True)
+    error = info.value
+    assert error.where == ("torch SequentialLR is not converted to a closed form", "schedulers[0] (MultiplicativeLR)")
+    assert error.reason.startswith("its factor changes with the step")
+    assert str(error) == ": ".join((*error.where, error.reason))

@@ -167,7 +167,7 @@ def test_build_nested_and_chained_and_tags():
         ({"LinearLR": {**WARMUP, "optimizer": None}}, ConfigError, "unknown argument 'optimizer'"),
         ({"LinerLR": WARMUP}, ConfigError, r"schedulers\.LinerLR: unknown scheduler 'LinerLR'; closest: LinearLR"),
         ({"LinearLR": WARMUP, "CosineDecayLR": DECAY}, ConfigError, "one per mapping"),
-        ({"LinearLR": [1, 2]}, ConfigError, "the arguments must be a mapping"),
+        ({"LinearLR": [1, 2]}, ConfigError, r"schedulers\.LinearLR: expected a mapping of arguments, got \[1, 2\]"),
         (
             [{"LinearLR": WARMUP}, {"CosineDecayLR": {**DECAY, "total_iters": 0}}],
             ConfigError,

@@ -37,10 +37,17 @@ from cs_lightning import schedulers as cs
 from cs_lightning.errors import NotConvertible
 from cs_lightning.schedulers.base import Scheduler, default_dtype
 
-try:  # Lightning's logger says it once per job, not once per rank
-    from lightning.pytorch.utilities import rank_zero_info as _info
-except ImportError:  # the schedulers need torch only
-    _info = logging.getLogger(__name__).info
+
+def _info_logger() -> Callable[..., None]:
+    """Lightning's logger says it once per job, not once per rank; the schedulers need torch only."""
+    try:
+        from lightning.pytorch.utilities import rank_zero_info
+    except ImportError:
+        return logging.getLogger(__name__).info
+    return rank_zero_info
+
+
+_info = _info_logger()
 
 # Relative difference between a group's value and the one the closed form wrote beyond which
 # someone else set it (a float written and read back is equal; a tensor lr holds float32).
@@ -258,7 +265,7 @@ def _multiplicative(s: torch_lr.MultiplicativeLR) -> _Plan:
     return _plain("ExponentialLR", s, lambda b: _geometric(b, on_ints[0]))
 
 
-def _momentum_bounds(s: Any, highs: Sequence[float], lows: Sequence[float]) -> tuple[float, float] | None:
+def _momentum_bounds(s: Any, highs: Sequence[Any], lows: Sequence[Any]) -> tuple[float, float] | None:
     """``(max_momentum, base_momentum)`` when the scheduler cycles the momentum, else None."""
     if not s.cycle_momentum:
         return None
@@ -367,12 +374,12 @@ def _sequential(s: torch_lr.SequentialLR) -> _Plan:
     children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
     _without_momentum(children)
     starts = [0, *s._milestones]
-    for index, child in enumerate(children[:-1]):
+    for index, stage in enumerate(children[:-1]):
         # torch lets a child stop changing before its stage ends; a closed-form stage lasts its total_iters
-        length = child.args.get("total_iters")
+        length = stage.args.get("total_iters")
         if length is not None and starts[index + 1] - starts[index] != length:
             raise NotConvertible(
-                f"schedulers[{index}] ({child.name}) lasts total_iters={length} steps but its "
+                f"schedulers[{index}] ({stage.name}) lasts total_iters={length} steps but its "
                 f"stage lasts {starts[index + 1] - starts[index]}; closed-form stages last their "
                 "schedulers' total_iters"
             )
@@ -449,8 +456,9 @@ def _plan(scheduler: Any, where: str = "") -> _Plan:
     try:
         return converter(scheduler)
     except NotConvertible as err:
-        prefix = f"{where} ({type(scheduler).__name__}): " if where else ""
-        raise NotConvertible(prefix + str(err)) from None
+        if not where:
+            raise
+        raise err.under(f"{where} ({type(scheduler).__name__})") from None
 
 
 # -------------------------------------------------------------------------------- public
@@ -500,6 +508,18 @@ def convert_scheduler(scheduler: Any, *, strict: bool = False) -> Scheduler | No
 _CYCLED = ("lr", "momentum", "betas")  # what a conversion writes into the param groups
 
 
+def _build(plan: _Plan, optimizer: torch.optim.Optimizer) -> tuple[Scheduler, Scheduler | None]:
+    """The planned closed forms; a catalogue constructor refusing what torch accepted means: none.
+
+    Constructors refuse a value with ValueError/TypeError naming it (ClosedFormError, a
+    TypeError, for a function that is Python-only): that, and only that, becomes `NotConvertible`.
+    """
+    try:
+        return plan.build(optimizer), None if plan.momentum is None else plan.momentum.build(optimizer)
+    except (ValueError, TypeError) as err:
+        raise NotConvertible(str(err)) from err
+
+
 def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Scheduler, Scheduler | None] | None:
     """The closed forms of a torch scheduler's learning rate and, if it cycles it, momentum."""
     name = type(scheduler).__name__
@@ -513,15 +533,14 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
                 "learning-rate scheduler cannot do; from_torch.drive (what strategy='csx' "
                 "does) converts both schedules, or pass cycle_momentum=False"
             )
-        converted = plan.build(scheduler.optimizer)
-        momentum = None if plan.momentum is None else plan.momentum.build(scheduler.optimizer)
-    except (ValueError, TypeError) as err:  # NotConvertible, ClosedFormError, arguments the catalogue refuses
+        converted, momentum = _build(plan, scheduler.optimizer)
+    except NotConvertible as err:
         for group, values in zip(groups, held):  # a schedule built before the failure wrote its values
             group.update(values)
-        message = f"torch {name} is not converted to a closed form: {err}"
+        failure = err.under(f"torch {name} is not converted to a closed form")
         if strict:
-            raise NotConvertible(message) from None
-        warnings.warn(f"{message}; it keeps running on the host, step by step", HostSchedulerWarning, stacklevel=3)
+            raise failure from None
+        warnings.warn(f"{failure}; it keeps running on the host, step by step", HostSchedulerWarning, stacklevel=3)
         return None
     if any(scale != 1.0 for scale in plan.scales):
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
@@ -530,11 +549,14 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
         if closed is not None:
             closed._set_dtype(torch.float64)
             closed._jump(steps)
-    converted._step_of_foreign_state = functools.partial(_step_of_torch_state, frozenset(scheduler.state_dict()))
+    # a per-instance hook, on purpose: this one scheduler also resumes from the torch scheduler's state dicts
+    converted._step_of_foreign_state = functools.partial(  # type: ignore[method-assign]
+        _step_of_torch_state, frozenset(scheduler.state_dict())
+    )
     _info(
         f"cs_lightning: torch {name} converted to the closed form {plan.describe()}"
         + (f" scaled per param group by {plan.scales}" if isinstance(converted, GroupScaledLR) else "")
-        + ("" if momentum is None else f", its momentum to {plan.momentum.describe()}")
+        + ("" if momentum is None or plan.momentum is None else f", its momentum to {plan.momentum.describe()}")
     )
     return converted, momentum
 
@@ -564,7 +586,8 @@ def drive(scheduler: Any, *, strict: bool = False) -> bool:
     if converted is None:
         return False
     _DRIVERS[scheduler] = [closed for closed in converted if closed is not None]
-    scheduler.__class__ = _driven(type(scheduler))
+    # mypy checks a class against Hashable with its instances' __hash__ signature (python/mypy#11470)
+    scheduler.__class__ = _driven(type(scheduler))  # type: ignore[arg-type]
     _follow(scheduler, _DRIVERS[scheduler])
     return True
 
@@ -604,7 +627,7 @@ def _touched(closed: Scheduler) -> list[int]:
 
 
 @functools.cache
-def _driven(cls: type) -> type:
+def _driven(cls: type[torch_lr.LRScheduler]) -> type[torch_lr.LRScheduler]:
     """``cls`` with ``step`` and ``load_state_dict`` followed by the closed form (same name, same state)."""
 
     def step(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -641,7 +664,7 @@ def _driven(cls: type) -> type:
     )
 
 
-def _undriven(cls: type, state: dict[str, Any]) -> Any:
+def _undriven(cls: type[torch_lr.LRScheduler], state: dict[str, Any]) -> Any:
     """A torch scheduler of class ``cls`` holding ``state`` (what a driven one copies or pickles into)."""
     scheduler = cls.__new__(cls)
     scheduler.__dict__.update(state)

@@ -25,19 +25,20 @@ from typing import Any
 
 import torch
 
-from cs_lightning.errors import ConfigError
+from cs_lightning.config_blocks import parse_block
+from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath
 from cs_lightning.schedulers.base import Scheduler, _has_closed_form
 from cs_lightning.schedulers.composite import _Sequential
 
 
-def _concrete(cls: type) -> bool:
+def _concrete(cls: type[Scheduler]) -> bool:
     return bool(cls.param_group_key) and not cls.__name__.startswith("_") and _has_closed_form(cls)
 
 
 def _catalogue() -> dict[str, list[type[Scheduler]]]:
     """Every concrete scheduler class alive now, by lower-case name."""
     found: dict[str, list[type[Scheduler]]] = {}
-    pending = list(type.__subclasses__(Scheduler))  # the real list: see base._HiddenSubclasses
+    pending: list[type[Scheduler]] = list(type.__subclasses__(Scheduler))  # the real list: base._HiddenSubclasses
     seen: set[type] = set()
     while pending:
         cls = pending.pop()
@@ -55,20 +56,25 @@ def _import(path: str) -> Any:
     try:
         return getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
-        raise ValueError(f"scheduler {path!r} cannot be imported: {error}") from None
+        raise ConfigError((), f"scheduler {path!r} cannot be imported: {error}") from None
 
 
 def resolve(name: str) -> type[Scheduler]:
     """The scheduler class called ``name`` (any case; ``Linear`` finds ``LinearLR``), or at
-    the dotted import path ``name``."""
+    the dotted import path ``name``.
+
+    Raises `ConfigError` (a ValueError; a TypeError too for what is not a scheduler class) at
+    an empty key path: a caller that knows where the name was written re-raises it `under` that.
+    """
     if not isinstance(name, str):
-        raise TypeError(f"got scheduler name {name!r}; give the class name as a string")
+        raise ConfigTypeError((), f"got scheduler name {name!r}; give the class name as a string")
     if "." in name:
         cls = _import(name)
         if not (isinstance(cls, type) and issubclass(cls, Scheduler) and _concrete(cls)):
-            raise TypeError(
+            raise ConfigTypeError(
+                (),
                 f"{name!r} is {cls!r}, not a closed-form scheduler class; subclass "
-                "cs_lightning.schedulers.LRScheduler or WeightDecayScheduler"
+                "cs_lightning.schedulers.LRScheduler or WeightDecayScheduler",
             )
         return cls
     catalogue = _catalogue()
@@ -77,22 +83,25 @@ def resolve(name: str) -> type[Scheduler]:
         known = sorted(cls.__name__ for classes in catalogue.values() for cls in classes)
         close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
         hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(known)}"
-        raise ValueError(f"unknown scheduler {name!r}; {hint} (or give a dotted import path)")
+        raise ConfigError((), f"unknown scheduler {name!r}; {hint} (or give a dotted import path)")
     if len(matches) > 1:
         paths = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in matches)
-        raise ValueError(f"scheduler name {name!r} is ambiguous: {', '.join(paths)}; give the dotted path")
+        raise ConfigError((), f"scheduler name {name!r} is ambiguous: {', '.join(paths)}; give the dotted path")
     return matches[0]
 
 
-def build(spec: Any, optimizer: torch.optim.Optimizer) -> list[Scheduler]:
-    """Schedulers on ``optimizer`` from a Cerebras-style YAML block (always a list)."""
+def build(spec: Any, optimizer: torch.optim.Optimizer, key: KeyPath = ("schedulers",)) -> list[Scheduler]:
+    """Schedulers on ``optimizer`` from a Cerebras-style YAML block (always a list).
+
+    ``key`` is where the block sits in its file: errors are `ConfigError`s at key paths below it.
+    """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"build: got optimizer={optimizer!r}; pass a torch.optim.Optimizer")
     if _is_legacy(spec):
-        return [_build_legacy(spec, optimizer, "schedulers")]
+        return [_build_legacy(spec, optimizer, key)]
     if isinstance(spec, Sequence) and not isinstance(spec, str):
-        return [_build_one(item, optimizer, f"schedulers[{i}]") for i, item in enumerate(spec)]
-    return [_build_one(spec, optimizer, "schedulers")]
+        return [_build_one(item, optimizer, (*key, i)) for i, item in enumerate(spec)]
+    return [_build_one(spec, optimizer, key)]
 
 
 def named_tags(spec: Any) -> list[Any]:
@@ -136,39 +145,23 @@ def _is_legacy(spec: Any) -> bool:
     )
 
 
-def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Scheduler:
+def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath) -> Scheduler:
     """``[{scheduler: Linear, ...}, ...]``: one schedule, or a sequence of them."""
     items = [spec] if isinstance(spec, Mapping) else list(spec)
     children = [{item["scheduler"]: {k: v for k, v in item.items() if k != "scheduler"}} for item in items]
     if len(children) == 1:
-        return _build_one(children[0], optimizer, f"{path}[0]")
+        return _build_one(children[0], optimizer, (*path, 0))
     name = next(iter(children[0]))
-    first = _resolve_at(name, f"{path}[0].{name}")
+    first = _resolve_at(name, (*path, 0, name))
     sequence = "SequentialLR" if first.param_group_key == "lr" else "SequentialWD"
     return _build_one({sequence: {"schedulers": children}}, optimizer, path)
 
 
-def _name_and_args(spec: Any, path: str) -> tuple[str, dict[str, Any]]:
-    if isinstance(spec, Mapping) and "class_path" in spec:
-        extra = set(spec) - {"class_path", "init_args"}
-        if extra:
-            raise ConfigError(path, f"unexpected keys {sorted(extra)} next to class_path")
-        return spec["class_path"], dict(spec.get("init_args") or {})
-    if not isinstance(spec, Mapping) or len(spec) != 1:
-        raise ConfigError(
-            path,
-            f"got {spec!r}; a scheduler is written {{Name: {{argument: value}}}}, one per "
-            "mapping (use a list for several)",
-        )
-    ((name, args),) = spec.items()
-    if args is not None and not isinstance(args, Mapping):
-        raise ConfigError(f"{path}.{name}", f"got {args!r}; the arguments must be a mapping")
-    return name, dict(args or {})
-
-
-def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Scheduler:
-    name, args = _name_and_args(spec, path)
-    path = f"{path}.{name}"
+def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags: Any = None) -> Scheduler:
+    """One block; ``tags``: the parent's ``param_group_tags``, the default of a child's."""
+    name, args, path = parse_block(spec, path, "scheduler")
+    if tags is not None:
+        args.setdefault("param_group_tags", tags)
     cls = _resolve_at(name, path)
     parameters = inspect.signature(cls.__init__).parameters
     unknown = sorted(set(args) - set(parameters) - {"self"})
@@ -180,11 +173,9 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Schedu
         raise ConfigError(path, f"unknown argument {bad[0]!r}{hint}; {cls.__name__} takes {accepted}")
     tags = args.get("param_group_tags")
     if "scheduler" in args and "scheduler" in parameters:
-        args["scheduler"] = _build_one(
-            _with_tags(args["scheduler"], tags, f"{path}.scheduler"), optimizer, f"{path}.scheduler"
-        )
+        args["scheduler"] = _build_one(args["scheduler"], optimizer, (*path, "scheduler"), tags)
     if "schedulers" in args and "schedulers" in parameters:
-        args["schedulers"] = _build_children(args["schedulers"], optimizer, tags, f"{path}.schedulers")
+        args["schedulers"] = _build_children(args["schedulers"], optimizer, tags, (*path, "schedulers"))
     if issubclass(cls, _Sequential) and "schedulers" in args:
         args["milestones"] = _milestones(args["schedulers"], args.get("milestones"), path)
     if "optimizer" in parameters:
@@ -198,45 +189,33 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: str) -> Schedu
         and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
     ]
     if missing:
-        raise TypeError(
-            f"{path}: {cls.__name__} needs {', '.join(missing)}; fix: add "
-            + ", ".join(f"{name}: <value>" for name in missing)
+        raise ConfigTypeError(
+            path,
+            f"{cls.__name__} needs {', '.join(missing)}; fix: add " + ", ".join(f"{name}: <value>" for name in missing),
         )
-    try:
+    try:  # the constructor checks the values: ValueError/TypeError naming the argument, by convention
         return cls(**args)
     except ValueError as error:
         raise ConfigError(path, str(error)) from error
     except TypeError as error:
-        raise TypeError(f"{path}: {error}") from error
+        raise ConfigTypeError(path, str(error)) from error
 
 
-def _resolve_at(name: str, path: str) -> type[Scheduler]:
+def _resolve_at(name: str, path: KeyPath) -> type[Scheduler]:
     try:
         return resolve(name)
-    except ValueError as error:
-        raise ConfigError(path, str(error)) from None
-    except TypeError as error:
-        raise TypeError(f"{path}: {error}") from None
+    except ConfigError as error:
+        raise error.under(*path) from None
 
 
-def _build_children(spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path: str) -> list[Scheduler]:
+def _build_children(spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path: KeyPath) -> list[Scheduler]:
     """Nested specs, built on the same optimizer; they inherit the parent's tags."""
     if not isinstance(spec, Sequence) or isinstance(spec, str):
         raise ConfigError(path, f"got {spec!r}; give a list of {{Name: {{arguments}}}}")
-    return [
-        _build_one(_with_tags(item, tags, f"{path}[{i}]"), optimizer, f"{path}[{i}]") for i, item in enumerate(spec)
-    ]
+    return [_build_one(item, optimizer, (*path, i), tags) for i, item in enumerate(spec)]
 
 
-def _with_tags(spec: Any, tags: Any, path: str) -> Any:
-    if tags is None:
-        return spec
-    name, args = _name_and_args(spec, path)
-    args.setdefault("param_group_tags", tags)
-    return {name: args}
-
-
-def _milestones(children: list[Scheduler], given: Any, path: str) -> Any:
+def _milestones(children: list[Scheduler], given: Any, path: KeyPath) -> Any:
     """The running sum of the children's ``total_iters``, checked against ``given``."""
     lengths = [child.total_iters for child in children[:-1]]
     if given is None:

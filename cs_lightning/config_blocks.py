@@ -1,0 +1,157 @@
+"""YAML configuration files, and the ``{Name: {args}}`` blocks in them: one reader, one block parser.
+
+Every command reads its YAML files through `read_yaml`: jsonargparse's loader, so ``3e-4``
+is a float exactly as ``cs-lightning fit`` reads it, and a key given twice in one mapping
+is refused, naming both lines (YAML loaders keep the last one silently). Every optimizer
+and scheduler block goes through `parse_block`, which reads the three spellings::
+
+    {AdamW: {lr: 3.0e-4}}                                        # Cerebras Model Zoo
+    {class_path: torch.optim.AdamW, init_args: {lr: 3.0e-4}}     # Lightning / jsonargparse
+    AdamW                                                        # a bare name, where allowed
+
+and returns the name, the arguments and the key path of the arguments, so that every
+error about an argument names the key the user wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+from jsonargparse import get_loader
+
+from cs_lightning.errors import ConfigError, KeyPath
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text -> Python values, as ``cs-lightning fit`` reads them (``3e-4`` is a float)."""
+    return get_loader("yaml")(text)
+
+
+def read_yaml(path: Path, key: KeyPath | str, same_value_ok: bool = False) -> tuple[Any, list[str]]:
+    """The parsed file at `path`, and notes on keys repeated with an equal scalar value.
+
+    A key repeated with a different value (something would be lost) raises `ConfigError` at
+    `key`; with `same_value_ok`, one repeated with an equal scalar value is only noted
+    (`convert` reads others' files, which their tools accepted). So do a missing file, bytes
+    that are not UTF-8, and YAML syntax errors, each with its position.
+    """
+    if not path.is_file():
+        raise ConfigError(key, f"{str(path)!r} is not a file; fix: check the path")
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = load_yaml(text)
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            key,
+            f"{str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+            f"{err.start}); fix: save the file as UTF-8",
+        ) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(
+            key,
+            f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
+            "fix: correct the YAML syntax there",
+        ) from None
+    notes: list[str] = []
+    refused: list[str] = []
+    for first, second, name, same in _duplicate_keys(text):
+        where = f"key {name!r} twice, at lines {first} and {second}"
+        (notes if same and same_value_ok else refused).append(where)
+    if refused:
+        raise ConfigError(key, f"{str(path)!r} gives {refused[0]}; fix: keep one of them")
+    return data, [f"{path} gives {where}, with the same value" for where in notes]
+
+
+def _duplicate_keys(text: str) -> list[tuple[int, int, str, bool]]:
+    """(first line, second line, key, same scalar value) of each key repeated in one mapping, in file order."""
+    pending = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    visited: set[int] = set()
+    found = []
+    while pending:
+        node = pending.pop()
+        if node is None or id(node) in visited:  # an alias shares its anchor's node
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, tuple[int, Any]] = {}
+            for name, value in node.value:
+                if isinstance(name, yaml.ScalarNode) and name.value != "<<":  # << merges, not a key
+                    line = name.start_mark.line + 1
+                    if name.value in seen:
+                        first, earlier = seen[name.value]
+                        same = (
+                            isinstance(value, yaml.ScalarNode)
+                            and isinstance(earlier, yaml.ScalarNode)
+                            and (value.tag, value.value) == (earlier.tag, earlier.value)
+                        )
+                        found.append((first, line, name.value, same))
+                    seen[name.value] = line, value
+                pending += [name, value]
+        elif isinstance(node, yaml.SequenceNode):
+            pending += node.value
+    return sorted(found, key=lambda item: (item[1], item[0]))
+
+
+class Block(NamedTuple):
+    """One parsed ``{Name: {args}}`` block."""
+
+    name: str  # as written: a class name, or the dotted class_path
+    args: dict[str, Any]  # a copy: callers may add to it
+    path: KeyPath  # key path of the arguments: (..., Name), (..., "init_args"), or the block's own for a bare name
+
+
+def parse_block(spec: Any, path: KeyPath, kind: str, bare_name_ok: bool = False) -> Block:
+    """Read an optimizer or scheduler block (`kind` names which, in messages) found at key path `path`.
+
+    Raises `ConfigError` naming the key path and the fix when it is none of the spellings.
+    """
+    if isinstance(spec, str) and bare_name_ok:
+        return Block(spec, {}, path)
+    if not isinstance(spec, Mapping):
+        raise ConfigError(
+            path,
+            f"expected a mapping such as {{Name: {{argument: value}}}}, got {spec!r}; "
+            f"fix: write the {kind} as {{Name: {{args}}}} or class_path/init_args",
+        )
+    if "class_path" in spec:
+        return _class_path_block(spec, path)
+    if len(spec) != 1:
+        several = " (use a list for several)" if kind == "scheduler" else ""
+        raise ConfigError(
+            path,
+            f"expected exactly one {kind} name, got keys {sorted(map(str, spec))}; "
+            f"fix: write {{Name: {{args}}}}, one per mapping{several}",
+        )
+    ((name, args),) = spec.items()
+    args_path = (*path, str(name))
+    return Block(str(name), _arguments(args, args_path, f"{name}: {{argument: value, ...}}"), args_path)
+
+
+def _class_path_block(spec: Mapping[str, Any], path: KeyPath) -> Block:
+    extra = sorted(map(str, set(spec) - {"class_path", "init_args"}))
+    if extra:
+        raise ConfigError(
+            (*path, extra[0]), "unexpected key next to class_path; fix: keep only class_path and init_args"
+        )
+    if not isinstance(spec["class_path"], str):
+        raise ConfigError(
+            (*path, "class_path"),
+            f"expected a dotted class path, got {spec['class_path']!r}; fix: write class_path: package.module.Name",
+        )
+    args_path = (*path, "init_args")
+    args = _arguments(spec.get("init_args"), args_path, "init_args: {argument: value, ...}")
+    return Block(spec["class_path"], args, args_path)
+
+
+def _arguments(args: Any, path: KeyPath, shape: str) -> dict[str, Any]:
+    """The arguments of a block as a new dict (none written: no arguments)."""
+    if args is None:
+        return {}
+    if not isinstance(args, Mapping):
+        raise ConfigError(path, f"expected a mapping of arguments, got {args!r}; fix: write {shape}")
+    return dict(args)

@@ -1,0 +1,150 @@
+"""One YAML reader, one block parser, and key paths carried as tuples, formatted in one place."""
+
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+
+from cs_lightning.config_blocks import Block, parse_block, read_yaml
+from cs_lightning.convert import convert
+from cs_lightning.errors import ConfigError, ConfigTypeError, format_key_path
+from cs_lightning.schedulers import build
+
+NEGATIVE = {
+    "SequentialLR": {
+        "schedulers": [
+            {"ConstantLR": {"learning_rate": 0.01, "total_iters": 4}},
+            {"PiecewiseConstantLR": {"learning_rates": [0.01, -0.1], "milestones": [2]}},
+        ]
+    }
+}
+
+
+def _optimizer() -> torch.optim.Optimizer:
+    return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+
+
+def test_a_nested_bad_value_carries_its_key_path_as_a_tuple_formatted_once() -> None:
+    with pytest.raises(ConfigError) as info:
+        build(
+            [{"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 2}}, NEGATIVE],
+            _optimizer(),
+        )
+    error = info.value
+    assert error.path == ("schedulers", 1, "SequentialLR", "schedulers", 1, "PiecewiseConstantLR")
+    assert error.key == "schedulers[1].SequentialLR.schedulers[1].PiecewiseConstantLR"
+    assert str(error) == f"{error.key}: {error.message}"
+    assert error.message.startswith("PiecewiseConstantLR: got learning_rates=[0.01, -0.1]")
+    assert "schedulers[" not in error.message  # the path is in the message once, from format_key_path
+
+
+def test_a_class_path_block_is_named_by_its_init_args_key() -> None:
+    spec = {
+        "class_path": "cs_lightning.schedulers.SequentialLR",
+        "init_args": {
+            "schedulers": [{"class_path": "cs_lightning.schedulers.LinearLR", "init_args": {"warmup": 3}}],
+        },
+    }
+    with pytest.raises(ConfigError) as info:
+        build([spec], _optimizer())
+    assert info.value.path == ("schedulers", 0, "init_args", "schedulers", 0, "init_args")
+    assert info.value.message.startswith("unknown argument 'warmup'")
+
+
+def test_convert_puts_the_same_path_under_the_model_zoo_key() -> None:
+    source = {"trainer": {"init": {"optimizer": {"SGD": {"lr": 0.1}}, "schedulers": [NEGATIVE]}}}
+    with pytest.raises(ConfigError) as info:
+        convert(source)
+    assert info.value.path == (
+        "trainer",
+        "init",
+        "schedulers",
+        0,
+        "SequentialLR",
+        "schedulers",
+        1,
+        "PiecewiseConstantLR",
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        ((), ""),
+        (("optimizer",), "optimizer"),
+        (("imports", 2), "imports[2]"),
+        (("schedulers", 0, "SequentialLR", "schedulers", 1), "schedulers[0].SequentialLR.schedulers[1]"),
+        (("--out",), "--out"),
+    ],
+)
+def test_format_key_path(path, text: str) -> None:
+    assert format_key_path(path) == text
+
+
+def test_under_lengthens_the_path_and_keeps_the_class() -> None:
+    inner = ConfigTypeError(("LinearLR",), "LinearLR needs total_iters")
+    outer = inner.under("schedulers", 3)
+    assert type(outer) is ConfigTypeError and isinstance(outer, TypeError) and isinstance(outer, ValueError)
+    assert (outer.path, str(outer)) == (
+        ("schedulers", 3, "LinearLR"),
+        "schedulers[3].LinearLR: LinearLR needs total_iters",
+    )
+    assert inner.path == ("LinearLR",)
+    copied = pickle.loads(pickle.dumps(outer))
+    assert (type(copied), copied.path, copied.message) == (ConfigTypeError, outer.path, outer.message)
+    assert str(ConfigError((), "no key")) == "no key" and ConfigError("--out", "x").path == ("--out",)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"AdamW": {"lr": 0.1}}, Block("AdamW", {"lr": 0.1}, ("optimizer", "AdamW"))),
+        ({"AdamW": None}, Block("AdamW", {}, ("optimizer", "AdamW"))),
+        (
+            {"class_path": "torch.optim.AdamW", "init_args": {"lr": 0.1}},
+            Block("torch.optim.AdamW", {"lr": 0.1}, ("optimizer", "init_args")),
+        ),
+        ({"class_path": "torch.optim.AdamW"}, Block("torch.optim.AdamW", {}, ("optimizer", "init_args"))),
+        ("AdamW", Block("AdamW", {}, ("optimizer",))),
+    ],
+)
+def test_parse_block_reads_the_three_spellings(spec, expected: Block) -> None:
+    block = parse_block(spec, ("optimizer",), "optimizer", bare_name_ok=True)
+    assert block == expected
+    block.args["extra"] = 1  # a copy: the parsed YAML is never changed
+    assert "extra" not in str(spec)
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "words"),
+    [
+        ("LinearLR", ("schedulers", 0), "expected a mapping such as {Name: {argument: value}}, got 'LinearLR'"),
+        ({"A": {}, "B": {}}, ("schedulers", 0), "expected exactly one scheduler name, got keys ['A', 'B']"),
+        ({"LinearLR": 3}, ("schedulers", 0, "LinearLR"), "expected a mapping of arguments, got 3"),
+        ({"class_path": "x.Y", "init_args": [1]}, ("schedulers", 0, "init_args"), "expected a mapping of arguments"),
+        ({"class_path": "x.Y", "args": {}}, ("schedulers", 0, "args"), "unexpected key next to class_path"),
+        ({"class_path": 3}, ("schedulers", 0, "class_path"), "expected a dotted class path, got 3"),
+    ],
+)
+def test_parse_block_names_the_key_path_of_each_mistake(spec, path, words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_block(spec, ("schedulers", 0), "scheduler")
+    assert info.value.path == path
+    assert words in info.value.message and "fix:" in info.value.message
+
+
+def test_read_yaml_reads_numbers_as_fit_does_and_refuses_a_repeated_key(tmp_path: Path) -> None:
+    (tmp_path / "ok.yaml").write_text("lr: 3e-4\nsteps: [1, 2]\n")
+    assert read_yaml(tmp_path / "ok.yaml", "config") == ({"lr": 3e-4, "steps": [1, 2]}, [])
+    (tmp_path / "twice.yaml").write_text("a: 1\nb:\n  c: 2\n  c: 3\na: 1\n")
+    with pytest.raises(ConfigError) as info:
+        read_yaml(tmp_path / "twice.yaml", ("config", 0))
+    assert str(info.value) == (
+        f"config[0]: {str(tmp_path / 'twice.yaml')!r} gives key 'c' twice, at lines 3 and 4; fix: keep one of them"
+    )
+    (tmp_path / "same.yaml").write_text("a: 1\na: 1\n")
+    assert read_yaml(tmp_path / "same.yaml", "source", same_value_ok=True) == (
+        {"a": 1},
+        [f"{tmp_path / 'same.yaml'} gives key 'a' twice, at lines 1 and 2, with the same value"],
+    )
