@@ -22,7 +22,7 @@ import inspect
 import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 import torch
 from torch import Tensor
@@ -168,7 +168,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._bound = self._seen = len(optimizer.param_groups)
         self._own_scales: dict[int, float] = {}
         self._bind_groups()
-        self.base_lrs = [group.get(self.param_group_key) for group in optimizer.param_groups]
+        # torch's attribute, read by Lightning; None for a group without the key (momentum)
+        self.base_lrs: list[Any] = [group.get(self.param_group_key) for group in optimizer.param_groups]
         self._cursor = _Cursor(last_epoch + 1)
         self._check_closed_form()
         self._write(self._cursor.block[0])
@@ -194,9 +195,13 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         Subclasses written for older cerebras.pytorch releases override
         ``_get_closed_form_lr`` instead; it is used when present.
         """
-        return self._get_closed_form_lr()
+        legacy = getattr(self, "_get_closed_form_lr", None)
+        if legacy is None:
+            raise NotImplementedError(f"{type(self).__name__}: override _get_closed_form()")
+        return legacy()
 
-    @property
+    # torch's int attribute, a tensor here: closed forms compute with it
+    @property  # type: ignore[override]
     def last_epoch(self) -> Tensor:
         """The step as an int64 tensor: 0-d when stepping, 1-D inside ``values()``."""
         probe = self._probe
@@ -304,7 +309,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if not self._targets:
             available = set().union(*(_group_tags(group) for group in groups))
             raise ValueError(
-                f"{type(self).__name__}: got param_group_tags={sorted(tags, key=str)}, which "
+                f"{type(self).__name__}: got param_group_tags={sorted(tags or (), key=str)}, which "
                 f"match no param group; the groups' tags are {sorted(available, key=str)}"
             )
         own = self._own_scales
@@ -386,7 +391,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
         if name[0] != "_" and name != "last_epoch":
-            for child in [value] if isinstance(value, Scheduler) else value if _children(value) else []:
+            for child in _schedulers_in(value):
                 if not any(parent is self for parent in child._parents):
                     child._parents.append(self)
             self._changed()
@@ -466,11 +471,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             out[index] = value
         return out
 
-    def get_last_lr(self) -> list[float | None]:
+    def get_last_lr(self) -> list[float | None]:  # type: ignore[override]  # None: a group not scheduled
         """torch's name for ``get_last_value``."""
         return self.get_last_value()
 
-    def get_lr(self) -> list[float | None]:
+    def get_lr(self) -> list[float | None]:  # type: ignore[override]  # None: a group not scheduled
         """The current values (closed-form schedulers have no separate 'next' value)."""
         return self.get_last_value()
 
@@ -574,7 +579,7 @@ def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
     return {"scheduler": scheduler, "interval": "step", "frequency": 1, **overrides}
 
 
-def _has_closed_form(cls: type) -> bool:
+def _has_closed_form(cls: type[Scheduler]) -> bool:
     return cls._get_closed_form is not Scheduler._get_closed_form or hasattr(cls, "_get_closed_form_lr")
 
 
@@ -592,9 +597,7 @@ def _tree(scheduler: Scheduler) -> Iterator[Scheduler]:
     """A scheduler and, depth first, every scheduler among its arguments."""
     yield scheduler
     for name in _state_fields(type(scheduler)):
-        value = getattr(scheduler, name, None)
-        children = [value] if isinstance(value, Scheduler) else value if _children(value) else []
-        for child in children:
+        for child in _schedulers_in(getattr(scheduler, name, None)):
             yield from _tree(child)
 
 
@@ -614,7 +617,7 @@ def _state_fields(cls: type) -> tuple[str, ...]:
     skip = {"self", "optimizer", "last_epoch"}
     return tuple(
         name
-        for name, parameter in inspect.signature(cls.__init__).parameters.items()
+        for name, parameter in inspect.signature(cls).parameters.items()
         if name not in skip and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
     )
 
@@ -628,8 +631,13 @@ def _saved_fields(scheduler: Scheduler) -> list[str]:
     ]
 
 
-def _children(value: Any) -> bool:
+def _children(value: Any) -> TypeGuard[list[Scheduler] | tuple[Scheduler, ...]]:
     return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, Scheduler) for item in value)
+
+
+def _schedulers_in(value: Any) -> Sequence[Scheduler]:
+    """The schedulers an argument holds: itself, its items, or none."""
+    return [value] if isinstance(value, Scheduler) else value if _children(value) else []
 
 
 def _is_state(value: Any) -> bool:

@@ -79,6 +79,8 @@ class _Polynomial(Scheduler):
     :math:`T` its cycle count is 1 and from :math:`T` on the end value holds.
     """
 
+    total_iters: int  # required here: the base class allows None
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -129,6 +131,8 @@ class _Exponential(Scheduler):
     :math:`T` = ``total_iters`` (the decay period; the decay goes on past it).
     """
 
+    total_iters: int  # required here: the base class allows None
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -163,6 +167,8 @@ class _InverseExponentialTimeDecay(Scheduler):
     :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`e` =
     ``step_exponent``, :math:`T` = ``total_iters``, :math:`r` = ``decay_rate``.
     """
+
+    total_iters: int  # required here: the base class allows None
 
     def __init__(
         self,
@@ -226,6 +232,8 @@ class _CosineDecay(Scheduler):
     :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`v_T` =
     ``end_learning_rate`` | ``end_val``, :math:`T` = ``total_iters``.
     """
+
+    total_iters: int  # required here: the base class allows None
 
     def __init__(
         self,

@@ -12,17 +12,21 @@ alias that tensor or another chunk's steps.
 Bitwise agreement of ``values()`` and ``step()``: torch's CPU kernels compute the last few
 elements of a tensor (and of each thread's share of it) with scalar code, whose sin, cos,
 pow may differ from the vectorized code by one ulp. So every evaluation has a length that
-is a multiple of ``_LANES`` times torch's thread count: each thread's share is then whole
-vector lanes, every step takes the vectorized path, whichever call evaluates it.
+is a multiple of ``_LANES`` times the thread count: each thread's share is then whole
+vector lanes, every step takes the vectorized path, whichever call evaluates it. Long
+evaluations run on one thread (see ``_on_one_thread``), which is also faster.
 """
 
 from __future__ import annotations
 
 import bisect
+import ctypes
+import functools
 import itertools
 import math
 import os
 import reprlib
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -38,27 +42,53 @@ if TYPE_CHECKING:
 # Elements of the widest vector lanes (and more), see above.
 _LANES = 64
 # Steps per closed-form call inside values(): the intermediates of one chunk stay in the
-# cache from one pass to the next (measured: 2**19 float32 = 2 MB is fastest here).
-_CHUNK = 1 << 19
+# cache from one pass to the next, and the allocator reuses their memory (measured 2**16
+# to 2**19 on 10**7 steps: 2**17, 512 KB of float32, is fastest here).
+_CHUNK = 1 << 17
+# Steps from which values() evaluates on a thread of its own (see _on_one_thread): below
+# it torch runs every op on the calling thread anyway.
+_SPLIT = 2048
 # Largest magnitude up to which every integer is exact in a float dtype.
 EXACT = {torch.float32: 2**24, torch.float64: 2**53}
+
+
+class Counting:
+    """0, 1, 2, ... as floats, made once per ``values()`` call and shared by its chunks: a
+    chunk's float steps are these plus its first step, one pass over memory where a float
+    ``arange`` costs three (it computes each element in double)."""
+
+    __slots__ = ("_counts", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._counts: dict[torch.dtype, Tensor] = {}
+
+    def floats(self, steps: range, dtype: torch.dtype) -> Tensor:
+        """``steps`` (unit steps, exact in ``dtype``) as a fresh float tensor."""
+        if steps.step != 1 or len(steps) > self.size:
+            return torch.arange(steps.start, steps.stop, steps.step, dtype=dtype)
+        counts = self._counts.get(dtype)
+        if counts is None:
+            counts = self._counts[dtype] = torch.arange(self.size, dtype=dtype)
+        return torch.add(counts[: len(steps)], steps.start)
 
 
 class Steps:
     """The steps a closed form is evaluated at: a range, or any tensor of int steps.
 
-    Stepping and ``values()`` evaluate ranges: float steps then come straight from an
-    ``arange`` in that dtype (no int64 tensor in between), and pieces of the range stay
-    ranges. Each form of the steps is made once per evaluation and shared by the closed
-    forms nested in it, so they must not modify it in place.
+    Stepping and ``values()`` evaluate ranges: float steps then are counted in that dtype
+    (no int64 tensor in between), and pieces of the range stay ranges. Each form of the
+    steps is made once per evaluation and shared by the closed forms nested in it, so they
+    must not modify it in place.
     """
 
-    __slots__ = ("_floats", "_ints", "range")
+    __slots__ = ("_counting", "_floats", "_ints", "range")
 
-    def __init__(self, steps: range | Tensor) -> None:
+    def __init__(self, steps: range | Tensor, counting: Counting | None = None) -> None:
         self.range = steps if isinstance(steps, range) else None
         self._ints = None if isinstance(steps, range) else steps
         self._floats: dict[torch.dtype, Tensor] = {}
+        self._counting = counting
 
     @property
     def shape(self) -> torch.Size:
@@ -77,7 +107,8 @@ class Steps:
         if floats is None:
             r = self.range
             if r is not None and max(abs(r.start), abs(r.stop)) <= EXACT[dtype]:
-                floats = torch.arange(r.start, r.stop, r.step, dtype=dtype)
+                counting = self._counting or Counting(0)
+                floats = counting.floats(r, dtype)
             else:
                 floats = self.ints().to(dtype)
             self._floats[dtype] = floats
@@ -92,8 +123,12 @@ class Steps:
         """These steps plus ``offset``, in the same form (a child of a sequence counts from its stage)."""
         r = self.range
         if r is not None:
-            return Steps(range(r.start + offset, r.stop + offset, r.step))
+            return Steps(range(r.start + offset, r.stop + offset, r.step), self._counting)
         return Steps(self.ints() + offset)
+
+    def part(self, steps: range | Tensor) -> Steps:
+        """Other steps of the same evaluation (a piece of these), lengthened to whole lanes."""
+        return Steps(_whole_lanes(steps), self._counting)
 
 
 def bounds(steps: range, edges: Sequence[int]) -> list[int]:
@@ -144,10 +179,13 @@ def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dty
     r = steps.ascending()
     if r is not None:
         ends = bounds(r, edges)
+        inside = [index for index, (begin, end) in enumerate(itertools.pairwise(ends)) if end > begin]
+        if len(inside) == 1:  # all in one piece (most chunks of a long evaluation): no copy
+            return _piece(piece, inside[0], steps, r)
         out = torch.empty(len(r), dtype=dtype)
         for index, (begin, end) in enumerate(itertools.pairwise(ends)):
             if end > begin:
-                out[begin:end] = _piece(piece, index, r[begin:end])
+                out[begin:end] = _piece(piece, index, steps, r[begin:end])
         return out
     k = steps.ints()
     flat = k.reshape(-1)
@@ -155,13 +193,13 @@ def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dty
     out = torch.empty(flat.shape, dtype=dtype)
     for index in torch.unique(which).tolist():
         where = (which == index).nonzero().squeeze(1)
-        out.index_copy_(0, where, _piece(piece, index, flat.index_select(0, where)))
+        out.index_copy_(0, where, _piece(piece, index, steps, flat.index_select(0, where)))
     return out.reshape(k.shape)
 
 
-def _piece(piece: Piece, index: int, steps: range | Tensor) -> Tensor:
-    whole = Steps(_whole_lanes(steps))
-    return piece(index, whole).expand(whole.shape)[: len(steps)]
+def _piece(piece: Piece, index: int, steps: Steps, chosen: range | Tensor) -> Tensor:
+    whole = steps.part(chosen)
+    return piece(index, whole).expand(whole.shape)[: len(chosen)]
 
 
 def stairs(steps: Steps, edges: Sequence[int], levels: Tensor) -> Tensor:
@@ -189,12 +227,15 @@ def per_period(steps: Steps, size: int, dtype: torch.dtype, levels: Callable[[Te
     first, last = r.start // size, (r.stop - 1) // size
     periods = padded(range(first, last + 1))
     values = levels(torch.arange(periods.start, periods.stop, dtype=dtype)).expand(len(periods))
-    head = values[0].expand(min(r.stop, (first + 1) * size) - r.start)
-    if last == first:
-        return head
-    middle = values[1 : last - first, None].expand(-1, size).reshape(-1)
-    tail = values[last - first].expand(r.stop - last * size)
-    return torch.cat([head, middle, tail])
+    # One pass: the first and last period may be cut short, the ones between are whole.
+    out = torch.empty(len(r), dtype=dtype)
+    head = min(r.stop, (first + 1) * size) - r.start
+    out[:head] = values[0]
+    if last > first:
+        whole = (last - first - 1) * size
+        out[head : head + whole].view(-1, size).copy_(values[1 : last - first, None].expand(-1, size))
+        out[head + whole :] = values[last - first]
+    return out
 
 
 # -- values() -----------------------------------------------------------------------------
@@ -204,18 +245,72 @@ def values(scheduler: Scheduler, steps: int | Iterable[int] | Tensor) -> Tensor:
     """``scheduler``'s values at ``steps``, ``(len(steps), param groups)``; see ``Scheduler.values``."""
     owner = type(scheduler).__name__
     chosen = _as_steps(owner, steps)
-    count = len(chosen)
     groups = len(scheduler.optimizer.param_groups)
-    out = _result(owner, count, groups, scheduler._dtype)
+    out = _result(owner, len(chosen), groups, scheduler._dtype)
     if len(scheduler._targets) != groups:
         out.fill_(math.nan)
+    if len(chosen) < _SPLIT:
+        _fill(scheduler, chosen, out)
+    else:
+        _on_one_thread(lambda: _fill(scheduler, chosen, out))
+    return out
+
+
+def _fill(scheduler: Scheduler, steps: range | Tensor, out: Tensor) -> None:
+    """Evaluate a chunk of ``steps`` at a time, copying each into its rows of ``out``."""
+    count = len(steps)
     chunk = max(_CHUNK // lanes(), 1) * lanes()
+    counting = Counting(chunk)
     for begin in range(0, count, chunk):
         part = out[begin : begin + chunk]
-        curve = scheduler._closed_form_at(_whole_lanes(chosen[begin : begin + chunk]))
+        curve = scheduler._closed_form_at(Steps(_whole_lanes(steps[begin : begin + chunk]), counting))
         for column, row in zip(scheduler._targets, scheduler._per_target(curve)):
             part[:, column].copy_(row[: len(part)])
-    return out
+
+
+def _on_one_thread(evaluate: Callable[[], None]) -> None:
+    """Run ``evaluate`` on a thread of its own whose torch ops each run on that one thread.
+
+    torch splits cos, floor, ... among its threads from 2048 elements on, and on a busy
+    machine every split waits for each thread to get a core: values() of 10**7 steps took
+    10 to 20 times as long on 2 threads as on one, under a load average of 6. Changing that
+    with ``torch.set_num_threads`` would change it for every thread of the process. OpenMP's
+    thread count (``omp_set_num_threads``) belongs to the thread that sets it, so a thread
+    of our own sets it for itself and evaluates; where torch runs without OpenMP the
+    evaluation runs here, on torch's threads.
+    """
+    set_threads = _omp_set_num_threads()
+    if set_threads is None:
+        evaluate()
+        return
+    failure: list[BaseException] = []
+    inference = torch.is_inference_mode_enabled()  # a thread's own mode: the caller's carries over
+
+    def run() -> None:
+        torch.get_num_threads()  # torch sets up this thread's count first, then we change it
+        set_threads(1)
+        try:
+            with torch.inference_mode(inference):
+                evaluate()
+        except BaseException as error:  # noqa: BLE001 - raised again in the calling thread
+            failure.append(error)
+
+    worker = threading.Thread(target=run, name="cs_lightning values()", daemon=True)
+    worker.start()
+    worker.join()
+    if failure:
+        raise failure[0]
+
+
+@functools.cache
+def _omp_set_num_threads() -> Callable[[int], object] | None:
+    """OpenMP's per-thread ``omp_set_num_threads`` of the runtime torch loaded, or None."""
+    try:
+        function = ctypes.CDLL(None).omp_set_num_threads
+    except (AttributeError, OSError, TypeError):  # no such symbol; no process handle (Windows)
+        return None
+    function.argtypes, function.restype = [ctypes.c_int], None
+    return function  # type: ignore[no-any-return]
 
 
 def _result(owner: str, count: int, groups: int, dtype: torch.dtype) -> Tensor:
@@ -257,15 +352,15 @@ def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> range | Tensor
     """Validated steps: a range (made into tensors a chunk at a time) or a 1-D int64 tensor."""
     if isinstance(steps, int) and not isinstance(steps, bool):
         steps = range(_checks.integer(owner, "steps", steps, 0))
+    chosen: range | Tensor
     if isinstance(steps, range):
-        lowest = min(steps[0], steps[-1]) if steps else 0
-        tensor = None
+        chosen, lowest = steps, min(steps[0], steps[-1]) if steps else 0
     else:
-        tensor = _step_tensor(owner, steps)
-        lowest = int(tensor.min()) if tensor.numel() else 0
+        chosen = _step_tensor(owner, steps).to(torch.int64)
+        lowest = int(chosen.min()) if chosen.numel() else 0
     if lowest < 0:
         raise ValueError(f"{owner}.values: got a negative step ({lowest}); steps start at 0")
-    return steps if tensor is None else tensor.to(torch.int64)
+    return chosen
 
 
 def _step_tensor(owner: str, steps: object) -> Tensor:
