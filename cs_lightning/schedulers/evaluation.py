@@ -310,7 +310,7 @@ def _omp_set_num_threads() -> Callable[[int], object] | None:
     except (AttributeError, OSError, TypeError):  # no such symbol; no process handle (Windows)
         return None
     function.argtypes, function.restype = [ctypes.c_int], None
-    return function  # type: ignore[no-any-return]
+    return function
 
 
 def _result(owner: str, count: int, groups: int, dtype: torch.dtype) -> Tensor:
