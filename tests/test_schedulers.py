@@ -26,7 +26,6 @@ from cs_lightning.schedulers import (
     LRScheduler,
     SequentialLR,
     StepLR,
-    base,
     build,
     lightning_config,
     plot,
@@ -129,8 +128,8 @@ def _long_sequences(optimizer):
 
 @pytest.mark.parametrize("index", range(len(CASES) + 2))
 def test_long_evaluations_equal_short_ones(index):
-    """values() evaluates a long range a chunk at a time, with the closed forms writing into
-    the tensor it returns: every window of it equals the same steps evaluated alone."""
+    """values() evaluates a long range a chunk at a time, on a thread of its own: every
+    window of it equals the same steps evaluated alone."""
     if index < len(CASES):
         case = CASES[index]
         (scheduler,) = build(case["spec"], _optimizer(case))
@@ -159,10 +158,9 @@ def test_a_closed_form_writing_into_its_steps_spoils_no_later_evaluation():
     assert torch.equal(linear.values(200), before)
 
 
-def test_schedules_evaluate_in_inference_mode(monkeypatch):
+def test_schedules_evaluate_in_inference_mode():
     """Lightning validates and predicts under torch.inference_mode(), where tensors have no
     version counter; the first evaluation of a process may come from there."""
-    monkeypatch.setattr(base, "_counts", {})
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     with torch.inference_mode():
         scheduler = CosineDecayLR(optimizer, 0.1, 0.01, total_iters=1000)
@@ -170,18 +168,26 @@ def test_schedules_evaluate_in_inference_mode(monkeypatch):
     assert torch.equal(inside, scheduler.values(2**20))
 
 
-class ResizesItsOutLR(LRScheduler):
-    """Claims the result buffer for an op whose result is 0-d: torch resizes the buffer."""
+class ReturnsItsStepsLR(LRScheduler):
+    """Returns the (shared) float steps themselves as its values."""
 
     def _get_closed_form(self):
-        return torch.mul(self._const(0.1), 1.0, out=self._claim_out())
+        return self._float_steps()
 
 
-def test_a_resized_result_buffer_is_copied_from_not_trusted():
+def test_values_own_their_memory_whatever_a_closed_form_returns():
+    """A closed form may return its own steps, a constant or a child's result: values() copies
+    it into a tensor of its own, so writing into the result changes no later evaluation."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
-    with pytest.warns(UserWarning, match="resized"):
-        values = ResizesItsOutLR(optimizer).values(200)
-    assert values.unique().tolist() == [pytest.approx(0.1)]
+    steps, constant = ReturnsItsStepsLR(optimizer), ConstantLR(optimizer, 0.1)
+    chain = ChainedScheduler([steps, ConstantLR(optimizer, 0.5)])
+    for scheduler in (steps, constant, chain):
+        first = scheduler.values(300)
+        expected = first.clone()
+        first.fill_(7.0)
+        assert torch.equal(scheduler.values(300), expected)
+        assert first.untyped_storage().nbytes() == first.numel() * first.itemsize
+    assert steps.values(300)[:, 0].tolist() == list(range(300))
 
 
 def test_a_schedule_of_several_groups_gives_each_the_same_values():

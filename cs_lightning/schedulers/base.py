@@ -16,172 +16,33 @@ a scheduler converted from torch's computes in float64, as torch does.
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import copy
 import functools
 import inspect
 import math
-import os
-import reprlib
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 import torch
 from torch import Tensor
 from torch.optim.lr_scheduler import EPOCH_DEPRECATION_WARNING
 from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
 
-from cs_lightning.errors import ClosedFormError, TooLargeError
-from cs_lightning.schedulers import _checks
+from cs_lightning.errors import ClosedFormError
+from cs_lightning.schedulers import _checks, evaluation
+from cs_lightning.schedulers.evaluation import Steps
 
 Tags = str | None | Sequence[str | None]
 
-# Bitwise agreement of values() and step(): torch's CPU kernels compute the last few
-# elements of a tensor with scalar code, whose sin/cos/pow may differ from the
-# vectorized code by one ulp. So every evaluation has a length that is a multiple of
-# _LANES and runs on one thread (a thread's share of a tensor has a tail too): every
-# step takes the vectorized path, whichever call evaluates it.
-_LANES = 64
-# Steps evaluated per vectorized call of the closed form while stepping.
+# Steps evaluated per vectorized call of the closed form while stepping: a multiple of the
+# vector lanes and under the size torch splits among threads (see evaluation).
 _BLOCK = 1024
-# Steps per call inside values(). Closed forms write their result into the tensor values()
-# returns and work on it in place, so 2 MB of float32 stay in the cache from one pass to the
-# next. (Measured from 2**16 to 2**20: 2**19 is fastest for the common schedules; OneCycle
-# and Cyclic, with more intermediates, run up to 10% faster at 2**17.)
-_CHUNK = 1 << 19
-# Float steps 0, 1, 2, ... up to this many are kept (16 MB of float32, 32 MB of float64 at most,
-# grown to the last step asked for), so a range of steps in it costs no pass over memory.
-_COUNTED = 1 << 22
-# Counts changes of any scheduler's arguments: a block precomputed before a change (of the
-# scheduler itself or of a child it composes) is stale.
-_changes = [0]
 # Arguments (in their weight-decay spelling) that are values of the schedule itself.
 _VALUE_ARGUMENTS = frozenset({"initial_val", "end_val", "val", "vals", "base_val", "max_val", "eta_min"})
 # Jumps a schedule reports for plots and tables (see Scheduler._breakpoints); a schedule
 # with more has them closer together than a plot's samples, which then show its envelope.
 MAX_BREAKPOINTS = 4096
-# Largest magnitude up to which every integer is exact in a float dtype.
-_EXACT = {torch.float32: 2**24, torch.float64: 2**53}
-
-
-class Steps:
-    """The steps a closed form is evaluated at: a range, or any tensor of int steps.
-
-    Stepping and ``values()`` evaluate ranges. Float steps then come straight from a cached
-    count (no int64 tensor in between), and a composite hands each child just the part of
-    the range it covers. Each form of the steps is made once and shared by the closed forms
-    nested in one evaluation, so they must not modify it in place.
-
-    ``values()`` also hands over ``out``, the slice of the tensor it returns that this
-    evaluation fills: the first closed form to claim it (``Scheduler._claim_out()``) may
-    write its result there, which saves an allocation and a copy per chunk.
-    """
-
-    __slots__ = ("_floats", "_ints", "_unclaimed", "range")
-
-    def __init__(self, steps: range | Tensor, out: Tensor | None = None) -> None:
-        self.range = steps if isinstance(steps, range) else None
-        self._ints = None if isinstance(steps, range) else steps
-        self._floats: dict[torch.dtype, Tensor] = {}
-        self._unclaimed = out
-
-    @property
-    def shape(self) -> torch.Size:
-        return torch.Size([len(self.range)]) if self.range is not None else self._ints.shape
-
-    def ints(self) -> Tensor:
-        """The steps as an int64 tensor (``last_epoch``)."""
-        if self._ints is None:
-            self._ints = torch.arange(self.range.start, self.range.stop, self.range.step)
-        return self._ints
-
-    def floats(self, dtype: torch.dtype) -> Tensor:
-        """The steps converted to ``dtype``, as ``last_epoch.to(dtype)`` gives them."""
-        floats = self._floats.get(dtype)
-        if floats is None:
-            r = self.range
-            if r is not None and max(abs(r.start), abs(r.stop)) <= _EXACT[dtype]:
-                floats = _count(r, dtype)
-            else:
-                floats = self.ints().to(dtype)
-            self._floats[dtype] = floats
-        return floats
-
-    def ascending(self) -> range | None:
-        """The steps as an increasing range, or None when they are not one."""
-        r = self.range
-        return r if r is not None and r.step > 0 else None
-
-    def claim_out(self, dtype: torch.dtype) -> Tensor | None:
-        """``out`` for the first caller computing in its dtype; None for everyone else."""
-        out = self._unclaimed
-        if out is None or out.dtype != dtype:
-            return None
-        self._unclaimed = None
-        return out
-
-
-# dtype -> (0, 1, 2, ... as floats, its version): see _count
-_counts: dict[torch.dtype, tuple[Tensor, int]] = {}
-
-
-def _count(steps: range, dtype: torch.dtype) -> Tensor:
-    """``steps`` as exact integers in a float dtype: unit steps from 0 to _COUNTED are a
-    view of a cached 0, 1, 2, ... (grown on demand), others a fresh ``arange``."""
-    if steps.step != 1 or steps.start < 0 or steps.stop > _COUNTED:
-        return torch.arange(steps.start, steps.stop, steps.step, dtype=dtype)
-    counting, version = _counts.get(dtype, (None, None))
-    # A closed form that broke the rule above and wrote into its steps changed the version:
-    # count afresh rather than hand the changed steps to later evaluations.
-    if counting is None or len(counting) < steps.stop or counting._version != version:
-        size = min(_COUNTED, max(_CHUNK, 1 << (steps.stop - 1).bit_length()))
-        with torch.inference_mode(False):  # an inference tensor has no version to check
-            counting = torch.arange(size, dtype=dtype)
-        _counts[dtype] = counting, counting._version
-    return counting[steps.start : steps.stop]
-
-
-def bounds(steps: range, edges: Sequence[int]) -> list[int]:
-    """Where the stages between ``edges`` (increasing steps) begin among increasing ``steps``,
-    and where the last one ends: ``[0, ..., len(steps)]``."""
-    return [0, *(bisect.bisect_left(steps, edge) for edge in edges), len(steps)]
-
-
-def padded(steps: range, multiple: int = _LANES) -> range:
-    """An increasing range extended by later steps to a length that is a multiple of
-    ``multiple`` (see _LANES); the first ``len(steps)`` values are computed as before."""
-    size = -(-len(steps) // multiple) * multiple
-    return range(steps.start, steps.start + size * steps.step, steps.step)
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run torch ops on this thread only, restoring the thread count afterwards.
-
-    Besides the bitwise agreement above, one thread is faster here on a busy machine:
-    torch splits cos, sqrt, floor, ... among threads from 2048 elements on, and each
-    split waits for every thread to get a core.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-@contextlib.contextmanager
-def default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    """torch's default float dtype set to ``dtype`` meanwhile: the dtype Python numbers take
-    where they meet an int tensor (``0.999 ** k``, ``k / 1000``)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
 
 
 class _Alias:
@@ -225,14 +86,13 @@ def _group_tags(group: dict) -> set:
 class _Cursor:
     """Where stepping is: the step, a block of precomputed rows, the row written last."""
 
-    __slots__ = ("block", "changes", "last", "start", "step")
+    __slots__ = ("block", "last", "start", "step")
 
     def __init__(self, step: int) -> None:
         self.step = step
         self.start = step
         self.block: list[list[float]] = []
         self.last: list[float] = []
-        self.changes = -1
 
 
 class _HiddenSubclasses(type):
@@ -308,7 +168,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._bound = self._seen = len(optimizer.param_groups)
         self._own_scales: dict[int, float] = {}
         self._bind_groups()
-        self.base_lrs = [group.get(self.param_group_key) for group in optimizer.param_groups]
+        # torch's attribute, read by Lightning; None for a group without the key (momentum)
+        self.base_lrs: list[Any] = [group.get(self.param_group_key) for group in optimizer.param_groups]
         self._cursor = _Cursor(last_epoch + 1)
         self._check_closed_form()
         self._write(self._cursor.block[0])
@@ -334,13 +195,17 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         Subclasses written for older cerebras.pytorch releases override
         ``_get_closed_form_lr`` instead; it is used when present.
         """
-        return self._get_closed_form_lr()
+        legacy = getattr(self, "_get_closed_form_lr", None)
+        if legacy is None:
+            raise NotImplementedError(f"{type(self).__name__}: override _get_closed_form()")
+        return legacy()
 
-    @property
+    # torch's int attribute, a tensor here: closed forms compute with it
+    @property  # type: ignore[override]
     def last_epoch(self) -> Tensor:
         """The step as an int64 tensor: 0-d when stepping, 1-D inside ``values()``."""
         probe = self._probe
-        return torch.tensor(self._cursor.step) if probe is None else probe.ints()
+        return torch.tensor(self._cursor.step, dtype=torch.int64) if probe is None else probe.ints()
 
     @last_epoch.setter
     def last_epoch(self, step: int | Tensor) -> None:
@@ -377,21 +242,6 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         """A 0-d constant of the compute dtype, for closed forms that need a tensor operand."""
         return torch.tensor(value, dtype=self._dtype)
 
-    def _claim_out(self) -> Tensor | None:
-        """``out=`` for the op of a closed form that makes the tensor holding its result (its
-        first out-of-place op; later ops work in place on it). Inside ``values()`` the first
-        claim of an evaluation gets a slice of the tensor returned; a later claim (a parent's
-        after its child's) and any claim outside ``values()`` get None: the op allocates."""
-        probe = self._probe
-        return None if probe is None else probe.claim_out(self._dtype)
-
-    def _closed_form_into(self, out: Tensor, steps: range | Tensor) -> None:
-        """Evaluate the closed form at ``steps`` into ``out`` (of their shape): the closed form
-        may claim it (see _claim_out), else its result is copied there."""
-        result = self._closed_form_at(Steps(steps, out=out[...]))  # torch may resize an out=
-        if not (result.data_ptr() == out.data_ptr() and result.shape == out.shape and result.stride() == out.stride()):
-            out.copy_(result)
-
     def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
         """Evaluate the closed form with ``last_epoch`` = ``steps``, in the compute dtype."""
         if not isinstance(steps, Steps):
@@ -401,8 +251,10 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             value = self._get_closed_form()
         finally:
             self._probe = saved
-        if not isinstance(value, Tensor) or value.dtype != self._dtype:
-            value = torch.as_tensor(value).to(self._dtype)
+        if not isinstance(value, Tensor):
+            value = torch.as_tensor(value, dtype=self._dtype)
+        elif value.dtype != self._dtype:
+            value = value.to(self._dtype)
         if value.shape not in (torch.Size(), steps.shape):
             raise ClosedFormError(
                 f"{type(self).__name__}._get_closed_form returned shape {tuple(value.shape)} "
@@ -457,7 +309,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if not self._targets:
             available = set().union(*(_group_tags(group) for group in groups))
             raise ValueError(
-                f"{type(self).__name__}: got param_group_tags={sorted(tags, key=str)}, which "
+                f"{type(self).__name__}: got param_group_tags={sorted(tags or (), key=str)}, which "
                 f"match no param group; the groups' tags are {sorted(available, key=str)}"
             )
         own = self._own_scales
@@ -516,7 +368,6 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         cursor = self._cursor
         cursor.block = self._per_target(curve).T.tolist()
         cursor.start = start
-        cursor.changes = _changes[0]
 
     def _refill(self, step: int) -> list[float]:
         self._set_block(step, self._closed_form_at(range(step, step + _BLOCK)))
@@ -540,7 +391,24 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
         if name[0] != "_" and name != "last_epoch":
-            _changes[0] += 1
+            for child in _schedulers_in(value):
+                if not any(parent is self for parent in child._parents):
+                    child._parents.append(self)
+            self._changed()
+
+    def _changed(self) -> None:
+        """An argument changed: the precomputed rows of this schedule, and of every schedule
+        composing it, are stale (each recomputes them at its next step)."""
+        cursor = self.__dict__.get("_cursor")
+        if cursor is not None:
+            cursor.block = []
+        for parent in self._parents:
+            parent._changed()
+
+    @property
+    def _parents(self) -> list[Scheduler]:
+        """The schedulers that compose this one (set as their arguments)."""
+        return self.__dict__.setdefault("_composed_by", [])
 
     # -- public API ---------------------------------------------------------------------
 
@@ -563,7 +431,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         cursor = self._cursor
         cursor.step = step
         index = step - cursor.start
-        fresh = 0 <= index < len(cursor.block) and cursor.changes == _changes[0]
+        fresh = 0 <= index < len(cursor.block)
         self._write(cursor.block[index] if fresh else self._refill(step))
 
     def values(self, steps: int | Iterable[int] | Tensor) -> Tensor:
@@ -578,50 +446,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             compute dtype: float64 for a scheduler converted from torch's); groups this
             scheduler does not target hold nan.
         """
-        groups = len(self.optimizer.param_groups)
-        everyone = len(self._targets) == groups
-        with _one_thread():
-            steps = _as_steps(type(self).__name__, steps)
-            count = len(steps)
-            # One row per group, filled a chunk at a time (each chunk whole vector lanes):
-            # (1, n).T is (n, 1) with no copy.
-            out = self._result_buffer(groups, count)
-            if not everyone:
-                out.fill_(math.nan)
-            for begin in range(0, count, _CHUNK):
-                chunk = _lanes(steps[begin : begin + _CHUNK])
-                self._fill(out[:, begin : begin + len(chunk)], chunk)
-            return out[:, :count].T.contiguous()
-
-    def _result_buffer(self, groups: int, count: int) -> Tensor:
-        """The tensor ``values()`` fills for ``count`` steps (whole vector lanes), or a
-        TooLargeError saying it does not fit: checked before allocating, as Linux would
-        promise the memory and kill the process filling it; and if the allocator refuses."""
-        length = len(padded(range(count)))
-        size = groups * length * self._dtype.itemsize * (2 if groups > 1 else 1)  # + the transposed copy
-        available = _available_memory()
-        if available is None or size <= available:
-            try:
-                return torch.empty(groups, length, dtype=self._dtype)
-            except RuntimeError as error:
-                if "can't allocate memory" not in str(error):
-                    raise
-        raise TooLargeError(
-            f"{type(self).__name__}.values: {count} steps x {groups} param group{'s' * (groups != 1)} "
-            f"of {self._dtype} need "
-            f"{size / 1e9:.1f} GB, more than the {(available or 0) / 1e9:.1f} GB of memory available; fix: ask "
-            "for the steps you need (a range with a stride, e.g. range(0, n, 1000), or a tensor of steps)"
-        )
-
-    def _fill(self, out: Tensor, steps: range | Tensor) -> None:
-        """Write the values at ``steps`` into the targeted rows of ``out``."""
-        if not self._unscaled:
-            out[self._targets] = self._per_target(self._closed_form_at(steps))
-            return
-        first, *others = self._targets
-        self._closed_form_into(out[first], steps)
-        for other in others:
-            out[other].copy_(out[first])
+        return evaluation.values(self, steps)
 
     def _set_dtype(self, dtype: torch.dtype) -> None:
         """Compute this schedule (and every schedule it composes) in ``dtype`` (float32 or
@@ -646,11 +471,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             out[index] = value
         return out
 
-    def get_last_lr(self) -> list[float | None]:
+    def get_last_lr(self) -> list[float | None]:  # type: ignore[override]  # None: a group not scheduled
         """torch's name for ``get_last_value``."""
         return self.get_last_value()
 
-    def get_lr(self) -> list[float | None]:
+    def get_lr(self) -> list[float | None]:  # type: ignore[override]  # None: a group not scheduled
         """The current values (closed-form schedulers have no separate 'next' value)."""
         return self.get_last_value()
 
@@ -754,24 +579,8 @@ def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
     return {"scheduler": scheduler, "interval": "step", "frequency": 1, **overrides}
 
 
-def _has_closed_form(cls: type) -> bool:
+def _has_closed_form(cls: type[Scheduler]) -> bool:
     return cls._get_closed_form is not Scheduler._get_closed_form or hasattr(cls, "_get_closed_form_lr")
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory this process could still get (Linux's MemAvailable, else the free
-    pages), or None where the system does not say."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def every(period: int, stop: int) -> list[int]:
@@ -784,55 +593,11 @@ def _group_device(group: dict) -> torch.device:
     return params[0].device if params else torch.device("cpu")
 
 
-def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> range | Tensor:
-    """Validated steps: a range (made into tensors a chunk at a time) or a 1-D int64 tensor."""
-    if isinstance(steps, int) and not isinstance(steps, bool):
-        steps = range(_checks.integer(owner, "steps", steps, 0))
-    if isinstance(steps, range):
-        lowest = min(steps[0], steps[-1]) if steps else 0
-        tensor = None
-    else:
-        tensor = _step_tensor(owner, steps)
-        lowest = int(tensor.min()) if tensor.numel() else 0
-    if lowest < 0:
-        raise ValueError(f"{owner}.values: got a negative step ({lowest}); steps start at 0")
-    return steps if tensor is None else tensor.to(torch.int64)
-
-
-def _step_tensor(owner: str, steps: Any) -> Tensor:
-    """``steps`` as a 1-D integer tensor, or a TypeError naming it (floats and bools are not steps)."""
-    try:
-        tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))
-    except (TypeError, ValueError, RuntimeError):
-        tensor = None
-    integers = tensor is not None and (
-        tensor.numel() == 0 or not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
-    )
-    if not integers or tensor.ndim != 1:
-        raise TypeError(
-            f"{owner}.values: got steps={reprlib.repr(steps)}; pass an int n (for range(n)), a range "
-            "or a 1-D sequence of int steps"
-        )
-    return tensor
-
-
-def _lanes(steps: range | Tensor) -> range | Tensor:
-    """``steps`` lengthened to a multiple of _LANES: an increasing range by later steps,
-    anything else by step 0 (``values()`` drops the extra values)."""
-    if isinstance(steps, range) and steps.step > 0:
-        return padded(steps)
-    if isinstance(steps, range):
-        steps = torch.arange(steps.start, steps.stop, steps.step)
-    return torch.cat([steps, steps.new_zeros(-len(steps) % _LANES)])
-
-
 def _tree(scheduler: Scheduler) -> Iterator[Scheduler]:
     """A scheduler and, depth first, every scheduler among its arguments."""
     yield scheduler
     for name in _state_fields(type(scheduler)):
-        value = getattr(scheduler, name, None)
-        children = [value] if isinstance(value, Scheduler) else value if _children(value) else []
-        for child in children:
+        for child in _schedulers_in(getattr(scheduler, name, None)):
             yield from _tree(child)
 
 
@@ -852,7 +617,7 @@ def _state_fields(cls: type) -> tuple[str, ...]:
     skip = {"self", "optimizer", "last_epoch"}
     return tuple(
         name
-        for name, parameter in inspect.signature(cls.__init__).parameters.items()
+        for name, parameter in inspect.signature(cls).parameters.items()
         if name not in skip and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
     )
 
@@ -866,8 +631,13 @@ def _saved_fields(scheduler: Scheduler) -> list[str]:
     ]
 
 
-def _children(value: Any) -> bool:
+def _children(value: Any) -> TypeGuard[list[Scheduler] | tuple[Scheduler, ...]]:
     return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, Scheduler) for item in value)
+
+
+def _schedulers_in(value: Any) -> Sequence[Scheduler]:
+    """The schedulers an argument holds: itself, its items, or none."""
+    return [value] if isinstance(value, Scheduler) else value if _children(value) else []
 
 
 def _is_state(value: Any) -> bool:

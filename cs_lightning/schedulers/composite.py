@@ -12,16 +12,15 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from cs_lightning.schedulers import _checks
+from cs_lightning.schedulers import _checks, evaluation
 from cs_lightning.schedulers.base import (
     MAX_BREAKPOINTS,
     LRScheduler,
     Scheduler,
     Tags,
     WeightDecayScheduler,
-    bounds,
-    padded,
 )
+from cs_lightning.schedulers.evaluation import Steps
 
 
 def _check_children(parent: Scheduler, name: str, children: Sequence[Scheduler]) -> None:
@@ -117,15 +116,7 @@ class _Sequential(_Composite):
         return "schedulers", self.schedulers
 
     def _get_closed_form(self) -> Tensor:
-        steps = self._ascending_steps()
-        if steps is not None:
-            return self._stages(steps)
-        k = self.last_epoch
-        value = self.schedulers[0]._closed_form_at(k)
-        for milestone, child in zip(self.milestones, self.schedulers[1:]):
-            shifted = child._closed_form_at(torch.clamp(k - milestone, min=0))
-            value = torch.where(k < milestone, value, shifted)
-        return value
+        return evaluation.piecewise(self._steps(), self.milestones, self._stage, self._dtype)
 
     def _breakpoints(self, stop: int) -> list[int]:
         """Each milestone (the next child starts), and each child's own jumps within its stage."""
@@ -140,25 +131,10 @@ class _Sequential(_Composite):
                 break
         return points[: MAX_BREAKPOINTS + 1]
 
-    def _stages(self, steps: range) -> Tensor:
-        """Over increasing steps, each child evaluates just the steps of its own stage
-        (lengthened by later ones to whole vector lanes, see base._LANES), straight into
-        its part of the result where the lengthened stage fits: the next stage overwrites
-        the extra steps."""
-        out = self._claim_out()
-        if out is None:
-            out = torch.empty(len(steps), dtype=self._dtype)
-        starts = [0, *self.milestones]
-        ends = bounds(steps, self.milestones)
-        for child, start, begin, end in zip(self.schedulers, starts, ends, ends[1:]):
-            if end > begin:
-                first = steps[begin] - start
-                stage = padded(range(first, first + (end - begin) * steps.step, steps.step))
-                if begin + len(stage) <= len(out):
-                    child._closed_form_into(out[begin : begin + len(stage)], stage)
-                else:
-                    out[begin:end] = child._closed_form_at(stage)[: end - begin]
-        return out
+    def _stage(self, index: int, steps: Steps) -> Tensor:
+        """Child ``index`` at ``steps`` of its stage, counted from the stage's start."""
+        start = self.milestones[index - 1] if index else 0
+        return self.schedulers[index]._closed_form_at(steps.shifted(-start))
 
 
 class _Chained(_Composite):
@@ -195,7 +171,7 @@ class _Chained(_Composite):
 def _initial_value(parent: Scheduler, child: Scheduler) -> float:
     initial = getattr(child, "initial_val", None)
     if initial is None:
-        initial = float(child._closed_form_at(torch.tensor(0)))
+        initial = float(child._closed_form_at(torch.tensor(0, dtype=torch.int64)))
     if initial == 0:
         raise ValueError(
             f"{type(parent).__name__}: {type(child).__name__} starts at 0, so its relative change "

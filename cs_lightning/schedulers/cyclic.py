@@ -90,7 +90,7 @@ class _Cyclic(Scheduler):
         x = torch.div(k, total).sub_(cycle).add_(1)
         rise = torch.where(x <= ratio, torch.div(x, ratio), x.sub(1).div_(ratio - 1))
         height = rise.mul_(self.max_val - self.base_val)
-        return torch.mul(height, self._scale(cycle), out=self._claim_out()).add_(self.base_val)
+        return torch.mul(height, self._scale(cycle)).add_(self.base_val)
 
 
 class _OneCycle(Scheduler):

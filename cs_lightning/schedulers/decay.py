@@ -25,7 +25,6 @@ from cs_lightning.schedulers.base import (
     Tags,
     WeightDecayScheduler,
     _Alias,
-    default_dtype,
     every,
 )
 
@@ -80,6 +79,8 @@ class _Polynomial(Scheduler):
     :math:`T` its cycle count is 1 and from :math:`T` on the end value holds.
     """
 
+    total_iters: int  # required here: the base class allows None
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -99,7 +100,7 @@ class _Polynomial(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         # From T on, k = T gives (1 - 1)^p = 0 and the end value, with no select.
-        remaining = torch.div(self._held(self.total_iters), self.total_iters, out=self._claim_out())
+        remaining = torch.div(self._held(self.total_iters), self.total_iters)
         remaining.neg_().add_(1)  # -x + 1 rounds as 1 - x
         if self.power != 1.0:  # x ** 1.0 is x: skip a pass over long step tensors
             remaining.pow_(self.power)
@@ -130,6 +131,8 @@ class _Exponential(Scheduler):
     :math:`T` = ``total_iters`` (the decay period; the decay goes on past it).
     """
 
+    total_iters: int  # required here: the base class allows None
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -149,7 +152,7 @@ class _Exponential(Scheduler):
         return every(self.total_iters, stop) if self.staircase else []
 
     def _get_closed_form(self) -> Tensor:
-        power = torch.div(self._float_steps(), self.total_iters, out=self._claim_out())
+        power = torch.div(self._float_steps(), self.total_iters)
         if self.staircase:
             power.floor_()
         return torch.pow(self.decay_rate, power, out=power).mul_(self.initial_val)
@@ -164,6 +167,8 @@ class _InverseExponentialTimeDecay(Scheduler):
     :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`e` =
     ``step_exponent``, :math:`T` = ``total_iters``, :math:`r` = ``decay_rate``.
     """
+
+    total_iters: int  # required here: the base class allows None
 
     def __init__(
         self,
@@ -183,7 +188,7 @@ class _InverseExponentialTimeDecay(Scheduler):
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        alpha = torch.pow(self._float_steps(), self.step_exponent, out=self._claim_out())
+        alpha = torch.pow(self._float_steps(), self.step_exponent)
         alpha.div_(self.total_iters)
         if self.staircase:
             alpha.floor_()
@@ -215,7 +220,7 @@ class _InverseSquareRootDecay(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         warmup = self._const(self.warmup_steps)
-        held = torch.clamp(self._float_steps(), min=warmup, out=self._claim_out())
+        held = torch.clamp(self._float_steps(), min=warmup)
         return torch.div(self._const(self.scale), held.sqrt_(), out=held).mul_(self.initial_val)
 
 
@@ -227,6 +232,8 @@ class _CosineDecay(Scheduler):
     :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`v_T` =
     ``end_learning_rate`` | ``end_val``, :math:`T` = ``total_iters``.
     """
+
+    total_iters: int  # required here: the base class allows None
 
     def __init__(
         self,
@@ -244,7 +251,7 @@ class _CosineDecay(Scheduler):
     def _get_closed_form(self) -> Tensor:
         # pi / T rounded as cerebras.pytorch rounds it: pi to float32 first, then divided
         angle = torch.div(self._const(math.pi), self.total_iters)
-        wave = torch.mul(self._held(self.total_iters), angle, out=self._claim_out()).cos_().add_(1)
+        wave = torch.mul(self._held(self.total_iters), angle).cos_().add_(1)
         return _shift(wave.mul_(_half(self.initial_val - self.end_val)), self.end_val)
 
 
@@ -271,7 +278,7 @@ class _CosineAnnealing(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        wave = torch.div(self._float_steps(), self.T_max, out=self._claim_out())
+        wave = torch.div(self._float_steps(), self.T_max)
         wave.mul_(math.pi).cos_().add_(1)
         return _shift(wave.mul_(_half(self.initial_val - self.eta_min)), self.eta_min)
 
@@ -331,7 +338,7 @@ class _CosineAnnealingWarmRestarts(Scheduler):
 
     def _get_closed_form(self) -> Tensor:
         t_cur, t_i = self._period(self.last_epoch)
-        wave = torch.div(t_cur.to(self._dtype), t_i.to(self._dtype), out=self._claim_out())
+        wave = torch.div(t_cur.to(self._dtype), t_i.to(self._dtype))
         wave.mul_(math.pi).cos_().add_(1)
         return _shift(wave.mul_(_half(self.initial_val - self.eta_min)), self.eta_min)
 
@@ -356,7 +363,7 @@ class _Multiplicative(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        powers = torch.pow(self._const(self.coefficient), self._float_steps(), out=self._claim_out())
+        powers = torch.pow(self._const(self.coefficient), self._float_steps())
         return powers.mul_(self.initial_val)
 
 
@@ -371,6 +378,12 @@ class _Lambda(Scheduler):
     :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`f` = ``lr_lambda`` |
     ``wd_lambda``: your function of the step tensor, in torch ops (it also receives a 1-D
     tensor of steps). cerebras.pytorch 2.10 hard-codes a demo function instead.
+
+    The steps are int64, so Python numbers meeting them compute in torch's default dtype
+    (float32 unless you changed it). A schedule computing in float64 (converted from torch's,
+    whose LambdaLR computes in Python floats) hands its function float64 steps instead,
+    exact integers: Python numbers then compute in float64 too, with no global setting
+    changed.
     """
 
     def __init__(
@@ -385,8 +398,8 @@ class _Lambda(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        with default_dtype(self._dtype):  # Python numbers in the function compute in it too
-            factor = self.wd_lambda(self.last_epoch)
+        steps = self.last_epoch if self._dtype == torch.float32 else self._float_steps()
+        factor = self.wd_lambda(steps)
         return torch.mul(self._const(self.initial_val), factor)
 
 

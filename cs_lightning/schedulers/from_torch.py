@@ -35,7 +35,7 @@ from torch.optim import lr_scheduler as torch_lr
 
 from cs_lightning import schedulers as cs
 from cs_lightning.errors import NotConvertible
-from cs_lightning.schedulers.base import Scheduler, default_dtype
+from cs_lightning.schedulers.base import Scheduler
 
 
 def _info_logger() -> Callable[..., None]:
@@ -227,9 +227,9 @@ def _in_torchs_dtype(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The function, computing in the dtype torch's LambdaLR computes it in.
 
     torch calls it with an int step: Python arithmetic then computes in float64 (as the
-    converted schedule does), but torch ops in the default dtype, usually float32. Called
-    with a tensor of steps, both would compute in one dtype; so a function whose value at
-    an int step is a float32 tensor computes in float32 here too.
+    converted schedule does: it hands its function float64 steps), but torch ops in the
+    default dtype, usually float32. So a function whose value at an int step is a float32
+    tensor gets int64 steps here, and computes in the default dtype as in torch.
     """
     try:
         value = function(1)
@@ -240,8 +240,7 @@ def _in_torchs_dtype(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
     @functools.wraps(function)
     def in_float32(steps: torch.Tensor) -> torch.Tensor:
-        with default_dtype(torch.float32):
-            return function(steps)
+        return function(steps.to(torch.int64))
 
     return in_float32
 

@@ -2,8 +2,8 @@
 
 As in ``decay``, a generic class holds the closed form with the weight-decay argument
 names and the LR class renames them; :math:`k` is the step. A staircase has few distinct
-values: over consecutive steps (stepping, ``values(range(n))``) each is computed once and
-repeated, and any other steps look theirs up.
+values: ``evaluation.stairs`` and ``evaluation.per_period`` compute each once and repeat it
+over its steps.
 """
 
 from __future__ import annotations
@@ -13,34 +13,16 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from cs_lightning.schedulers import _checks
+from cs_lightning.schedulers import _checks, evaluation
 from cs_lightning.schedulers.base import (
-    _EXACT,
     MAX_BREAKPOINTS,
     LRScheduler,
     Scheduler,
     Tags,
     WeightDecayScheduler,
     _Alias,
-    bounds,
     every,
-    padded,
 )
-
-
-def _stairs(scheduler: Scheduler, edges: Sequence[int], levels: Tensor) -> Tensor:
-    r"""``levels[j]`` at the steps :math:`m_{j-1} \le k < m_j` (``edges`` = :math:`m`,
-    increasing; one level more than edges), at the steps being evaluated."""
-    steps = scheduler._ascending_steps()
-    if steps is None:
-        k = scheduler.last_epoch
-        index = torch.searchsorted(torch.tensor(edges, dtype=k.dtype), k.reshape(-1), right=True)
-        return levels.index_select(0, index).reshape(k.shape)
-    ends = bounds(steps, edges)
-    return torch.cat(
-        [level.expand(end - begin) for level, begin, end in zip(levels, ends, ends[1:]) if end > begin],
-        out=scheduler._claim_out(),
-    )
 
 
 class _Step(Scheduler):
@@ -66,31 +48,14 @@ class _Step(Scheduler):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        steps = self._ascending_steps()
-        if steps is not None and steps.step == 1 and steps.stop <= _EXACT[self._dtype]:
-            return self._consecutive(steps)
-        periods = torch.div(self._float_steps(), self.step_size, out=self._claim_out()).floor_()
-        return self._levels(periods, out=periods)
+        return evaluation.per_period(self._steps(), self.step_size, self._dtype, self._levels)
 
     def _breakpoints(self, stop: int) -> list[int]:
         return every(self.step_size, stop) if self.gamma != 1 else []
 
-    def _levels(self, periods: Tensor, out: Tensor | None = None) -> Tensor:
-        return torch.pow(self._const(self.gamma), periods, out=out).mul_(self.initial_val)
-
-    def _consecutive(self, steps: range) -> Tensor:
-        """The closed form over consecutive steps, each period's value computed once. Below
-        _EXACT the float floor(k / S) is the integer k // S, so the values are the same."""
-        size = self.step_size
-        first, last = steps.start // size, (steps.stop - 1) // size
-        periods = padded(range(first, last + 1))  # whole vector lanes: see base._LANES
-        levels = self._levels(torch.arange(periods.start, periods.stop, dtype=self._dtype))
-        head = levels[0].expand(min(steps.stop, (first + 1) * size) - steps.start)
-        if last == first:
-            return head
-        middle = levels[1 : last - first, None].expand(-1, size).reshape(-1)
-        tail = levels[last - first].expand(steps.stop - last * size)
-        return torch.cat([head, middle, tail], out=self._claim_out())
+    def _levels(self, periods: Tensor) -> Tensor:
+        r""":math:`v_0 \, \gamma^{p}` at the periods :math:`p = \lfloor k / S \rfloor` (a float tensor)."""
+        return torch.pow(self._const(self.gamma), periods).mul_(self.initial_val)
 
 
 class _MultiStep(Scheduler):
@@ -122,7 +87,7 @@ class _MultiStep(Scheduler):
         levels = [self._const(self.initial_val)]
         for _ in self.milestones:
             levels.append(levels[-1] * self.gamma)
-        return _stairs(self, self.milestones, torch.stack(levels))
+        return evaluation.stairs(self._steps(), self.milestones, torch.stack(levels))
 
 
 class _PiecewiseConstant(Scheduler):
@@ -154,7 +119,7 @@ class _PiecewiseConstant(Scheduler):
         return [m for m in self.milestones if m < stop][: MAX_BREAKPOINTS + 1]
 
     def _get_closed_form(self) -> Tensor:
-        return _stairs(self, self.milestones, torch.tensor(self.vals, dtype=self._dtype))
+        return evaluation.stairs(self._steps(), self.milestones, torch.tensor(self.vals, dtype=self._dtype))
 
 
 class StepLR(_Step, LRScheduler):

@@ -1,0 +1,380 @@
+"""Evaluating closed forms on many steps at once: the steps, their pieces, and ``values()``.
+
+A closed form runs once on a 1-D tensor of steps instead of once per step. This module
+holds everything about *which* steps it runs on and where the results go; the schedules
+hold only their formulas. It keeps no state between calls and changes no torch setting
+(thread count, default dtype): every tensor it makes has its dtype given explicitly.
+
+Closed forms return fresh tensors (or a constant that broadcasts). ``values()`` copies each
+chunk's result into the tensor it returns, once, so nothing a closed form computes can
+alias that tensor or another chunk's steps.
+
+Bitwise agreement of ``values()`` and ``step()``: torch's CPU kernels compute the last few
+elements of a tensor (and of each thread's share of it) with scalar code, whose sin, cos,
+pow may differ from the vectorized code by one ulp. So every evaluation has a length that
+is a multiple of ``_LANES`` times the thread count: each thread's share is then whole
+vector lanes, every step takes the vectorized path, whichever call evaluates it. Long
+evaluations run on one thread (see ``_on_one_thread``), which is also faster.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import functools
+import itertools
+import math
+import os
+import reprlib
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from cs_lightning.errors import TooLargeError
+from cs_lightning.schedulers import _checks
+
+if TYPE_CHECKING:
+    from cs_lightning.schedulers.base import Scheduler
+
+# Elements of the widest vector lanes (and more), see above.
+_LANES = 64
+# Steps per closed-form call inside values(): the intermediates of one chunk stay in the
+# cache from one pass to the next, and the allocator reuses their memory (measured 2**16
+# to 2**19 on 10**7 steps: 2**17, 512 KB of float32, is fastest here).
+_CHUNK = 1 << 17
+# Steps from which values() evaluates on a thread of its own (see _on_one_thread): below
+# it torch runs every op on the calling thread anyway.
+_SPLIT = 2048
+# Largest magnitude up to which every integer is exact in a float dtype.
+EXACT = {torch.float32: 2**24, torch.float64: 2**53}
+
+
+class Counting:
+    """0, 1, 2, ... as floats, made once per ``values()`` call and shared by its chunks: a
+    chunk's float steps are these plus its first step, one pass over memory where a float
+    ``arange`` costs three (it computes each element in double)."""
+
+    __slots__ = ("_counts", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._counts: dict[torch.dtype, Tensor] = {}
+
+    def floats(self, steps: range, dtype: torch.dtype) -> Tensor:
+        """``steps`` (unit steps, exact in ``dtype``) as a fresh float tensor."""
+        if steps.step != 1 or len(steps) > self.size:
+            return torch.arange(steps.start, steps.stop, steps.step, dtype=dtype)
+        counts = self._counts.get(dtype)
+        if counts is None:
+            counts = self._counts[dtype] = torch.arange(self.size, dtype=dtype)
+        return torch.add(counts[: len(steps)], steps.start)
+
+
+class Steps:
+    """The steps a closed form is evaluated at: a range, or any tensor of int steps.
+
+    Stepping and ``values()`` evaluate ranges: float steps then are counted in that dtype
+    (no int64 tensor in between), and pieces of the range stay ranges. Each form of the
+    steps is made once per evaluation and shared by the closed forms nested in it, so they
+    must not modify it in place.
+    """
+
+    __slots__ = ("_counting", "_floats", "_ints", "range")
+
+    def __init__(self, steps: range | Tensor, counting: Counting | None = None) -> None:
+        self.range = steps if isinstance(steps, range) else None
+        self._ints = None if isinstance(steps, range) else steps
+        self._floats: dict[torch.dtype, Tensor] = {}
+        self._counting = counting
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size([len(self.range)]) if self.range is not None else self.ints().shape
+
+    def ints(self) -> Tensor:
+        """The steps as an int64 tensor (``last_epoch``)."""
+        if self._ints is None:
+            assert self.range is not None  # one of the two is always set
+            self._ints = torch.arange(self.range.start, self.range.stop, self.range.step, dtype=torch.int64)
+        return self._ints
+
+    def floats(self, dtype: torch.dtype) -> Tensor:
+        """The steps converted to ``dtype``, as ``last_epoch.to(dtype)`` gives them."""
+        floats = self._floats.get(dtype)
+        if floats is None:
+            r = self.range
+            if r is not None and max(abs(r.start), abs(r.stop)) <= EXACT[dtype]:
+                counting = self._counting or Counting(0)
+                floats = counting.floats(r, dtype)
+            else:
+                floats = self.ints().to(dtype)
+            self._floats[dtype] = floats
+        return floats
+
+    def ascending(self) -> range | None:
+        """The steps as an increasing range, or None when they are not one."""
+        r = self.range
+        return r if r is not None and r.step > 0 else None
+
+    def shifted(self, offset: int) -> Steps:
+        """These steps plus ``offset``, in the same form (a child of a sequence counts from its stage)."""
+        r = self.range
+        if r is not None:
+            return Steps(range(r.start + offset, r.stop + offset, r.step), self._counting)
+        return Steps(self.ints() + offset)
+
+    def part(self, steps: range | Tensor) -> Steps:
+        """Other steps of the same evaluation (a piece of these), lengthened to whole lanes."""
+        return Steps(_whole_lanes(steps), self._counting)
+
+
+def bounds(steps: range, edges: Sequence[int]) -> list[int]:
+    """Where the stages between ``edges`` (increasing steps) begin among increasing ``steps``,
+    and where the last one ends: ``[0, ..., len(steps)]``."""
+    return [0, *(bisect.bisect_left(steps, edge) for edge in edges), len(steps)]
+
+
+def lanes() -> int:
+    """The length every evaluation is a multiple of (see the module docstring). The thread
+    count is read, never set: a call running while another thread changes it may lose the
+    bitwise agreement, never a value's float32 precision."""
+    return _LANES * max(1, torch.get_num_threads())
+
+
+def padded(steps: range) -> range:
+    """An increasing range extended by later steps to whole lanes (see ``lanes``); the first
+    ``len(steps)`` values are computed as before."""
+    multiple = lanes()
+    size = -(-len(steps) // multiple) * multiple
+    return range(steps.start, steps.start + size * steps.step, steps.step)
+
+
+def _whole_lanes(steps: range | Tensor) -> range | Tensor:
+    """``steps`` lengthened to whole lanes: an increasing range by later steps, anything else
+    by step 0 (the extra values are dropped)."""
+    if isinstance(steps, range) and steps.step > 0:
+        return padded(steps)
+    if isinstance(steps, range):
+        steps = torch.arange(steps.start, steps.stop, steps.step, dtype=torch.int64)
+    return torch.cat([steps, steps.new_zeros(-len(steps) % lanes())])
+
+
+# -- schedules made of pieces -------------------------------------------------------------
+
+Piece = Callable[[int, Steps], Tensor]
+
+
+def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dtype) -> Tensor:
+    r"""``piece(j, s)`` at the steps :math:`m_{j-1} \le k < m_j` (``edges`` = :math:`m`,
+    increasing, :math:`m_{-1} = 0`): each piece is evaluated on its own steps only.
+
+    ``piece(j, s)`` returns its values at the steps ``s`` (a tensor of ``s.shape``, or a
+    constant). Over increasing ranges each piece gets a range; other steps are grouped by
+    piece and the values put back in their order. Each piece's steps are lengthened to
+    whole lanes and the extra values dropped.
+    """
+    r = steps.ascending()
+    if r is not None:
+        ends = bounds(r, edges)
+        inside = [index for index, (begin, end) in enumerate(itertools.pairwise(ends)) if end > begin]
+        if len(inside) == 1:  # all in one piece (most chunks of a long evaluation): no copy
+            return _piece(piece, inside[0], steps, r)
+        out = torch.empty(len(r), dtype=dtype)
+        for index, (begin, end) in enumerate(itertools.pairwise(ends)):
+            if end > begin:
+                out[begin:end] = _piece(piece, index, steps, r[begin:end])
+        return out
+    k = steps.ints()
+    flat = k.reshape(-1)
+    which = torch.searchsorted(torch.tensor(edges, dtype=flat.dtype), flat, right=True)
+    out = torch.empty(flat.shape, dtype=dtype)
+    for index in torch.unique(which).tolist():
+        where = (which == index).nonzero().squeeze(1)
+        out.index_copy_(0, where, _piece(piece, index, steps, flat.index_select(0, where)))
+    return out.reshape(k.shape)
+
+
+def _piece(piece: Piece, index: int, steps: Steps, chosen: range | Tensor) -> Tensor:
+    whole = steps.part(chosen)
+    return piece(index, whole).expand(whole.shape)[: len(chosen)]
+
+
+def stairs(steps: Steps, edges: Sequence[int], levels: Tensor) -> Tensor:
+    r"""``levels[j]`` at the steps :math:`m_{j-1} \le k < m_j` (``edges`` = :math:`m`,
+    increasing; one level more than edges)."""
+    r = steps.ascending()
+    if r is None:
+        k = steps.ints()
+        index = torch.searchsorted(torch.tensor(edges, dtype=k.dtype), k.reshape(-1), right=True)
+        return levels.index_select(0, index).reshape(k.shape)
+    ends = bounds(r, edges)
+    return torch.cat([level.expand(end - begin) for level, begin, end in zip(levels, ends, ends[1:]) if end > begin])
+
+
+def per_period(steps: Steps, size: int, dtype: torch.dtype, levels: Callable[[Tensor], Tensor]) -> Tensor:
+    r"""``levels(p)`` at :math:`p = \lfloor k / \text{size} \rfloor` for each step :math:`k`
+    (``p`` a float tensor), computing each period's level once over consecutive steps.
+
+    Below ``EXACT`` the float :math:`\lfloor k / S \rfloor` is the integer ``k // S``, so
+    both ways give the same periods; past it each step's period is computed as floats.
+    """
+    r = steps.ascending()
+    if r is None or r.step != 1 or r.stop > EXACT[dtype]:
+        return levels(torch.div(steps.floats(dtype), size).floor_())
+    first, last = r.start // size, (r.stop - 1) // size
+    periods = padded(range(first, last + 1))
+    values = levels(torch.arange(periods.start, periods.stop, dtype=dtype)).expand(len(periods))
+    # One pass: the first and last period may be cut short, the ones between are whole.
+    out = torch.empty(len(r), dtype=dtype)
+    head = min(r.stop, (first + 1) * size) - r.start
+    out[:head] = values[0]
+    if last > first:
+        whole = (last - first - 1) * size
+        out[head : head + whole].view(-1, size).copy_(values[1 : last - first, None].expand(-1, size))
+        out[head + whole :] = values[last - first]
+    return out
+
+
+# -- values() -----------------------------------------------------------------------------
+
+
+def values(scheduler: Scheduler, steps: int | Iterable[int] | Tensor) -> Tensor:
+    """``scheduler``'s values at ``steps``, ``(len(steps), param groups)``; see ``Scheduler.values``."""
+    owner = type(scheduler).__name__
+    chosen = _as_steps(owner, steps)
+    groups = len(scheduler.optimizer.param_groups)
+    out = _result(owner, len(chosen), groups, scheduler._dtype)
+    if len(scheduler._targets) != groups:
+        out.fill_(math.nan)
+    if len(chosen) < _SPLIT:
+        _fill(scheduler, chosen, out)
+    else:
+        _on_one_thread(lambda: _fill(scheduler, chosen, out))
+    return out
+
+
+def _fill(scheduler: Scheduler, steps: range | Tensor, out: Tensor) -> None:
+    """Evaluate a chunk of ``steps`` at a time, copying each into its rows of ``out``."""
+    count = len(steps)
+    chunk = max(_CHUNK // lanes(), 1) * lanes()
+    counting = Counting(chunk)
+    for begin in range(0, count, chunk):
+        part = out[begin : begin + chunk]
+        curve = scheduler._closed_form_at(Steps(_whole_lanes(steps[begin : begin + chunk]), counting))
+        for column, row in zip(scheduler._targets, scheduler._per_target(curve)):
+            part[:, column].copy_(row[: len(part)])
+
+
+def _on_one_thread(evaluate: Callable[[], None]) -> None:
+    """Run ``evaluate`` on a thread of its own whose torch ops each run on that one thread.
+
+    torch splits cos, floor, ... among its threads from 2048 elements on, and on a busy
+    machine every split waits for each thread to get a core: values() of 10**7 steps took
+    10 to 20 times as long on 2 threads as on one, under a load average of 6. Changing that
+    with ``torch.set_num_threads`` would change it for every thread of the process. OpenMP's
+    thread count (``omp_set_num_threads``) belongs to the thread that sets it, so a thread
+    of our own sets it for itself and evaluates; where torch runs without OpenMP the
+    evaluation runs here, on torch's threads.
+    """
+    set_threads = _omp_set_num_threads()
+    if set_threads is None:
+        evaluate()
+        return
+    failure: list[BaseException] = []
+    inference = torch.is_inference_mode_enabled()  # a thread's own mode: the caller's carries over
+
+    def run() -> None:
+        torch.get_num_threads()  # torch sets up this thread's count first, then we change it
+        set_threads(1)
+        try:
+            with torch.inference_mode(inference):
+                evaluate()
+        except BaseException as error:  # noqa: BLE001 - raised again in the calling thread
+            failure.append(error)
+
+    worker = threading.Thread(target=run, name="cs_lightning values()", daemon=True)
+    worker.start()
+    worker.join()
+    if failure:
+        raise failure[0]
+
+
+@functools.cache
+def _omp_set_num_threads() -> Callable[[int], object] | None:
+    """OpenMP's per-thread ``omp_set_num_threads`` of the runtime torch loaded, or None."""
+    try:
+        function = ctypes.CDLL(None).omp_set_num_threads
+    except (AttributeError, OSError, TypeError):  # no such symbol; no process handle (Windows)
+        return None
+    function.argtypes, function.restype = [ctypes.c_int], None
+    return function
+
+
+def _result(owner: str, count: int, groups: int, dtype: torch.dtype) -> Tensor:
+    """The tensor ``values()`` fills, or a TooLargeError saying it does not fit: checked before
+    allocating, as Linux would promise the memory and kill the process filling it; and if the
+    allocator refuses."""
+    size = count * groups * dtype.itemsize
+    available = _available_memory()
+    if available is None or size <= available:
+        try:
+            return torch.empty(count, groups, dtype=dtype)
+        except RuntimeError as error:
+            if "can't allocate memory" not in str(error):
+                raise
+    raise TooLargeError(
+        f"{owner}.values: {count} steps x {groups} param group{'s' * (groups != 1)} of {dtype} need "
+        f"{size / 1e9:.1f} GB, more than the {(available or 0) / 1e9:.1f} GB of memory available; fix: ask "
+        "for the steps you need (a range with a stride, e.g. range(0, n, 1000), or a tensor of steps)"
+    )
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory this process could still get (Linux's MemAvailable, else the free
+    pages), or None where the system does not say."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> range | Tensor:
+    """Validated steps: a range (made into tensors a chunk at a time) or a 1-D int64 tensor."""
+    if isinstance(steps, int) and not isinstance(steps, bool):
+        steps = range(_checks.integer(owner, "steps", steps, 0))
+    chosen: range | Tensor
+    if isinstance(steps, range):
+        chosen, lowest = steps, min(steps[0], steps[-1]) if steps else 0
+    else:
+        chosen = _step_tensor(owner, steps).to(torch.int64)
+        lowest = int(chosen.min()) if chosen.numel() else 0
+    if lowest < 0:
+        raise ValueError(f"{owner}.values: got a negative step ({lowest}); steps start at 0")
+    return chosen
+
+
+def _step_tensor(owner: str, steps: object) -> Tensor:
+    """``steps`` as a 1-D integer tensor, or a TypeError naming it (floats and bools are not steps)."""
+    try:
+        tensor = torch.as_tensor(steps if isinstance(steps, Tensor) else list(steps))  # type: ignore[call-overload]
+    except (TypeError, ValueError, RuntimeError):
+        tensor = None
+    integers = tensor is not None and (
+        tensor.numel() == 0 or not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+    )
+    if tensor is None or not integers or tensor.ndim != 1:
+        raise TypeError(
+            f"{owner}.values: got steps={reprlib.repr(steps)}; pass an int n (for range(n)), a range "
+            "or a 1-D sequence of int steps"
+        )
+    return tensor
