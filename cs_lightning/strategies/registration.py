@@ -25,7 +25,7 @@ from cs_lightning.accelerator import CSXAccelerator
 from cs_lightning.strategies.csx import CSXStrategy
 from cs_lightning.strategies.csx_ddp import CSXDDPStrategy
 from cs_lightning.strategies.csx_fsdp import CSXFSDPStrategy
-from cs_lightning.strategies.system import CSXSystem
+from cs_lightning.strategies.system import CSXSystemMixin
 
 _BACKING_NAMES = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda"}
 
@@ -82,7 +82,7 @@ def _csx_system(init: Callable[[Any], None]) -> Callable[[Any], None]:
     @functools.wraps(init)
     def init_strategy(self: Any) -> None:
         init(self)
-        if not isinstance(self.strategy, CSXSystem):
+        if not isinstance(self.strategy, CSXSystemMixin):
             return
         if not isinstance(self.accelerator, CSXAccelerator):
             self.accelerator = CSXAccelerator(backing=_backing_name(self.accelerator))

@@ -14,17 +14,21 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, get_type_hints
 
 import numpy
 import torch
 from lightning import __version__ as lightning_version
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.fabric.strategies import _StrategyRegistry
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.strategies import Strategy
@@ -52,44 +56,69 @@ _CHECK_OPTIONS = {"check": "lazy trace", "host_reads": "refused", "shapes": "sta
 _WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
 
 
-class CSXSystem(Strategy):
-    """Base of the CS-X strategies: lazy model, lazy factories, traced step, step closures, time to first loss.
+@dataclass(frozen=True)
+class CSXOptions:
+    """The CS-X options every csx strategy takes: the one list of their names, defaults, checks and help.
 
-    Args:
-        trace_check: check that the first step traces as one graph, failing early when it cannot.
-        compile: compile forward and optimizer update with ``torch.compile`` for speed.
-        compile_backend: the ``torch.compile`` backend used when ``compile=True``.
-        init_mode: ``"exact"`` (weights bit-identical to eager construction) or ``"independent"``
-            (each tensor depends only on the seed and its name: faster, same across ranks).
-        strict_schedulers: fail, instead of warning, when a torch scheduler returned by
-            ``configure_optimizers`` has no closed form (see ``schedulers.from_torch``).
+    The strategies' keyword arguments, ``csx_options``, the CLI's ``--trainer.strategy.*`` flags and the
+    README's list all come from these fields.
     """
 
-    def __init__(
-        self,
-        *,
-        trace_check: bool = True,
-        compile: bool = False,
-        compile_backend: str | Callable[..., Any] = "inductor",
-        init_mode: str = "exact",
-        strict_schedulers: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        if init_mode not in INIT_MODES:
-            raise ValueError(f"init_mode={init_mode!r} is not supported; use one of {INIT_MODES}")
-        for name, flag in (
-            ("trace_check", trace_check),
-            ("compile", compile),
-            ("strict_schedulers", strict_schedulers),
-        ):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name}={flag!r} must be a bool (True or False)")
+    trace_check: bool = field(
+        default=True, metadata={"help": "check that the first step traces as one graph, failing early when it cannot"}
+    )
+    compile: bool = field(
+        default=False, metadata={"help": "compile forward and optimizer update with torch.compile for speed"}
+    )
+    compile_backend: str | Callable[..., Any] = field(
+        default="inductor", metadata={"help": "the torch.compile backend used when compile=True"}
+    )
+    init_mode: str = field(
+        default="exact",
+        metadata={
+            "help": "'exact' (weights bit-identical to eager construction) or 'independent' (each tensor"
+            " depends only on the seed and its name: faster, same across ranks)"
+        },
+    )
+    strict_schedulers: bool = field(
+        default=False,
+        metadata={
+            "help": "fail, instead of warning, when a torch scheduler returned by configure_optimizers"
+            " has no closed form"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.init_mode not in INIT_MODES:
+            raise ValueError(f"init_mode={self.init_mode!r} is not supported; use one of {INIT_MODES}")
+        for option in fields(self):
+            value = getattr(self, option.name)
+            if option.type == "bool" and not isinstance(value, bool):
+                raise TypeError(f"{option.name}={value!r} must be a bool (True or False)")
+
+    @classmethod
+    def take(cls, kwargs: dict[str, Any]) -> CSXOptions:
+        """The options among ``kwargs``, removed from it (the rest go to Lightning's strategy)."""
+        return cls(**{name: kwargs.pop(name) for name in CSX_OPTION_NAMES if name in kwargs})
+
+
+CSX_OPTION_NAMES = tuple(option.name for option in fields(CSXOptions))
+
+
+class CSXSystemMixin(Strategy):
+    """Mixed into a Lightning strategy (first in its bases), makes it a CS-X system: lazy model, lazy
+    factories, traced step, step closures, time to first loss.
+
+    Keyword arguments: the CS-X options (:class:`CSXOptions`); the rest go to the Lightning strategy.
+    Each option reads as an attribute too (``strategy.init_mode``).
+    """
+
+    strategy_name: str
+    description: str  # what Lightning's registry shows (not the docstring: ``python -OO`` strips those)
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.options = CSXOptions.take(kwargs)
         super().__init__(**kwargs)
-        self.trace_check = trace_check
-        self.compile = compile
-        self.compile_backend = compile_backend
-        self.init_mode = init_mode
-        self.strict_schedulers = strict_schedulers
         self._time_to_first_loss: TimeToFirstLoss | None = None
         self._drives_clock = False
         self._step = StepBoundary()
@@ -97,16 +126,22 @@ class CSXSystem(Strategy):
         self._check_pending = False
         self._compiled: ExitStack | None = None
 
+    def __getattr__(self, name: str) -> Any:
+        # reached only when normal lookup fails: the options, by name, as attributes
+        options = self.__dict__.get("options")
+        if options is not None and name in CSX_OPTION_NAMES:
+            return getattr(options, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def csx_options(self) -> dict[str, Any]:
         """The CS-X options this strategy was built with (what its data-parallel sibling takes too)."""
-        return {
-            "trace_check": self.trace_check,
-            "compile": self.compile,
-            "compile_backend": self.compile_backend,
-            "init_mode": self.init_mode,
-            "strict_schedulers": self.strict_schedulers,
-        }
+        return {name: getattr(self.options, name) for name in CSX_OPTION_NAMES}
+
+    @classmethod
+    @override
+    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
+        strategy_registry.register(cls.strategy_name, cls, description=cls.description, override=True)
 
     @override
     def connect(self, model: LightningModule) -> None:
@@ -189,11 +224,11 @@ class CSXSystem(Strategy):
         super().setup(trainer)
         if trainer.state.fn != TrainerFn.FITTING:
             return
-        if self.compile:
+        if self.options.compile:
             self._compile(module)
         # under compile=True TorchDynamo's fullgraph capture is the check (of forward): a step first
         # run under the check's modes would be compiled twice
-        self._check_pending = self.trace_check and not self.compile
+        self._check_pending = self.options.trace_check and not self.options.compile
 
     @override
     def setup_optimizers(self, trainer: Trainer) -> None:
@@ -213,7 +248,7 @@ class CSXSystem(Strategy):
                 del module.configure_optimizers
             else:
                 module.configure_optimizers = own
-        convert_lightning_configs(self.lr_scheduler_configs, strict=self.strict_schedulers)
+        convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
@@ -263,8 +298,8 @@ class CSXSystem(Strategy):
 
         Under ``compile=True`` Lightning's closure runs as usual and the update runs compiled.
         """
-        if self.compile:
-            with _compiled_update(optimizer, self.compile_backend):
+        if self.options.compile:
+            with _compiled_update(optimizer, self.options.compile_backend):
                 loss = super().optimizer_step(optimizer, closure, model, **kwargs)
         else:
             loss = super().optimizer_step(optimizer, closure, model, **kwargs)
@@ -295,8 +330,8 @@ class CSXSystem(Strategy):
     def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
         started = time.perf_counter()
         dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
-        options = {"rng": rng} if self.init_mode == "exact" else {}
-        deferred.materialize(module, self.root_device, dtype, state_dict, mode=self.init_mode, **options)
+        options = {"rng": rng} if self.options.init_mode == "exact" else {}
+        deferred.materialize(module, self.root_device, dtype, state_dict, mode=self.options.init_mode, **options)
         self._add_phase("materialize", time.perf_counter() - started)
 
     def _compile(self, module: LightningModule) -> None:
@@ -309,8 +344,8 @@ class CSXSystem(Strategy):
         self._compiled.enter_context(
             trace.captured(
                 _trace_targets(module),
-                backend=self.compile_backend,
-                fullgraph=self.trace_check,
+                backend=self.options.compile_backend,
+                fullgraph=self.options.trace_check,
                 on_first_call=self._trace_timer(),
             )
         )
@@ -321,6 +356,42 @@ class CSXSystem(Strategy):
     def _add_phase(self, name: str, seconds: float) -> None:
         if self._time_to_first_loss is not None:
             self._time_to_first_loss.add_phase(name, seconds)
+
+
+def _with_options_signature(init: Callable[..., None]) -> None:
+    """Show the options as ``init``'s keyword arguments, so LightningCLI (jsonargparse) offers them,
+    typed and with their defaults, as ``--trainer.strategy.<option>``."""
+    types = get_type_hints(CSXOptions)
+    options = [
+        inspect.Parameter(
+            option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default, annotation=types[option.name]
+        )
+        for option in fields(CSXOptions)
+    ]
+    self, rest = (
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation=Any),
+    )
+    init.__signature__ = inspect.Signature([self, *options, rest], return_annotation=None)  # type: ignore[attr-defined]
+
+
+_with_options_signature(CSXSystemMixin.__init__)
+
+
+# Old names kept for one release, each warning on use.
+_RENAMED = {"CSXSystem": "CSXSystemMixin"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _RENAMED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"cs_lightning.strategies.{name} is deprecated and will be removed in the next release;"
+        f" use cs_lightning.strategies.{_RENAMED[name]} (same class).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[_RENAMED[name]]
 
 
 def _rng_states() -> dict[str, Any]:
