@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import lightning
-from lightning.pytorch.accelerators import AcceleratorRegistry, CPUAccelerator, CUDAAccelerator
+from lightning.pytorch.accelerators import Accelerator, AcceleratorRegistry, CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.accelerator import CSXAccelerator
@@ -116,7 +116,7 @@ def _lightning_changed(what: str) -> str:
     )
 
 
-def _backing_name(accelerator: object) -> str:
+def _backing_name(accelerator: Accelerator) -> str:
     name = _BACKING_NAMES.get(type(accelerator))
     if name is None:
         raise ValueError(

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields
-from typing import Any, get_type_hints
+from typing import Any, cast, get_type_hints
 
 import numpy
 import torch
@@ -120,7 +120,7 @@ class CSXSystemMixin(Strategy):
         self.options = CSXOptions.take(kwargs)
         super().__init__(**kwargs)
         self._time_to_first_loss: TimeToFirstLoss | None = None
-        self._drives_clock = False
+        self._driven_clock: TimeToFirstLoss | None = None  # the clock, when the strategy's hooks drive it
         self._step = StepBoundary()
         self._recorded = False
         self._check_pending = False
@@ -151,12 +151,15 @@ class CSXSystemMixin(Strategy):
         trainer = model._trainer
         if trainer is None or trainer.state.fn != TrainerFn.FITTING:
             return
-        given = [callback for callback in trainer.callbacks if isinstance(callback, TimeToFirstLoss)]
+        # Trainer.callbacks is set by Lightning's callback connector, not declared on Trainer
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]
+        given = [callback for callback in callbacks if isinstance(callback, TimeToFirstLoss)]
         # without one from the user, drive a clock from the strategy's hooks: no callback on every
         # step, and no ttfl/* metrics the user did not ask for (the line is printed)
-        self._time_to_first_loss = given[0] if given else TimeToFirstLoss(log_metrics=False)
-        self._drives_clock = not given
-        self._time_to_first_loss.start(at=started)
+        clock = given[0] if given else TimeToFirstLoss(log_metrics=False)
+        self._time_to_first_loss = clock
+        self._driven_clock = None if given else clock
+        clock.start(at=started)
 
     @override
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
@@ -164,8 +167,8 @@ class CSXSystemMixin(Strategy):
         super().on_train_batch_start(batch, batch_idx)
         if not self._step.is_open:
             self._step.begin()
-        if self._drives_clock:
-            self._time_to_first_loss.step_started()
+        if self._driven_clock is not None:
+            self._driven_clock.step_started()
 
     @override
     def on_train_end(self) -> None:
@@ -203,13 +206,13 @@ class CSXSystemMixin(Strategy):
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         """A recorded model is materialized from the checkpoint's weights: none is initialized, none loaded twice."""
-        module = self.lightning_module
+        module = self._connected_module
         if self._is_recorded(module):
             state_dict = checkpoint["state_dict"]
             if strict:
                 _check_keys(module, state_dict)
             # the generators are restored below, so the draws eager init would make can be skipped
-            self._materialize(module, state_dict, rng="fast" if _RNG_KEY in checkpoint else "eager")
+            self._materialize(module, state_dict, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
         else:
             super().load_model_state_dict(checkpoint, strict=strict)
         if _RNG_KEY in checkpoint:
@@ -218,7 +221,7 @@ class CSXSystemMixin(Strategy):
     @override
     def setup(self, trainer: Trainer) -> None:
         """Materialize a recorded model (if no checkpoint did) before Lightning moves and wraps it."""
-        module = self.lightning_module
+        module = self._connected_module
         if self._is_recorded(module):
             self._materialize(module, None)
         super().setup(trainer)
@@ -237,17 +240,18 @@ class CSXSystemMixin(Strategy):
         Stock torch schedulers are then driven by closed-form equivalents: the user's object
         stays in place (those with no closed form warn, or raise if strict).
         """
-        module = self.lightning_module
+        module = self._connected_module
         own = module.__dict__.get("configure_optimizers")
         configure = module.configure_optimizers
-        module.configure_optimizers = lambda: _step_closed_form(configure())
+        # an instance attribute shadows the method for this one call
+        module.configure_optimizers = lambda: _step_closed_form(configure())  # type: ignore[method-assign]
         try:
             super().setup_optimizers(trainer)
         finally:
             if own is None:
                 del module.configure_optimizers
             else:
-                module.configure_optimizers = own
+                module.configure_optimizers = own  # type: ignore[method-assign]
         convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
 
     @override
@@ -259,7 +263,7 @@ class CSXSystemMixin(Strategy):
         A step whose code and input shapes passed the check before, in this run or any
         earlier one (see ``cs_lightning.trace_cache``), is not checked again.
         """
-        module = self.lightning_module
+        module = self._connected_module
         if self._check_pending:
             self._check_pending = False
             output = self._checked_training_step(args, kwargs)
@@ -271,7 +275,7 @@ class CSXSystemMixin(Strategy):
 
     def _checked_training_step(self, args: tuple, kwargs: dict) -> STEP_OUTPUT:
         cache = TraceCache()
-        module = self.lightning_module
+        module = self._connected_module
         options = {**_CHECK_OPTIONS, "precision": self.precision_plugin.precision, "lightning": lightning_version}
         code = trace.fingerprint(module)  # read at the step it vouches for, and only when checking
         key = None if code is None else cache.key(code, args, options)
@@ -303,7 +307,7 @@ class CSXSystemMixin(Strategy):
                 loss = super().optimizer_step(optimizer, closure, model, **kwargs)
         else:
             loss = super().optimizer_step(optimizer, closure, model, **kwargs)
-        if self.lightning_module.automatic_optimization:
+        if self._connected_module.automatic_optimization:
             self._end_step(loss)
         return loss
 
@@ -319,10 +323,16 @@ class CSXSystemMixin(Strategy):
                 trace.forget(optimizer.step)
         super().teardown()
 
+    @property
+    def _connected_module(self) -> LightningModule:
+        module = self.lightning_module
+        assert module is not None  # the hooks using it run with the module connected
+        return module
+
     def _end_step(self, loss: Any) -> None:
         self._step.end()
-        if self._drives_clock:
-            self._time_to_first_loss.step_ended(self.lightning_module.trainer, loss)
+        if self._driven_clock is not None:
+            self._driven_clock.step_ended(self._connected_module.trainer, loss)
 
     def _is_recorded(self, module: nn.Module | None) -> bool:
         return module is not None and self._recorded and deferred.is_deferred(module)
@@ -399,7 +409,9 @@ def _rng_states() -> dict[str, Any]:
     states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
-    name, keys, position, has_gauss, cached = numpy.random.get_state()
+    # numpy's stub unions the legacy tuple with the dict of legacy=False; this is the tuple
+    legacy = cast(tuple[str, numpy.ndarray, int, int, float], numpy.random.get_state(legacy=True))
+    name, keys, position, has_gauss, cached = legacy
     states["numpy"] = (name, torch.from_numpy(keys.astype("int64")), position, has_gauss, cached)
     return states
 
@@ -457,7 +469,7 @@ def _compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) ->
     """Within the block ``optimizer.step(closure)`` runs the closure eagerly, then a compiled update."""
     update = optimizer.__dict__.get("_csx_compiled_update")
     if update is None:
-        update = optimizer._csx_compiled_update = torch.compile(optimizer.step, backend=backend)
+        update = optimizer.__dict__["_csx_compiled_update"] = torch.compile(optimizer.step, backend=backend)
 
     def step(closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
         loss = None
@@ -467,7 +479,7 @@ def _compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) ->
         update(**kwargs)
         return loss
 
-    optimizer.step = step
+    optimizer.step = step  # type: ignore[method-assign]  # an instance attribute shadows the method in the block
     try:
         yield
     finally:
