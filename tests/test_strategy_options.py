@@ -66,3 +66,32 @@ def test_registration_and_a_csx_trainer_work_with_docstrings_stripped() -> None:
         CSXStrategy.description,
         CSXAccelerator.description,
     ]
+
+
+def test_the_cli_offers_every_option_with_its_type_default_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from lightning.pytorch.cli import LightningCLI
+    from lightning_models import Regressor
+
+    for strategy in ("cs_lightning.CSXStrategy", "cs_lightning.CSXDDPStrategy"):
+        with pytest.raises(SystemExit):
+            LightningCLI(Regressor, run=False, args=["--trainer.strategy.help", strategy], save_config_callback=None)
+        shown = " ".join(capsys.readouterr().out.split())
+        for option in dataclasses.fields(CSXOptions):
+            assert f"--trainer.strategy.{option.name} " in shown, (strategy, option.name)
+            assert " ".join(option.metadata["help"].split()) in shown, (strategy, option.name)
+        assert "(type: bool, default: True)" in shown and "default: exact)" in shown
+    cli = LightningCLI(
+        Regressor,
+        run=False,
+        args=[
+            "--trainer.strategy=cs_lightning.CSXStrategy",
+            "--trainer.strategy.trace_check=false",
+            "--trainer.strategy.compile_backend=eager",
+        ],
+        save_config_callback=None,
+    )
+    assert cli.trainer.strategy.csx_options == {
+        **dataclasses.asdict(CSXOptions()),
+        "trace_check": False,
+        "compile_backend": "eager",
+    }

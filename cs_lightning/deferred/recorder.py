@@ -188,7 +188,8 @@ def constructor_site() -> str:
 
 
 class Recorder(Recording):
-    """Records into its :class:`Recording`: the dispatch target of one :func:`recording` block."""
+    """The :class:`Recording` of one :func:`recording` block while it is made: the dispatch target
+    that appends each op to its own log (and still takes in-place init after the block)."""
 
     def __init__(self) -> None:
         super().__init__()

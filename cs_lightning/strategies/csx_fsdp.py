@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 import torch.distributed
-from lightning.fabric.strategies import _StrategyRegistry
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
 from lightning.fabric.utilities.types import _PATH
@@ -252,11 +251,6 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=device)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         return int(flag.item()) == 0
-
-    @classmethod
-    @override
-    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
-        strategy_registry.register(cls.strategy_name, cls, description=cls.description, override=True)
 
 
 def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> list[nn.Module]:

@@ -369,8 +369,8 @@ class CSXSystemMixin(Strategy):
 
 
 def _with_options_signature(init: Callable[..., None]) -> None:
-    """Show the options as ``init``'s keyword arguments, so LightningCLI (jsonargparse) offers them,
-    typed and with their defaults, as ``--trainer.strategy.<option>``."""
+    """Show the options as ``init``'s keyword arguments, typed, with their defaults and help, so
+    LightningCLI (jsonargparse) offers them as ``--trainer.strategy.<option>`` and ``help()`` lists them."""
     types = get_type_hints(CSXOptions)
     options = [
         inspect.Parameter(
@@ -383,6 +383,8 @@ def _with_options_signature(init: Callable[..., None]) -> None:
         inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation=Any),
     )
     init.__signature__ = inspect.Signature([self, *options, rest], return_annotation=None)  # type: ignore[attr-defined]
+    lines = [f"    {option.name}: {option.metadata['help']}." for option in fields(CSXOptions)]
+    init.__doc__ = "\n".join(["The CS-X options, then the Lightning strategy's arguments.", "", "Args:", *lines])
 
 
 _with_options_signature(CSXSystemMixin.__init__)
