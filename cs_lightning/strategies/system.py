@@ -93,7 +93,7 @@ class CSXOptions:
             raise ValueError(f"init_mode={self.init_mode!r} is not supported; use one of {INIT_MODES}")
         for option in fields(self):
             value = getattr(self, option.name)
-            if option.type == "bool" and not isinstance(value, bool):
+            if option.type in (bool, "bool") and not isinstance(value, bool):  # "bool": postponed annotations
                 raise TypeError(f"{option.name}={value!r} must be a bool (True or False)")
 
     @classmethod
