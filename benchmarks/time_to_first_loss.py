@@ -12,8 +12,10 @@ by side, every case in a fresh process, the cases of a repeat interleaved:
 * resume, plain ckpt:  resume from the default strategy's checkpoint (warm cache);
 * resume, csx ckpt:    resume from a checkpoint written by csx (warm cache).
 
-The clock starts after the imports, just before the LightningModule is constructed (eager
-init happens there for the default strategy), and stops at the first loss. Printed per
+Before every resume, on both sides, the checkpoint is read once so that it starts in the page
+cache (the state right after a run wrote it; this machine pages out idle file pages). The
+clock starts after the imports, just before the LightningModule is constructed (eager init
+happens there for the default strategy), and stops at the first loss. Printed per
 case: the medians of total, setup (until the first batch starts), first step, the csx
 phases (materialize, trace) and the peak RSS of each side, the ratio default / csx, and
 whether the first losses agree. Usage:
@@ -138,6 +140,10 @@ def _case(model: str, strategy: str, checkpoint: str | None, save_to: str | None
 
 
 def _run(model: str, strategy: str, cache: str, checkpoint: str | None = None, save_to: str | None = None) -> dict:
+    if checkpoint:  # both sides start from the file in the page cache, whatever evicted it since
+        with open(checkpoint, "rb") as file:
+            while file.read(1 << 24):
+                pass
     command = [sys.executable, __file__, "--case", model, strategy]
     command += ["--checkpoint", checkpoint] if checkpoint else []
     command += ["--save-to", save_to] if save_to else []

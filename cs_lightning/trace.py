@@ -444,15 +444,12 @@ def _captured_forward(
     return capturing_forward, traced
 
 
-_HOST_READS = ("item", "tolist", "numpy", "__bool__", "__float__", "__int__")
-
-
 def _no_host_reads(backend: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a backend so a graph that reads a tensor's value to the host is rejected, with its line."""
 
     def checked(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         for node in graph.graph.nodes:
-            if node.op == "call_method" and node.target in _HOST_READS:
+            if node.op == "call_method" and node.target in _HOST_READ_METHODS:
                 raise GraphBreakError(
                     f"The training step reads a tensor's value to the host mid-step (`.{node.target}()`),"
                     " which a CS-X system cannot do inside a step:\n"

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ctypes
 import math
+import mmap
+import os
 import subprocess
 import sys
 import warnings
@@ -1112,6 +1115,48 @@ def test_a_mapped_checkpoint_stays_readable_and_keeps_edits_after_its_pages_are_
     for key, value in expected.items():
         assert torch.equal(checkpoint[key], value), key  # read again after the release: same values
         assert torch.equal(lazy.state_dict()[key], value), key
+
+
+def _mapped_kb(path) -> int:
+    """Kilobytes of ``path`` this process has mapped (resident), from /proc/self/smaps."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if "-" in line.split()[0]:  # a mapping's header line
+                inside = line.rstrip().endswith(str(path))
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+def _cached_pages(path) -> tuple[int, int]:
+    """(pages of ``path`` in the page cache, pages of ``path``), by mincore on a fresh mapping."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ) as mapped:
+        view = np.frombuffer(mapped, dtype=np.uint8)
+        pages = -(-len(mapped) // mmap.PAGESIZE)
+        status = ctypes.create_string_buffer(pages)
+        assert libc.mincore(view.ctypes.data, len(mapped), status) == 0
+        del view
+    return sum(b & 1 for b in status.raw), pages
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore and /proc/self/smaps are Linux's")
+def test_a_mapped_checkpoint_is_unmapped_once_copied_but_stays_in_the_page_cache(tmp_path) -> None:
+    # MADV_PAGEOUT would evict it: the next run, or another rank, would read it from disk again.
+    path = tmp_path / "full.pt"
+    build = lambda: nn.Sequential(nn.Linear(256, 1024), nn.Linear(1024, 256))  # 2 MiB: whole pages
+    torch.manual_seed(5)
+    torch.save(build().state_dict(), path)
+    with open(path, "rb") as file:
+        os.fsync(file.fileno())  # clean pages: the kind a page-out can evict
+    checkpoint = torch.load(path, mmap=True)
+    total = sum(v.numel() * v.element_size() for v in checkpoint.values()) // 1024
+    materialize(deferred_init(build), state_dict=checkpoint)
+    assert _mapped_kb(path) < total / 10  # handed back: not counted in the process's memory
+    cached, pages = _cached_pages(path)
+    assert cached == pages
 
 
 @pytest.mark.parametrize("fn", [lambda: torch.zeros(3), lambda: [nn.Linear(2, 2)]])

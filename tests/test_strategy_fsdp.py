@@ -274,8 +274,8 @@ def test_each_rank_holds_about_its_share_of_the_model_during_setup(tmp_path: Pat
         peaks = {mode: json.loads((tmp_path / f"{mode}{rank}.json").read_text()) for mode in ("initialized", "loaded")}
         # half the model, plus the rows of one tensor in flight; a whole replica would be 1.0
         assert 0.45 * model_bytes < peaks["initialized"]["peak"] <= 0.65 * model_bytes, peaks
-        # from a single file: its own rows copied out of the mapping (pages handed back as copied, but
-        # the peak counts those in flight, and pages the other rank maps too are not handed back)
+        # from a single file: its own rows copied out of the mapping (pages unmapped as copied, but
+        # the peak counts those in flight)
         assert 0.45 * model_bytes < peaks["loaded"]["anonymous"] <= 0.65 * model_bytes, peaks
         assert peaks["loaded"]["peak"] <= 0.75 * model_bytes, peaks
 

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _NormBase
@@ -85,7 +86,7 @@ def materialize(
             ``load_state_dict(strict=False)``; keys that name no parameter or
             persistent buffer are reported in a warning. They are copied on all
             threads, so the module owns its memory, as after ``load_state_dict``; the
-            pages of a memory-mapped source are handed back once copied (adopting them
+            pages of a memory-mapped source are unmapped once copied (adopting them
             in place instead faulted them in during the first step and copied each
             again at the first update: measured slower to the first loss). A module
             that loads in its own way (load_state_dict hooks, its own
@@ -288,8 +289,8 @@ def _materialize_recording(
     keep = {recording.ref(f).sid for f in others}  # still held elsewhere: computed and kept
     targets = {sid for sid, entries in by_sid.items() if any(e.source is None for e in entries)}
     provided = [e for sid in set(by_sid) - targets for e in by_sid[sid]]
-    finals = _read_checkpoint(provided, recording, device, dtype)
     _warn_uninitialized(recording, targets, by_sid)
+    finals: dict[int, torch.Tensor] = {}
 
     def on_ready(sid: int, executor: Executor) -> None:
         views = [(e, executor.view(e.ref)) for e in by_sid[sid]]
@@ -305,25 +306,30 @@ def _materialize_recording(
             )
             executor.release(sid, reusable=copied)
 
-    if mode == "exact":
-        # Random fills go on all threads where their storages are the final tensors; a cast
-        # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
-        parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
-        replay_exact(
-            recording,
-            targets,
-            keep,
-            device,
-            rng == "eager",
-            on_ready,
-            workers=torch.get_num_threads() if parallel else 1,
-        )
-    else:
-        keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
-        # On the CPU whatever the target: the same numbers for every device kind.
-        replay_independent(
-            recording, targets, keep, torch.device("cpu"), torch.initial_seed(), keys, on_ready, torch.get_num_threads()
-        )
+    # The checkpoint is read while the replay runs: jumping the generator past the draws of
+    # the tensors it provides takes 0.03-0.1 s of Python, which the copy threads hide.
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        reading = reader.submit(_read_checkpoint, provided, recording, device, dtype)
+        if mode == "exact":
+            # Random fills go on all threads where their storages are the final tensors; a cast
+            # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
+            parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
+            workers = torch.get_num_threads() if parallel else 1
+            replay_exact(recording, targets, keep, device, rng == "eager", on_ready, workers=workers)
+        else:
+            keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
+            # On the CPU whatever the target: the same numbers for every device kind.
+            replay_independent(
+                recording,
+                targets,
+                keep,
+                torch.device("cpu"),
+                torch.initial_seed(),
+                keys,
+                on_ready,
+                torch.get_num_threads(),
+            )
+        finals.update(reading.result())
     return finals
 
 
@@ -419,13 +425,16 @@ def _from_checkpoint(
 class _MappedFiles:
     """This process's private file mappings (a checkpoint loaded with ``mmap=True``), read once.
 
-    A tensor copied out of one has its pages handed back (``MADV_PAGEOUT``): mapped pages
-    count in the process's memory, and a second copy of the weights is what loading from a
-    mapped file avoids. Clean pages come back from the file if read again; pages written
-    since mapping (copy-on-write) cannot be reclaimed and stay: nothing is lost either way.
+    A tensor copied out of one has its pages unmapped (``MADV_DONTNEED``): mapped pages count
+    in the process's memory, and a second copy of the weights is what loading from a mapped
+    file avoids. The pages stay in the page cache (``MADV_PAGEOUT`` would evict them, so that
+    the next run, or another rank mapping the same file, reads it from disk again) and come
+    back from it if read again. A range holding a page written since mapping (copy-on-write:
+    a hook edited the checkpoint in place) is left mapped, as is every range where
+    ``/proc/self/pagemap`` cannot tell: unmapping would lose the edit.
     """
 
-    _PAGEOUT = 21  # Linux 5.4+; older kernels refuse it, which costs only the memory
+    _DONTNEED = 4
 
     def __init__(self) -> None:
         self.ranges: list[tuple[int, int]] = []
@@ -448,8 +457,23 @@ class _MappedFiles:
             return  # not in a file mapping: memory of its own, which the caller may still use
         page = mmap.PAGESIZE
         first, last = -(-start // page) * page, end // page * page  # whole pages of this tensor only
-        if last > first:
-            _libc().madvise(first, last - first, self._PAGEOUT)
+        if last > first and _file_pages_only(first, last):
+            _libc().madvise(first, last - first, self._DONTNEED)
+
+
+def _file_pages_only(first: int, last: int) -> bool:
+    """Whether no page in [first, last) is private anonymous memory, i.e. written since it was
+    mapped (pagemap bit 63: present, bit 61: a file page). False when pagemap cannot be read."""
+    page = mmap.PAGESIZE
+    try:
+        with open("/proc/self/pagemap", "rb") as pagemap:
+            pagemap.seek(first // page * 8)
+            entries = np.frombuffer(pagemap.read((last - first) // page * 8), dtype="<u8")
+    except OSError:
+        return False
+    present, file_page = np.uint64(1 << 63), np.uint64(1 << 61)
+    written = ((entries & present) != 0) & ((entries & file_page) == 0)
+    return entries.size == (last - first) // page and not written.any()
 
 
 @functools.cache
