@@ -27,9 +27,14 @@ def default_backing() -> str:
 class CSXAccelerator(Accelerator):
     """A Cerebras CS-X system emulated on a CUDA device or the CPU.
 
+    ``description`` is what Lightning's registry shows (set here, not read from this
+    docstring: ``python -OO`` strips docstrings).
+
     Args:
         backing: ``"cuda"`` or ``"cpu"``; ``None`` picks CUDA when present, else CPU.
     """
+
+    description = "A Cerebras CS-X system emulated on a CUDA device or the CPU"
 
     def __init__(self, backing: str | None = None) -> None:
         backing = default_backing() if backing is None else backing
@@ -89,7 +94,7 @@ class CSXAccelerator(Accelerator):
     @classmethod
     @override
     def register_accelerators(cls, accelerator_registry: _AcceleratorRegistry) -> None:
-        accelerator_registry.register(cls.name(), cls, description=cls.__doc__.splitlines()[0], override=True)
+        accelerator_registry.register(cls.name(), cls, description=cls.description, override=True)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(backing={self.backing!r})"

@@ -56,23 +56,24 @@ class CSXModule(LightningModule):
                 " before model() runs; pass optimizer=lambda model: ...(model.parameters(), ...)"
             )
         self.model: nn.Module | None = model if isinstance(model, nn.Module) else None
-        self._model_fn = None if isinstance(model, nn.Module) else model
+        self._model_fn: Callable[[], nn.Module] | None = None if isinstance(model, nn.Module) else model
         self._optimizer = optimizer
         self._schedulers = list(schedulers)
         self._loss = loss
 
     @override
     def configure_model(self) -> None:
-        if self.model is None:
+        if self.model is None and self._model_fn is not None:
             self.model = self._model_fn()
 
     @override
     def forward(self, batch: Any) -> torch.Tensor:
         """The loss of one batch."""
+        model = self._built()
         if self._loss is None:
-            return self.model(batch)
+            return model(batch)
         inputs, targets = batch
-        return self._loss(self.model(inputs), targets)
+        return self._loss(model(inputs), targets)
 
     @override
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
@@ -88,6 +89,11 @@ class CSXModule(LightningModule):
 
     @override
     def configure_optimizers(self) -> OptimizerLRScheduler:
-        optimizer = self._optimizer if isinstance(self._optimizer, Optimizer) else self._optimizer(self.model)
+        optimizer = self._optimizer if isinstance(self._optimizer, Optimizer) else self._optimizer(self._built())
         schedulers = [{"scheduler": make(optimizer), "interval": "step"} for make in self._schedulers]
-        return [optimizer], schedulers
+        # Lightning takes scheduler config dicts here; its type alias names only its dataclass
+        return [optimizer], schedulers  # type: ignore[return-value]
+
+    def _built(self) -> nn.Module:
+        assert self.model is not None  # configure_model() built it: Lightning calls it before any step
+        return self.model

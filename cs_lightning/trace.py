@@ -60,8 +60,9 @@ def captured(
     wrappers: list[Callable[..., Any]] = []
     try:
         for module, _, forward in patched:
-            module.forward = _captured_forward(forward, backend, fullgraph, timer)
-            wrappers.append(module.forward.traced)
+            capturing, traced = _captured_forward(forward, backend, fullgraph, timer)
+            module.forward = capturing
+            wrappers.append(traced)
         yield
     finally:
         for traced in wrappers:
@@ -301,8 +302,9 @@ def fingerprint(module: nn.Module) -> str | None:
     no source file (defined in ``python -c`` or a notebook): such code is always checked.
     """
     classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
-    files = {_source_file(cls) for cls in classes}
-    if None in files:
+    found = {_source_file(cls) for cls in classes}
+    files = {file for file in found if file is not None}
+    if len(files) < len(found):
         return None
     files |= _user_files()
     digest = hashlib.sha256(torch.__version__.encode())
@@ -366,8 +368,8 @@ def _describe(value: Any, depth: int = 0) -> str:
         items = sorted((str(k), _describe(v, depth + 1)) for k, v in value.items())
         return f"{type(value).__qualname__}{items}"
     if isinstance(value, (list, tuple, set, frozenset)):
-        items = [_describe(v, depth + 1) for v in value]
-        return f"{type(value).__qualname__}{sorted(items) if isinstance(value, (set, frozenset)) else items}"
+        described = [_describe(v, depth + 1) for v in value]
+        return f"{type(value).__qualname__}{sorted(described) if isinstance(value, (set, frozenset)) else described}"
     public = {k: v for k, v in getattr(value, "__dict__", {}).items() if not k.startswith("_")}
     return f"{type(value).__qualname__}{_describe(public, depth + 1) if public else ''}"
 
@@ -404,7 +406,8 @@ class _FirstCallTimer:
 
 def _captured_forward(
     forward: Callable[..., Any], backend: str | Callable[..., Any], fullgraph: bool, timer: _FirstCallTimer
-) -> Callable[..., Any]:
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The forward that captures (for the module), and the function TorchDynamo compiles (to forget after)."""
     inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
 
     # Static, as a CS-X graph: with automatic dynamic shapes, a float attribute seen before with
@@ -438,9 +441,7 @@ def _captured_forward(
         forward(*args, **kwargs)
         raise GraphBreakError(_explain(failure)) from None  # TorchDynamo's own traceback is noise here
 
-    capturing_forward.traced = traced  # type: ignore[attr-defined]
-
-    return capturing_forward
+    return capturing_forward, traced
 
 
 def _no_host_reads(backend: Callable[..., Any]) -> Callable[..., Any]:

@@ -320,7 +320,7 @@ def test_attributes_and_gradient_hooks_set_on_tensors_are_kept() -> None:
     assert lazy.lin.weight.accumulated == eager.lin.weight.accumulated == 1
     assert lazy.steps.reset_each_epoch == "yes"
     assert not hasattr(lazy.lin.bias, "accumulated")
-    assert not hasattr(lazy.lin.bias, "_cs_session")
+    assert not hasattr(lazy.lin.bias, "_cs_recording")
 
 
 def test_in_place_init_of_a_slice() -> None:
@@ -502,15 +502,34 @@ def test_a_model_built_eagerly_is_loaded_and_cast_like_load_then_to() -> None:
     assert got.head.weight is head is got.wte.weight  # moved in place, as Module.to does
 
 
-def test_fast_rng_skips_only_draws_that_nothing_needs() -> None:
+def test_skip_unread_rng_skips_only_draws_that_nothing_needs() -> None:
     torch.manual_seed(3)
     full = GPT().state_dict()
     torch.manual_seed(SEED)
     before = torch.get_rng_state()
-    lazy = materialize(deferred_init(GPT), state_dict=full, rng="fast")
+    lazy = materialize(deferred_init(GPT), state_dict=full, rng="skip_unread")
     for name, t in full.items():
         assert torch.equal(lazy.state_dict()[name], t), name
     assert torch.equal(torch.get_rng_state(), before)  # nothing drawn at all
+
+
+def test_the_old_rng_name_fast_still_skips_unread_draws_with_a_deprecation_warning() -> None:
+    torch.manual_seed(3)
+    source = {k: v for k, v in GPT().state_dict().items() if k.endswith("weight")}
+    results = []
+    for rng in ("skip_unread", "fast"):
+        torch.manual_seed(SEED)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lazy = materialize(deferred_init(GPT), state_dict=source, rng=rng)
+        results.append((lazy, torch.get_rng_state(), [w for w in caught if w.category is DeprecationWarning]))
+    (new, new_rng, none), (old, old_rng, deprecated) = results
+    assert_same(new, old)
+    assert torch.equal(new_rng, old_rng)
+    assert not none and len(deprecated) == 1
+    assert "rng='fast' is deprecated" in str(deprecated[0].message) and "rng='skip_unread'" in str(
+        deprecated[0].message
+    )
 
 
 class Wide(nn.Module):
@@ -574,7 +593,7 @@ def test_plain_tensor_attributes_are_materialized_but_not_cast() -> None:
 
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
 def test_modules_recorded_together_materialize_in_any_order(order) -> None:
-    """The first materialize replays the session once; the other module is kept for later."""
+    """The first materialize replays the recording once; the other module is kept for later."""
 
     def build() -> tuple[nn.Module, nn.Module]:
         return nn.Linear(4, 3), nn.Conv1d(2, 2, 3)
@@ -1069,7 +1088,7 @@ def test_materialize_inside_a_recording_block() -> None:
 _GPT_KEYS = sorted(GPT().state_dict())
 
 
-@given(st.sets(st.sampled_from(_GPT_KEYS)), st.sampled_from(["eager", "fast"]))
+@given(st.sets(st.sampled_from(_GPT_KEYS)), st.sampled_from(["eager", "skip_unread"]))
 def test_any_partial_checkpoint_equals_eager_plus_load(keys, rng) -> None:
     """materialize(state_dict=S) == eager construction + load_state_dict(S, strict=False)."""
     torch.manual_seed(4321)

@@ -45,9 +45,9 @@ def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, l
             value = executor.view(by_sid[sid].ref).clone()
             got[by_sid[sid].fqns[0]] = value[spans[sid][0] : spans[sid][1]] if sid in spans else value
 
-        session = entries[0].fake._cs_session
+        log = entries[0].fake._cs_recording
         ranges = {sid: (start * row, stop * row) for sid, (start, stop, row) in spans.items()}
-        demoted.append(replay_rows(session, ranges, set(by_sid) - set(ranges), set(), on_rows, on_whole, agree))
+        demoted.append(replay_rows(log, ranges, set(by_sid) - set(ranges), set(), on_rows, on_whole, agree))
         torch.manual_seed(7)
         build()
         assert torch.equal(torch.get_rng_state(), _after(build)), f"rank {rank}: generator not where eager leaves it"

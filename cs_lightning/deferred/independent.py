@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from cs_lightning.deferred.recorder import Op, Session
+from cs_lightning.deferred.oplog import Op, Recording
 from cs_lightning.deferred.replay import Executor, live_ops
 
 
@@ -52,7 +52,7 @@ def _groups(ops: Sequence[Op], flags: list[bool]) -> list[list[int]]:
 
 
 def replay_independent(
-    session: Session,
+    recording: Recording,
     targets: set[int],
     keep: set[int],
     device: torch.device | None,
@@ -68,11 +68,11 @@ def replay_independent(
     only ``keep`` storages (other modules' tensors) stay pending for their own
     materialize, where their own names seed them.
     """
-    pending = session.pending()
-    ops = [session.ops[k] for k in pending]
+    pending = recording.pending()
+    ops = [recording.ops[k] for k in pending]
     flags = live_ops(ops, targets | keep)
-    executor = session.executor or Executor(session.storages, device)
-    session.executor = executor
+    executor = recording.executor or Executor(recording.storages, device)
+    recording.executor = executor
     touched = {sid for k, op in enumerate(ops) if flags[k] for sid in op.reads | op.writes}
     for sid in targets - touched:  # already computed by an earlier materialize
         on_ready(sid, executor)
@@ -93,8 +93,8 @@ def replay_independent(
 
     groups = [idx for idx in _groups(ops, flags) if any(sid in targets for k in idx for sid in ops[k].writes)]
     # Largest groups first, so that the threads finish together.
-    groups.sort(key=lambda idx: -sum(session.storages[sid].nbytes for sid in {s for k in idx for s in ops[k].writes}))
+    groups.sort(key=lambda idx: -sum(recording.storages[sid].nbytes for sid in {s for k in idx for s in ops[k].writes}))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         list(pool.map(run, groups))
-    session.done.update(pending[k] for idx in groups for k in idx)
+    recording.done.update(pending[k] for idx in groups for k in idx)
     executor.drop_spares()

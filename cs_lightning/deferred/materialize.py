@@ -22,13 +22,16 @@ from torch.nn.modules.batchnorm import _NormBase
 from torch.nn.modules.instancenorm import _InstanceNorm
 
 from cs_lightning.deferred.independent import replay_independent
-from cs_lightning.deferred.recorder import DeferredTensor, Ref, Session, recording_paused
+from cs_lightning.deferred.oplog import Recording, Ref
+from cs_lightning.deferred.recorder import DeferredTensor, recording_paused
 from cs_lightning.deferred.replay import Executor, replay_exact
 from cs_lightning.errors import DeferredInitUsageError, DeferredInitWarning
 
 _MODES = ("exact", "independent")
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
-_RNG = ("eager", "fast")
+_RNG = ("eager", "skip_unread")
+# Old values of rng=, kept for one release with a DeprecationWarning.
+_RNG_RENAMED = {"fast": "skip_unread"}
 # _load_from_state_dict overrides that only handle old checkpoint versions: copying the
 # tensors into place gives what they give.
 _PLAIN_LOADING = {nn.Module._load_from_state_dict, _NormBase._load_from_state_dict, _InstanceNorm._load_from_state_dict}
@@ -104,15 +107,24 @@ def materialize(
             eager construction drew for tensors the state_dict provides (jumped over on
             the CPU, drawn into a small scratch buffer elsewhere), so the global RNG
             state afterwards equals eager construction + ``load_state_dict``.
-            ``"fast"``: those draws are skipped unless a later initialization depends
-            on them; weights are unchanged (still exact), only the global RNG state
-            afterwards differs.
+            ``"skip_unread"``: those draws are skipped unless a later initialization
+            depends on them (no one reads them); weights are unchanged (still exact), only
+            the global RNG state afterwards differs. (``"fast"``, its old name, still
+            works for one release, with a DeprecationWarning.)
     """
     if not isinstance(module, nn.Module):
         raise DeferredInitUsageError(
             f"materialize: got a {type(module).__name__}; fix: pass the torch.nn.Module that deferred_init "
             "or a recording() block built (a module built eagerly works too)"
         )
+    if rng in _RNG_RENAMED:
+        warnings.warn(
+            f"materialize: rng={rng!r} is deprecated and will be removed in the next release;"
+            f" pass rng={_RNG_RENAMED[rng]!r} (same behaviour).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        rng = _RNG_RENAMED[rng]
     device, dtype = _check(device, dtype, state_dict, mode, rng)
     state_dict = state_dict or {}
     custom = _custom_loading(module, state_dict)
@@ -132,10 +144,10 @@ def materialize(
         _warn_unused(set(state_dict) - {s.fqn for s in slots if s.in_state_dict})
         deferred = _deferred(slots, state_dict)
         finals: dict[int, torch.Tensor] = {}
-        for k, (session, group) in enumerate(_by_session(deferred)):
-            if mode == "exact" and k == 0:  # later sessions draw after the earlier ones
-                _warn_if_rng_moved(session)
-            finals.update(_materialize_session(session, group, device, dtype, mode, rng))
+        for k, (recording, group) in enumerate(_by_recording(deferred)):
+            if mode == "exact" and k == 0:  # later recordings draw after the earlier ones
+                _warn_if_rng_moved(recording)
+            finals.update(_materialize_recording(recording, group, device, dtype, mode, rng))
         _assign(slots, finals, device, dtype, state_dict)
     return module
 
@@ -242,7 +254,7 @@ def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> lis
         fake = slot.tensor
         if not isinstance(fake, DeferredTensor):
             continue
-        entry = found.setdefault(id(fake), _Deferred(fake, fake._cs_session.ref(fake)))
+        entry = found.setdefault(id(fake), _Deferred(fake, fake._cs_recording.ref(fake)))
         entry.fqns.append(slot.fqn)
         entry.cast = entry.cast or slot.kind in ("parameter", "buffer")
         if slot.in_state_dict and slot.fqn in state_dict:
@@ -250,16 +262,16 @@ def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> lis
     return list(found.values())
 
 
-def _by_session(deferred: list[_Deferred]) -> list[tuple[Session, list[_Deferred]]]:
+def _by_recording(deferred: list[_Deferred]) -> list[tuple[Recording, list[_Deferred]]]:
     """The tensors grouped by recording, in the order the recordings were made."""
-    groups: dict[Session, list[_Deferred]] = {}
+    groups: dict[Recording, list[_Deferred]] = {}
     for entry in deferred:
-        groups.setdefault(entry.fake._cs_session, []).append(entry)
+        groups.setdefault(entry.fake._cs_recording, []).append(entry)
     return sorted(groups.items(), key=lambda item: item[0].serial)
 
 
-def _materialize_session(
-    session: Session,
+def _materialize_recording(
+    recording: Recording,
     group: list[_Deferred],
     device: torch.device | None,
     dtype: torch.dtype | None,
@@ -270,14 +282,14 @@ def _materialize_session(
     for entry in group:
         by_sid.setdefault(entry.ref.sid, []).append(entry)
     mine = {id(e.fake) for e in group}
-    others = [f for f in list(session.alive) if id(f) not in mine]
+    others = [f for f in list(recording.alive) if id(f) not in mine]
     if others:  # dead ones in reference cycles would be computed for nothing
         gc.collect()
-        others = [f for f in list(session.alive) if id(f) not in mine]
-    keep = {session.ref(f).sid for f in others}  # still held elsewhere: computed and kept
+        others = [f for f in list(recording.alive) if id(f) not in mine]
+    keep = {recording.ref(f).sid for f in others}  # still held elsewhere: computed and kept
     targets = {sid for sid, entries in by_sid.items() if any(e.source is None for e in entries)}
     provided = [e for sid in set(by_sid) - targets for e in by_sid[sid]]
-    _warn_uninitialized(session, targets, by_sid)
+    _warn_uninitialized(recording, targets, by_sid)
     finals: dict[int, torch.Tensor] = {}
 
     def on_ready(sid: int, executor: Executor) -> None:
@@ -297,18 +309,18 @@ def _materialize_session(
     # The checkpoint is read while the replay runs: jumping the generator past the draws of
     # the tensors it provides takes 0.03-0.1 s of Python, which the copy threads hide.
     with ThreadPoolExecutor(max_workers=1) as reader:
-        reading = reader.submit(_read_checkpoint, provided, session, device, dtype)
+        reading = reader.submit(_read_checkpoint, provided, recording, device, dtype)
         if mode == "exact":
             # Random fills go on all threads where their storages are the final tensors; a cast
             # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
             parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
             workers = torch.get_num_threads() if parallel else 1
-            replay_exact(session, targets, keep, device, rng == "eager", on_ready, workers=workers)
+            replay_exact(recording, targets, keep, device, rng == "eager", on_ready, workers=workers)
         else:
             keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
             # On the CPU whatever the target: the same numbers for every device kind.
             replay_independent(
-                session,
+                recording,
                 targets,
                 keep,
                 torch.device("cpu"),
@@ -321,8 +333,8 @@ def _materialize_session(
     return finals
 
 
-def _warn_uninitialized(session: Session, targets: set[int], by_sid: dict[int, list[_Deferred]]) -> None:
-    names = [e.fqns[0] for sid in sorted(targets & session.uninitialized) for e in by_sid[sid]]
+def _warn_uninitialized(recording: Recording, targets: set[int], by_sid: dict[int, list[_Deferred]]) -> None:
+    names = [e.fqns[0] for sid in sorted(targets & recording.uninitialized) for e in by_sid[sid]]
     if names:
         warnings.warn(
             f"materialize: nothing initialized {', '.join(names)} (created with "
@@ -333,18 +345,18 @@ def _warn_uninitialized(session: Session, targets: set[int], by_sid: dict[int, l
         )
 
 
-def _warn_if_rng_moved(session: Session) -> None:
+def _warn_if_rng_moved(recording: Recording) -> None:
     """Warn when the generator is not where eager construction would have found it."""
-    if session.done or not any(op.random for op in session.ops):
+    if recording.done or not any(op.random for op in recording.ops):
         return
-    expected = session.rng_state
-    if session.follows is not None:  # eager would have drawn after the earlier recording
-        expected = session.follows.rng_after
+    expected: torch.Tensor | None = recording.rng_state
+    if recording.follows is not None:  # eager would have drawn after the earlier recording
+        expected = recording.follows.rng_after
     moved = expected is not None and not torch.equal(expected, torch.get_rng_state())
     # (a generator shared with an earlier recording is not checked: it moved legitimately)
     moved = moved or (
-        session.follows is None
-        and any(not torch.equal(g.get_state(), state) for g, state in session.generators.values())
+        recording.follows is None
+        and any(not torch.equal(g.get_state(), state) for g, state in recording.generators.values())
     )
     if moved:
         warnings.warn(
@@ -379,7 +391,7 @@ def _cast_to(dtype: torch.dtype | None, recorded: torch.dtype) -> torch.dtype:
 
 
 def _read_checkpoint(
-    entries: list[_Deferred], session: Session, device: torch.device | None, dtype: torch.dtype | None
+    entries: list[_Deferred], recording: Recording, device: torch.device | None, dtype: torch.dtype | None
 ) -> dict[int, torch.Tensor]:
     """The tensors the state_dict provides, copied into place on all threads, largest first
     (``copy_`` releases the GIL; the new memory's page faults are taken in parallel too)."""
@@ -388,7 +400,8 @@ def _read_checkpoint(
 
     def read(entry: _Deferred) -> torch.Tensor:
         with torch.no_grad():  # grad mode is per thread: a source requiring grad must not be recorded
-            value = _from_checkpoint(entry, session, device, dtype)
+            value = _from_checkpoint(entry, recording, device, dtype)
+        assert entry.source is not None  # entries here are the ones the state_dict provides
         mapped.release(entry.source)
         return value
 
@@ -397,13 +410,13 @@ def _read_checkpoint(
 
 
 def _from_checkpoint(
-    entry: _Deferred, session: Session, device: torch.device | None, dtype: torch.dtype | None
+    entry: _Deferred, recording: Recording, device: torch.device | None, dtype: torch.dtype | None
 ) -> torch.Tensor:
     """A tensor's value read from the state_dict, as load_state_dict + .to(dtype) give."""
     source, ref = entry.source, entry.ref
     assert source is not None
     recorded = ref.dtype
-    where = device if device is not None else session.storages[ref.sid].device
+    where = device if device is not None else recording.storages[ref.sid].device
     value = source if source.dtype == recorded else source.to(recorded)  # copy_'s cast
     out = torch.empty_strided(ref.size, ref.stride, dtype=_cast_to(dtype, recorded), device=where)
     return out.copy_(value)
@@ -500,7 +513,7 @@ def _carry_over(fake: DeferredTensor, real: torch.Tensor) -> None:
     """What a constructor attached to a tensor: attributes (a no-weight-decay flag) and
     gradient hooks (registered again: handles taken before materialize no longer remove
     them)."""
-    real.__dict__.update((k, v) for k, v in vars(fake).items() if k not in ("_cs_session", "_is_param"))
+    real.__dict__.update((k, v) for k, v in vars(fake).items() if k not in ("_cs_recording", "_is_param"))
     if real._backward_hooks is None and fake._backward_hooks:  # once, if tied
         for hook in fake._backward_hooks.values():
             real.register_hook(hook)

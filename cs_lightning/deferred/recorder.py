@@ -4,29 +4,26 @@ While :func:`recording` is active, every new tensor is a :class:`DeferredTensor`
 wrapper that reports the device it was asked for (so libraries that skip their init on
 ``device.type == "meta"`` still run it) and keeps its shape, strides and dtype in a meta
 tensor. Every aten op that creates or writes a tracked storage is appended to the
-session's log, in order, so that replaying the log later redraws the same random numbers
+recording's log, in order, so that replaying the log later redraws the same random numbers
 in the same order as eager construction did.
 
 Identity is tracked per storage, not per tensor object: views alias one storage, and an
 op writing through a view writes that storage. Meta storages of everything recorded are
-kept alive for the whole session, because freed storage addresses are reused.
+kept alive for the whole recording, because freed storage addresses are reused.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
-import math
 import random
 import sys
 import sysconfig
 import threading
 import warnings
-import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -34,6 +31,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
+from cs_lightning.deferred.oplog import Const, Op, Recording, Storage
+from cs_lightning.deferred.replay import Executor, live_ops, replay_exact
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
 
 aten = torch.ops.aten
@@ -73,59 +72,12 @@ _TORCH = str(Path(torch.__file__).resolve().parent)
 _STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
 
 
-@dataclass(frozen=True)
-class Ref:
-    """A recorded tensor: a strided view of one tracked storage."""
-
-    sid: int
-    size: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
-    dtype: torch.dtype
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.size)
-
-
-@dataclass(frozen=True)
-class Const:
-    """A tensor made outside the recording, entering the log as a value."""
-
-    value: torch.Tensor
-    version: int
-
-
-@dataclass
-class Storage:
-    """One tracked storage: what a replay must allocate for it."""
-
-    sid: int
-    nbytes: int
-    dtype: torch.dtype
-    device: torch.device
-    meta: torch.Tensor  # keeps the meta storage, and so its address, alive
-
-
-@dataclass
-class Op:
-    """One logged aten call (or whole init function); tensors in ``flat`` are refs."""
-
-    func: Callable[..., Any]  # an aten OpOverload, or an init function (record_call)
-    flat: list[Any]
-    spec: TreeSpec
-    reads: frozenset[int]
-    writes: frozenset[int]
-    overwrites: frozenset[int]
-    creates: tuple[tuple[int, Ref], ...]  # (index among flat outputs, new storage's view)
-    random: bool
-
-
 class DeferredTensor(torch.Tensor):
     """A tensor recorded by :func:`recording`: real device and metadata, no data."""
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
-    _cs_session: Session
+    # torch's own recipe for wrapper subclasses; its stub types the slot as a plain 4-argument function
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+    _cs_recording: Recorder
 
     @staticmethod
     def __new__(cls, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
@@ -143,14 +95,14 @@ class DeferredTensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[override]
         # Reached only outside a recording: views and value reads still work.
-        session = next(x._cs_session for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeferredTensor))
-        return session.dispatch(func, args, kwargs or {})
+        recorder = next(x._cs_recording for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeferredTensor))
+        return recorder.dispatch(func, args, kwargs or {})
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         kind = "Parameter" if getattr(self, "_is_param", False) else "Tensor"
         return f"Deferred{kind}(size={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> DeferredTensor:
+    def __deepcopy__(self, memo: dict[int, Any]) -> torch.Tensor:
         if id(self) in memo:
             return memo[id(self)]
         copy = self.detach().clone().requires_grad_(self.requires_grad)
@@ -162,14 +114,14 @@ class DeferredTensor(torch.Tensor):
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise DeferredInitError(_not_materialized("saving or pickling"))
 
-    def tolist(self) -> Any:  # type: ignore[override]
-        return self._cs_session.concrete(self).tolist()
+    def tolist(self) -> Any:
+        return self._cs_recording.concrete(self).tolist()
 
-    def numpy(self, *, force: bool = False) -> Any:  # type: ignore[override]
-        return self._cs_session.concrete(self).numpy()
+    def numpy(self, *, force: bool = False) -> Any:
+        return self._cs_recording.concrete(self).numpy()
 
     def __array__(self, dtype: Any = None) -> Any:
-        return self._cs_session.concrete(self).__array__(dtype)
+        return self._cs_recording.concrete(self).__array__(dtype)
 
 
 @functools.cache
@@ -189,7 +141,7 @@ def _mutable_args(func: torch._ops.OpOverload) -> tuple[tuple[int, str, bool], .
 
 def _written_args(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> list[Any]:
     """The tensors an op writes in place, read from its schema's alias annotations."""
-    written = []
+    written: list[Any] = []
     for i, name, kwarg_only in _mutable_args(func):
         value = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
         written.extend(value if isinstance(value, (list, tuple)) else [value])
@@ -221,7 +173,7 @@ def constructor_site() -> str:
     """
     chain: list[str] = []
     site = None
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         file = frame.f_code.co_filename
         if site is None and not file.startswith((_HERE, _TORCH, _STDLIB)):
@@ -235,61 +187,19 @@ def constructor_site() -> str:
     return f"{path} ({site or 'unknown location'})"
 
 
-class Session:
-    """The op log of one :func:`recording` block and the storages it tracks."""
-
-    _serials = itertools.count()
-    _last: weakref.ref[Session] | None = None
+class Recorder(Recording):
+    """The :class:`Recording` of one :func:`recording` block while it is made: the dispatch target
+    that appends each op to its own log (and still takes in-place init after the block)."""
 
     def __init__(self) -> None:
-        self.serial = next(Session._serials)  # recording order
-        self.ops: list[Op] = []
-        self.storages: dict[int, Storage] = {}
-        self.uninitialized: set[int] = set()
-        self.active = True
-        self.done: set[int] = set()  # indices of ops an earlier replay ran
-        self.executor: Any = None  # the replay state, kept across materialize calls
-        self.rng_state = torch.get_rng_state()  # what eager would have drawn from
-        self.rng_after: torch.Tensor | None = None  # set when its replay is complete
-        # The caller's own generators, each with its state when the recording first used
-        # it: like the global one, replay draws from them as they are at materialize.
-        self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
-        # Recorded right after another recording whose draws are still deferred: eager
-        # would have drawn from the state that one's replay leaves.
-        self.follows: Session | None = None
-        previous = Session._last() if Session._last is not None else None
-        if (
-            previous is not None
-            and len(previous.done) < len(previous.ops)
-            and any(op.random for op in previous.ops)
-            and torch.equal(previous.rng_state, self.rng_state)
-        ):
-            self.follows = previous
-        Session._last = weakref.ref(self)
-        self.alive: weakref.WeakSet[DeferredTensor] = weakref.WeakSet()
-        self._sids: dict[int, int] = {}  # meta storage address -> sid
-        self._metas: dict[int, torch.Tensor] = {}  # wrapper storage address -> meta
-        self._last_write: dict[int, int] = {}
-        self._concrete: dict[int, tuple[int, torch.Tensor]] = {}
-
-    def pending(self) -> list[int]:
-        """Indices of the ops no replay has run yet, in recording order."""
-        return [k for k in range(len(self.ops)) if k not in self.done]
-
-    # -- tensors -------------------------------------------------------------------
-    def meta(self, fake: DeferredTensor) -> torch.Tensor:
-        # Keyed by the wrapper's own storage, which `t.data = other` also swaps.
-        return self._metas[fake.untyped_storage()._cdata]
-
-    def ref(self, fake: DeferredTensor) -> Ref:
-        m = self.meta(fake)
-        return Ref(
-            self._sids[m.untyped_storage()._cdata], tuple(m.size()), tuple(m.stride()), m.storage_offset(), m.dtype
-        )
+        super().__init__()
+        self.active = True  # False once its block has exited (in-place init is still recorded)
+        self._last_write: dict[int, int] = {}  # storage -> index of the last op writing it
+        self._concrete: dict[int, tuple[int, torch.Tensor]] = {}  # values read by constructors, cached
 
     def _wrap(self, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
         fake = DeferredTensor(meta, device)
-        fake._cs_session = self
+        fake._cs_recording = self
         self._metas[fake.untyped_storage()._cdata] = meta
         self.alive.add(fake)
         return fake
@@ -306,7 +216,7 @@ class Session:
         fakes = [i for i, x in enumerate(flat) if isinstance(x, DeferredTensor)]
         reals = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor)]
         is_random = torch.Tag.nondeterministic_seeded in func.tags
-        if any(flat[i]._cs_session is not self for i in fakes):
+        if any(flat[i]._cs_recording is not self for i in fakes):
             raise DeferredInitError(
                 f"{func} mixes deferred tensors of two recordings, in "
                 f"{constructor_site()}; materialize the module recorded first, or build "
@@ -509,8 +419,6 @@ class Session:
         else changes. With randomness, the draws must happen now and in eager's order:
         everything recorded so far is run for real (see :meth:`flush`).
         """
-        from cs_lightning.deferred.replay import Executor, live_ops
-
         ref = self.ref(fake)
         pending = [self.ops[k] for k in self.pending()]
         live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]
@@ -520,6 +428,7 @@ class Session:
                     "a constructor reads the value of a randomly initialized tensor "
                     "(.item(), .tolist(), bool(...), a data-dependent loop)"
                 )
+                assert self.executor is not None  # flush() replayed into it
                 return self.executor.view(ref)
             cached = self._concrete.get(ref.sid)
             if cached is None or cached[0] <= self._last_write.get(ref.sid, -1):
@@ -539,8 +448,6 @@ class Session:
         This is eager construction, delayed: the values and the RNG stream are exactly
         eager's, but the memory of everything recorded so far is allocated now.
         """
-        from cs_lightning.deferred.replay import replay_exact
-
         warnings.warn(
             f"{reason} in {constructor_site()}. Eager construction would branch on random "
             "numbers here, so everything recorded so far was run eagerly (its memory is "
@@ -581,9 +488,9 @@ class Session:
 
 
 class _RecordingMode(TorchDispatchMode):
-    def __init__(self, session: Session) -> None:
+    def __init__(self, recorder: Recorder) -> None:
         super().__init__()
-        self.session = session
+        self.recorder = recorder
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -592,20 +499,20 @@ class _RecordingMode(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return self.session.dispatch(func, args, kwargs or {})
+        return self.recorder.dispatch(func, args, kwargs or {})
 
 
 _state = threading.local()
 
 
-def current_session() -> Session | None:
-    """The session recording on this thread, if any."""
-    return getattr(_state, "session", None)
+def current_recorder() -> Recorder | None:
+    """The recorder of the recording on this thread, if any."""
+    return getattr(_state, "recorder", None)
 
 
-def _recording_user_code() -> Session | None:
-    """The session, if this thread is recording and not running replay or materialize."""
-    return None if getattr(_state, "paused", False) else current_session()
+def _recording_user_code() -> Recorder | None:
+    """The recorder, if this thread is recording and not running replay or materialize."""
+    return None if getattr(_state, "paused", False) else current_recorder()
 
 
 @contextlib.contextmanager
@@ -639,10 +546,10 @@ _patch_users = 0
 def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def call(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        session = current_session()
-        if session is None or not isinstance(tensor, DeferredTensor):
+        recorder = current_recorder()
+        if recorder is None or not isinstance(tensor, DeferredTensor):
             return original(tensor, *args, **kwargs)
-        return session.record_call(original, tensor, args, kwargs)
+        return recorder.record_call(original, tensor, args, kwargs)
 
     return call
 
@@ -691,17 +598,17 @@ def recording() -> Iterator[None]:
     :func:`cs_lightning.deferred.materialize`. The recording state is restored on exit,
     also when the block raises.
     """
-    if current_session() is not None:
+    if current_recorder() is not None:
         yield
         return
-    session = Session()
-    _state.session = session
+    recorder = Recorder()
+    _state.recorder = recorder
     try:
-        with _patched(), _RecordingMode(session):
+        with _patched(), _RecordingMode(recorder):
             yield
     finally:
-        session.active = False
-        _state.session = None
+        recorder.active = False
+        _state.recorder = None
 
 
 def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -725,7 +632,7 @@ def deferred_init(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 def _deferred_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` with its tensors deferred, or eagerly with a warning (see deferred_init)."""
-    if current_session() is not None:
+    if current_recorder() is not None:
         return fn(*args, **kwargs)
     python_rng, numpy_rng = random.getstate(), np.random.get_state()
     torch_rng = torch.get_rng_state()

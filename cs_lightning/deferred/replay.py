@@ -31,7 +31,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cs_lightning.deferred import mt19937
-from cs_lightning.deferred.recorder import Const, Op, Ref, Session, Storage
+from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.errors import DeferredInitError
 
 aten = torch.ops.aten
@@ -251,7 +251,7 @@ def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple
 
 
 def replay_exact(
-    session: Session,
+    recording: Recording,
     targets: set[int],
     keep: set[int],
     device: torch.device | None,
@@ -259,20 +259,20 @@ def replay_exact(
     on_ready: Callable[[int, Executor], None],
     workers: int = 1,
 ) -> None:
-    """Replay the session's pending ops on the global generator, eager's order.
+    """Replay the recording's pending ops on the global generator, eager's order.
 
     ``targets`` are storages the caller wants (``on_ready`` is called for each after its
     last live op); ``keep`` are storages other live tensors still hold, computed and kept
-    in the session for a later materialize. ``draw_trailing=False`` skips the draws of
+    in the recording for a later materialize. ``draw_trailing=False`` skips the draws of
     dead random ops that no later live random op depends on. With ``workers > 1`` the
     random fills are generated on that many threads when the log allows it (see
     :func:`_parallel_plan`), with the very same numbers.
     """
-    indices = session.pending()
-    ops = [session.ops[k] for k in indices]
+    indices = recording.pending()
+    ops = [recording.ops[k] for k in indices]
     flags = live_ops(ops, targets | keep)
-    executor = session.executor or Executor(session.storages, device)
-    session.executor = executor
+    executor = recording.executor or Executor(recording.storages, device)
+    recording.executor = executor
     last_use: dict[int, int] = dict.fromkeys(targets, -1)
     for k, op in enumerate(ops):
         if flags[k]:
@@ -314,8 +314,8 @@ def replay_exact(
                 skipped.add(words)
         finish(k)
     skipped.settle()
-    session.done.update(indices)
-    session.rng_after = torch.get_rng_state()
+    recording.done.update(indices)
+    recording.rng_after = torch.get_rng_state()
     executor.drop_spares()
 
 
@@ -385,9 +385,11 @@ def _parallel_plan(
     """
     if workers < 2 or not mt19937.available():
         return None
-    stages, fills, done = [], {}, set()
+    stages: list[_Stage] = []
+    fills: dict[int, _Fill] = {}
+    done: set[int] = set()
     stage: list[tuple[int, int]] = []  # (k, offset in the stage) of the current stage's fills
-    offset, touched = 0, set()
+    offset, touched = 0, set[int]()
     for k, op in enumerate(ops):
         live = flags[k]
         if live and not op.random:
@@ -546,6 +548,7 @@ def _run_share(
 
 
 def _within(fill: _Fill, executor: Executor) -> bool:
+    assert fill.bounds is not None  # called for truncated normals only
     lo, hi = fill.bounds
     values = executor.view(fill.target)
     return not bool(((values < lo) | (values > hi)).any())

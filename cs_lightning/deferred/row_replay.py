@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_unflatten
 
-from cs_lightning.deferred.recorder import Const, Op, Ref, Session, Storage
+from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.deferred.replay import Executor, _chunkable, _contiguous, _skip, _truncated_normal, live_ops
 
 aten = torch.ops.aten
@@ -79,7 +79,7 @@ class _RowOp:
 
 
 def replay_rows(
-    session: Session,
+    session: Recording,
     ranges: dict[int, tuple[int, int]],
     whole: set[int],
     keep: set[int],

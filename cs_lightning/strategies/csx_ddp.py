@@ -6,17 +6,16 @@ from typing import Any
 
 import torch
 import torch.distributed
-from lightning.fabric.strategies import _StrategyRegistry
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from typing_extensions import override
 
-from cs_lightning.strategies.system import CSXSystem
+from cs_lightning.strategies.system import CSXSystemMixin
 
 
-class CSXDDPStrategy(CSXSystem, DDPStrategy):
+class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
     """Train on N CS-X systems data-parallel (gloo on CPU, NCCL on CUDA), on one node or many.
 
     Each process materializes its own replica; replicas built from the same seed are already
@@ -25,25 +24,15 @@ class CSXDDPStrategy(CSXSystem, DDPStrategy):
     happened.
 
     Args:
-        trace_check, compile, compile_backend, init_mode: as for :class:`~cs_lightning.strategies.CSXStrategy`.
-        **kwargs: ``strict_schedulers`` (see :class:`~cs_lightning.strategies.CSXSystem`), and the
-            arguments of :class:`~lightning.pytorch.strategies.DDPStrategy` (and on to ``DistributedDataParallel``).
+        **kwargs: the CS-X options (see :class:`~cs_lightning.strategies.CSXOptions`), and the arguments
+            of :class:`~lightning.pytorch.strategies.DDPStrategy` (and on to ``DistributedDataParallel``).
     """
 
     strategy_name = "csx_ddp"
+    description = "Train on N CS-X systems data-parallel (gloo on CPU, NCCL on CUDA), on one node or many."
 
-    def __init__(
-        self,
-        *,
-        trace_check: bool = True,
-        compile: bool = False,
-        compile_backend: str | Any = "inductor",
-        init_mode: str = "exact",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            trace_check=trace_check, compile=compile, compile_backend=compile_backend, init_mode=init_mode, **kwargs
-        )
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.weights_broadcast: bool | None = None
 
     @override
@@ -61,11 +50,6 @@ class CSXDDPStrategy(CSXSystem, DDPStrategy):
             return super()._setup_model(model)
         finally:
             self._ddp_kwargs = given
-
-    @classmethod
-    @override
-    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
-        strategy_registry.register(cls.strategy_name, cls, description=cls.__doc__.splitlines()[0], override=True)
 
 
 def _replicas_identical(model: nn.Module) -> bool:

@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 import torch.distributed
-from lightning.fabric.strategies import _StrategyRegistry
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
 from lightning.fabric.utilities.types import _PATH
@@ -34,7 +33,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
-from cs_lightning.strategies.system import _RNG_KEY, _WEIGHT_DTYPES, CSXSystem, _check_keys, _restore_rng_states
+from cs_lightning.strategies.system import _RNG_KEY, _WEIGHT_DTYPES, CSXSystemMixin, _check_keys, _restore_rng_states
 
 STATE_DICT_TYPES = ("sharded", "full")
 
@@ -63,7 +62,7 @@ class _FSDP2(ModelParallelStrategy):
             _optimizers_to_device(self.optimizers, self.root_device)
 
 
-class CSXFSDPStrategy(CSXSystem, _FSDP2):
+class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     """Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly.
 
     The model is sharded automatically: each block of every ``nn.ModuleList`` (or each module of
@@ -82,11 +81,12 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
             ``torch.distributed.checkpoint``) or ``"full"`` (one file, gathered on rank 0).
         trace_check, compile, compile_backend, init_mode: as for :class:`~cs_lightning.strategies.CSXStrategy`
             (``"independent"`` generates each tensor whole and keeps the rows).
-        **kwargs: ``strict_schedulers`` (see :class:`~cs_lightning.strategies.CSXSystem`),
+        **kwargs: ``strict_schedulers`` (see :class:`~cs_lightning.strategies.CSXOptions`),
             ``process_group_backend`` and ``timeout``.
     """
 
     strategy_name = "csx_fsdp"
+    description = "Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly."
 
     def __init__(
         self,
@@ -170,7 +170,7 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
             _check_keys(module, source)
         provided = set(module.state_dict()) if folder else set(source)
         if self._is_recorded(module):
-            self._materialize_sharded(module, provided, rng="fast" if _RNG_KEY in checkpoint else "eager")
+            self._materialize_sharded(module, provided, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
         else:
             self._shard_eager(module)
         if folder:
@@ -251,11 +251,6 @@ class CSXFSDPStrategy(CSXSystem, _FSDP2):
         flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=device)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         return int(flag.item()) == 0
-
-    @classmethod
-    @override
-    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
-        strategy_registry.register(cls.strategy_name, cls, description=cls.__doc__.splitlines()[0], override=True)
 
 
 def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> list[nn.Module]:

@@ -18,14 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 import lightning
-from lightning.pytorch.accelerators import AcceleratorRegistry, CPUAccelerator, CUDAAccelerator
+from lightning.pytorch.accelerators import Accelerator, AcceleratorRegistry, CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.accelerator import CSXAccelerator
 from cs_lightning.strategies.csx import CSXStrategy
 from cs_lightning.strategies.csx_ddp import CSXDDPStrategy
 from cs_lightning.strategies.csx_fsdp import CSXFSDPStrategy
-from cs_lightning.strategies.system import CSXSystem
+from cs_lightning.strategies.system import CSXSystemMixin
 
 _BACKING_NAMES = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda"}
 
@@ -82,7 +82,7 @@ def _csx_system(init: Callable[[Any], None]) -> Callable[[Any], None]:
     @functools.wraps(init)
     def init_strategy(self: Any) -> None:
         init(self)
-        if not isinstance(self.strategy, CSXSystem):
+        if not isinstance(self.strategy, CSXSystemMixin):
             return
         if not isinstance(self.accelerator, CSXAccelerator):
             self.accelerator = CSXAccelerator(backing=_backing_name(self.accelerator))
@@ -116,7 +116,7 @@ def _lightning_changed(what: str) -> str:
     )
 
 
-def _backing_name(accelerator: object) -> str:
+def _backing_name(accelerator: Accelerator) -> str:
     name = _BACKING_NAMES.get(type(accelerator))
     if name is None:
         raise ValueError(

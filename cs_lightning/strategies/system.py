@@ -14,17 +14,21 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, cast, get_type_hints
 
 import numpy
 import torch
 from lightning import __version__ as lightning_version
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.fabric.strategies import _StrategyRegistry
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.strategies import Strategy
@@ -52,61 +56,92 @@ _CHECK_OPTIONS = {"check": "lazy trace", "host_reads": "refused", "shapes": "sta
 _WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
 
 
-class CSXSystem(Strategy):
-    """Base of the CS-X strategies: lazy model, lazy factories, traced step, step closures, time to first loss.
+@dataclass(frozen=True)
+class CSXOptions:
+    """The CS-X options every csx strategy takes: the one list of their names, defaults, checks and help.
 
-    Args:
-        trace_check: check that the first step traces as one graph, failing early when it cannot.
-        compile: compile forward and optimizer update with ``torch.compile`` for speed.
-        compile_backend: the ``torch.compile`` backend used when ``compile=True``.
-        init_mode: ``"exact"`` (weights bit-identical to eager construction) or ``"independent"``
-            (each tensor depends only on the seed and its name: faster, same across ranks).
-        strict_schedulers: fail, instead of warning, when a torch scheduler returned by
-            ``configure_optimizers`` has no closed form (see ``schedulers.from_torch``).
+    The strategies' keyword arguments, ``csx_options``, the CLI's ``--trainer.strategy.*`` flags and the
+    README's list all come from these fields.
     """
 
-    def __init__(
-        self,
-        *,
-        trace_check: bool = True,
-        compile: bool = False,
-        compile_backend: str | Callable[..., Any] = "inductor",
-        init_mode: str = "exact",
-        strict_schedulers: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        if init_mode not in INIT_MODES:
-            raise ValueError(f"init_mode={init_mode!r} is not supported; use one of {INIT_MODES}")
-        for name, flag in (
-            ("trace_check", trace_check),
-            ("compile", compile),
-            ("strict_schedulers", strict_schedulers),
-        ):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name}={flag!r} must be a bool (True or False)")
+    trace_check: bool = field(
+        default=True, metadata={"help": "check that the first step traces as one graph, failing early when it cannot"}
+    )
+    compile: bool = field(
+        default=False, metadata={"help": "compile forward and optimizer update with torch.compile for speed"}
+    )
+    compile_backend: str | Callable[..., Any] = field(
+        default="inductor", metadata={"help": "the torch.compile backend used when compile=True"}
+    )
+    init_mode: str = field(
+        default="exact",
+        metadata={
+            "help": "'exact' (weights bit-identical to eager construction) or 'independent' (each tensor"
+            " depends only on the seed and its name: faster, same across ranks)"
+        },
+    )
+    strict_schedulers: bool = field(
+        default=False,
+        metadata={
+            "help": "fail, instead of warning, when a torch scheduler returned by configure_optimizers"
+            " has no closed form"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.init_mode not in INIT_MODES:
+            raise ValueError(f"init_mode={self.init_mode!r} is not supported; use one of {INIT_MODES}")
+        for option in fields(self):
+            value = getattr(self, option.name)
+            if option.type in (bool, "bool") and not isinstance(value, bool):  # "bool": postponed annotations
+                raise TypeError(f"{option.name}={value!r} must be a bool (True or False)")
+
+    @classmethod
+    def take(cls, kwargs: dict[str, Any]) -> CSXOptions:
+        """The options among ``kwargs``, removed from it (the rest go to Lightning's strategy)."""
+        return cls(**{name: kwargs.pop(name) for name in CSX_OPTION_NAMES if name in kwargs})
+
+
+CSX_OPTION_NAMES = tuple(option.name for option in fields(CSXOptions))
+
+
+class CSXSystemMixin(Strategy):
+    """Mixed into a Lightning strategy (first in its bases), makes it a CS-X system: lazy model, lazy
+    factories, traced step, step closures, time to first loss.
+
+    Keyword arguments: the CS-X options (:class:`CSXOptions`); the rest go to the Lightning strategy.
+    Each option reads as an attribute too (``strategy.init_mode``).
+    """
+
+    strategy_name: str
+    description: str  # what Lightning's registry shows (not the docstring: ``python -OO`` strips those)
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.options = CSXOptions.take(kwargs)
         super().__init__(**kwargs)
-        self.trace_check = trace_check
-        self.compile = compile
-        self.compile_backend = compile_backend
-        self.init_mode = init_mode
-        self.strict_schedulers = strict_schedulers
         self._time_to_first_loss: TimeToFirstLoss | None = None
-        self._drives_clock = False
+        self._driven_clock: TimeToFirstLoss | None = None  # the clock, when the strategy's hooks drive it
         self._step = StepBoundary()
         self._recorded = False
         self._check_pending = False
         self._compiled: ExitStack | None = None
 
+    def __getattr__(self, name: str) -> Any:
+        # reached only when normal lookup fails: the options, by name, as attributes
+        options = self.__dict__.get("options")
+        if options is not None and name in CSX_OPTION_NAMES:
+            return getattr(options, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def csx_options(self) -> dict[str, Any]:
         """The CS-X options this strategy was built with (what its data-parallel sibling takes too)."""
-        return {
-            "trace_check": self.trace_check,
-            "compile": self.compile,
-            "compile_backend": self.compile_backend,
-            "init_mode": self.init_mode,
-            "strict_schedulers": self.strict_schedulers,
-        }
+        return {name: getattr(self.options, name) for name in CSX_OPTION_NAMES}
+
+    @classmethod
+    @override
+    def register_strategies(cls, strategy_registry: _StrategyRegistry) -> None:
+        strategy_registry.register(cls.strategy_name, cls, description=cls.description, override=True)
 
     @override
     def connect(self, model: LightningModule) -> None:
@@ -116,12 +151,15 @@ class CSXSystem(Strategy):
         trainer = model._trainer
         if trainer is None or trainer.state.fn != TrainerFn.FITTING:
             return
-        given = [callback for callback in trainer.callbacks if isinstance(callback, TimeToFirstLoss)]
+        # Trainer.callbacks is set by Lightning's callback connector, not declared on Trainer
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]
+        given = [callback for callback in callbacks if isinstance(callback, TimeToFirstLoss)]
         # without one from the user, drive a clock from the strategy's hooks: no callback on every
         # step, and no ttfl/* metrics the user did not ask for (the line is printed)
-        self._time_to_first_loss = given[0] if given else TimeToFirstLoss(log_metrics=False)
-        self._drives_clock = not given
-        self._time_to_first_loss.start(at=started)
+        clock = given[0] if given else TimeToFirstLoss(log_metrics=False)
+        self._time_to_first_loss = clock
+        self._driven_clock = None if given else clock
+        clock.start(at=started)
 
     @override
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
@@ -129,8 +167,8 @@ class CSXSystem(Strategy):
         super().on_train_batch_start(batch, batch_idx)
         if not self._step.is_open:
             self._step.begin()
-        if self._drives_clock:
-            self._time_to_first_loss.step_started()
+        if self._driven_clock is not None:
+            self._driven_clock.step_started()
 
     @override
     def on_train_end(self) -> None:
@@ -168,13 +206,13 @@ class CSXSystem(Strategy):
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         """A recorded model is materialized from the checkpoint's weights: none is initialized, none loaded twice."""
-        module = self.lightning_module
+        module = self._connected_module
         if self._is_recorded(module):
             state_dict = checkpoint["state_dict"]
             if strict:
                 _check_keys(module, state_dict)
             # the generators are restored below, so the draws eager init would make can be skipped
-            self._materialize(module, state_dict, rng="fast" if _RNG_KEY in checkpoint else "eager")
+            self._materialize(module, state_dict, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
         else:
             super().load_model_state_dict(checkpoint, strict=strict)
         if _RNG_KEY in checkpoint:
@@ -183,17 +221,17 @@ class CSXSystem(Strategy):
     @override
     def setup(self, trainer: Trainer) -> None:
         """Materialize a recorded model (if no checkpoint did) before Lightning moves and wraps it."""
-        module = self.lightning_module
+        module = self._connected_module
         if self._is_recorded(module):
             self._materialize(module, None)
         super().setup(trainer)
         if trainer.state.fn != TrainerFn.FITTING:
             return
-        if self.compile:
+        if self.options.compile:
             self._compile(module)
         # under compile=True TorchDynamo's fullgraph capture is the check (of forward): a step first
         # run under the check's modes would be compiled twice
-        self._check_pending = self.trace_check and not self.compile
+        self._check_pending = self.options.trace_check and not self.options.compile
 
     @override
     def setup_optimizers(self, trainer: Trainer) -> None:
@@ -202,18 +240,19 @@ class CSXSystem(Strategy):
         Stock torch schedulers are then driven by closed-form equivalents: the user's object
         stays in place (those with no closed form warn, or raise if strict).
         """
-        module = self.lightning_module
+        module = self._connected_module
         own = module.__dict__.get("configure_optimizers")
         configure = module.configure_optimizers
-        module.configure_optimizers = lambda: _step_closed_form(configure())
+        # an instance attribute shadows the method for this one call
+        module.configure_optimizers = lambda: _step_closed_form(configure())  # type: ignore[method-assign]
         try:
             super().setup_optimizers(trainer)
         finally:
             if own is None:
                 del module.configure_optimizers
             else:
-                module.configure_optimizers = own
-        convert_lightning_configs(self.lr_scheduler_configs, strict=self.strict_schedulers)
+                module.configure_optimizers = own  # type: ignore[method-assign]
+        convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
@@ -224,7 +263,7 @@ class CSXSystem(Strategy):
         A step whose code and input shapes passed the check before, in this run or any
         earlier one (see ``cs_lightning.trace_cache``), is not checked again.
         """
-        module = self.lightning_module
+        module = self._connected_module
         if self._check_pending:
             self._check_pending = False
             output = self._checked_training_step(args, kwargs)
@@ -236,7 +275,7 @@ class CSXSystem(Strategy):
 
     def _checked_training_step(self, args: tuple, kwargs: dict) -> STEP_OUTPUT:
         cache = TraceCache()
-        module = self.lightning_module
+        module = self._connected_module
         options = {**_CHECK_OPTIONS, "precision": self.precision_plugin.precision, "lightning": lightning_version}
         code = trace.fingerprint(module)  # read at the step it vouches for, and only when checking
         key = None if code is None else cache.key(code, args, options)
@@ -263,12 +302,12 @@ class CSXSystem(Strategy):
 
         Under ``compile=True`` Lightning's closure runs as usual and the update runs compiled.
         """
-        if self.compile:
-            with _compiled_update(optimizer, self.compile_backend):
+        if self.options.compile:
+            with _compiled_update(optimizer, self.options.compile_backend):
                 loss = super().optimizer_step(optimizer, closure, model, **kwargs)
         else:
             loss = super().optimizer_step(optimizer, closure, model, **kwargs)
-        if self.lightning_module.automatic_optimization:
+        if self._connected_module.automatic_optimization:
             self._end_step(loss)
         return loss
 
@@ -284,10 +323,16 @@ class CSXSystem(Strategy):
                 trace.forget(optimizer.step)
         super().teardown()
 
+    @property
+    def _connected_module(self) -> LightningModule:
+        module = self.lightning_module
+        assert module is not None  # the hooks using it run with the module connected
+        return module
+
     def _end_step(self, loss: Any) -> None:
         self._step.end()
-        if self._drives_clock:
-            self._time_to_first_loss.step_ended(self.lightning_module.trainer, loss)
+        if self._driven_clock is not None:
+            self._driven_clock.step_ended(self._connected_module.trainer, loss)
 
     def _is_recorded(self, module: nn.Module | None) -> bool:
         return module is not None and self._recorded and deferred.is_deferred(module)
@@ -295,8 +340,8 @@ class CSXSystem(Strategy):
     def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
         started = time.perf_counter()
         dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
-        options = {"rng": rng} if self.init_mode == "exact" else {}
-        deferred.materialize(module, self.root_device, dtype, state_dict, mode=self.init_mode, **options)
+        options = {"rng": rng} if self.options.init_mode == "exact" else {}
+        deferred.materialize(module, self.root_device, dtype, state_dict, mode=self.options.init_mode, **options)
         self._add_phase("materialize", time.perf_counter() - started)
 
     def _compile(self, module: LightningModule) -> None:
@@ -309,8 +354,8 @@ class CSXSystem(Strategy):
         self._compiled.enter_context(
             trace.captured(
                 _trace_targets(module),
-                backend=self.compile_backend,
-                fullgraph=self.trace_check,
+                backend=self.options.compile_backend,
+                fullgraph=self.options.trace_check,
                 on_first_call=self._trace_timer(),
             )
         )
@@ -323,12 +368,52 @@ class CSXSystem(Strategy):
             self._time_to_first_loss.add_phase(name, seconds)
 
 
+def _with_options_signature(init: Callable[..., None]) -> None:
+    """Show the options as ``init``'s keyword arguments, typed, with their defaults and help, so
+    LightningCLI (jsonargparse) offers them as ``--trainer.strategy.<option>`` and ``help()`` lists them."""
+    types = get_type_hints(CSXOptions)
+    options = [
+        inspect.Parameter(
+            option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default, annotation=types[option.name]
+        )
+        for option in fields(CSXOptions)
+    ]
+    self, rest = (
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation=Any),
+    )
+    init.__signature__ = inspect.Signature([self, *options, rest], return_annotation=None)  # type: ignore[attr-defined]
+    lines = [f"    {option.name}: {option.metadata['help']}." for option in fields(CSXOptions)]
+    init.__doc__ = "\n".join(["The CS-X options, then the Lightning strategy's arguments.", "", "Args:", *lines])
+
+
+_with_options_signature(CSXSystemMixin.__init__)
+
+
+# Old names kept for one release, each warning on use.
+_RENAMED = {"CSXSystem": "CSXSystemMixin"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _RENAMED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"cs_lightning.strategies.{name} is deprecated and will be removed in the next release;"
+        f" use cs_lightning.strategies.{_RENAMED[name]} (same class).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[_RENAMED[name]]
+
+
 def _rng_states() -> dict[str, Any]:
     """The global generators' states, in types ``torch.load(weights_only=True)`` accepts."""
     states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
-    name, keys, position, has_gauss, cached = numpy.random.get_state()
+    # numpy's stub unions the legacy tuple with the dict of legacy=False; this is the tuple
+    legacy = cast(tuple[str, numpy.ndarray, int, int, float], numpy.random.get_state(legacy=True))
+    name, keys, position, has_gauss, cached = legacy
     states["numpy"] = (name, torch.from_numpy(keys.astype("int64")), position, has_gauss, cached)
     return states
 
@@ -386,7 +471,7 @@ def _compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) ->
     """Within the block ``optimizer.step(closure)`` runs the closure eagerly, then a compiled update."""
     update = optimizer.__dict__.get("_csx_compiled_update")
     if update is None:
-        update = optimizer._csx_compiled_update = torch.compile(optimizer.step, backend=backend)
+        update = optimizer.__dict__["_csx_compiled_update"] = torch.compile(optimizer.step, backend=backend)
 
     def step(closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
         loss = None
@@ -396,7 +481,7 @@ def _compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) ->
         update(**kwargs)
         return loss
 
-    optimizer.step = step
+    optimizer.step = step  # type: ignore[method-assign]  # an instance attribute shadows the method in the block
     try:
         yield
     finally:

@@ -1,0 +1,121 @@
+"""The op log a recording makes and a replay reads: its entries and the recording that holds them.
+
+The recorder (``recorder.py``) appends to a :class:`Recording`; the replays (``replay.py``,
+``row_replay.py``, ``independent.py``) read it and note what they ran. Neither imports the
+other for these types: they meet here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils._pytree import TreeSpec
+
+if TYPE_CHECKING:
+    from cs_lightning.deferred.replay import Executor
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A recorded tensor: a strided view of one tracked storage."""
+
+    sid: int
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.size)
+
+
+@dataclass(frozen=True)
+class Const:
+    """A tensor made outside the recording, entering the log as a value."""
+
+    value: torch.Tensor
+    version: int
+
+
+@dataclass
+class Storage:
+    """One tracked storage: what a replay must allocate for it."""
+
+    sid: int
+    nbytes: int
+    dtype: torch.dtype
+    device: torch.device
+    meta: torch.Tensor  # keeps the meta storage, and so its address, alive
+
+
+@dataclass
+class Op:
+    """One logged aten call (or whole init function); tensors in ``flat`` are refs."""
+
+    func: Callable[..., Any]  # an aten OpOverload, or an init function (record_call)
+    flat: list[Any]
+    spec: TreeSpec
+    reads: frozenset[int]
+    writes: frozenset[int]
+    overwrites: frozenset[int]
+    creates: tuple[tuple[int, Ref], ...]  # (index among flat outputs, new storage's view)
+    random: bool
+
+
+class Recording:
+    """The op log of one :func:`~cs_lightning.deferred.recording` block, the storages it tracks, the
+    tensors recorded in it, and what replays have done with it so far."""
+
+    _serials = itertools.count()
+    _last: weakref.ref[Recording] | None = None
+
+    def __init__(self) -> None:
+        self.serial = next(Recording._serials)  # recording order
+        self.ops: list[Op] = []
+        self.storages: dict[int, Storage] = {}
+        self.uninitialized: set[int] = set()
+        self.done: set[int] = set()  # indices of ops an earlier replay ran
+        self.executor: Executor | None = None  # the replay state, kept across materialize calls
+        self.rng_state = torch.get_rng_state()  # what eager would have drawn from
+        self.rng_after: torch.Tensor | None = None  # set when its replay is complete
+        # The caller's own generators, each with its state when the recording first used
+        # it: like the global one, replay draws from them as they are at materialize.
+        self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
+        # Recorded right after another recording whose draws are still deferred: eager
+        # would have drawn from the state that one's replay leaves.
+        self.follows: Recording | None = None
+        previous = Recording._last() if Recording._last is not None else None
+        if (
+            previous is not None
+            and len(previous.done) < len(previous.ops)
+            and any(op.random for op in previous.ops)
+            and torch.equal(previous.rng_state, self.rng_state)
+        ):
+            self.follows = previous
+        Recording._last = weakref.ref(self)
+        self.alive: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()  # its deferred tensors still held
+        self._sids: dict[int, int] = {}  # meta storage address -> sid
+        self._metas: dict[int, torch.Tensor] = {}  # wrapper storage address -> meta
+
+    def pending(self) -> list[int]:
+        """Indices of the ops no replay has run yet, in recording order."""
+        return [k for k in range(len(self.ops)) if k not in self.done]
+
+    def meta(self, fake: torch.Tensor) -> torch.Tensor:
+        """The meta tensor holding a recorded tensor's metadata."""
+        # Keyed by the wrapper's own storage, which `t.data = other` also swaps.
+        return self._metas[fake.untyped_storage()._cdata]
+
+    def ref(self, fake: torch.Tensor) -> Ref:
+        """Which storage a recorded tensor views, and how."""
+        m = self.meta(fake)
+        return Ref(
+            self._sids[m.untyped_storage()._cdata], tuple(m.size()), tuple(m.stride()), int(m.storage_offset()), m.dtype
+        )

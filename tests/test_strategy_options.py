@@ -1,0 +1,97 @@
+"""The CS-X options have one source (CSXOptions); nothing depends on docstrings; renamed names still work, warning."""
+
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cs_lightning import CSXAccelerator, CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy
+from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_every_strategy_takes_and_reports_exactly_the_listed_options() -> None:
+    given = {"trace_check": False, "compile": True, "compile_backend": "eager", "init_mode": "independent"}
+    given["strict_schedulers"] = True
+    assert set(given) == set(CSX_OPTION_NAMES) == {f.name for f in dataclasses.fields(CSXOptions)}
+    for cls in (CSXStrategy, CSXDDPStrategy, CSXFSDPStrategy):
+        strategy = cls(**given)
+        assert strategy.csx_options == given
+        assert strategy.options == CSXOptions(**given)
+        assert strategy.init_mode == "independent" and strategy.trace_check is False  # readable by name too
+    assert CSXStrategy().csx_options == dataclasses.asdict(CSXOptions())
+
+
+def test_the_readme_lists_exactly_the_options() -> None:
+    bullet = re.search(r"^\* Options\b(.*?)(?=^\* )", README.read_text(), re.S | re.M)
+    assert bullet is not None, "README.md has no '* Options' bullet"
+    assert set(re.findall(r"`(?:CSXStrategy\()?(\w+)=", bullet.group(1))) == set(CSX_OPTION_NAMES)
+
+
+def test_the_options_are_checked_naming_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"init_mode='lazy' is not supported; use one of \('exact', 'independent'\)"):
+        CSXOptions(init_mode="lazy")
+    with pytest.raises(TypeError, match=r"strict_schedulers=1 must be a bool"):
+        CSXDDPStrategy(strict_schedulers=1)
+
+
+def test_the_old_mixin_name_is_the_same_class_with_a_deprecation_warning() -> None:
+    import cs_lightning.strategies as strategies
+
+    with pytest.warns(DeprecationWarning, match=r"CSXSystem is deprecated.*CSXSystemMixin"):
+        assert strategies.CSXSystem is CSXSystemMixin
+    with pytest.raises(AttributeError, match="CSXNothing"):
+        _ = strategies.CSXNothing
+
+
+def test_registration_and_a_csx_trainer_work_with_docstrings_stripped() -> None:
+    code = (
+        "import cs_lightning, lightning.pytorch as pl\n"
+        "from lightning.pytorch.accelerators import AcceleratorRegistry\n"
+        "from lightning.pytorch.strategies import StrategyRegistry\n"
+        "assert cs_lightning.CSXStrategy.__doc__ is None\n"
+        "trainer = pl.Trainer(strategy='csx', accelerator='cpu', logger=False, enable_checkpointing=False)\n"
+        "print(type(trainer.strategy).__name__, type(trainer.accelerator).__name__)\n"
+        "print(StrategyRegistry['csx']['description'])\n"
+        "print(AcceleratorRegistry['csx']['description'])\n"
+    )
+    run = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "CSXStrategy CSXAccelerator",
+        CSXStrategy.description,
+        CSXAccelerator.description,
+    ]
+
+
+def test_the_cli_offers_every_option_with_its_type_default_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from lightning.pytorch.cli import LightningCLI
+    from lightning_models import Regressor
+
+    for strategy in ("cs_lightning.CSXStrategy", "cs_lightning.CSXDDPStrategy"):
+        with pytest.raises(SystemExit):
+            LightningCLI(Regressor, run=False, args=["--trainer.strategy.help", strategy], save_config_callback=None)
+        shown = " ".join(capsys.readouterr().out.split())
+        for option in dataclasses.fields(CSXOptions):
+            assert f"--trainer.strategy.{option.name} " in shown, (strategy, option.name)
+            assert " ".join(option.metadata["help"].split()) in shown, (strategy, option.name)
+        assert "(type: bool, default: True)" in shown and "default: exact)" in shown
+    cli = LightningCLI(
+        Regressor,
+        run=False,
+        args=[
+            "--trainer.strategy=cs_lightning.CSXStrategy",
+            "--trainer.strategy.trace_check=false",
+            "--trainer.strategy.compile_backend=eager",
+        ],
+        save_config_callback=None,
+    )
+    assert cli.trainer.strategy.csx_options == {
+        **dataclasses.asdict(CSXOptions()),
+        "trace_check": False,
+        "compile_backend": "eager",
+    }
