@@ -16,7 +16,7 @@ from cs_lightning.deferred.materialize import _deferred, _slots
 from cs_lightning.deferred.row_replay import replay_rows
 
 
-def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, list[dict[str, str]]]:
+def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, list[dict[int, str]]]:
     """Gathered parameters and buffers of ``build()`` replayed rank by rank, and each rank's whole-made list."""
     gathered: dict[str, list[torch.Tensor]] = {}
     demoted = []
@@ -62,7 +62,7 @@ def _after(build) -> torch.Tensor:
     return torch.get_rng_state()
 
 
-def _assert_gathered_is_eager(build, world: int, **kwargs) -> list[dict[str, str]]:
+def _assert_gathered_is_eager(build, world: int, **kwargs) -> list[dict[int, str]]:
     gathered, demoted = _rows_of_every_rank(build, world, **kwargs)
     torch.manual_seed(7)
     eager = build()
