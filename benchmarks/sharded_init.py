@@ -4,7 +4,9 @@ A GPT-style model (~850 MiB float32, nanoGPT init: tied head, ``apply(_init_weig
 projections) trained for one step on random tokens. Each case runs in a fresh launch
 (Lightning starts the other ranks); per rank it reports:
 
-* setup: from ``configure_model`` to the end of setup (build, materialize, shard), seconds;
+* setup: from ``configure_model`` to the end of setup (build, materialize, shard), seconds, wall
+  and CPU (``time.process_time``: all of the process's threads; on a shared machine wall time
+  also counts waiting for a core);
 * peak: the process's peak RSS during setup above its RSS right before ``configure_model``
   (``/proc/self/clear_refs`` resets the peak there), as a fraction of the model's bytes;
 * first loss: from ``trainer.fit`` to the first loss, seconds;
@@ -12,7 +14,9 @@ projections) trained for one step on random tokens. Each case runs in a fresh la
 
 Cases:
 
-* ``csx``: ``strategy="csx"``, one process, exact (the reference).
+* ``csx``: ``strategy="csx"``, one process, exact (the reference), on all its threads (torch's
+  default: one per core; exact generation then runs on all of them).
+* ``csx 1 thread``: the same on one thread, the share of the machine each of 2 ranks has on 2 cores.
 * ``csx_fsdp xN``: ``strategy="csx_fsdp"``, N ranks, each making only its rows, exactly.
 * ``ModelParallel xN``: Lightning's ModelParallelStrategy (data-parallel N), the user's
   ``configure_model`` builds on the meta device and calls ``fully_shard`` itself; Lightning
@@ -21,7 +25,9 @@ Cases:
   by ``csx_fsdp`` with ``state_dict_type="full"``): each rank copies its rows out of the mapped file.
   ``anon`` is then the growth of anonymous memory over setup (mapped pages count in the peak).
 
-Run: ``python benchmarks/sharded_init.py [--ranks 2 4] [--depth 15]``
+With ``--repeat N`` each case runs N times (rounds interleaved) and the table shows medians.
+
+Run: ``python benchmarks/sharded_init.py [--ranks 2 4] [--depth 15] [--repeat 3]``
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +48,7 @@ from deferred_init import GPT, Config  # the same GPT-2 shaped model
 from torch import nn
 
 # ~850 MiB in float32
+CASES = ["csx", "csx 1 thread", "csx_fsdp", "ModelParallel", "csx_fsdp ckpt"]
 SHAPE = {"vocab": 32000, "width": 1024, "depth": 15, "max_len": 256}
 
 
@@ -52,10 +60,10 @@ def _rss(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
+def run_case(case: str, ranks: int, config: Config, out: Path, run: int) -> None:
     """One case, in this (fresh) process and the ranks Lightning starts from it."""
     import lightning.pytorch as pl
-    from lightning.pytorch.strategies import ModelParallelStrategy
+    from lightning.pytorch.strategies import ModelParallelStrategy, Strategy
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
     from torch.utils.data import DataLoader, TensorDataset
@@ -65,7 +73,7 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
     class Language(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.model: nn.Module | None = None
+            self.model: GPT | None = None
             self.times: dict[str, float] = {}
 
         def configure_model(self) -> None:
@@ -76,11 +84,13 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
             self.times["baseline"] = _rss("VmRSS")
             self.times["anon_before"] = _rss("RssAnon")
             self.times["configure"] = time.perf_counter()
+            self.times["configure_cpu"] = time.process_time()
             if case != "ModelParallel":
                 self.model = GPT(config)
                 return
             with torch.device("meta"):  # the user's own sharding, as Lightning's docs show
                 self.model = GPT(config)
+            assert self.device_mesh is not None  # ModelParallelStrategy sets it before configure_model
             mesh = self.device_mesh["data_parallel"]
             for block in self.model.blocks:
                 fully_shard(block, mesh=mesh)
@@ -88,10 +98,12 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
 
         def on_fit_start(self) -> None:
             self.times["setup"] = time.perf_counter() - self.times["configure"]
+            self.times["setup_cpu"] = time.process_time() - self.times["configure_cpu"]
             self.times["peak"] = _rss("VmHWM") - self.times["baseline"]
             self.times["anon"] = _rss("RssAnon") - self.times["anon_before"]
 
         def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            assert self.model is not None  # built in configure_model
             return self.model(tokens)
 
         def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
@@ -109,7 +121,9 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
     from cs_lightning import CSXFSDPStrategy
 
     pl.seed_everything(0)
-    strategy: object = {"csx": "csx", "csx_fsdp": "csx_fsdp", "csx_fsdp ckpt": "csx_fsdp"}.get(case)
+    if case == "csx 1 thread":
+        torch.set_num_threads(1)
+    strategy: str | Strategy = "csx_fsdp" if case.startswith("csx_fsdp") else "csx"
     if case == "ModelParallel":
         strategy = ModelParallelStrategy(data_parallel_size=ranks, tensor_parallel_size=1)
     if case == "save":
@@ -137,6 +151,7 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
         trainer.save_checkpoint(checkpoint)
         return
     digest = hashlib.sha256()
+    assert module.model is not None
     for tensor in module.model.state_dict().values():  # gathered one tensor at a time (collective)
         full = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
         digest.update(full.detach().contiguous().view(torch.uint8).numpy().tobytes())
@@ -144,26 +159,34 @@ def run_case(case: str, ranks: int, config: Config, out: Path) -> None:
         "rank": trainer.global_rank,
         "digest": digest.hexdigest(),
         "threads": torch.get_num_threads(),
-        **{k: module.times[k] for k in ("setup", "peak", "anon", "first_loss")},
+        **{k: module.times[k] for k in ("setup", "setup_cpu", "peak", "anon", "first_loss")},
     }
-    (out / f"{case}-{ranks}-{trainer.global_rank}.json").write_text(json.dumps(row))
+    (out / f"{case}-{ranks}-{trainer.global_rank}-{run}.json").write_text(json.dumps(row))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--depth", type=int, default=SHAPE["depth"])
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each case; the table shows medians")
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=CASES, help="the cases to run (csx always runs)")
     parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--run", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     config = Config(**{**SHAPE, "depth": args.depth})
     if args.case:
-        run_case(args.case, args.ranks[0], config, Path(args.out))
+        run_case(args.case, args.ranks[0], config, Path(args.out), args.run)
         return
-    cases = [("csx", 1)] + [(case, n) for n in args.ranks for case in ("csx_fsdp", "ModelParallel")]
+    cases = [("csx", 1), ("csx 1 thread", 1)] + [
+        (case, n) for n in args.ranks for case in ("csx_fsdp", "ModelParallel")
+    ]
     cases += [("csx_fsdp ckpt", n) for n in args.ranks]
+    cases = [(case, n) for case, n in cases if case in args.cases or case == "csx"]
+    save = [("save", 2, 0)] if "csx_fsdp ckpt" in args.cases else []
+    runs = save + [(case, n, k) for k in range(args.repeat) for case, n in cases]
     with tempfile.TemporaryDirectory() as tmp:
-        for case, ranks in [("save", 2), *cases]:
+        for case, ranks, k in runs:
             subprocess.run(
                 [
                     sys.executable,
@@ -174,6 +197,8 @@ def main() -> None:
                     str(ranks),
                     "--depth",
                     str(args.depth),
+                    "--run",
+                    str(k),
                     "--out",
                     tmp,
                 ],
@@ -181,41 +206,56 @@ def main() -> None:
                 capture_output=True,
                 env={**os.environ, "PYTHONWARNINGS": "ignore"},
             )
-        rows = {
-            (case, n): [json.loads((Path(tmp) / f"{case}-{n}-{r}.json").read_text()) for r in range(n)]
-            for case, n in cases
-        }
-    _report(rows, config)
+        rows = {(case, n): [_median_row(Path(tmp), case, n, r, args.repeat) for r in range(n)] for case, n in cases}
+    _report(rows, config, args.repeat)
 
 
-def _report(rows: dict, config: Config) -> None:
+def _median_row(folder: Path, case: str, ranks: int, rank: int, repeat: int) -> dict:
+    """One rank's figures over the runs of a case: the median of each, the digests all required equal."""
+    runs = [json.loads((folder / f"{case}-{ranks}-{rank}-{k}.json").read_text()) for k in range(repeat)]
+    row = {
+        key: statistics.median(run[key] for run in runs) for key in ("setup", "setup_cpu", "peak", "anon", "first_loss")
+    }
+    digests = {run["digest"] for run in runs}
+    return {
+        **row,
+        "rank": rank,
+        "threads": runs[0]["threads"],
+        "digest": digests.pop() if len(digests) == 1 else "varies",
+    }
+
+
+def _report(rows: dict, config: Config, repeat: int) -> None:
     model_bytes = 4 * sum(p.numel() for p in GPT(config).parameters())
     reference = rows[("csx", 1)][0]
     print(
         f"GPT-style model, {model_bytes / 2**20:.0f} MiB float32, torch {torch.__version__},"
-        f" {os.cpu_count()} cores, {reference['threads']} threads per process"
+        f" {os.cpu_count()} cores, csx on {reference['threads']} threads; medians of {repeat} run(s)"
     )
     print(
-        f"{'case':<18} {'rank':>4} {'setup s':>8} {'peak / model':>13} {'anon / model':>13} {'first loss s':>13}"
-        "  weights"
+        f"{'case':<18} {'rank':>4} {'threads':>7} {'setup s':>8} {'cpu s':>6} {'peak / model':>13} {'anon / model':>13}"
+        f" {'first loss s':>13}  weights"
     )
     for (case, n), ranks in rows.items():
         for r in ranks:
             same = "== csx (eager)" if r["digest"] == reference["digest"] else "DIFFERENT"
             print(
-                f"{case + (f' x{n}' if n > 1 else ''):<18} {r['rank']:>4} {r['setup']:>8.2f}"
+                f"{case + (f' x{n}' if n > 1 else ''):<18} {r['rank']:>4} {r['threads']:>7} {r['setup']:>8.2f}"
+                f" {r['setup_cpu']:>6.2f}"
                 f" {r['peak'] / model_bytes:>13.2f} {r['anon'] / model_bytes:>13.2f} {r['first_loss']:>13.2f}  {same}"
             )
     print()
+    one_thread = rows.get(("csx 1 thread", 1), [{"setup": float("nan")}])[0]
     for (case, n), ranks in rows.items():
         if n == 1:
             continue
-        setup = max(r["setup"] for r in ranks) / reference["setup"]
+        slowest = max(r["setup"] for r in ranks)
         peak = max(r["peak"] for r in ranks) / model_bytes
         anon = max(r["anon"] for r in ranks) / model_bytes
         print(
-            f"{case} x{n}: slowest rank's setup / csx's: {setup:.2f}x; worst rank's peak: {peak:.2f}x the model,"
-            f" anonymous growth {anon:.2f}x"
+            f"{case} x{n}: slowest rank's setup / csx's: {slowest / reference['setup']:.2f}x"
+            f" ({reference['threads']} threads), {slowest / one_thread['setup']:.2f}x (1 thread);"
+            f" worst rank's peak: {peak:.2f}x the model, anonymous growth {anon:.2f}x"
         )
 
 

@@ -45,6 +45,17 @@ def test_long_jumps_equal_drawing() -> None:
         assert torch.equal(advance(start, n), drawn(start, n)), n
 
 
+def test_a_jump_a_little_longer_than_a_known_one_is_derived_from_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sharded replay jumps the same distances layer after layer, give or take a block: after the first,
+    no power of x is computed from scratch, and every jump still equals drawing."""
+    mt19937._POWERS.clear()
+    start = state_after(3, 100)
+    assert torch.equal(advance(start, 2_000_000), drawn(start, 2_000_000))
+    monkeypatch.setattr(mt19937, "_power_by_squaring", lambda k: pytest.fail(f"x^{k} computed from scratch"))
+    for n in (2_000_000, 2_000_624, 2_005_000):
+        assert torch.equal(advance(start, n), drawn(start, n)), n
+
+
 def test_materialize_jumps_over_large_skipped_draws_exactly() -> None:
     """16.7M-element weights: their skipped draws are jumped over, not drawn."""
 

@@ -11,12 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from cs_lightning.deferred import recording
+from cs_lightning.deferred import mt19937, recording
 from cs_lightning.deferred.materialize import _deferred, _slots
 from cs_lightning.deferred.row_replay import replay_rows
 
 
-def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, list[dict[str, str]]]:
+def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, list[dict[int, str]]]:
     """Gathered parameters and buffers of ``build()`` replayed rank by rank, and each rank's whole-made list."""
     gathered: dict[str, list[torch.Tensor]] = {}
     demoted = []
@@ -62,7 +62,7 @@ def _after(build) -> torch.Tensor:
     return torch.get_rng_state()
 
 
-def _assert_gathered_is_eager(build, world: int, **kwargs) -> list[dict[str, str]]:
+def _assert_gathered_is_eager(build, world: int, **kwargs) -> list[dict[int, str]]:
     gathered, demoted = _rows_of_every_rank(build, world, **kwargs)
     torch.manual_seed(7)
     eager = build()
@@ -137,3 +137,28 @@ class Mixed(nn.Module):
 def test_views_ties_and_unsliceable_inits(world: int) -> None:
     demoted = _assert_gathered_is_eager(Mixed, world)
     assert [list(d.values()) for d in demoted] == [["copy_.default"]] * world  # orthogonal_: made whole
+
+
+class Wide(nn.Module):
+    """Layers whose rows on the other rank are over 1M numbers: those are jumped over, not drawn."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(1024, 2304) for _ in range(3))
+        for layer in self.layers:
+            nn.init.normal_(layer.weight, std=0.02)  # Linear's own kaiming_uniform_ becomes dead
+
+
+def test_the_other_ranks_rows_of_large_layers_are_jumped_over_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert mt19937.available()  # its one check jumps too: done before counting
+    jumps: list[int] = []
+    advance = mt19937.advance
+    monkeypatch.setattr(mt19937, "advance", lambda state, n: jumps.append(n) or advance(state, n))
+    _assert_gathered_is_eager(Wide, world=2)
+    rows, half_bias = 1024 * 2304 // 2, 2304 // 2
+    # The stream: per layer a dead kaiming_uniform_ of the weight (2 * rows numbers) and the bias's live
+    # uniform_, then the three weights' normal_. Rank 0 jumps over the first weight's, then over rank 1's half
+    # of each bias with the next weight's (of the last bias: under 1M, drawn), then rank 1's rows of each
+    # weight (of the last: eager's trailing draws); rank 1 over rank 0's half of each bias with the weight
+    # before it, then over rank 0's rows of each weight.
+    assert jumps == [2 * rows] + [half_bias + 2 * rows] * 2 + [rows] * 3 + [half_bias + 2 * rows] * 3 + [rows] * 3

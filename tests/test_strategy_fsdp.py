@@ -4,6 +4,7 @@ rows, and the gathered model equals one-process eager construction bit for bit."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -48,7 +49,7 @@ SCRIPT = textwrap.dedent(
                 "strategy": type(trainer.strategy).__name__, "accelerator": type(trainer.accelerator).__name__,
                 "sampler": trainer.strategy.distributed_sampler_kwargs, "local": self.local,
                 "steps": trainer.global_step, "loss": loss.item(), "loss_bits": loss.view(torch.int32).item(),
-                "whole": sorted(trainer.strategy.sharded_whole),
+                "whole": sorted(trainer.strategy.sharded_whole), "threads": torch.get_num_threads(),
             }}
             with open(f"rank{{trainer.global_rank}}.json", "w") as file:
                 json.dump(report, file)
@@ -85,7 +86,7 @@ def _run(
 def _eager() -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
     seed_everything(5)
     net = Net()
-    return {f"net.{k}": v for k, v in net.state_dict().items()}, torch.get_rng_state(), net.freqs
+    return {f"net.{k}": v for k, v in net.state_dict().items()}, torch.get_rng_state(), net.get_buffer("freqs")
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -108,6 +109,8 @@ def test_each_rank_makes_its_rows_and_the_gathered_model_is_eager(tmp_path: Path
     assert output.count("generated whole on every rank, rows kept") == 1
     assert "net.rotate (copy_.default), net.tiny (randn.default)" in output
     assert {r["steps"] for r in ranks} == {2}
+    if "OMP_NUM_THREADS" not in os.environ:  # each rank on its share of the cores, the launched ones too
+        assert [r["threads"] for r in ranks] == [max(1, len(os.sched_getaffinity(0)) // world)] * world
     assert torch.isfinite(torch.tensor(ranks[0]["loss"]))
     assert len({r["loss_bits"] for r in ranks}) == 1  # the same loss, bit for bit, on every rank
     assert "Time to first loss" in output
@@ -140,7 +143,7 @@ def test_options_are_checked_with_the_fix() -> None:
     with pytest.raises(ValueError, match=r"state_dict_type='both'.*'sharded', 'full'"):
         CSXFSDPStrategy(state_dict_type="both")
     with pytest.raises(TypeError, match=r"block_classes: 3 is not an nn.Module class"):
-        CSXFSDPStrategy(block_classes=[3])
+        CSXFSDPStrategy(block_classes=[3])  # type: ignore[list-item]  # the wrong type is the test
     with pytest.raises(ValueError, match=r"block_classes: 'sharded_models.Nope' cannot be imported"):
         CSXFSDPStrategy(block_classes=["sharded_models.Nope"])
     from sharded_models import Block

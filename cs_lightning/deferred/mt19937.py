@@ -5,7 +5,8 @@ leave the global generator exactly where eager leaves it, exact replay must acco
 those draws. Drawing them costs as much as eager init. Mersenne Twister is linear over
 GF(2), so its state n steps ahead is g(T) applied to the state, where T is one step of
 the recurrence and g(x) = x^n mod phi(x), phi the recurrence's characteristic polynomial
-(degree 19937): 10-30 ms whatever n is (a few ms for a distance seen before).
+(degree 19937): 10-30 ms whatever n is, ~2 ms for a distance seen before (or a little
+shorter).
 
 phi is found by Berlekamp-Massey on outputs of torch's own generator (once per machine:
 it is kept in the cs_lightning cache folder and checked whenever read), so nothing here
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import threading
 
 import numpy as np
 import torch
@@ -73,16 +75,29 @@ def _twist_blocks(words: np.ndarray, blocks: int) -> np.ndarray:
 
     T^i applied to the state is the window of the word sequence starting i words on, so
     g(T) applied to it is the XOR of the windows at the positions of g's one bits: one
-    vectorized pass over the next 2 * 19937 words. g(T) may differ from T^k in the low 31
-    bits of the window's first word, which the recurrence never reads; so jump one step
-    short and take the last step for real.
+    vectorized pass over the next 2 * 19937 words, a few hundred windows at a time (so each
+    batch stays in cache: ~1 ms, against ~2-10 ms for all ~10k windows copied at once). g(T)
+    may differ from T^k in the low 31 bits of the window's first word, which the recurrence
+    never reads; so jump one step short and take the last step for real.
     """
-    g = _x_power_mod(_N * blocks - 1)
+    ones = _one_bits(_N * blocks - 1)
     sequence = _sequence(words, _DEGREE + _N)
-    bits = np.unpackbits(np.frombuffer(g.to_bytes((_DEGREE + 8) // 8, "little"), np.uint8), bitorder="little")[:_DEGREE]
     windows = np.lib.stride_tricks.as_strided(sequence, (_DEGREE, _N), (4, 4), writeable=False)
-    window = np.bitwise_xor.reduce(windows[bits.astype(bool)], axis=0)
+    window = np.zeros(_N, dtype=np.uint32)
+    for start in range(0, len(ones), _BATCH):
+        window ^= np.bitwise_xor.reduce(windows[ones[start : start + _BATCH]], axis=0)
     return _sequence(window, _N + 1)[1:]
+
+
+_BATCH = 256  # windows XORed per numpy call: 256 * 624 words = 640 KB, cache-sized
+
+
+@functools.lru_cache(maxsize=64)  # distances repeat: layers of one size skip the same draws
+def _one_bits(k: int) -> np.ndarray:
+    """The positions of the one bits of x^k mod phi(x)."""
+    g = _x_power_mod(k)
+    bits = np.unpackbits(np.frombuffer(g.to_bytes((_DEGREE + 8) // 8, "little"), np.uint8), bitorder="little")
+    return np.flatnonzero(bits[:_DEGREE])
 
 
 def _sequence(words: np.ndarray, length: int) -> np.ndarray:
@@ -101,9 +116,37 @@ def _sequence(words: np.ndarray, length: int) -> np.ndarray:
     return out[:length]
 
 
-@functools.lru_cache(maxsize=64)  # distances repeat: layers of one size skip the same draws
 def _x_power_mod(k: int) -> int:
-    """x^k mod phi(x), polynomials over GF(2) as Python ints (bit i: coefficient of x^i)."""
+    """x^k mod phi(x), polynomials over GF(2) as Python ints (bit i: coefficient of x^i).
+
+    From scratch it takes ~20 squarings (10-20 ms); a power a little above one already
+    found is that one shifted and reduced (~1-2 ms). Sharded replay jumps over the other
+    ranks' rows of each tensor: the distances repeat layer after layer, up to one block
+    (624 words) more or less as the stream's place in its block varies.
+    """
+    with _POWERS_LOCK:  # parallel replay jumps from several threads
+        found = _POWERS.pop(k, None)
+        below = max((j for j in _POWERS if 0 <= k - j <= _NEAR), default=None)
+        base = None if below is None else (_POWERS[below], k - below)
+    if found is None and base is not None:
+        found = _reduce(base[0] << base[1], _phi(), _reduction_table())
+    elif found is None:
+        found = _power_by_squaring(k)
+    with _POWERS_LOCK:
+        _POWERS.pop(k, None)
+        _POWERS[k] = found  # most recently used last
+        while len(_POWERS) > _KEPT:
+            del _POWERS[next(iter(_POWERS))]
+    return found
+
+
+_POWERS: dict[int, int] = {}  # k -> x^k mod phi, least recently used first
+_POWERS_LOCK = threading.Lock()
+_KEPT = 64
+_NEAR = 1 << 14  # shifting by up to this many bits and reducing beats squaring from scratch
+
+
+def _power_by_squaring(k: int) -> int:
     phi, table = _phi(), _reduction_table()
     result = 1
     for bit in bin(k)[2:]:

@@ -572,9 +572,9 @@ class _SkippedDraws:
         self.owed = 0
 
 
-def _skip(generator: torch.Generator, outputs: int) -> None:
-    """Advance a CPU generator by ``outputs`` 32-bit outputs: few are drawn, many jumped over."""
-    if outputs >= _JUMP_FROM and mt19937.available():
+def _skip(generator: torch.Generator, outputs: int, jump_from: int = _JUMP_FROM) -> None:
+    """Advance a CPU generator by ``outputs`` 32-bit outputs: few are drawn, ``jump_from`` or more jumped over."""
+    if outputs >= jump_from and mt19937.available():
         generator.set_state(mt19937.advance(generator.get_state(), outputs))
     elif outputs:
         scratch = torch.empty(min(outputs, _CHUNK + 16), dtype=torch.float32)

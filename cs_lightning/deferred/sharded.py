@@ -159,7 +159,9 @@ def sharded_optimizer_state(optimizer: torch.optim.Optimizer, full: Mapping[str,
 def _rows_like(value: Any, param: torch.Tensor) -> Any:
     """A state tensor shaped like its sharded parameter as a DTensor of this rank's rows; others unchanged."""
     rows = shard_rows(param, "optimizer state")
-    if rows is None or not isinstance(value, torch.Tensor) or value.shape != param.shape:
+    if rows is None or not isinstance(param, DTensor) or not isinstance(value, torch.Tensor):
+        return value  # shard_rows gives rows of DTensors only: the isinstance is for the type checker
+    if value.shape != param.shape:
         return value
     local = value[rows[0] : rows[1]].to(param.to_local().device, copy=True)
     return DTensor.from_local(
@@ -185,21 +187,27 @@ class _Placer:
         rows = shard_rows(param, entry.fqns[0])
         return None if rows is None else (param.to_local(), *rows)
 
-    def fakes(self) -> list[DeferredTensor]:
+    def fakes(self) -> list[torch.Tensor]:
         return [slots[0].tensor for slots in self.holders.values()]
 
     def rows(self, entry: _Deferred, flat: torch.Tensor) -> None:
         """This rank's rows of a parameter, flat (already in place if made in :meth:`into`)."""
-        local = self.shard(entry)[0]
+        local = self._local(entry)
         if flat.data_ptr() != local.data_ptr() or local.numel() == 0:
             local.copy_(flat.view(local.shape))
 
     def into(self, entry: _Deferred) -> torch.Tensor | None:
         """The local shard itself, flat, when the rows can be made there (float32 on the CPU)."""
-        local = self.shard(entry)[0]
+        local = self._local(entry)
         if local.dtype == entry.ref.dtype and local.device.type == "cpu" and local.is_contiguous():
             return local.view(-1)
         return None
+
+    def _local(self, entry: _Deferred) -> torch.Tensor:
+        shard = self.shard(entry)
+        if shard is None:
+            raise AssertionError(f"sharded materialize: {entry.fqns[0]} was replayed by rows but is not sharded")
+        return shard[0]
 
     def whole(self, entry: _Deferred, value: torch.Tensor) -> None:
         """A tensor computed in full: the rows of a sharded parameter, or the whole of anything else."""
@@ -211,9 +219,8 @@ class _Placer:
         cast = any(s.kind in ("parameter", "buffer") for s in self.holders[id(entry.fake)])
         final = _final(value, self.device, self.dtype if cast else None)
         for slot in self.holders[id(entry.fake)]:
-            current = getattr(slot.owner, slot.name) if slot.kind != "item" else None
             if slot.kind == "parameter":
-                current.copy_(final)
+                getattr(slot.owner, slot.name).copy_(final)
             elif slot.kind == "item":
                 getattr(slot.owner, slot.name)[slot.key] = final
             else:

@@ -10,10 +10,11 @@ from typing import Any
 
 import torch
 import torch.distributed
+from lightning.fabric.utilities.distributed import _set_num_threads_if_needed
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
 from lightning.fabric.utilities.types import _PATH
-from lightning.pytorch import Trainer
+from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.trainer.states import TrainerFn
@@ -115,15 +116,18 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
 
     @override
     def setup_environment(self) -> None:
-        """Every rank is a data-parallel replica of one sharded model: data-parallel size = world size."""
+        """Every rank is a data-parallel replica of one sharded model: data-parallel size = world size. Every
+        rank runs on its share of the cores, as under DDP (ModelParallelStrategy sets it only on the rank that
+        starts the others: the rest ran on all cores, each thread competing with the other ranks')."""
         self._data_parallel_size = self.num_nodes * self.num_processes
         self._tensor_parallel_size = 1
+        _set_num_threads_if_needed(num_processes=self.num_processes)
         super().setup_environment()
 
     @override
     def setup(self, trainer: Trainer) -> None:
         """Shard a model that was built eagerly (in ``__init__``), at full memory, with a warning."""
-        module = self.lightning_module
+        module = self._module()
         if not self._is_recorded(module):
             self._shard_eager(module)
         super().setup(trainer)
@@ -163,7 +167,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         """Shard the model, initializing none of what the checkpoint provides, then load this rank's rows."""
-        module = self.lightning_module
+        module = self._module()
         source = checkpoint["state_dict"]
         folder = isinstance(source, _ShardedFolder)
         if strict and not folder:
@@ -204,9 +208,9 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             if not any(name.startswith(f"{key}.state.") for name in saved):
                 continue  # saved before the first step: nothing to load
             # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten)
-            state = {key: get_optimizer_state_dict(self.model, optimizer)}
+            state = {key: get_optimizer_state_dict(self._module(), optimizer)}
             dcp_load(state, checkpoint_id=source.path)
-            set_optimizer_state_dict(self.model, optimizer, state[key])
+            set_optimizer_state_dict(self._module(), optimizer, state[key])
 
     @override
     def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
@@ -237,6 +241,13 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             listed = ", ".join(named[:10]) + (f" and {len(named) - 10} more" if len(named) > 10 else "")
             rank_zero_info(f"csx_fsdp: generated whole on every rank, rows kept (no row-wise init): {listed}")
         self._add_phase("materialize", time.perf_counter() - started)
+
+    def _module(self) -> LightningModule:
+        """The LightningModule, which is also the sharded model (FSDP2 shards in place: no wrapper)."""
+        module = self.lightning_module
+        if module is None:
+            raise AssertionError("csx_fsdp: no LightningModule attached to the strategy yet")
+        return module
 
     def _shard(self, module: nn.Module) -> None:
         """``fully_shard`` each block, then the LightningModule as the root (its forward gathers the rest)."""
