@@ -2,13 +2,16 @@
 
 ``cs-lightning fit|validate|test|predict --config run.yaml`` is Lightning's own
 ``LightningCLI`` (every trainer option, ``--print_config``, several ``--config`` files),
-with three top-level keys added:
+with four top-level keys added:
 
 * ``optimizer:`` one optimizer, as ``{AdamW: {lr: 3.0e-4}}`` (Cerebras Model Zoo) or
   ``{class_path: torch.optim.AdamW, init_args: {...}}`` (Lightning);
 * ``schedulers:`` a list of closed-form schedulers in either spelling, e.g.
   ``[{SequentialLR: {schedulers: [{LinearLR: {...}}, {CosineDecayLR: {...}}]}}]``;
   each one steps every optimizer step;
+* ``param_groups:`` parameters, by tag and globs on their names, that get a param group of
+  their own with an ``adjust_learning_rate`` that ``ScalePerParamLR`` multiplies in (muP's
+  per-layer scales; `cs_lightning.param_groups`);
 * ``imports:`` modules to import before anything is resolved: dotted module names, or
   ``.py`` files relative to the YAML file that lists them. This is how a model class or a
   custom scheduler living next to the config is found by name.

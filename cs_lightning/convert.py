@@ -14,7 +14,8 @@ Two Model Zoo layouts are read:
   ``{scheduler: Linear, ...}``, ...) and ``runconfig``.
 
 The result is a LightningCLI config for ``cs-lightning fit``: ``seed_everything``,
-``trainer`` (Lightning's own arguments), ``optimizer`` and ``schedulers`` (Cerebras
+``trainer`` (Lightning's own arguments), ``optimizer``, ``param_groups`` (muP's per-layer
+learning-rate scales, `cs_lightning.mup`) and ``schedulers`` (Cerebras
 shapes, canonical class names, every SequentialLR's milestones written out) and
 ``ckpt_path``. Every leaf of the source is either mapped or listed as unmapped, with the
 reason, in the `Report` and in a comment block at the end of the written YAML (comments

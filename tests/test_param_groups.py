@@ -254,3 +254,18 @@ def test_fit_refuses_groups_it_cannot_apply_in_one_line_writing_nothing(blocks, 
     assert main(["fit", "--config", str(path)]) == 2
     assert capfd.readouterr().err == f"cs-lightning: error: {line}\n"
     assert snapshot(tmp_path) == before
+
+
+def test_a_scheduler_can_target_an_entrys_tag(tmp_path: Path) -> None:
+    """A tag from param_groups: is a real group in fit: a StepLR on it, a constant on the rest."""
+    tagged = [
+        {"StepLR": {"initial_learning_rate": 0.1, "step_size": 4, "gamma": 0.5, "param_group_tags": "head"}},
+        {"ConstantLR": {"learning_rate": 0.002, "param_group_tags": [None]}},
+    ]
+    unscaled = [{"tag": "head", "params": ["net.6.*"], "adjust_learning_rate": 1.0}]
+    assert main(["fit", "--config", str(_run(tmp_path, param_groups=unscaled, schedulers=tagged))]) == 0
+    with (tmp_path / "lightning_logs/version_0/metrics.csv").open() as file:
+        rows = [row for row in csv.DictReader(file) if row.get("lr-AdamW/pg2")]
+    expected = [0.1] * 4 + [0.05] * 4 + [0.025] * 4  # float32 closed forms
+    assert [float(row["lr-AdamW/pg2"]) for row in rows] == pytest.approx(expected, rel=1e-6)
+    assert [float(row["lr-AdamW/pg1"]) for row in rows] == pytest.approx([0.002] * 12, rel=1e-6)
