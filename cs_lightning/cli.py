@@ -2,13 +2,16 @@
 
 ``cs-lightning fit|validate|test|predict --config run.yaml`` is Lightning's own
 ``LightningCLI`` (every trainer option, ``--print_config``, several ``--config`` files),
-with three top-level keys added:
+with four top-level keys added:
 
 * ``optimizer:`` one optimizer, as ``{AdamW: {lr: 3.0e-4}}`` (Cerebras Model Zoo) or
   ``{class_path: torch.optim.AdamW, init_args: {...}}`` (Lightning);
 * ``schedulers:`` a list of closed-form schedulers in either spelling, e.g.
   ``[{SequentialLR: {schedulers: [{LinearLR: {...}}, {CosineDecayLR: {...}}]}}]``;
   each one steps every optimizer step;
+* ``param_groups:`` parameters, by tag and globs on their names, that get a param group of
+  their own with an ``adjust_learning_rate`` that ``ScalePerParamLR`` multiplies in (muP's
+  per-layer scales; `cs_lightning.param_groups`);
 * ``imports:`` modules to import before anything is resolved: dotted module names, or
   ``.py`` files relative to the YAML file that lists them. This is how a model class or a
   custom scheduler living next to the config is found by name.
@@ -51,12 +54,13 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
+from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import write_atomic
 from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
-from cs_lightning.schedulers.registry import probe_param_groups
+from cs_lightning.schedulers.registry import named_tags
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 SchedulersFactory = Callable[[torch.optim.Optimizer], list]
@@ -167,16 +171,20 @@ def _run_imports(argv: Sequence[str]) -> dict[str, str]:
 # ------------------------------------------------------------------------ schedulers
 
 
-def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: bool) -> SchedulersFactory:
+def _schedulers_factory(
+    spec: Any, make_optimizer: OptimizerFactory, any_tags: bool, tagged: list[param_groups.TaggedGroup]
+) -> SchedulersFactory:
     """Validate a `schedulers:` block now, on a throwaway optimizer; return `optimizer -> list`.
 
-    The throwaway optimizer has the one untagged param group that the `optimizer:` block
-    builds, or, with `any_tags` (drawing a schedule needs no model), one more group per tag
-    the block names. `build` reads both spellings and raises `ConfigError`s at the key path
-    (`schedulers[0].SequentialLR...`, `schedulers[0].init_args...`).
+    The throwaway optimizer has the groups that the `optimizer:` and `param_groups:` blocks
+    build (the untagged one, one per `tagged` entry), or, with `any_tags` (drawing a schedule
+    needs no model), one more group per other tag the block names. `build` reads both
+    spellings and raises `ConfigError`s at the key path (`schedulers[0].SequentialLR...`,
+    `schedulers[0].init_args...`).
     """
     try:
-        built = cs_schedulers.build(spec, make_optimizer(probe_param_groups(spec if any_tags else None)))
+        probe = param_groups.probe(tagged, named_tags(spec) if any_tags else ())
+        built = cs_schedulers.build(spec, make_optimizer(probe))
     except ConfigError as err:
         if "match no param group" not in err.message:
             raise
@@ -186,14 +194,17 @@ def _schedulers_factory(spec: Any, make_optimizer: OptimizerFactory, any_tags: b
             "param_group_tags, or build tagged groups and these schedulers in configure_optimizers",
         ) from None
     scaling = [i for i, scheduler in enumerate(built) if _scales_per_group(scheduler)]
-    if scaling and not any_tags:
+    if scaling and not any_tags and not tagged:
         raise ConfigError(
             ("schedulers", scaling[0]),
             "ScalePerParamLR multiplies in each param group's "
             "'adjust_learning_rate' (muP's per-layer scales), but the optimizer: block puts every "
-            "parameter in one group without it, so it would scale nothing; fix: build the groups "
-            "with their adjust_learning_rate and these schedulers in configure_optimizers",
+            "parameter in one group without it, so it would scale nothing; fix: add a param_groups: "
+            "block naming those parameters and their adjust_learning_rate, or build the groups and "
+            "these schedulers in configure_optimizers",
         )
+    if not scaling:
+        _refuse_unapplied_scales(tagged)
 
     def build(optimizer: torch.optim.Optimizer) -> list:
         return cs_schedulers.build(spec, optimizer)
@@ -209,34 +220,55 @@ def _scales_per_group(scheduler: Any) -> bool:
     return any(_scales_per_group(child) for child in children if child is not None)
 
 
+def _refuse_unapplied_scales(tagged: list[param_groups.TaggedGroup]) -> None:
+    """A group's adjust_learning_rate counts only under ScalePerParamLR: without one it would be ignored."""
+    entry = param_groups.scaled_entry(tagged)
+    if entry is not None:
+        raise ConfigError(
+            (*entry.key, "adjust_learning_rate"),
+            f"{entry.scale} is multiplied into the schedule by ScalePerParamLR, and no scheduler in "
+            "schedulers: is one, so it would be ignored; fix: wrap the schedule as "
+            "schedulers: [{ScalePerParamLR: {scheduler: {...}}}]",
+        )
+
+
 def _run_factories(
     config: Mapping[str, Any], any_tags: bool = False
 ) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
     """The optimizer and scheduler factories of a parsed config, fully validated (`any_tags`:
     as in `_schedulers_factory`)."""
     optimizer_spec, scheduler_spec = config.get("optimizer"), config.get("schedulers")
+    tagged = param_groups.parse(config.get("param_groups"))
     make_optimizer = optimizer_factory(optimizer_spec) if optimizer_spec is not None else None
-    if scheduler_spec in (None, []):
-        return make_optimizer, None
-    if make_optimizer is None:
+    if make_optimizer is None and (tagged or scheduler_spec not in (None, [])):
         raise ConfigError(
-            "schedulers",
-            "schedulers need an optimizer to act on; fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+            "param_groups" if tagged else "schedulers",
+            f"{'param groups' if tagged else 'schedulers'} need an optimizer to act on; "
+            "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
         )
-    return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer, any_tags)
+    if scheduler_spec in (None, []):
+        _refuse_unapplied_scales(tagged)
+        return make_optimizer, None
+    assert make_optimizer is not None  # refused above
+    return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer, any_tags, tagged)
 
 
 def _attach_optimizers(
-    model: LightningModule, make_optimizer: OptimizerFactory, make_schedulers: SchedulersFactory | None
+    model: LightningModule,
+    make_optimizer: OptimizerFactory,
+    make_schedulers: SchedulersFactory | None,
+    tagged: list[param_groups.TaggedGroup],
 ) -> None:
     """Give `model` a `configure_optimizers` that builds from the factories when Lightning calls it.
 
     Lightning calls it after the strategy has materialized the model, so the optimizer
-    sees the real parameters. Closed-form schedulers step every optimizer step.
+    sees the real parameters, grouped by the `param_groups:` entries `tagged`. Closed-form
+    schedulers step every optimizer step.
     """
 
     def configure_optimizers(self: LightningModule) -> Any:
-        optimizer = make_optimizer([p for p in self.parameters() if p.requires_grad])
+        trainable = param_groups.trainable(self)
+        optimizer = make_optimizer(param_groups.split(trainable, tagged) if tagged else [p for _, p in trainable])
         if make_schedulers is None:
             return optimizer
         return [optimizer], [cs_schedulers.lightning_config(s) for s in make_schedulers(optimizer)]
@@ -426,6 +458,7 @@ class CSLightningCLI(LightningCLI):
         kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION, "epilog": _EPILOG})
         self.make_optimizer: OptimizerFactory | None = None
         self.make_schedulers: SchedulersFactory | None = None
+        self.tagged_groups: list[param_groups.TaggedGroup] = []
         self._seed_log: _HeldRecords | None = None
         self._imported = dict(imported or {})
         super().__init__(args=args, **kwargs)
@@ -445,6 +478,12 @@ class CSLightningCLI(LightningCLI):
             help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args.",
         )
         parser.add_argument(
+            "--param_groups",
+            type=list | None,
+            default=None,
+            help="Param groups by tag: [{tag:, params: [globs on parameter names], adjust_learning_rate:}].",
+        )
+        parser.add_argument(
             "--imports",
             type=list[str] | str | None,
             default=None,
@@ -458,6 +497,7 @@ class CSLightningCLI(LightningCLI):
         if config.get("imports"):
             config["imports"] = [self._imported.get(e, e) for e in _entries(config["imports"])]
         self.make_optimizer, self.make_schedulers = _run_factories(config)
+        self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
 
     def _parse_ckpt_path(self) -> None:
@@ -497,7 +537,10 @@ class CSLightningCLI(LightningCLI):
             seed_log.stop()
         seed_log.replay()
         if self.make_optimizer is not None:
-            _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers)
+            _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers, self.tagged_groups)
+        if self.tagged_groups and any(True for _ in self.model.parameters()):
+            # a model built eagerly names its parameters now: refuse globs before anything is written
+            param_groups.split(param_groups.trainable(self.model), self.tagged_groups)
 
     def before_fit(self) -> None:
         self._fit_started = time.time()  # what the Done: line names must be written after this
@@ -640,7 +683,8 @@ def _schedule_command(argv: Sequence[str]) -> None:
             "--steps" if opts.steps is not None else ("trainer", "max_steps"),
             f"need a positive number of steps, got {steps!r}; fix: pass --steps N or set trainer.max_steps",
         )
-    schedulers = make_schedulers(make_optimizer(probe_param_groups(config.get("schedulers"))))
+    probe = param_groups.probe(param_groups.parse(config.get("param_groups")), named_tags(config.get("schedulers")))
+    schedulers = make_schedulers(make_optimizer(probe))
     if opts.out:
         out = _picture_path(opts.out, paths, opts.force)
         try:

@@ -14,7 +14,8 @@ Two Model Zoo layouts are read:
   ``{scheduler: Linear, ...}``, ...) and ``runconfig``.
 
 The result is a LightningCLI config for ``cs-lightning fit``: ``seed_everything``,
-``trainer`` (Lightning's own arguments), ``optimizer`` and ``schedulers`` (Cerebras
+``trainer`` (Lightning's own arguments), ``optimizer``, ``param_groups`` (muP's per-layer
+learning-rate scales, `cs_lightning.mup`) and ``schedulers`` (Cerebras
 shapes, canonical class names, every SequentialLR's milestones written out) and
 ``ckpt_path``. Every leaf of the source is either mapped or listed as unmapped, with the
 reason, in the `Report` and in a comment block at the end of the written YAML (comments
@@ -40,7 +41,7 @@ from typing import Any, NoReturn
 import torch
 import yaml
 
-from cs_lightning import schedulers
+from cs_lightning import mup, schedulers
 from cs_lightning.cache import write_atomic
 from cs_lightning.config_blocks import parse_block, read_yaml
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
@@ -482,6 +483,7 @@ def _trainer_layout(out: _Output) -> None:
     )
     _checkpoint_every(out, f"{init}.checkpoint.steps")
     out.take(f"{init}.logging.log_steps", "trainer.log_every_n_steps", int)
+    _model_scales(out, f"{init}.model")
     optimizer = src.get(f"{init}.optimizer")
     if optimizer is not None:
         name, args, args_key = parse_block(optimizer, _at(f"{init}.optimizer"), "optimizer")
@@ -492,11 +494,7 @@ def _trainer_layout(out: _Output) -> None:
     if spec:
         items = spec if isinstance(spec, list) else [spec]
         blocks = [_canonical(block, (*_at(f"{init}.schedulers"), i)) for i, block in enumerate(items)]
-        if (
-            isinstance(optimizer, Mapping)
-            and isinstance(next(iter(optimizer.values())), Mapping)
-            and next(iter(optimizer.values())).get("adjust_learning_rate")
-        ):
+        if "param_groups" in out.config:
             # muP scales apply through ScalePerParamLR, which Model Zoo adds where a config leaves it out
             blocks = [
                 block if "ScalePerParamLR" in block else {"ScalePerParamLR": {"scheduler": block}} for block in blocks
@@ -563,9 +561,10 @@ def _legacy_layout(out: _Output) -> None:
     if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):
         args["learning_rate"] = learning_rate
     _optimizer(out, optimizer["optimizer_type"], args, "optimizer")
+    _per_layer_scales(out, "optimizer.adjust_learning_rate")
     if isinstance(learning_rate, (Mapping, list)):
         blocks = _legacy_schedule(learning_rate, ("optimizer", "learning_rate"), out.report.notes)
-        if optimizer.get("adjust_learning_rate"):  # as Model Zoo 2.x writes muP schedules
+        if "param_groups" in out.config:  # as Model Zoo 2.x writes muP schedules
             blocks = [{"ScalePerParamLR": {"scheduler": block}} for block in blocks]
         _schedulers(out, blocks, "optimizer.learning_rate")
     if "disable_lr_steps_reset" in optimizer:
@@ -577,33 +576,41 @@ def _legacy_layout(out: _Output) -> None:
             "always restart, and 2.x removed the flag); the converted SequentialLR restarts each scheduler's count "
             "at its milestone, as 2.x does"
         )
-    _per_layer_scales(out, "optimizer.adjust_learning_rate")
     src.why("optimizer.log_summaries", "Model Zoo summaries: use Lightning loggers")
 
 
 def _per_layer_scales(out: _Output, key: str) -> None:
-    """muP's `adjust_learning_rate: {layer tag: scale}`: Model Zoo put each tagged layer's
-    parameters in a param group holding its scale, which ScalePerParamLR multiplies in. The
-    tags name Model Zoo's own layers, and an optimizer: block makes one group: say so loudly,
-    since `fit` with this file would train those layers at the unscaled rate."""
+    """muP's `adjust_learning_rate: {layer tag: scale}` -> `param_groups:` entries, found by
+    parameter name as that Model Zoo release did (`cs_lightning.mup`); the schedule is wrapped
+    in ScalePerParamLR, which multiplies each group's scale in."""
     scales = out.source.get(key)
     if not scales:
         return
-    listed = (
-        ", ".join(f"{tag} x {scale}" for tag, scale in scales.items()) if isinstance(scales, Mapping) else repr(scales)
-    )
-    out.source.why(
-        key,
-        "muP per-layer learning-rate scale: give those layers' parameters a param group with "
-        "'adjust_learning_rate': <scale> in configure_optimizers",
-    )
-    out.report.notes.append(
-        f"warning: {key} scales the learning rate of Model Zoo's tagged layers ({listed}); the schedule is "
-        "wrapped in ScalePerParamLR, which multiplies in each param group's 'adjust_learning_rate', but the "
-        "optimizer: block makes one group without it, so `fit` refuses these blocks rather than train every "
-        "layer at the unscaled rate: build the optimizer with those groups and the schedulers in your "
-        "LightningModule's configure_optimizers (and leave out the optimizer:/schedulers: blocks)"
-    )
+    entries, notes, skipped = mup.param_group_entries(scales, key, out.report.layout)
+    for path in skipped:
+        out.source.why(path, "muP per-layer learning-rate scale not converted: see the warning in the notes")
+    _add_param_groups(out, entries)
+    for entry in entries:
+        out.record(f"{key}.{entry['tag']}", "param_groups")
+    out.report.notes.extend(notes)
+
+
+def _model_scales(out: _Output, key: str) -> None:
+    """The per-layer learning-rate scales a Model Zoo 2.3+ model derives from its muP base sizes."""
+    entries, notes = mup.derived_entries(out.source.get(key), key)
+    _add_param_groups(out, entries)
+    out.report.notes.extend(notes)
+
+
+def _add_param_groups(out: _Output, entries: list[dict[str, Any]]) -> None:
+    """Add `param_groups:` entries; one for a tag already there replaces its scale (Model Zoo:
+    the optimizer's adjust_learning_rate overrides the scale the model sets). A scale of 1
+    needs no group (Model Zoo 2.3+ makes none)."""
+    merged = {entry["tag"]: entry for entry in out.config.pop("param_groups", [])}
+    merged.update((entry["tag"], entry) for entry in entries)
+    kept = [entry for entry in merged.values() if entry["adjust_learning_rate"] != 1]
+    if kept:
+        out.set("param_groups", kept, None)
 
 
 def _loss_scaling(out: _Output, key: str) -> None:
@@ -656,7 +663,7 @@ def convert(config: Mapping[str, Any], source: str = "<config>") -> tuple[dict[s
 
 
 def _ordered(config: dict[str, Any]) -> dict[str, Any]:
-    order = ["seed_everything", "trainer", "optimizer", "schedulers", "ckpt_path"]
+    order = ["seed_everything", "trainer", "optimizer", "param_groups", "schedulers", "ckpt_path"]
     return {key: config[key] for key in order if key in config}
 
 

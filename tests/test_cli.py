@@ -410,7 +410,7 @@ def test_schedule_draws_schedules_of_tagged_param_groups(tmp_path: Path, capfd) 
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"SGD": {"lr": 1.0}}, schedulers=tagged))
     assert main(["schedule", "--config", str(path), "--steps", "4"]) == 0
     lines = capfd.readouterr().out.strip().splitlines()
-    assert lines[0].split() == ["step", "StepLR", "group", "1", "lr", "ConstantLR", "group", "0", "lr"]
+    assert lines[0].split() == ["step", "StepLR", "group", "1", "(decoder)", "lr", "ConstantLR", "group", "0", "lr"]
     assert [[float(v) for v in line.split()] for line in lines[1:]] == [
         [0, 0.1, 0.002],
         [1, 0.1, 0.002],

@@ -414,41 +414,39 @@ def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys
     ]
 
 
-def test_mup_scales_wrap_the_schedule_in_scale_per_param_and_warn(tmp_path, capsys):
+def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path, capsys):
     (tmp_path / "mup.yaml").write_text(
-        "optimizer:\n  optimizer_type: AdamW\n  adjust_learning_rate: {decoder_kernel: 0.25}\n"
+        "optimizer:\n  optimizer_type: AdamW\n  adjust_learning_rate: {decoder_kernel: 0.25, output: 2.0}\n"
         "  learning_rate: {scheduler: Linear, initial_learning_rate: 0.01, end_learning_rate: 0.0, steps: 10}\n"
         "runconfig: {max_steps: 10}\n"
     )
     assert main_convert(["mup.yaml", "-o", "run.yaml"]) == 0
     report = capsys.readouterr().out
+    patterns = ["*linear*weight*", "*weight*linear*", "*dense*weight*", "*weight*dense*"]
     assert (
-        "warning: optimizer.adjust_learning_rate scales the learning rate of Model Zoo's tagged layers "
-        "(decoder_kernel x 0.25); the schedule is wrapped in ScalePerParamLR"
+        f"optimizer.adjust_learning_rate.decoder_kernel: 0.25 -> param_groups (tag decoder_kernel): Model Zoo "
+        f"before 2.3 scaled the parameters whose names match {patterns}"
     ) in report
-    assert "so `fit` refuses these blocks rather than train every layer at the unscaled rate" in report
-    blocks = yaml.safe_load((tmp_path / "run.yaml").read_text())["schedulers"]
-    assert blocks == [
-        {
-            "ScalePerParamLR": {
-                "scheduler": {"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}
-            }
-        }
-    ]
-    # with the groups a LightningModule builds, the scale is multiplied in, as Model Zoo does
-    params = [torch.nn.Parameter(torch.ones(1)) for _ in range(2)]
-    optimizer = torch.optim.AdamW([{"params": [params[0]]}, {"params": [params[1]], "adjust_learning_rate": 0.25}])
-    values = schedulers.build(blocks, optimizer)[0].values(10)
-    assert values[5].tolist() == [pytest.approx(0.005), pytest.approx(0.00125)]
-    # fit refuses the blocks, which would scale nothing on the optimizer: block's single group
+    assert (
+        "warning: optimizer.adjust_learning_rate.output: Model Zoo before 2.3 knew only ['decoder_kernel', "
+        "'embedding'] and scaled no parameter for 'output'; not converted"
+    ) in report
+    converted = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    assert converted["param_groups"] == [{"tag": "decoder_kernel", "params": patterns, "adjust_learning_rate": 0.25}]
+    linear = {"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}
+    assert converted["schedulers"] == [{"ScalePerParamLR": {"scheduler": linear}}]
+    # the schedule shows both groups: the scaled one at 0.25 x the schedule
     from cs_lightning.cli import main
 
+    assert main(["schedule", "--config", "run.yaml", "--table"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert "group 1 (decoder_kernel) lr" in header
+    assert [[float(v) for v in row.split()] for row in rows][5] == [5, pytest.approx(0.005), pytest.approx(0.00125)]
+    # BoringModel's names are not Model Zoo's: fit refuses the globs, naming the model's names
     assert main(["fit", "--config", "run.yaml", "--model", "lightning.pytorch.demos.boring_classes.BoringModel"]) == 2
     assert capsys.readouterr().err == (
-        "cs-lightning: error: schedulers[0]: ScalePerParamLR multiplies in each param group's 'adjust_learning_rate' "
-        "(muP's per-layer scales), but the optimizer: block puts every parameter in one group without it, so it "
-        "would scale nothing; fix: build the groups with their adjust_learning_rate and these schedulers in "
-        "configure_optimizers\n"
+        f"cs-lightning: error: param_groups[0].params: {patterns} match no trainable parameter of the model (its "
+        "names: layer.weight, layer.bias); fix: give globs of the model's parameter names (model.named_parameters())\n"
     )
     assert sorted(snapshot(tmp_path)) == ["mup.yaml", "run.yaml"]
 

@@ -46,3 +46,40 @@ def test_model_zoo_config_converts_and_schedules(source: Path, tmp_path: Path, c
 def test_all_releases_are_walked() -> None:
     releases = {path.relative_to(CONFIGS_DIR).parts[0] for path in CONFIGS}
     assert releases == {"1.9.1", "2.2.1", "2.10.0"} and len(CONFIGS) == 294
+
+
+# muP configs: the per-layer scales each release applies, by tag (2.10's GPT-3 derives its own from mup_base_*).
+MUP_SCALES = {
+    "1.9.1/transformers/pytorch/gpt3/configs/Cerebras_GPT/2p7b_mup.yaml": {"decoder_kernel": 0.1},
+    "2.2.1/models/nlp/gpt3/configs/muP/params_gpt3_111M.yaml": {"decoder_kernel": 1 / 3},
+    "2.10.0/models/nlp/gpt3/configs/muP/params_gpt3_111M.yaml": {
+        "decoder_attention": 1 / 3,
+        "decoder_input_ffn": 1 / 3,
+        "decoder_output_ffn": 1 / 3,
+    },
+    "2.10.0/models/nlp/mixtral/configs/params_moe_111M_base.yaml": {"decoder_kernel": 1 / 3},
+}
+
+
+def _gpt3_111m(step: int) -> float:
+    """Model Zoo's GPT-3 111M muP schedule: 0 -> 6e-3 over 1525 steps, then down to 6e-4 over 7512."""
+    return 6e-3 * step / 1525 if step < 1525 else 6e-3 + (6e-4 - 6e-3) * (step - 1525) / 7512
+
+
+@pytest.mark.skipif(not CONFIGS, reason=f"no Model Zoo configs at {CONFIGS_DIR} (only on the team's machines)")
+@pytest.mark.parametrize("relative", sorted(MUP_SCALES))
+def test_mup_config_schedules_each_layer_group_at_its_scale(relative: str, tmp_path: Path, capfd) -> None:
+    scales = MUP_SCALES[relative]
+    assert main(["convert", str(CONFIGS_DIR / relative), "-o", "run.yaml"]) == 0, capfd.readouterr().err
+    capfd.readouterr()
+    converted = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    assert {entry["tag"]: entry["adjust_learning_rate"] for entry in converted["param_groups"]} == scales
+    assert [next(iter(block)) for block in converted["schedulers"]] == ["ScalePerParamLR"]
+    assert main(["schedule", "--config", "run.yaml"]) == 0, capfd.readouterr().err
+    header, *rows = capfd.readouterr().out.splitlines()
+    assert [f"({tag})" in header for tag in scales] == [True] * len(scales)
+    for row in rows:
+        step, base, *scaled = (float(v) for v in row.split())
+        assert scaled == [pytest.approx(scale * base, rel=2e-5, abs=1e-12) for scale in scales.values()]
+        if "111M" in relative and "gpt3" in relative:
+            assert base == pytest.approx(_gpt3_111m(int(step)), rel=1e-5, abs=1e-12)

@@ -51,9 +51,16 @@ def _columns(schedulers: list[Scheduler], steps: list[int]) -> list[tuple[str, s
         for group in range(values.shape[1]):
             column = values[:, group].tolist()
             if not all(math.isnan(v) for v in column):
-                label = f"{type(scheduler).__name__} group {group}"
+                label = f"{type(scheduler).__name__} group {group}{_tags(scheduler, group)}"
                 columns.append((scheduler.param_group_key, label, column))
     return columns
+
+
+def _tags(scheduler: Scheduler, group: int) -> str:
+    """` (tag, ...)` for a param group that has tags, so a column says whose values it holds."""
+    tags = scheduler.optimizer.param_groups[group].get("tags")
+    names = [tags] if isinstance(tags, str) else sorted(map(str, tags or ()))
+    return f" ({', '.join(names)})" if names else ""
 
 
 def plot(schedulers: Scheduler | list[Scheduler], steps: int, out: str | None = None) -> Figure:
