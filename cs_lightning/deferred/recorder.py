@@ -31,7 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
-from cs_lightning.deferred.oplog import Const, Op, Recording, Storage
+from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.deferred.replay import Executor, live_ops, replay_exact
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
 
@@ -93,7 +93,9 @@ class DeferredTensor(torch.Tensor):
         )
 
     @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_dispatch__(  # type: ignore[override]
+        cls, func: torch._ops.OpOverload, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         # Reached only outside a recording: views and value reads still work.
         recorder = next(x._cs_recording for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeferredTensor))
         return recorder.dispatch(func, args, kwargs or {})
@@ -299,7 +301,17 @@ class Recorder(Recording):
             self._log(func, flat, spec, fakes, reals, metas, written, creates, mout, device, is_random)
         return tree_unflatten(result, out_spec)
 
-    def _run_for_real(self, func, flat, spec, fakes, margs, mkwargs, is_random, err: NotImplementedError) -> Any:
+    def _run_for_real(
+        self,
+        func: torch._ops.OpOverload,
+        flat: list,
+        spec: TreeSpec,
+        fakes: list[int],
+        margs: tuple,
+        mkwargs: dict,
+        is_random: bool,
+        err: NotImplementedError,
+    ) -> Any:
         """An op without a meta kernel: compute it on real values; results enter as values."""
         if not self.active:
             raise DeferredInitError(_not_materialized(func)) from err
@@ -338,7 +350,20 @@ class Recorder(Recording):
         tensors = [x for x in flat if isinstance(x, torch.Tensor)]
         return tensors[0].device if tensors else torch.device("cpu")
 
-    def _log(self, func, flat, spec, fakes, reals, metas, written, creates, mout, device, is_random) -> None:
+    def _log(
+        self,
+        func: torch._ops.OpOverload,
+        flat: list,
+        spec: TreeSpec,
+        fakes: list[int],
+        reals: list[int],
+        metas: list,
+        written: list[Any],
+        creates: list[tuple[int, Ref]],
+        mout: Any,
+        device: torch.device,
+        is_random: bool,
+    ) -> None:
         sid_of = {i: self._sids[metas[i].untyped_storage()._cdata] for i in fakes}
         written_ids = {id(w) for w in written}
         writes = {sid_of[i] for i in fakes if id(metas[i]) in written_ids}
@@ -388,7 +413,9 @@ class Recorder(Recording):
                 self.generators[id(x)] = (x, x.get_state())
 
     @staticmethod
-    def _pin_factory_defaults(func, logged, spec, mout, device) -> tuple[list, TreeSpec]:
+    def _pin_factory_defaults(
+        func: torch._ops.OpOverload, logged: list, spec: TreeSpec, mout: Any, device: torch.device
+    ) -> tuple[list, TreeSpec]:
         # dtype=None means "the default dtype when it runs"; Lightning changes that
         # default inside init_module(), so record the one in force now.
         args, kwargs = tree_unflatten(logged, spec)
@@ -405,7 +432,7 @@ class Recorder(Recording):
         return self._record(aten.clone.default, flat, spec, [], [0], False)
 
     # -- reading values --------------------------------------------------------------
-    def _concrete_call(self, func, flat, spec, fakes) -> Any:
+    def _concrete_call(self, func: torch._ops.OpOverload, flat: list, spec: TreeSpec, fakes: list[int]) -> Any:
         values = list(flat)
         for i in fakes:
             values[i] = self.concrete(flat[i])
@@ -498,7 +525,9 @@ class _RecordingMode(TorchDispatchMode):
         # imports torch._dynamo: seconds of start-up for a mode that never compiles.
         return False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self, func: torch._ops.OpOverload, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         return self.recorder.dispatch(func, args, kwargs or {})
 
 
