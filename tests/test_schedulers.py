@@ -128,8 +128,8 @@ def _long_sequences(optimizer):
 
 @pytest.mark.parametrize("index", range(len(CASES) + 2))
 def test_long_evaluations_equal_short_ones(index):
-    """values() evaluates a long range a chunk at a time, on a thread of its own: every
-    window of it equals the same steps evaluated alone."""
+    """values() evaluates a long range a chunk at a time: every window of it equals the
+    same steps evaluated alone."""
     if index < len(CASES):
         case = CASES[index]
         (scheduler,) = build(case["spec"], _optimizer(case))

@@ -13,21 +13,21 @@ Bitwise agreement of ``values()`` and ``step()``: torch's CPU kernels compute th
 elements of a tensor (and of each thread's share of it) with scalar code, whose sin, cos,
 pow may differ from the vectorized code by one ulp. So every evaluation has a length that
 is a multiple of ``_LANES`` times the thread count: each thread's share is then whole
-vector lanes, every step takes the vectorized path, whichever call evaluates it. Long
-evaluations run on one thread (see ``_on_one_thread``), which is also faster.
+vector lanes, every step takes the vectorized path, whichever call evaluates it.
+``values()`` runs on one thread (see ``_one_thread``), which is also faster.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import ctypes
 import functools
 import itertools
 import math
 import os
 import reprlib
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -45,9 +45,6 @@ _LANES = 64
 # cache from one pass to the next, and the allocator reuses their memory (measured 2**16
 # to 2**19 on 10**7 steps: 2**17, 512 KB of float32, is fastest here).
 _CHUNK = 1 << 17
-# Steps from which values() evaluates on a thread of its own (see _on_one_thread): below
-# it torch runs every op on the calling thread anyway.
-_SPLIT = 2048
 # Largest magnitude up to which every integer is exact in a float dtype.
 EXACT = {torch.float32: 2**24, torch.float64: 2**53}
 
@@ -249,10 +246,8 @@ def values(scheduler: Scheduler, steps: int | Iterable[int] | Tensor) -> Tensor:
     out = _result(owner, len(chosen), groups, scheduler._dtype)
     if len(scheduler._targets) != groups:
         out.fill_(math.nan)
-    if len(chosen) < _SPLIT:
+    with _one_thread():
         _fill(scheduler, chosen, out)
-    else:
-        _on_one_thread(lambda: _fill(scheduler, chosen, out))
     return out
 
 
@@ -268,43 +263,35 @@ def _fill(scheduler: Scheduler, steps: range | Tensor, out: Tensor) -> None:
             part[:, column].copy_(row[: len(part)])
 
 
-def _on_one_thread(evaluate: Callable[[], None]) -> None:
-    """Run ``evaluate`` on a thread of its own whose torch ops each run on that one thread.
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Meanwhile, torch ops called from this thread run on this thread only.
 
     torch splits cos, floor, ... among its threads from 2048 elements on, and on a busy
     machine every split waits for each thread to get a core: values() of 10**7 steps took
-    10 to 20 times as long on 2 threads as on one, under a load average of 6. Changing that
-    with ``torch.set_num_threads`` would change it for every thread of the process. OpenMP's
-    thread count (``omp_set_num_threads``) belongs to the thread that sets it, so a thread
-    of our own sets it for itself and evaluates; where torch runs without OpenMP the
-    evaluation runs here, on torch's threads.
+    10 to 20 times as long on 2 threads as on one, under a load average of 6. (One thread
+    also keeps every element on the vectorized path, see the module docstring.)
+    ``torch.set_num_threads`` would change the count for every thread of the process;
+    OpenMP's own count (``omp_set_num_threads``) belongs to the thread that sets it, so
+    only this thread's is set, and restored after, also on error. Without OpenMP, torch's
+    threads run the evaluation.
     """
     set_threads = _omp_set_num_threads()
     if set_threads is None:
-        evaluate()
+        yield
         return
-    failure: list[BaseException] = []
-    inference = torch.is_inference_mode_enabled()  # a thread's own mode: the caller's carries over
-
-    def run() -> None:
-        torch.get_num_threads()  # torch sets up this thread's count first, then we change it
-        set_threads(1)
-        try:
-            with torch.inference_mode(inference):
-                evaluate()
-        except BaseException as error:  # noqa: BLE001 - raised again in the calling thread
-            failure.append(error)
-
-    worker = threading.Thread(target=run, name="cs_lightning values()", daemon=True)
-    worker.start()
-    worker.join()
-    if failure:
-        raise failure[0]
+    threads = torch.get_num_threads()  # this thread's count (torch sets it up first if need be)
+    set_threads(1)
+    try:
+        yield
+    finally:
+        set_threads(threads)
 
 
 @functools.cache
 def _omp_set_num_threads() -> Callable[[int], object] | None:
-    """OpenMP's per-thread ``omp_set_num_threads`` of the runtime torch loaded, or None."""
+    """OpenMP's per-thread ``omp_set_num_threads`` of the runtime torch loaded, or None
+    (a symbol looked up once: it does not change while the process runs)."""
     try:
         function = ctypes.CDLL(None).omp_set_num_threads
     except (AttributeError, OSError, TypeError):  # no such symbol; no process handle (Windows)
