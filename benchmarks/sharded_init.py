@@ -27,7 +27,12 @@ Cases:
 
 With ``--repeat N`` each case runs N times (rounds interleaved) and the table shows medians.
 
-Run: ``python benchmarks/sharded_init.py [--ranks 2 4] [--depth 15] [--repeat 3]``
+``--alone`` times materialization alone, each case alone on the machine in a fresh process, no process
+group: one process's exact init (on its threads, and on one) against each rank's rows of a csx_fsdp run on
+``--ranks`` ranks (what each rank computes, made here one rank after another): the per-rank work, apart from
+the ranks' competition for cores and their collectives.
+
+Run: ``python benchmarks/sharded_init.py [--ranks 2 4] [--depth 15] [--repeat 3] [--alone]``
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -164,12 +170,82 @@ def run_case(case: str, ranks: int, config: Config, out: Path, run: int) -> None
     (out / f"{case}-{ranks}-{trainer.global_rank}-{run}.json").write_text(json.dumps(row))
 
 
+def materialize_alone(case: str, ranks: int, config: Config) -> dict:
+    """Materialization alone, in this fresh process: ``"csx"`` (its threads) and ``"csx 1 thread"`` make the
+    whole model exactly; ``"rank R"`` makes rank R's rows of each parameter, as csx_fsdp on ``ranks`` ranks."""
+    from cs_lightning.deferred import deferred_init, materialize
+
+    if case != "csx":
+        torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = deferred_init(GPT, config)
+    wall, cpu = time.perf_counter(), time.process_time()
+    if case.startswith("rank"):
+        _rows_alone(model, int(case.split()[1]), ranks)
+    else:
+        materialize(model)
+    return {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "threads": torch.get_num_threads()}
+
+
+def _rows_alone(model: nn.Module, rank: int, ranks: int) -> None:
+    """Rank ``rank``'s rows (``torch.chunk`` on dim 0) of every parameter, by row replay (as deferred.sharded)."""
+    from cs_lightning.deferred.materialize import _by_session, _deferred, _slots
+    from cs_lightning.deferred.row_replay import replay_rows
+
+    for session, group in _by_session(_deferred(_slots(model, {}), {})):
+        ranges = {}
+        for entry in group:  # the GPT: float32 parameters only, the tied one listed once
+            rows = entry.fake.shape[0]
+            start = min(rows, rank * -(-rows // ranks))
+            stop = min(rows, start + -(-rows // ranks))
+            width = math.prod(entry.fake.shape[1:])
+            ranges[entry.ref.sid] = (start * width, stop * width)
+        shards = {sid: torch.empty(hi - lo) for sid, (lo, hi) in ranges.items()}
+        replay_rows(
+            session, ranges, set(), set(), lambda sid, flat: None, lambda sid, ex: None, lambda ok: ok, into=shards.get
+        )
+
+
+def _alone(args: argparse.Namespace) -> None:
+    ranks = args.ranks[0]
+    cases = ["csx", "csx 1 thread"] + [f"rank {r}" for r in range(ranks)]
+    results: dict[str, list[dict]] = {case: [] for case in cases}
+    for _ in range(args.repeat):
+        for case in cases:
+            command = [
+                sys.executable,
+                __file__,
+                "--alone-case",
+                case,
+                "--ranks",
+                str(ranks),
+                "--depth",
+                str(args.depth),
+            ]
+            run = subprocess.run(command, check=True, capture_output=True, text=True)
+            results[case].append(json.loads(run.stdout.strip().splitlines()[-1]))
+    print(f"materialization alone, csx_fsdp on {ranks} ranks, medians of {args.repeat} run(s)")
+    print(f"{'case':<14} {'threads':>7} {'wall s':>7} {'cpu s':>6}")
+    median = {
+        case: {k: statistics.median(r[k] for r in runs) for k in ("wall", "cpu")} for case, runs in results.items()
+    }
+    for case, runs in results.items():
+        print(f"{case:<14} {runs[0]['threads']:>7} {median[case]['wall']:>7.2f} {median[case]['cpu']:>6.2f}")
+    slowest = max(median[f"rank {r}"]["wall"] for r in range(ranks))
+    print(
+        f"slowest rank / csx: {slowest / median['csx']['wall']:.2f}x ({results['csx'][0]['threads']} threads),"
+        f" {slowest / median['csx 1 thread']['wall']:.2f}x (1 thread)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--depth", type=int, default=SHAPE["depth"])
     parser.add_argument("--repeat", type=int, default=1, help="runs of each case; the table shows medians")
     parser.add_argument("--cases", nargs="+", choices=CASES, default=CASES, help="the cases to run (csx always runs)")
+    parser.add_argument("--alone", action="store_true", help="materialization alone (see the docstring)")
+    parser.add_argument("--alone-case", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--run", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -177,6 +253,12 @@ def main() -> None:
     config = Config(**{**SHAPE, "depth": args.depth})
     if args.case:
         run_case(args.case, args.ranks[0], config, Path(args.out), args.run)
+        return
+    if args.alone_case:
+        print(json.dumps(materialize_alone(args.alone_case, args.ranks[0], config)))
+        return
+    if args.alone:
+        _alone(args)
         return
     cases = [("csx", 1), ("csx 1 thread", 1)] + [
         (case, n) for n in args.ranks for case in ("csx_fsdp", "ModelParallel")
