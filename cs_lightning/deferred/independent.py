@@ -55,13 +55,13 @@ def replay_independent(
     recording: Recording,
     targets: set[int],
     keep: set[int],
-    device: torch.device | None,
-    seed: int,
     keys: dict[int, tuple],
     on_ready: Callable[[int, Executor], None],
-    workers: int,
 ) -> None:
-    """Replay the groups that make ``targets``, one generator each, on ``workers`` threads.
+    """Replay the groups that make ``targets``, one CPU generator each, on all threads.
+
+    Each generator is seeded from ``torch.initial_seed()`` and its storages' keys; the groups
+    run on the CPU whatever the module's device, so every device kind gets the same numbers.
 
     ``keys[sid]`` names a target storage (qualified names and shape of its tensors);
     ``on_ready`` gets each target storage as soon as its group is done. Groups that make
@@ -71,7 +71,8 @@ def replay_independent(
     pending = recording.pending()
     ops = [recording.ops[k] for k in pending]
     flags = live_ops(ops, targets | keep)
-    executor = recording.executor or Executor(recording.storages, device)
+    executor = recording.executor or Executor(recording.storages, torch.device("cpu"))
+    seed = torch.initial_seed()
     recording.executor = executor
     touched = {sid for k, op in enumerate(ops) if flags[k] for sid in op.reads | op.writes}
     for sid in targets - touched:  # already computed by an earlier materialize
@@ -94,7 +95,7 @@ def replay_independent(
     groups = [idx for idx in _groups(ops, flags) if any(sid in targets for k in idx for sid in ops[k].writes)]
     # Largest groups first, so that the threads finish together.
     groups.sort(key=lambda idx: -sum(recording.storages[sid].nbytes for sid in {s for k in idx for s in ops[k].writes}))
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, torch.get_num_threads())) as pool:
         list(pool.map(run, groups))
     recording.done.update(pending[k] for idx in groups for k in idx)
     executor.drop_spares()

@@ -318,17 +318,7 @@ def _materialize_recording(
             replay_exact(recording, targets, keep, device, rng == "eager", on_ready, workers=workers)
         else:
             keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
-            # On the CPU whatever the target: the same numbers for every device kind.
-            replay_independent(
-                recording,
-                targets,
-                keep,
-                torch.device("cpu"),
-                torch.initial_seed(),
-                keys,
-                on_ready,
-                torch.get_num_threads(),
-            )
+            replay_independent(recording, targets, keep, keys, on_ready)
         finals.update(reading.result())
     return finals
 

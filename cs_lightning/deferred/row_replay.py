@@ -82,7 +82,7 @@ class _RowOp:
 
 
 def replay_rows(
-    session: Recording,
+    recording: Recording,
     ranges: dict[int, tuple[int, int]],
     whole: set[int],
     keep: set[int],
@@ -92,7 +92,7 @@ def replay_rows(
     draw_trailing: bool = True,
     into: Callable[[int], torch.Tensor | None] = lambda sid: None,
 ) -> dict[int, str]:
-    """Replay the session's pending ops on the global CPU generator, this rank's rows only.
+    """Replay the recording's pending ops on the global CPU generator, this rank's rows only.
 
     ``ranges[sid]`` is the element range ``[lo, hi)`` this rank keeps of a sharded storage;
     ``whole`` are storages wanted in full (buffers). ``on_rows(sid, flat)`` gets a sharded
@@ -103,21 +103,21 @@ def replay_rows(
     sharded storages generated whole, with why.
     The global generator ends where eager construction leaves it (with ``draw_trailing``).
     """
-    indices = session.pending()
-    ops = [session.ops[k] for k in indices]
+    indices = recording.pending()
+    ops = [recording.ops[k] for k in indices]
     flags = live_ops(ops, set(ranges) | whole | keep)
-    row_ops, demoted = _classify(ops, flags, ranges, session.storages)
+    row_ops, demoted = _classify(ops, flags, ranges, recording.storages)
     ranges = {sid: span for sid, span in ranges.items() if sid not in demoted}
     whole = whole | set(demoted)
-    executor = Executor(session.storages, torch.device("cpu"))
-    session.executor = executor
+    executor = Executor(recording.storages, torch.device("cpu"))
+    recording.executor = executor
     local: dict[int, torch.Tensor] = {}
     last_use = _last_uses(ops, flags, set(ranges) | whole)
     stream = _Stream()
     last_draw = max((k for k, op in enumerate(ops) if flags[k] and op.random), default=-1)
     for sid in last_use.pop(-1, ()):  # never written: arbitrary memory, as in eager
         if sid in ranges:
-            on_rows(sid, torch.empty(ranges[sid][1] - ranges[sid][0], dtype=session.storages[sid].dtype))
+            on_rows(sid, torch.empty(ranges[sid][1] - ranges[sid][0], dtype=recording.storages[sid].dtype))
         else:
             on_whole(sid, executor)
     for k, op in enumerate(ops):
@@ -128,9 +128,9 @@ def replay_rows(
                 local[sid] = (
                     given
                     if given is not None
-                    else torch.empty(ranges[sid][1] - ranges[sid][0], dtype=session.storages[sid].dtype)
+                    else torch.empty(ranges[sid][1] - ranges[sid][0], dtype=recording.storages[sid].dtype)
                 )
-            _run_rows(row_ops[k], op, local[sid], ranges[sid], stream, agree, session.storages[sid])
+            _run_rows(row_ops[k], op, local[sid], ranges[sid], stream, agree, recording.storages[sid])
         elif flags[k]:
             if op.random:
                 stream.seek_op()
@@ -154,8 +154,8 @@ def replay_rows(
                     executor.release(sid)
     if draw_trailing:
         stream.seek_op()
-    session.done.update(indices)
-    session.rng_after = torch.get_rng_state()
+    recording.done.update(indices)
+    recording.rng_after = torch.get_rng_state()
     return demoted
 
 

@@ -37,6 +37,7 @@ from cs_lightning.deferred.materialize import (
     _slots,
     _warn_if_rng_moved,
 )
+from cs_lightning.deferred.oplog import Recording
 from cs_lightning.deferred.recorder import DeferredTensor, recording_paused
 from cs_lightning.deferred.replay import Executor
 from cs_lightning.deferred.row_replay import replay_rows
@@ -79,11 +80,11 @@ def materialize_sharded(
         prepare(module)
         place = _Placer(holders, device, dtype)
         whole: dict[str, str] = {}
-        for k, (session, group) in enumerate(_by_recording(entries)):
+        for k, (recording, group) in enumerate(_by_recording(entries)):
             if mode == "exact" and k == 0:
-                _warn_if_rng_moved(session)
+                _warn_if_rng_moved(recording)
             wanted = [e for e in group if not any(name in provided for name in e.fqns)]
-            whole.update(_session(session, wanted, place, agree, mode, rng == "eager"))
+            whole.update(_materialize_recording(recording, wanted, place, agree, mode, rng == "eager"))
     return whole
 
 
@@ -227,17 +228,22 @@ class _Placer:
                 setattr(slot.owner, slot.name, final)
 
 
-def _session(
-    session: Any, group: list[_Deferred], place: _Placer, agree: Callable[[bool], bool], mode: str, draw_trailing: bool
+def _materialize_recording(
+    recording: Recording,
+    group: list[_Deferred],
+    place: _Placer,
+    agree: Callable[[bool], bool],
+    mode: str,
+    draw_trailing: bool,
 ) -> dict[str, str]:
     by_sid: dict[int, list[_Deferred]] = {}
     for entry in group:
         by_sid.setdefault(entry.ref.sid, []).append(entry)
-    mine = set(by_sid) | {session.ref(f).sid for f in place.fakes()}  # with those a checkpoint provides
-    keep = {session.ref(f).sid for f in list(session.alive)} - mine  # other modules' tensors
+    mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes()}  # with those a checkpoint provides
+    keep = {recording.ref(f).sid for f in list(recording.alive)} - mine  # other modules' tensors
     if keep:  # views that died in reference cycles would be computed for nothing
         gc.collect()
-        keep = {session.ref(f).sid for f in list(session.alive)} - mine
+        keep = {recording.ref(f).sid for f in list(recording.alive)} - mine
     ranges: dict[int, tuple[int, int]] = {}
     for sid, entries in by_sid.items():
         shard = place.shard(entries[0])
@@ -260,19 +266,10 @@ def _session(
             executor.release(sid)
 
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in by_sid}
-        replay_independent(
-            session,
-            set(by_sid),
-            keep,
-            torch.device("cpu"),
-            torch.initial_seed(),
-            keys,
-            on_ready,
-            torch.get_num_threads(),
-        )
+        replay_independent(recording, set(by_sid), keep, keys, on_ready)
         return {}
     demoted = replay_rows(
-        session,
+        recording,
         ranges,
         set(by_sid) - set(ranges),
         keep,

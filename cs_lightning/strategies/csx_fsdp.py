@@ -80,10 +80,10 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             instead of the children of every ``nn.ModuleList``.
         state_dict_type: ``"sharded"`` (a folder, one file per rank, through
             ``torch.distributed.checkpoint``) or ``"full"`` (one file, gathered on rank 0).
-        trace_check, compile, compile_backend, init_mode: as for :class:`~cs_lightning.strategies.CSXStrategy`
-            (``"independent"`` generates each tensor whole and keeps the rows).
-        **kwargs: ``strict_schedulers`` (see :class:`~cs_lightning.strategies.CSXOptions`),
-            ``process_group_backend`` and ``timeout``.
+        **kwargs: the CS-X options (``trace_check``, ``compile``, ``compile_backend``, ``init_mode``,
+            ``strict_schedulers``: see :class:`~cs_lightning.strategies.CSXOptions`; ``init_mode=
+            "independent"`` generates each tensor whole and keeps the rows), ``process_group_backend``
+            and ``timeout``.
     """
 
     strategy_name = "csx_fsdp"
@@ -94,22 +94,11 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         *,
         block_classes: Iterable[type[nn.Module] | str] | None = None,
         state_dict_type: str = "sharded",
-        trace_check: bool = True,
-        compile: bool = False,
-        compile_backend: str | Any = "inductor",
-        init_mode: str = "exact",
         **kwargs: Any,
     ) -> None:
         if state_dict_type not in STATE_DICT_TYPES:
             raise ValueError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
-        super().__init__(
-            trace_check=trace_check,
-            compile=compile,
-            compile_backend=compile_backend,
-            init_mode=init_mode,
-            save_distributed_checkpoint=state_dict_type == "sharded",
-            **kwargs,
-        )
+        super().__init__(save_distributed_checkpoint=state_dict_type == "sharded", **kwargs)
         self.block_classes = tuple(_block_class(c) for c in block_classes) if block_classes is not None else None
         self.state_dict_type = state_dict_type
         self.sharded_whole: dict[str, str] = {}  # parameters generated whole (rows kept), with the op why
