@@ -45,6 +45,9 @@ _LANES = 64
 # cache from one pass to the next, and the allocator reuses their memory (measured 2**16
 # to 2**19 on 10**7 steps: 2**17, 512 KB of float32, is fastest here).
 _CHUNK = 1 << 17
+# A values() result this small is allocated without reading /proc/meminfo first (a read
+# costs about as much as evaluating 50,000 steps).
+_SURELY_FITS = 64 << 20
 # Largest magnitude up to which every integer is exact in a float dtype.
 EXACT = {torch.float32: 2**24, torch.float64: 2**53}
 
@@ -305,7 +308,7 @@ def _result(owner: str, count: int, groups: int, dtype: torch.dtype) -> Tensor:
     allocating, as Linux would promise the memory and kill the process filling it; and if the
     allocator refuses."""
     size = count * groups * dtype.itemsize
-    available = _available_memory()
+    available = _available_memory() if size > _SURELY_FITS else None
     if available is None or size <= available:
         try:
             return torch.empty(count, groups, dtype=dtype)
