@@ -188,11 +188,13 @@ def _schedulers_factory(
     except ConfigError as err:
         if "match no param group" not in err.message:
             raise
-        raise type(err)(
-            err.path,
-            f"{err.message}; the optimizer: block puts every parameter in one untagged group; fix: remove "
-            "param_group_tags, or build tagged groups and these schedulers in configure_optimizers",
-        ) from None
+        fix = (
+            f"fix: use a tag of the param_groups: block ({', '.join(entry.tag for entry in tagged)}) or add an entry"
+            if tagged
+            else "the optimizer: block puts every parameter in one untagged group; fix: remove param_group_tags, "
+            "add a param_groups: block, or build tagged groups and these schedulers in configure_optimizers"
+        )
+        raise type(err)(err.path, f"{err.message}; {fix}") from None
     scaling = [i for i, scheduler in enumerate(built) if _scales_per_group(scheduler)]
     if scaling and not any_tags and not tagged:
         raise ConfigError(

@@ -17,6 +17,7 @@ differ edits them, and `fit` refuses an entry that matches none of its parameter
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
@@ -60,8 +61,10 @@ def param_group_entries(scales: Any, key: str, layout: str) -> tuple[list[dict[s
     entries, notes, skipped = [], [], []
     for tag, scale in scales.items():
         tag_key = f"{key}.{tag}"
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale < 0:
-            notes.append(f"warning: {tag_key}: {scale!r} is not a learning-rate scale (a number >= 0); not converted")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
+            notes.append(
+                f"warning: {tag_key}: {scale!r} is not a learning-rate scale (a finite number >= 0); not converted"
+            )
             skipped.append(tag_key)
         elif str(tag) not in rule:
             notes.append(f"warning: {tag_key}: {_unknown(layout, str(tag))}; not converted")

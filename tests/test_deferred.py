@@ -1142,6 +1142,21 @@ def _cached_pages(path) -> tuple[int, int]:
     return sum(b & 1 for b in status.raw), pages
 
 
+def test_a_checkpoint_that_fails_to_load_leaves_the_recording_as_it_was() -> None:
+    build = lambda: nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    torch.manual_seed(3)
+    eager = build()
+    torch.manual_seed(3)
+    lazy = deferred_init(build)
+    before = torch.get_rng_state()
+    unreadable = {"0.weight": torch.empty(8, 8, device="meta")}  # no data to copy
+    with pytest.raises(NotImplementedError):
+        materialize(lazy, state_dict=unreadable)
+    assert torch.equal(torch.get_rng_state(), before)
+    materialize(lazy)  # the retry is exact
+    assert all(torch.equal(a, b) for a, b in zip(lazy.state_dict().values(), eager.state_dict().values()))
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore and /proc/self/smaps are Linux's")
 def test_a_mapped_checkpoint_is_unmapped_once_copied_but_stays_in_the_page_cache(tmp_path) -> None:
     # MADV_PAGEOUT would evict it: the next run, or another rank, would read it from disk again.

@@ -60,7 +60,17 @@ def test_a_tag_the_release_did_not_know_is_not_converted_with_a_warning() -> Non
     assert notes == [
         f"warning: {key}.output_layer: Model Zoo before 2.3 knew only ['decoder_kernel', 'embedding'] and "
         "scaled no parameter for 'output_layer'; not converted",
-        f"warning: {key}.decoder_kernel: -1 is not a learning-rate scale (a number >= 0); not converted",
+        f"warning: {key}.decoder_kernel: -1 is not a learning-rate scale (a finite number >= 0); not converted",
+    ]
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf")])
+def test_a_scale_that_is_not_finite_is_not_converted(scale: float) -> None:
+    key = "optimizer.adjust_learning_rate"
+    entries, notes, skipped = mup.param_group_entries({"decoder_kernel": scale}, key, "legacy")
+    assert entries == [] and skipped == [f"{key}.decoder_kernel"]
+    assert notes == [
+        f"warning: {key}.decoder_kernel: {scale!r} is not a learning-rate scale (a finite number >= 0); not converted"
     ]
 
 

@@ -269,3 +269,16 @@ def test_a_scheduler_can_target_an_entrys_tag(tmp_path: Path) -> None:
     expected = [0.1] * 4 + [0.05] * 4 + [0.025] * 4  # float32 closed forms
     assert [float(row["lr-AdamW/pg2"]) for row in rows] == pytest.approx(expected, rel=1e-6)
     assert [float(row["lr-AdamW/pg1"]) for row in rows] == pytest.approx([0.002] * 12, rel=1e-6)
+
+
+def test_a_scheduler_tag_no_entry_has_is_refused_naming_the_entries_tags(tmp_path: Path, capfd) -> None:
+    misspelt = [{"StepLR": {"initial_learning_rate": 0.1, "step_size": 4, "gamma": 0.5, "param_group_tags": "haed"}}]
+    unscaled = [{"tag": "head", "params": ["net.6.*"], "adjust_learning_rate": 1.0}]
+    path = _run(tmp_path, param_groups=unscaled, schedulers=misspelt)
+    before = snapshot(tmp_path)
+    assert main(["fit", "--config", str(path)]) == 2
+    line = capfd.readouterr().err
+    assert line.startswith("cs-lightning: error: schedulers[0].StepLR") and line.count("\n") == 1
+    assert line.endswith("; fix: use a tag of the param_groups: block (head) or add an entry\n")
+    assert "untagged group" not in line
+    assert snapshot(tmp_path) == before

@@ -306,20 +306,18 @@ def _materialize_recording(
             )
             executor.release(sid, reusable=copied)
 
-    # The checkpoint is read while the replay runs: jumping the generator past the draws of
-    # the tensors it provides takes 0.03-0.1 s of Python, which the copy threads hide.
-    with ThreadPoolExecutor(max_workers=1) as reader:
-        reading = reader.submit(_read_checkpoint, provided, recording, device, dtype)
-        if mode == "exact":
-            # Random fills go on all threads where their storages are the final tensors; a cast
-            # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
-            parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
-            workers = torch.get_num_threads() if parallel else 1
-            replay_exact(recording, targets, keep, device, rng == "eager", on_ready, workers=workers)
-        else:
-            keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
-            replay_independent(recording, targets, keep, keys, on_ready)
-        finals.update(reading.result())
+    # The checkpoint is read before the replay moves the generator or marks any op done: a
+    # read that fails (a bad tensor, out of memory, Ctrl-C) leaves the recording as it was.
+    finals.update(_read_checkpoint(provided, recording, device, dtype))
+    if mode == "exact":
+        # Random fills go on all threads where their storages are the final tensors; a cast
+        # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
+        parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
+        workers = torch.get_num_threads() if parallel else 1
+        replay_exact(recording, targets, keep, device, rng == "eager", on_ready, workers=workers)
+    else:
+        keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
+        replay_independent(recording, targets, keep, keys, on_ready)
     return finals
 
 
@@ -453,7 +451,7 @@ class _MappedFiles:
 
 def _file_pages_only(first: int, last: int) -> bool:
     """Whether no page in [first, last) is private anonymous memory, i.e. written since it was
-    mapped (pagemap bit 63: present, bit 61: a file page). False when pagemap cannot be read."""
+    mapped (pagemap bit 63: present, 62: swapped, 61: a file page). False when pagemap cannot be read."""
     page = mmap.PAGESIZE
     try:
         with open("/proc/self/pagemap", "rb") as pagemap:
@@ -461,8 +459,9 @@ def _file_pages_only(first: int, last: int) -> bool:
             entries = np.frombuffer(pagemap.read((last - first) // page * 8), dtype="<u8")
     except OSError:
         return False
-    present, file_page = np.uint64(1 << 63), np.uint64(1 << 61)
-    written = ((entries & present) != 0) & ((entries & file_page) == 0)
+    present, swapped, file_page = np.uint64(1 << 63), np.uint64(1 << 62), np.uint64(1 << 61)
+    # A swapped-out page was anonymous memory too: a copy-on-write edit written to swap.
+    written = (((entries & present) != 0) & ((entries & file_page) == 0)) | ((entries & swapped) != 0)
     return entries.size == (last - first) // page and not written.any()
 
 

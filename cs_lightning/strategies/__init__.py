@@ -14,4 +14,5 @@ __all__ = ["CSX_OPTION_NAMES", "CSXDDPStrategy", "CSXFSDPStrategy", "CSXOptions"
 
 
 def __getattr__(name: str) -> Any:
-    return system.__getattr__(name)  # the deprecated names (CSXSystem), with their warning
+    # the deprecated names (CSXSystem), warning at the line of the user's code that reads them
+    return system.renamed(name, stacklevel=3)

@@ -395,13 +395,19 @@ _RENAMED = {"CSXSystem": "CSXSystemMixin"}
 
 
 def __getattr__(name: str) -> Any:
+    return renamed(name, stacklevel=3)
+
+
+def renamed(name: str, stacklevel: int) -> Any:
+    """The new object for an old name, with a DeprecationWarning at the user's line (``stacklevel``
+    counted from here); AttributeError for a name that never was."""
     if name not in _RENAMED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     warnings.warn(
         f"cs_lightning.strategies.{name} is deprecated and will be removed in the next release;"
         f" use cs_lightning.strategies.{_RENAMED[name]} (same class).",
         DeprecationWarning,
-        stacklevel=2,
+        stacklevel=stacklevel,
     )
     return globals()[_RENAMED[name]]
 
