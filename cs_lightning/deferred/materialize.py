@@ -155,10 +155,7 @@ def materialize(
 def _check(
     device: Any, dtype: Any, state_dict: Any, mode: Any, rng: Any
 ) -> tuple[torch.device | None, torch.dtype | None]:
-    if mode not in _MODES:
-        raise ValueError(f"materialize: mode={mode!r} is not one of {_MODES}.")
-    if rng not in _RNG:
-        raise ValueError(f"materialize: rng={rng!r} is not one of {_RNG}.")
+    _check_mode("materialize", mode, rng)
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(
             f"materialize: dtype={dtype!r} must be a floating-point torch.dtype such as torch.bfloat16, or None."
@@ -171,6 +168,14 @@ def _check(
         return (None if device is None else torch.device(device)), dtype
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"materialize: device={device!r} is not a torch device (e.g. 'cpu', 'cuda:0').") from err
+
+
+def _check_mode(caller: str, mode: Any, rng: Any) -> None:
+    """Refuse a ``mode`` or ``rng`` that ``caller`` (materialize, or its sharded twin) does not know."""
+    if mode not in _MODES:
+        raise ValueError(f"{caller}: mode={mode!r} is not one of {_MODES}.")
+    if rng not in _RNG:
+        raise ValueError(f"{caller}: rng={rng!r} is not one of {_RNG}.")
 
 
 def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_Slot]:
