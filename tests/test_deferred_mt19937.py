@@ -11,6 +11,7 @@ from torch import nn
 from cs_lightning.cache import cache_dir
 from cs_lightning.deferred import deferred_init, materialize, mt19937
 from cs_lightning.deferred.mt19937 import advance, available
+from cs_lightning.deferred.replay import _skip
 
 
 def drawn(state: torch.Tensor, n: int) -> torch.Tensor:
@@ -96,3 +97,14 @@ def test_the_polynomial_kept_on_disk_is_checked_when_read(damage: str) -> None:
     start = generator.get_state()
     torch.empty(5 * 624 + 3, dtype=torch.int32).random_(generator=generator)
     assert torch.equal(mt19937.advance(start, 5 * 624 + 3), generator.get_state())
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 624, 625, (1 << 18) * 2 - 1, (1 << 18) * 2 + 3])
+def test_skipping_by_drawing_takes_exactly_n_outputs(n: int) -> None:
+    """Below the jump threshold the skip draws int64 pairs (and one float32 for an odd n):
+    the generator ends where n one-output draws leave it, across scratch chunks."""
+    start = state_after(5, 17)
+    generator = torch.Generator()
+    generator.set_state(start)
+    _skip(generator, n, jump_from=1 << 40)
+    assert torch.equal(generator.get_state(), drawn(start, n))
