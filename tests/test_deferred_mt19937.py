@@ -108,3 +108,36 @@ def test_skipping_by_drawing_takes_exactly_n_outputs(n: int) -> None:
     generator.set_state(start)
     _skip(generator, n, jump_from=1 << 40)
     assert torch.equal(generator.get_state(), drawn(start, n))
+
+
+def forget_powers() -> None:
+    """This process's powers of x, as a new process starts (the cache folder stays)."""
+    mt19937._POWERS.clear()
+    mt19937._one_bits.cache_clear()
+
+
+def test_a_power_found_by_an_earlier_process_is_read_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh process jumps the distances its model needs without squaring again."""
+    start = state_after(9, 5)
+    forget_powers()
+    assert torch.equal(advance(start, 50_000_000), drawn(start, 50_000_000))
+    stored = list((cache_dir() / "mt19937").glob("x*.bin"))
+    assert len(stored) == 1
+    forget_powers()  # as a new process starts
+    monkeypatch.setattr(mt19937, "_power_by_squaring", lambda k: pytest.fail(f"x^{k} computed from scratch"))
+    assert torch.equal(advance(start, 50_000_000), drawn(start, 50_000_000))
+
+
+@pytest.mark.parametrize("damage", ["flip a bit", "truncate", "empty"])
+def test_a_damaged_stored_power_is_ignored_and_rewritten(damage: str) -> None:
+    start = state_after(9, 5)
+    forget_powers()
+    advance(start, 50_000_000)
+    (stored,) = (cache_dir() / "mt19937").glob("x*.bin")
+    whole = stored.read_bytes()
+    flipped = bytes([*whole[:100], whole[100] ^ 1, *whole[101:]])  # inside the power: a wrong jump if used
+    damaged = {"flip a bit": flipped, "truncate": whole[: len(whole) // 2], "empty": b""}[damage]
+    stored.write_bytes(damaged)
+    forget_powers()
+    assert torch.equal(advance(start, 50_000_000), drawn(start, 50_000_000))
+    assert stored.read_bytes() == whole  # rewritten

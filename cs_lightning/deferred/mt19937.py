@@ -6,7 +6,7 @@ those draws. Drawing them costs as much as eager init. Mersenne Twister is linea
 GF(2), so its state n steps ahead is g(T) applied to the state, where T is one step of
 the recurrence and g(x) = x^n mod phi(x), phi the recurrence's characteristic polynomial
 (degree 19937): 10-30 ms whatever n is, ~2 ms for a distance seen before (or a little
-shorter).
+shorter), in this process or, through the cache folder, an earlier one.
 
 phi is found by Berlekamp-Massey on outputs of torch's own generator (once per machine:
 it is kept in the cs_lightning cache folder and checked whenever read), so nothing here
@@ -17,8 +17,10 @@ numbers.
 from __future__ import annotations
 
 import functools
+import hashlib
 import struct
 import threading
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,6 +29,7 @@ from cs_lightning.cache import cache_dir, write_atomic
 
 _N, _M = 624, 397
 _DEGREE = 19937
+_POLYNOMIAL_BYTES = (_DEGREE + 8) // 8  # a polynomial of degree <= DEGREE, bit i: x^i
 _MATRIX_A, _UPPER, _LOWER = 0x9908B0DF, 0x80000000, 0x7FFFFFFF
 # torch's CPU state: u64 seed, i32 left, i32 seeded, u64 next, u64 words[624], ...
 _HEADER = struct.Struct("<QiiQ")
@@ -96,7 +99,7 @@ _BATCH = 256  # windows XORed per numpy call: 256 * 624 words = 640 KB, cache-si
 def _one_bits(k: int) -> np.ndarray:
     """The positions of the one bits of x^k mod phi(x)."""
     g = _x_power_mod(k)
-    bits = np.unpackbits(np.frombuffer(g.to_bytes((_DEGREE + 8) // 8, "little"), np.uint8), bitorder="little")
+    bits = np.unpackbits(np.frombuffer(g.to_bytes(_POLYNOMIAL_BYTES, "little"), np.uint8), bitorder="little")
     return np.flatnonzero(bits[:_DEGREE])
 
 
@@ -119,8 +122,9 @@ def _sequence(words: np.ndarray, length: int) -> np.ndarray:
 def _x_power_mod(k: int) -> int:
     """x^k mod phi(x), polynomials over GF(2) as Python ints (bit i: coefficient of x^i).
 
-    From scratch it takes ~20 squarings (10-20 ms); a power a little above one already
-    found is that one shifted and reduced (~1-2 ms). Sharded replay jumps over the other
+    From scratch it takes ~20 squarings (10-30 ms), so each is kept in the cache folder:
+    a fresh process materializing the same model jumps the same distances. A power a
+    little above one already found is that one shifted and reduced (~1-2 ms). Sharded replay jumps over the other
     ranks' rows of each tensor: the distances repeat layer after layer, up to one block
     (624 words) more or less as the stream's place in its block varies.
     """
@@ -131,7 +135,10 @@ def _x_power_mod(k: int) -> int:
     if found is None and base is not None:
         found = _reduce(base[0] << base[1], _phi(), _reduction_table())
     elif found is None:
+        found = _stored_power(k)
+    if found is None:
         found = _power_by_squaring(k)
+        _store_power(k, found)
     with _POWERS_LOCK:
         _POWERS.pop(k, None)
         _POWERS[k] = found  # most recently used last
@@ -144,6 +151,36 @@ _POWERS: dict[int, int] = {}  # k -> x^k mod phi, least recently used first
 _POWERS_LOCK = threading.Lock()
 _KEPT = 64
 _NEAR = 1 << 14  # shifting by up to this many bits and reducing beats squaring from scratch
+
+
+def _stored_power(k: int) -> int | None:
+    """x^k mod phi as an earlier process found it, or None. The file holds a digest of phi,
+    k and the power: a damaged file, or one found for another phi, does not match it."""
+    try:
+        data = _power_path(k).read_bytes()
+    except OSError:
+        return None
+    digest, power = data[:32], data[32:]
+    return int.from_bytes(power, "little") if digest == _power_digest(k, power) else None
+
+
+def _store_power(k: int, power: int) -> None:
+    data = power.to_bytes(_POLYNOMIAL_BYTES, "little")
+    try:
+        write_atomic(_power_path(k), _power_digest(k, data) + data)
+    except OSError:  # a read-only cache costs the squarings next time, nothing else
+        pass
+
+
+def _power_path(k: int) -> Path:
+    return cache_dir() / _POWERS_FOLDER / f"x{k}.bin"
+
+
+def _power_digest(k: int, power: bytes) -> bytes:
+    return hashlib.sha256(_phi().to_bytes(_POLYNOMIAL_BYTES, "little") + k.to_bytes(16, "little") + power).digest()
+
+
+_POWERS_FOLDER = "mt19937"
 
 
 def _power_by_squaring(k: int) -> int:
@@ -208,7 +245,7 @@ def _phi() -> int:
         pass
     phi = _reciprocal(_connection_polynomial(bits[: 2 * _DEGREE + 100]))
     try:
-        write_atomic(stored, phi.to_bytes((_DEGREE + 8) // 8, "little"))
+        write_atomic(stored, phi.to_bytes(_POLYNOMIAL_BYTES, "little"))
     except OSError:  # a read-only cache costs the 0.1 s next time, nothing else
         pass
     return phi
