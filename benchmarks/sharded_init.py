@@ -189,10 +189,10 @@ def materialize_alone(case: str, ranks: int, config: Config) -> dict:
 
 def _rows_alone(model: nn.Module, rank: int, ranks: int) -> None:
     """Rank ``rank``'s rows (``torch.chunk`` on dim 0) of every parameter, by row replay (as deferred.sharded)."""
-    from cs_lightning.deferred.materialize import _by_session, _deferred, _slots
+    from cs_lightning.deferred.materialize import _by_recording, _deferred, _slots
     from cs_lightning.deferred.row_replay import replay_rows
 
-    for session, group in _by_session(_deferred(_slots(model, {}), {})):
+    for recording, group in _by_recording(_deferred(_slots(model, {}), {})):
         ranges = {}
         for entry in group:  # the GPT: float32 parameters only, the tied one listed once
             rows = entry.fake.shape[0]
@@ -201,9 +201,8 @@ def _rows_alone(model: nn.Module, rank: int, ranks: int) -> None:
             width = math.prod(entry.fake.shape[1:])
             ranges[entry.ref.sid] = (start * width, stop * width)
         shards = {sid: torch.empty(hi - lo) for sid, (lo, hi) in ranges.items()}
-        replay_rows(
-            session, ranges, set(), set(), lambda sid, flat: None, lambda sid, ex: None, lambda ok: ok, into=shards.get
-        )
+        ignore = lambda *args: None
+        replay_rows(recording, ranges, set(), set(), ignore, ignore, lambda ok: ok, into=shards.get)
 
 
 def _alone(args: argparse.Namespace) -> None:
