@@ -7,6 +7,7 @@ projections) trained for one step on random tokens. Each case runs in a fresh la
 * setup: from ``configure_model`` to the end of setup (build, materialize, shard), seconds, wall
   and CPU (``time.process_time``: all of the process's threads; on a shared machine wall time
   also counts waiting for a core);
+* mater.: the csx strategies' own materialization phase within setup (``ttfl/materialize``), seconds;
 * peak: the process's peak RSS during setup above its RSS right before ``configure_model``
   (``/proc/self/clear_refs`` resets the peak there), as a fraction of the model's bytes;
 * first loss: from ``trainer.fit`` to the first loss, seconds;
@@ -124,7 +125,7 @@ def run_case(case: str, ranks: int, config: Config, out: Path, run: int) -> None
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.0)  # no state: the step is not what is measured
 
-    from cs_lightning import CSXFSDPStrategy
+    from cs_lightning import CSXFSDPStrategy, TimeToFirstLoss
 
     pl.seed_everything(0)
     if case == "csx 1 thread":
@@ -141,6 +142,7 @@ def run_case(case: str, ranks: int, config: Config, out: Path, run: int) -> None
         accelerator="cpu",
         devices=ranks,
         max_steps=0 if case == "save" else 1,
+        callbacks=[clock := TimeToFirstLoss()],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -166,6 +168,7 @@ def run_case(case: str, ranks: int, config: Config, out: Path, run: int) -> None
         "digest": digest.hexdigest(),
         "threads": torch.get_num_threads(),
         **{k: module.times[k] for k in ("setup", "setup_cpu", "peak", "anon", "first_loss")},
+        "materialize": clock.metrics.get("ttfl/materialize", math.nan),  # csx's own phase (ModelParallel: none)
     }
     (out / f"{case}-{ranks}-{trainer.global_rank}-{run}.json").write_text(json.dumps(row))
 
@@ -295,7 +298,8 @@ def _median_row(folder: Path, case: str, ranks: int, rank: int, repeat: int) -> 
     """One rank's figures over the runs of a case: the median of each, the digests all required equal."""
     runs = [json.loads((folder / f"{case}-{ranks}-{rank}-{k}.json").read_text()) for k in range(repeat)]
     row = {
-        key: statistics.median(run[key] for run in runs) for key in ("setup", "setup_cpu", "peak", "anon", "first_loss")
+        key: statistics.median(run[key] for run in runs)
+        for key in ("setup", "setup_cpu", "materialize", "peak", "anon", "first_loss")
     }
     digests = {run["digest"] for run in runs}
     return {
@@ -314,7 +318,8 @@ def _report(rows: dict, config: Config, repeat: int) -> None:
         f" {os.cpu_count()} cores, csx on {reference['threads']} threads; medians of {repeat} run(s)"
     )
     print(
-        f"{'case':<18} {'rank':>4} {'threads':>7} {'setup s':>8} {'cpu s':>6} {'peak / model':>13} {'anon / model':>13}"
+        f"{'case':<18} {'rank':>4} {'threads':>7} {'setup s':>8} {'cpu s':>6} {'mater. s':>9}"
+        f" {'peak / model':>13} {'anon / model':>13}"
         f" {'first loss s':>13}  weights"
     )
     for (case, n), ranks in rows.items():
@@ -322,22 +327,30 @@ def _report(rows: dict, config: Config, repeat: int) -> None:
             same = "== csx (eager)" if r["digest"] == reference["digest"] else "DIFFERENT"
             print(
                 f"{case + (f' x{n}' if n > 1 else ''):<18} {r['rank']:>4} {r['threads']:>7} {r['setup']:>8.2f}"
-                f" {r['setup_cpu']:>6.2f}"
+                f" {r['setup_cpu']:>6.2f} {r['materialize']:>9.2f}"
                 f" {r['peak'] / model_bytes:>13.2f} {r['anon'] / model_bytes:>13.2f} {r['first_loss']:>13.2f}  {same}"
             )
     print()
-    one_thread = rows.get(("csx 1 thread", 1), [{"setup": float("nan")}])[0]
+    one_thread = rows.get(("csx 1 thread", 1), [{"setup": math.nan, "materialize": math.nan}])[0]
     for (case, n), ranks in rows.items():
         if n == 1:
             continue
         slowest = max(r["setup"] for r in ranks)
+        materialize = max(r["materialize"] for r in ranks)
         peak = max(r["peak"] for r in ranks) / model_bytes
         anon = max(r["anon"] for r in ranks) / model_bytes
-        print(
-            f"{case} x{n}: slowest rank's setup / csx's: {slowest / reference['setup']:.2f}x"
-            f" ({reference['threads']} threads), {slowest / one_thread['setup']:.2f}x (1 thread);"
-            f" worst rank's peak: {peak:.2f}x the model, anonymous growth {anon:.2f}x"
-        )
+        parts = [
+            f"slowest rank's setup / csx's: {slowest / reference['setup']:.2f}x ({reference['threads']} threads),"
+            f" {slowest / one_thread['setup']:.2f}x (1 thread)",
+            f"worst rank's peak: {peak:.2f}x the model, anonymous growth {anon:.2f}x",
+        ]
+        if not math.isnan(materialize):  # the csx strategies time their materialization
+            parts.insert(
+                1,
+                f"slowest rank's materialization / csx's: {materialize / reference['materialize']:.2f}x,"
+                f" {materialize / one_thread['materialize']:.2f}x (1 thread)",
+            )
+        print(f"{case} x{n}: " + "; ".join(parts))
 
 
 if __name__ == "__main__":
