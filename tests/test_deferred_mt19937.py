@@ -99,10 +99,16 @@ def test_the_polynomial_kept_on_disk_is_checked_when_read(damage: str) -> None:
     assert torch.equal(mt19937.advance(start, 5 * 624 + 3), generator.get_state())
 
 
+@pytest.mark.parametrize("pairs", [True, False])
 @pytest.mark.parametrize("n", [0, 1, 2, 7, 624, 625, (1 << 18) * 2 - 1, (1 << 18) * 2 + 3])
-def test_skipping_by_drawing_takes_exactly_n_outputs(n: int) -> None:
-    """Below the jump threshold the skip draws int64 pairs (and one float32 for an odd n):
-    the generator ends where n one-output draws leave it, across scratch chunks."""
+def test_skipping_by_drawing_takes_exactly_n_outputs(n: int, pairs: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the jump threshold the skip draws int64 pairs (and one float32 for an odd n), or
+    float32 singles where int64 draws would not take two outputs each: the generator ends
+    where n one-output draws leave it, across scratch chunks."""
+    from cs_lightning.deferred import replay
+
+    assert replay._pairs_drawn_by_int64()  # this torch build draws int64 as pairs
+    monkeypatch.setattr(replay, "_pairs_drawn_by_int64", lambda: pairs)
     start = state_after(5, 17)
     generator = torch.Generator()
     generator.set_state(start)

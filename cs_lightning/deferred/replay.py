@@ -579,10 +579,21 @@ def _skip(generator: torch.Generator, outputs: int, jump_from: int = _JUMP_FROM)
         generator.set_state(mt19937.advance(generator.get_state(), outputs))
         return
     # int64 random_() takes two outputs per element (one random64) at under half the cost
-    # per output of any one-output draw; an odd last output is one float32 uniform_.
-    pairs, odd = divmod(outputs, 2)
+    # per output of a float32 uniform_, which takes one.
+    pairs, ones = divmod(outputs, 2) if _pairs_drawn_by_int64() else (0, outputs)
     scratch = torch.empty(min(pairs, _CHUNK), dtype=torch.int64)
     for begin in range(0, pairs, _CHUNK):
         scratch[: min(_CHUNK, pairs - begin)].random_(generator=generator)
-    if odd:
-        torch.empty(1).uniform_(generator=generator)
+    singles = torch.empty(min(ones, _CHUNK), dtype=torch.float32)
+    for begin in range(0, ones, _CHUNK):
+        singles[: min(_CHUNK, ones - begin)].uniform_(generator=generator)
+
+
+@functools.cache
+def _pairs_drawn_by_int64() -> bool:
+    """Whether int64 random_() takes exactly two outputs per element on this torch build
+    (checked once, on a private generator); else skips draw one float32 at a time."""
+    pairs, singles = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    torch.empty(5, dtype=torch.int64).random_(generator=pairs)
+    torch.empty(10).uniform_(generator=singles)
+    return torch.equal(pairs.get_state(), singles.get_state())
