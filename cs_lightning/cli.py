@@ -58,7 +58,7 @@ from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import write_atomic
 from cs_lightning.config_blocks import load_yaml, read_yaml
-from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
+from cs_lightning.errors import ConfigError, CSLightningError, KeyPath, ParamGroupTagsError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
 from cs_lightning.schedulers.registry import named_tags
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -185,9 +185,7 @@ def _schedulers_factory(
     try:
         probe = param_groups.probe(tagged, named_tags(spec) if any_tags else ())
         built = cs_schedulers.build(spec, make_optimizer(probe))
-    except ConfigError as err:
-        if "match no param group" not in err.message:
-            raise
+    except ParamGroupTagsError as err:
         fix = (
             f"fix: use a tag of the param_groups: block ({', '.join(entry.tag for entry in tagged)}) or add an entry"
             if tagged
