@@ -12,7 +12,7 @@ from conftest import REPO, run_cli, snapshot
 
 from cs_lightning import schedulers
 from cs_lightning.convert import convert, convert_file, main_convert, probe_optimizer
-from cs_lightning.errors import ConfigError
+from cs_lightning.errors import ConfigError, format_key_path
 
 DATA = REPO / "tests" / "data" / "modelzoo"
 
@@ -55,8 +55,8 @@ def test_converted_schedules_equal_the_model_zoo_blocks(name):
 def test_every_source_key_is_mapped_or_reported(name, tmp_path):
     report = convert_file(DATA / name, tmp_path / "run.yaml")
     text = (tmp_path / "run.yaml").read_text()
-    mapped = [src for src, _ in report.mapped]
-    unmapped = [key for key, _, _ in report.unmapped]
+    mapped = [format_key_path(src) for src, _ in report.mapped]
+    unmapped = [format_key_path(key) for key, _, _ in report.unmapped]
     for leaf in _leaf_paths(_load(name)):
         covered = [m for m in mapped if leaf == m or leaf.startswith((m + ".", m + "["))]
         assert bool(covered) != (leaf in unmapped), leaf
@@ -103,7 +103,7 @@ def test_gpt_trainer_config():
     assert converted["optimizer"] == {"AdamW": {"betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}}
     assert converted["schedulers"][0]["SequentialLR"]["milestones"] == [375]
     assert converted["ckpt_path"] == "./model_dir_gpt/checkpoint_0.mdl"
-    unmapped = {key for key, _, _ in report.unmapped}
+    unmapped = {format_key_path(key) for key, _, _ in report.unmapped}
     assert {
         "trainer.init.model.name",
         "trainer.fit.train_dataloader.data_processor",
@@ -131,7 +131,7 @@ def test_legacy_config():
     assert converted["trainer"]["precision"] == "bf16-mixed"
     assert converted["trainer"]["callbacks"][0]["init_args"]["every_n_train_steps"] == 2000
     assert converted["seed_everything"] == 7
-    assert ("optimizer.log_summaries", True, "Model Zoo summaries: use Lightning loggers") in report.unmapped
+    assert (("optimizer", "log_summaries"), True, "Model Zoo summaries: use Lightning loggers") in report.unmapped
 
 
 def test_old_scheduler_spellings_and_chained_main_scheduler():
@@ -178,8 +178,19 @@ def test_cerebras_only_optimizer_is_reported_not_guessed():
     converted, report = convert(config)
     assert "optimizer" not in converted
     assert [key for key, _, why in report.unmapped if "no torch.optim counterpart" in why] == [
-        "trainer.init.optimizer.Lamb.weight_decay"
+        ("trainer", "init", "optimizer", "Lamb", "weight_decay")
     ]
+
+
+def test_a_key_holding_a_dot_is_one_key_of_the_report():
+    """A muP tag `embedding.extra` is not below the converted tag `embedding`: it is reported unmapped."""
+    scales = {"embedding": 2.0, "embedding.extra": 3.0}
+    config = {"optimizer": {"optimizer_type": "SGD", "learning_rate": 0.01, "adjust_learning_rate": scales}}
+    converted, report = convert({**config, "runconfig": {"max_steps": 3}})
+    assert [entry["tag"] for entry in converted["param_groups"]] == ["embedding"]
+    key = ("optimizer", "adjust_learning_rate", "embedding.extra")
+    assert [(path, value) for path, value, _ in report.unmapped] == [(key, 3.0)]
+    assert "  optimizer.adjust_learning_rate.embedding.extra: 3.0  # muP per-layer" in report.format()
 
 
 def test_tagged_schedules_say_the_groups_need_tags():
