@@ -781,9 +781,10 @@ def main(args: Sequence[str] | None = None) -> int:
             _cache_command(argv[1:])
             return 0
         if argv[:1] == ["convert"]:
-            from cs_lightning.convert import main_convert
+            from cs_lightning.convert import convert_command
 
-            return main_convert(argv[1:])
+            convert_command(argv[1:])
+            return 0
         imported = _run_imports(argv)
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.

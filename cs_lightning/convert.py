@@ -22,8 +22,8 @@ reason, in the `Report` and in a comment block at the end of the written YAML (c
 keep the file valid for ``cs-lightning fit``). Nothing is dropped silently.
 
 `convert` is a pure function of the parsed YAML; `convert_file` reads and writes files;
-`main_convert` is the command line. Mistakes (unknown scheduler, inconsistent milestones,
-not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path; the command
+`convert_command` is the command line. Mistakes (unknown scheduler, inconsistent milestones,
+not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path; `cs-lightning`
 prints that as one line and exits with code 2, writing nothing.
 """
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -720,22 +719,19 @@ class _ArgumentParser(argparse.ArgumentParser):
         raise ConfigError("convert", f"{message}; fix: cs-lightning convert modelzoo.yaml -o run.yaml")
 
 
-def main_convert(argv: Sequence[str]) -> int:
-    """`cs-lightning convert modelzoo.yaml -o run.yaml`: returns the exit code (2 on a bad file)."""
+def convert_command(argv: Sequence[str]) -> None:
+    """`cs-lightning convert modelzoo.yaml -o run.yaml`: prints the report once the file is written.
+
+    A mistake raises `ConfigError`; `cs_lightning.cli.main` turns it into the one error line
+    and exit code 2 that every subcommand gives, before anything is printed or written.
+    """
     parser = _ArgumentParser(
         prog="cs-lightning convert", description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML."
     )
     parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
     parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
     parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
-    try:
-        opts = parser.parse_args(list(argv))
-        report = convert_file(opts.source, opts.out, force=opts.force)
-    except ConfigError as err:
-        print(f"cs-lightning: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:  # --help
-        return exit_.code if isinstance(exit_.code, int) else 0
+    opts = parser.parse_args(list(argv))
+    report = convert_file(opts.source, opts.out, force=opts.force)
     print(report.format())
     print(f"wrote {opts.out}")
-    return 0

@@ -11,7 +11,8 @@ import yaml
 from conftest import REPO, run_cli, snapshot
 
 from cs_lightning import schedulers
-from cs_lightning.convert import convert, convert_file, main_convert, probe_optimizer
+from cs_lightning.cli import main
+from cs_lightning.convert import convert, convert_command, convert_file, probe_optimizer
 from cs_lightning.errors import ConfigError, format_key_path
 
 DATA = REPO / "tests" / "data" / "modelzoo"
@@ -216,11 +217,18 @@ BAD = {
 @pytest.mark.parametrize("name", BAD)
 def test_bad_files_give_one_line_and_exit_2(name, tmp_path, capsys):
     out = tmp_path / "run.yaml"
-    assert main_convert([str(DATA / name), "-o", str(out)]) == 2
+    assert main(["convert", str(DATA / name), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("cs-lightning: error: ")
     assert BAD[name] in err
     assert not out.exists()
+
+
+def test_the_convert_command_leaves_the_error_line_to_the_cli(tmp_path, capsys):
+    """One error path for every subcommand: convert raises, `cs-lightning` prints the line and exits 2."""
+    with pytest.raises(ConfigError, match="not a Cerebras Model Zoo config"):
+        convert_command([str(DATA / "bad_not_trainer.yaml"), "-o", str(tmp_path / "run.yaml")])
+    assert capsys.readouterr() == ("", "") and not (tmp_path / "run.yaml").exists()
 
 
 def test_bad_milestones_name_the_fix():
@@ -242,7 +250,7 @@ def test_unknown_scheduler_lists_close_names():
     ],
 )
 def test_missing_file_or_argument_exit_2(argv, capsys):
-    assert main_convert(argv) == 2
+    assert main(["convert", *argv]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert list(Path().iterdir()) == []
 
@@ -259,14 +267,13 @@ def test_missing_file_or_argument_exit_2(argv, capsys):
 )
 def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
     (tmp_path / "mz.yaml").write_text(text)
-    assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
+    assert main(["convert", "mz.yaml", "-o", "run.yaml"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"cs-lightning: error: {key}: ")
     assert not (tmp_path / "run.yaml").exists()
 
 
 def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
-    from cs_lightning.cli import main
 
     convert_file(DATA / "gpt_trainer.yaml", tmp_path / "run.yaml")
     code = main(
@@ -294,7 +301,6 @@ def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
 
 
 def test_cs_lightning_convert_subcommand(tmp_path, capsys):
-    from cs_lightning.cli import main
 
     assert main(["convert", str(DATA / "legacy_gpt3.yaml"), "-o", str(tmp_path / "run.yaml")]) == 0
     printed = capsys.readouterr().out
@@ -370,14 +376,14 @@ def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
 def test_convert_refuses_an_output_it_cannot_write(out, problem, tmp_path, capsys):
     (tmp_path / "sub").mkdir()
     before = snapshot(tmp_path)
-    assert main_convert([str(DATA / "gpt_trainer.yaml"), "-o", out]) == 2
+    assert main(["convert", str(DATA / "gpt_trainer.yaml"), "-o", out]) == 2
     assert capsys.readouterr() == ("", f"cs-lightning: error: --out: {problem}\n")
     assert snapshot(tmp_path) == before and not (tmp_path / "no_such").exists()
 
 
 def test_a_source_that_is_not_utf8_is_one_line(tmp_path, capsys):
     (tmp_path / "mz.yaml").write_bytes("# r\xe9sum\xe9\ntrainer: {init: {}}\n".encode("latin-1"))
-    assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
+    assert main(["convert", "mz.yaml", "-o", "run.yaml"]) == 2
     assert capsys.readouterr() == (
         "",
         "cs-lightning: error: source: 'mz.yaml' is not UTF-8 text (byte 0xe9 at offset 3); fix: save the file as UTF-8\n",
@@ -404,7 +410,7 @@ def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys
         "optimizer:\n  optimizer_type: Adam\n  learning_rate:\n    initial_learning_rate: 5.0e-4\n"
         "    scheduler: PiecewiseConstant\n    boundaries: [10]\n    values: [5.0e-4, 1.0e-5]\nrunconfig: {max_steps: 20}\n"
     )
-    assert main_convert(["gpt2.yaml", "-o", "gpt2_run.yaml"]) == 0
+    assert main(["convert", "gpt2.yaml", "-o", "gpt2_run.yaml"]) == 0
     report = capsys.readouterr().out
     assert (
         "warning: optimizer.learning_rate[1].alpha: 0.1 dropped: Model Zoo 1.9's Linear never read alpha and "
@@ -418,7 +424,7 @@ def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys
     values = schedule.values(100)[:, 0]
     assert values[10].item() == pytest.approx(6e-4) and values[55].item() == pytest.approx(3e-4)
     assert values[99].item() == pytest.approx(6e-4 / 90, rel=1e-5)  # to end_learning_rate 0, not alpha * 6e-4 (float32)
-    assert main_convert(["unet.yaml", "-o", "unet_run.yaml"]) == 0
+    assert main(["convert", "unet.yaml", "-o", "unet_run.yaml"]) == 0
     assert "warning: optimizer.learning_rate.initial_learning_rate: 0.0005 dropped" in capsys.readouterr().out
     assert yaml.safe_load((tmp_path / "unet_run.yaml").read_text())["schedulers"] == [
         {"PiecewiseConstantLR": {"learning_rates": [5e-4, 1e-5], "milestones": [10]}}
@@ -431,7 +437,7 @@ def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path,
         "  learning_rate: {scheduler: Linear, initial_learning_rate: 0.01, end_learning_rate: 0.0, steps: 10}\n"
         "runconfig: {max_steps: 10}\n"
     )
-    assert main_convert(["mup.yaml", "-o", "run.yaml"]) == 0
+    assert main(["convert", "mup.yaml", "-o", "run.yaml"]) == 0
     report = capsys.readouterr().out
     patterns = ["*linear*weight*", "*weight*linear*", "*dense*weight*", "*weight*dense*"]
     assert (
@@ -447,7 +453,6 @@ def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path,
     linear = {"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}
     assert converted["schedulers"] == [{"ScalePerParamLR": {"scheduler": linear}}]
     # the schedule shows both groups: the scaled one at 0.25 x the schedule
-    from cs_lightning.cli import main
 
     assert main(["schedule", "--config", "run.yaml", "--table"]) == 0
     header, *rows = capsys.readouterr().out.splitlines()
@@ -472,7 +477,6 @@ def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path,
 )
 def test_convert_and_schedule_word_the_same_mistake_the_same_way(child, tmp_path, capsys):
     """Only the root of the key path differs: the Model Zoo file's trainer.init., or none in run.yaml."""
-    from cs_lightning.cli import main
 
     block = [
         {
