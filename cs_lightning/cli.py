@@ -177,8 +177,9 @@ def _schedulers_factory(
     """Validate a `schedulers:` block now, on a throwaway optimizer; return `optimizer -> list`.
 
     The throwaway optimizer has the groups that the `optimizer:` and `param_groups:` blocks
-    build (the untagged one, one per `tagged` entry), or, with `any_tags` (drawing a schedule
-    needs no model), one more group per other tag the block names. `build` reads both
+    build (the untagged one unless a glob tags every parameter, one per `tagged` entry), or,
+    with `any_tags` (drawing a schedule needs no model), one more group per other tag the
+    block names. `build` reads both
     spellings and raises `ConfigError`s at the key path (`schedulers[0].SequentialLR...`,
     `schedulers[0].init_args...`).
     """
