@@ -58,7 +58,7 @@ from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import write_atomic
 from cs_lightning.config_blocks import load_yaml, read_yaml
-from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
+from cs_lightning.errors import ConfigError, CSLightningError, KeyPath, ParamGroupTagsError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
 from cs_lightning.schedulers.registry import named_tags
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -177,17 +177,16 @@ def _schedulers_factory(
     """Validate a `schedulers:` block now, on a throwaway optimizer; return `optimizer -> list`.
 
     The throwaway optimizer has the groups that the `optimizer:` and `param_groups:` blocks
-    build (the untagged one, one per `tagged` entry), or, with `any_tags` (drawing a schedule
-    needs no model), one more group per other tag the block names. `build` reads both
+    build (the untagged one unless a glob tags every parameter, one per `tagged` entry), or,
+    with `any_tags` (drawing a schedule needs no model), one more group per other tag the
+    block names. `build` reads both
     spellings and raises `ConfigError`s at the key path (`schedulers[0].SequentialLR...`,
     `schedulers[0].init_args...`).
     """
     try:
         probe = param_groups.probe(tagged, named_tags(spec) if any_tags else ())
         built = cs_schedulers.build(spec, make_optimizer(probe))
-    except ConfigError as err:
-        if "match no param group" not in err.message:
-            raise
+    except ParamGroupTagsError as err:
         fix = (
             f"fix: use a tag of the param_groups: block ({', '.join(entry.tag for entry in tagged)}) or add an entry"
             if tagged
@@ -783,9 +782,10 @@ def main(args: Sequence[str] | None = None) -> int:
             _cache_command(argv[1:])
             return 0
         if argv[:1] == ["convert"]:
-            from cs_lightning.convert import main_convert
+            from cs_lightning.convert import convert_command
 
-            return main_convert(argv[1:])
+            convert_command(argv[1:])
+            return 0
         imported = _run_imports(argv)
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.

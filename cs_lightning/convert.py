@@ -22,8 +22,8 @@ reason, in the `Report` and in a comment block at the end of the written YAML (c
 keep the file valid for ``cs-lightning fit``). Nothing is dropped silently.
 
 `convert` is a pure function of the parsed YAML; `convert_file` reads and writes files;
-`main_convert` is the command line. Mistakes (unknown scheduler, inconsistent milestones,
-not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path; the command
+`convert_command` is the command line. Mistakes (unknown scheduler, inconsistent milestones,
+not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path; `cs-lightning`
 prints that as one line and exits with code 2, writing nothing.
 """
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,30 +87,32 @@ _IGNORED_BY_1_9 = {
 }
 
 # Why a whole section has no counterpart, by its key path prefix (longest match wins).
-_REASONS = {
-    "trainer.init.model": "Model Zoo model: write a LightningModule and set model: class_path",
-    "model": "Model Zoo model: write a LightningModule and set model: class_path",
-    "trainer.fit.train_dataloader": "Model Zoo data processor: write a LightningDataModule "
+_INIT: KeyPath = ("trainer", "init")
+_REASONS: dict[KeyPath, str] = {
+    (*_INIT, "model"): "Model Zoo model: write a LightningModule and set model: class_path",
+    ("model",): "Model Zoo model: write a LightningModule and set model: class_path",
+    ("trainer", "fit", "train_dataloader"): "Model Zoo data processor: write a LightningDataModule "
     "(its batch size is one micro-batch)",
-    "trainer.fit.val_dataloader": "Model Zoo data processor: write a LightningDataModule",
-    "train_input": "Model Zoo data processor: write a LightningDataModule (its batch size is one micro-batch)",
-    "eval_input": "Model Zoo data processor: write a LightningDataModule",
-    "trainer.init.callbacks": "Model Zoo callback: add a Lightning callback under trainer.callbacks",
-    "trainer.init.loggers": "Model Zoo logger: set trainer.logger",
-    "trainer.init.sparsity": "weight sparsity is not emulated by cs-lightning",
-    "trainer.init.backend": "Cerebras cluster setting: no counterpart in the emulated CS-X",
+    ("trainer", "fit", "val_dataloader"): "Model Zoo data processor: write a LightningDataModule",
+    ("train_input",): "Model Zoo data processor: write a LightningDataModule (its batch size is one micro-batch)",
+    ("eval_input",): "Model Zoo data processor: write a LightningDataModule",
+    (*_INIT, "callbacks"): "Model Zoo callback: add a Lightning callback under trainer.callbacks",
+    (*_INIT, "loggers"): "Model Zoo logger: set trainer.logger",
+    (*_INIT, "sparsity"): "weight sparsity is not emulated by cs-lightning",
+    (*_INIT, "backend"): "Cerebras cluster setting: no counterpart in the emulated CS-X",
 }
 _DEFAULT_REASON = "no cs-lightning counterpart"
 
 
 @dataclass
 class Report:
-    """What `convert` did: every source leaf is in `mapped` or in `unmapped`."""
+    """What `convert` did: every source leaf is in `mapped` or in `unmapped`, by its key path
+    in the source (a tuple; `format` writes it with `format_key_path`)."""
 
     source: str
     layout: str
-    mapped: list[tuple[str, str]] = field(default_factory=list)
-    unmapped: list[tuple[str, Any, str]] = field(default_factory=list)
+    mapped: list[tuple[KeyPath, str]] = field(default_factory=list)
+    unmapped: list[tuple[KeyPath, Any, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def format(self) -> str:
@@ -120,10 +121,10 @@ class Report:
             f"converted {self.source} ({self.layout} layout): "
             f"{len(self.mapped)} keys mapped, {len(self.unmapped)} unmapped"
         ]
-        lines += [f"  {src} -> {dst}" for src, dst in self.mapped]
+        lines += [f"  {format_key_path(src)} -> {dst}" for src, dst in self.mapped]
         if self.unmapped:
             lines.append("unmapped (marked at the end of the output file):")
-            lines += [f"  {key}: {_flow(value)}  # {why}" for key, value, why in self.unmapped]
+            lines += [f"  {format_key_path(key)}: {_flow(value)}  # {why}" for key, value, why in self.unmapped]
         if self.notes:
             lines.append("notes:")
             lines += [f"  - {note}" for note in self.notes]
@@ -133,23 +134,18 @@ class Report:
 # ----------------------------------------------------------------------------- source
 
 
-def _at(path: str) -> KeyPath:
-    """A source key path (dotted: `_Source` walks mappings only, so it holds no index) as a tuple."""
-    return tuple(path.split("."))
-
-
-def _under(path: str, prefix: str) -> bool:
+def _under(path: KeyPath, prefix: KeyPath) -> bool:
     """Whether key path `path` is `prefix` or lies below it."""
-    return path == prefix or path.startswith((prefix + ".", prefix + "["))
+    return path[: len(prefix)] == prefix
 
 
-def _leaves(value: Any, path: KeyPath) -> list[tuple[str, Any]]:
-    """Key paths of every leaf, as text; lists are leaves unless they hold mappings."""
+def _leaves(value: Any, path: KeyPath) -> list[tuple[KeyPath, Any]]:
+    """Key paths of every leaf; lists are leaves unless they hold mappings."""
     if isinstance(value, Mapping) and value:
         return [leaf for key, child in value.items() for leaf in _leaves(child, (*path, key))]
     if isinstance(value, list) and any(isinstance(item, Mapping) for item in value):
         return [leaf for i, child in enumerate(value) for leaf in _leaves(child, (*path, i))]
-    return [(format_key_path(path), value)]
+    return [(path, value)]
 
 
 class _Source:
@@ -157,33 +153,33 @@ class _Source:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = config
-        self.used: set[str] = set()
-        self.reasons: dict[str, str] = {}
+        self.used: set[KeyPath] = set()
+        self.reasons: dict[KeyPath, str] = {}
 
-    def get(self, path: str, default: Any = None) -> Any:
-        """Value at a dotted key path (mappings only), or `default`."""
+    def get(self, path: KeyPath, default: Any = None) -> Any:
+        """Value at a key path (mappings only), or `default`."""
         node: Any = self.config
-        for key in path.split("."):
+        for key in path:
             if not isinstance(node, Mapping) or key not in node:
                 return default
             node = node[key]
         return node
 
-    def use(self, path: str) -> None:
+    def use(self, path: KeyPath) -> None:
         """Mark `path` and everything below it as converted."""
         self.used.add(path)
 
-    def why(self, path: str, reason: str) -> None:
+    def why(self, path: KeyPath, reason: str) -> None:
         """Say why `path` (and what is below it) stays unmapped."""
         self.reasons[path] = reason
 
-    def reason(self, path: str) -> str:
+    def reason(self, path: KeyPath) -> str:
         """The most specific reason known for an unmapped key path."""
         reasons = {**_REASONS, **self.reasons}
         matches = [prefix for prefix in reasons if _under(path, prefix)]
         return reasons[max(matches, key=len)] if matches else _DEFAULT_REASON
 
-    def unused(self) -> list[tuple[str, Any]]:
+    def unused(self) -> list[tuple[KeyPath, Any]]:
         """Every leaf not converted, in file order."""
         return [
             (path, value)
@@ -200,7 +196,7 @@ class _Output:
         self.source = source
         self.report = report
 
-    def set(self, dst: str, value: Any, src: str | None) -> None:
+    def set(self, dst: str, value: Any, src: KeyPath | None) -> None:
         node = self.config
         *parents, last = dst.split(".")
         for key in parents:
@@ -209,18 +205,18 @@ class _Output:
         if src is not None:
             self.record(src, dst)
 
-    def record(self, src: str, dst: str) -> None:
+    def record(self, src: KeyPath, dst: str) -> None:
         """Say that the source key `src` (and all below it) went into `dst`."""
         self.source.use(src)
         self.report.mapped.append((src, dst))
 
-    def take(self, src: str, dst: str, check: type | tuple[type, ...] | None = None) -> Any:
+    def take(self, src: KeyPath, dst: str, check: type | tuple[type, ...] | None = None) -> Any:
         """Copy the source value at `src` (if present) to `dst`; returns it."""
         value = self.source.get(src)
         if value is None:
             return None
         if check is not None and (isinstance(value, bool) or not isinstance(value, check)):
-            raise ConfigError(_at(src), f"expected {_type_names(check)}, got {value!r}; fix: correct this value")
+            raise ConfigError(src, f"expected {_type_names(check)}, got {value!r}; fix: correct this value")
         self.set(dst, value, src)
         return value
 
@@ -233,7 +229,7 @@ def _type_names(check: type | tuple[type, ...]) -> str:
 # ---------------------------------------------------------------------- shared parts
 
 
-def _precision(out: _Output, enabled_key: str, type_key: str) -> None:
+def _precision(out: _Output, enabled_key: KeyPath, type_key: KeyPath) -> None:
     """Mixed-precision switch and format -> trainer.precision."""
     enabled, fp16_type = out.source.get(enabled_key), out.source.get(type_key)
     if enabled is None and fp16_type is None:
@@ -245,9 +241,7 @@ def _precision(out: _Output, enabled_key: str, type_key: str) -> None:
         return
     fp16_type = fp16_type or "float16"  # cerebras.pytorch's default half type
     if fp16_type not in _PRECISION:
-        raise ConfigError(
-            _at(type_key), f"unknown half-precision type {fp16_type!r}; fix: use one of {sorted(_PRECISION)}"
-        )
+        raise ConfigError(type_key, f"unknown half-precision type {fp16_type!r}; fix: use one of {sorted(_PRECISION)}")
     out.set("trainer.precision", _PRECISION[fp16_type], type_key)
     if enabled is not None:
         out.record(enabled_key, "trainer.precision")
@@ -257,12 +251,12 @@ def _precision(out: _Output, enabled_key: str, type_key: str) -> None:
         out.report.notes.append("16-mixed needs a GPU; on CPU use bf16-mixed")
 
 
-def _clipping(out: _Output, prefix: str) -> None:
+def _clipping(out: _Output, prefix: KeyPath) -> None:
     """max_gradient_norm / max_gradient_value -> trainer.gradient_clip_val/_algorithm."""
-    norm, value = f"{prefix}.max_gradient_norm", f"{prefix}.max_gradient_value"
+    norm, value = (*prefix, "max_gradient_norm"), (*prefix, "max_gradient_value")
     if out.source.get(norm) is not None and out.source.get(value) is not None:
         raise ConfigError(
-            _at(prefix),
+            prefix,
             "both max_gradient_norm and max_gradient_value are set; fix: keep one (Lightning clips one way)",
         )
     for key, algorithm in ((norm, "norm"), (value, "value")):
@@ -270,7 +264,7 @@ def _clipping(out: _Output, prefix: str) -> None:
             out.set("trainer.gradient_clip_algorithm", algorithm, None)
 
 
-def _loop(out: _Output, keys: Mapping[str, str]) -> None:
+def _loop(out: _Output, keys: Mapping[str, KeyPath]) -> None:
     """Steps, epochs, evaluation cadence and gradient accumulation -> trainer.*.
 
     Model Zoo counts optimizer steps; Lightning's val_check_interval counts batches,
@@ -288,7 +282,7 @@ def _loop(out: _Output, keys: Mapping[str, str]) -> None:
     out.take(keys["num_epochs"], "trainer.max_epochs", int)
     frequency = get(keys["eval_frequency"])
     if isinstance(frequency, bool) or not isinstance(frequency, (int, float, type(None))):
-        raise ConfigError(_at(keys["eval_frequency"]), f"expected a number of steps, got {frequency!r}")
+        raise ConfigError(keys["eval_frequency"], f"expected a number of steps, got {frequency!r}")
     if isinstance(frequency, int):
         out.set("trainer.val_check_interval", frequency * accum, keys["eval_frequency"])
         out.set("trainer.check_val_every_n_epoch", None, None)
@@ -297,17 +291,17 @@ def _loop(out: _Output, keys: Mapping[str, str]) -> None:
     out.take(keys["eval_steps"], "trainer.limit_val_batches", int)
 
 
-def _checkpoint_every(out: _Output, key: str) -> None:
+def _checkpoint_every(out: _Output, key: KeyPath) -> None:
     steps = out.source.get(key)
     if steps is None:
         return
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
-        raise ConfigError(_at(key), f"expected a positive number of steps, got {steps!r}")
+        raise ConfigError(key, f"expected a positive number of steps, got {steps!r}")
     callback = {"class_path": _CHECKPOINT_CALLBACK, "init_args": {"every_n_train_steps": steps, "save_top_k": -1}}
     out.set("trainer.callbacks", [callback], key)
 
 
-def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) -> None:
+def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPath) -> None:
     """A Model Zoo optimizer -> `optimizer: {TorchName: {args}}`, argument by argument.
 
     Arguments torch's class does not take stay unmapped, with that reason.
@@ -323,7 +317,7 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: str) 
     accepted = set(inspect.signature(torch_cls).parameters) - {"params"}
     converted: dict[str, Any] = {}
     for arg, value in args.items():
-        arg_key = format_key_path((*_at(args_key), arg))
+        arg_key = (*args_key, arg)
         target = _OPTIMIZER_ALIASES.get(arg, arg)
         if arg == "adjust_learning_rate":
             _per_layer_scales(out, arg_key)
@@ -422,14 +416,14 @@ def _with_milestones(block: dict[str, Any], built: Any) -> dict[str, Any]:
     return {name: args}
 
 
-def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: str) -> None:
+def _schedulers(out: _Output, blocks: list[dict[str, Any]], src: KeyPath) -> None:
     """Check the converted blocks by building them, then write `schedulers:` with milestones.
 
     Errors name the key path in the Model Zoo file (`src`[i]...), where `build` would say schedulers[i].
     """
     written = []
     for i, block in enumerate(blocks):
-        (built,) = schedulers.build(block, probe_optimizer(block), key=(*_at(src), i))
+        (built,) = schedulers.build(block, probe_optimizer(block), key=(*src, i))
         written.append(_with_milestones(block, built))
     out.set("schedulers", written, src)
     tags = named_tags(blocks)
@@ -454,97 +448,86 @@ def probe_optimizer(*blocks: Any) -> torch.optim.Optimizer:
 
 def _trainer_layout(out: _Output) -> None:
     src = out.source
-    init = "trainer.init"
-    if not isinstance(src.get(init), Mapping):
+    if not isinstance(src.get(_INIT), Mapping):
         raise ConfigError(
-            _at(init),
+            _INIT,
             "a Model Zoo Trainer config needs trainer: {init: {...}}; fix: check the file is a Trainer config",
         )
-    out.take(f"{init}.seed", "seed_everything", int)
-    out.take(f"{init}.model_dir", "trainer.default_root_dir", str)
-    backend = src.get(f"{init}.backend.backend_type")
+    out.take((*_INIT, "seed"), "seed_everything", int)
+    out.take((*_INIT, "model_dir"), "trainer.default_root_dir", str)
+    backend_type = (*_INIT, "backend", "backend_type")
+    backend = src.get(backend_type)
     if backend is not None:
-        out.set("trainer.accelerator", "csx", f"{init}.backend.backend_type")
+        out.set("trainer.accelerator", "csx", backend_type)
         out.set("trainer.strategy", "csx", None)
         if str(backend).upper() != "CSX":
             out.report.notes.append(
                 f"backend_type {backend}: cs-lightning emulates a CS-X on this machine's CPU or GPU either way"
             )
-    out.take(f"{init}.backend.cluster_config.num_csx", "trainer.devices", int)
-    _precision(out, f"{init}.precision.enabled", f"{init}.precision.fp16_type")
-    _clipping(out, f"{init}.precision")
-    _loss_scaling(out, f"{init}.precision.loss_scaling_factor")
+    out.take((*_INIT, "backend", "cluster_config", "num_csx"), "trainer.devices", int)
+    precision = (*_INIT, "precision")
+    _precision(out, (*precision, "enabled"), (*precision, "fp16_type"))
+    _clipping(out, precision)
+    _loss_scaling(out, (*precision, "loss_scaling_factor"))
     _loop(
         out,
         {
-            k: f"{init}.loop.{k}"
+            k: (*_INIT, "loop", k)
             for k in ("max_steps", "num_steps", "num_epochs", "eval_frequency", "eval_steps", "grad_accum_steps")
         },
     )
-    _checkpoint_every(out, f"{init}.checkpoint.steps")
-    out.take(f"{init}.logging.log_steps", "trainer.log_every_n_steps", int)
-    _model_scales(out, f"{init}.model")
-    optimizer = src.get(f"{init}.optimizer")
+    _checkpoint_every(out, (*_INIT, "checkpoint", "steps"))
+    out.take((*_INIT, "logging", "log_steps"), "trainer.log_every_n_steps", int)
+    _model_scales(out, (*_INIT, "model"))
+    optimizer = src.get((*_INIT, "optimizer"))
     if optimizer is not None:
-        name, args, args_key = parse_block(optimizer, _at(f"{init}.optimizer"), "optimizer")
+        name, args, args_key = parse_block(optimizer, (*_INIT, "optimizer"), "optimizer")
         if not args and name.lower() in torch_optimizers():
-            out.record(format_key_path(args_key), "optimizer")
-        _optimizer(out, name, args, format_key_path(args_key))
-    spec = src.get(f"{init}.schedulers")
+            out.record(args_key, "optimizer")
+        _optimizer(out, name, args, args_key)
+    spec = src.get((*_INIT, "schedulers"))
     if spec:
         items = spec if isinstance(spec, list) else [spec]
-        blocks = [_canonical(block, (*_at(f"{init}.schedulers"), i)) for i, block in enumerate(items)]
+        blocks = [_canonical(block, (*_INIT, "schedulers", i)) for i, block in enumerate(items)]
         if "param_groups" in out.config:
             # muP scales apply through ScalePerParamLR, which Model Zoo adds where a config leaves it out
             blocks = [
                 block if "ScalePerParamLR" in block else {"ScalePerParamLR": {"scheduler": block}} for block in blocks
             ]
-        _schedulers(out, blocks, f"{init}.schedulers")
-    out.take("trainer.fit.ckpt_path", "ckpt_path", str)
+        _schedulers(out, blocks, (*_INIT, "schedulers"))
+    out.take(("trainer", "fit", "ckpt_path"), "ckpt_path", str)
 
 
 def _legacy_layout(out: _Output) -> None:
     src = out.source
-    out.take("runconfig.seed", "seed_everything", int)
-    out.take("runconfig.model_dir", "trainer.default_root_dir", str)
-    out.take("runconfig.num_csx", "trainer.devices", int)
-    out.take("runconfig.checkpoint_path", "ckpt_path", str)
-    if src.get("model.use_bfloat16") is True and src.get("model.fp16_type") is None:
-        out.set("trainer.precision", "bf16-mixed", "model.use_bfloat16")
+    out.take(("runconfig", "seed"), "seed_everything", int)
+    out.take(("runconfig", "model_dir"), "trainer.default_root_dir", str)
+    out.take(("runconfig", "num_csx"), "trainer.devices", int)
+    out.take(("runconfig", "checkpoint_path"), "ckpt_path", str)
+    if src.get(("model", "use_bfloat16")) is True and src.get(("model", "fp16_type")) is None:
+        out.set("trainer.precision", "bf16-mixed", ("model", "use_bfloat16"))
     else:
-        _precision(out, "model.mixed_precision", "model.fp16_type")
-    _clipping(out, "optimizer")
-    _loss_scaling(out, "optimizer.loss_scaling_factor")
-    accum = (
-        "optimizer.grad_accum_steps"
-        if src.get("optimizer.grad_accum_steps") is not None
-        else "runconfig.grad_accum_steps"
-    )
+        _precision(out, ("model", "mixed_precision"), ("model", "fp16_type"))
+    _clipping(out, ("optimizer",))
+    _loss_scaling(out, ("optimizer", "loss_scaling_factor"))
+    accum = ("optimizer" if src.get(("optimizer", "grad_accum_steps")) is not None else "runconfig", "grad_accum_steps")
     _loop(
         out,
         {
-            "max_steps": "runconfig.max_steps",
-            "num_steps": "runconfig.num_steps",
-            "num_epochs": "runconfig.num_epochs",
-            "eval_frequency": "runconfig.eval_frequency",
-            "eval_steps": "runconfig.eval_steps",
+            **{k: ("runconfig", k) for k in ("max_steps", "num_steps", "num_epochs", "eval_frequency", "eval_steps")},
             "grad_accum_steps": accum,
         },
     )
-    key = (
-        "runconfig.checkpoint_steps"
-        if src.get("runconfig.checkpoint_steps") is not None
-        else "runconfig.save_checkpoint_steps"
-    )
-    _checkpoint_every(out, key)
-    out.take("runconfig.log_steps", "trainer.log_every_n_steps", int)
-    optimizer = src.get("optimizer")
+    every = "checkpoint_steps" if src.get(("runconfig", "checkpoint_steps")) is not None else "save_checkpoint_steps"
+    _checkpoint_every(out, ("runconfig", every))
+    out.take(("runconfig", "log_steps"), "trainer.log_every_n_steps", int)
+    optimizer = src.get(("optimizer",))
     if not isinstance(optimizer, Mapping) or not isinstance(optimizer.get("optimizer_type"), str):
         raise ConfigError(
             ("optimizer", "optimizer_type"),
             "a legacy Model Zoo config names its optimizer here; fix: add optimizer_type: AdamW (or SGD, ...)",
         )
-    out.record("optimizer.optimizer_type", "optimizer")
+    out.record(("optimizer", "optimizer_type"), "optimizer")
     learning_rate = optimizer.get("learning_rate")
     handled = {
         "optimizer_type",
@@ -560,15 +543,15 @@ def _legacy_layout(out: _Output) -> None:
     args = {k: v for k, v in optimizer.items() if k not in handled}
     if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):
         args["learning_rate"] = learning_rate
-    _optimizer(out, optimizer["optimizer_type"], args, "optimizer")
-    _per_layer_scales(out, "optimizer.adjust_learning_rate")
+    _optimizer(out, optimizer["optimizer_type"], args, ("optimizer",))
+    _per_layer_scales(out, ("optimizer", "adjust_learning_rate"))
     if isinstance(learning_rate, (Mapping, list)):
         blocks = _legacy_schedule(learning_rate, ("optimizer", "learning_rate"), out.report.notes)
         if "param_groups" in out.config:  # as Model Zoo 2.x writes muP schedules
             blocks = [{"ScalePerParamLR": {"scheduler": block}} for block in blocks]
-        _schedulers(out, blocks, "optimizer.learning_rate")
+        _schedulers(out, blocks, ("optimizer", "learning_rate"))
     if "disable_lr_steps_reset" in optimizer:
-        out.record("optimizer.disable_lr_steps_reset", "schedulers (each stage counts from its milestone)")
+        out.record(("optimizer", "disable_lr_steps_reset"), "schedulers (each stage counts from its milestone)")
         out.report.notes.append(
             f"optimizer.disable_lr_steps_reset: {optimizer['disable_lr_steps_reset']!r}: in Model Zoo 1.9 it was "
             "handed to the CS system's schedulers only, asking a scheduler in a sequence to go on counting the "
@@ -576,10 +559,10 @@ def _legacy_layout(out: _Output) -> None:
             "always restart, and 2.x removed the flag); the converted SequentialLR restarts each scheduler's count "
             "at its milestone, as 2.x does"
         )
-    src.why("optimizer.log_summaries", "Model Zoo summaries: use Lightning loggers")
+    src.why(("optimizer", "log_summaries"), "Model Zoo summaries: use Lightning loggers")
 
 
-def _per_layer_scales(out: _Output, key: str) -> None:
+def _per_layer_scales(out: _Output, key: KeyPath) -> None:
     """muP's `adjust_learning_rate: {layer tag: scale}` -> `param_groups:` entries, found by
     parameter name as that Model Zoo release did (`cs_lightning.mup`); the schedule is wrapped
     in ScalePerParamLR, which multiplies each group's scale in."""
@@ -591,11 +574,11 @@ def _per_layer_scales(out: _Output, key: str) -> None:
         out.source.why(path, "muP per-layer learning-rate scale not converted: see the warning in the notes")
     _add_param_groups(out, entries)
     for entry in entries:
-        out.record(f"{key}.{entry['tag']}", "param_groups")
+        out.record((*key, entry["tag"]), "param_groups")
     out.report.notes.extend(notes)
 
 
-def _model_scales(out: _Output, key: str) -> None:
+def _model_scales(out: _Output, key: KeyPath) -> None:
     """The per-layer learning-rate scales a Model Zoo 2.3+ model derives from its muP base sizes."""
     entries, notes = mup.derived_entries(out.source.get(key), key)
     _add_param_groups(out, entries)
@@ -613,7 +596,7 @@ def _add_param_groups(out: _Output, entries: list[dict[str, Any]]) -> None:
         out.set("param_groups", kept, None)
 
 
-def _loss_scaling(out: _Output, key: str) -> None:
+def _loss_scaling(out: _Output, key: KeyPath) -> None:
     """'dynamic' loss scaling is what Lightning's 16-mixed does; bf16 needs none."""
     value = out.source.get(key)
     if value == "dynamic":
@@ -685,7 +668,7 @@ def dump(config: Mapping[str, Any], report: Report) -> str:
     ]
     if report.unmapped:
         lines.append("# ---- unmapped: Model Zoo keys with no cs-lightning counterpart (not used) ----")
-        lines += [f"# {key}: {_flow(value)}  ({why})" for key, value, why in report.unmapped]
+        lines += [f"# {format_key_path(key)}: {_flow(value)}  ({why})" for key, value, why in report.unmapped]
     return "\n".join(lines) + "\n"
 
 
@@ -736,22 +719,19 @@ class _ArgumentParser(argparse.ArgumentParser):
         raise ConfigError("convert", f"{message}; fix: cs-lightning convert modelzoo.yaml -o run.yaml")
 
 
-def main_convert(argv: Sequence[str]) -> int:
-    """`cs-lightning convert modelzoo.yaml -o run.yaml`: returns the exit code (2 on a bad file)."""
+def convert_command(argv: Sequence[str]) -> None:
+    """`cs-lightning convert modelzoo.yaml -o run.yaml`: prints the report once the file is written.
+
+    A mistake raises `ConfigError`; `cs_lightning.cli.main` turns it into the one error line
+    and exit code 2 that every subcommand gives, before anything is printed or written.
+    """
     parser = _ArgumentParser(
         prog="cs-lightning convert", description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML."
     )
     parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
     parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
     parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
-    try:
-        opts = parser.parse_args(list(argv))
-        report = convert_file(opts.source, opts.out, force=opts.force)
-    except ConfigError as err:
-        print(f"cs-lightning: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:  # --help
-        return exit_.code if isinstance(exit_.code, int) else 0
+    opts = parser.parse_args(list(argv))
+    report = convert_file(opts.source, opts.out, force=opts.force)
     print(report.format())
     print(f"wrote {opts.out}")
-    return 0

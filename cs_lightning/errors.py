@@ -64,6 +64,14 @@ class ConfigTypeError(ConfigError, TypeError):
     """A YAML value of the wrong kind, or a required argument missing (a TypeError, as in a call)."""
 
 
+class ParamGroupTagsError(ConfigError):
+    """A scheduler's ``param_group_tags`` match no param group of its optimizer.
+
+    A ConfigError (a ValueError) so that ``under`` keeps the class while the key path grows
+    through nested blocks: the CLI catches it by type to add the fix its config allows.
+    """
+
+
 class ClosedFormError(CSLightningError, TypeError):
     """A scheduler's ``_get_closed_form`` cannot be evaluated on a tensor of steps."""
 

@@ -21,6 +21,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from cs_lightning.errors import KeyPath, format_key_path
+
 # Before 2.3: substring tests on the name, written as globs (each order of the two words).
 _BEFORE_2_3 = {
     "decoder_kernel": ["*linear*weight*", "*weight*linear*", "*dense*weight*", "*weight*dense*"],
@@ -45,7 +47,9 @@ _RULES = {
 }
 
 
-def param_group_entries(scales: Any, key: str, layout: str) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+def param_group_entries(
+    scales: Any, key: KeyPath, layout: str
+) -> tuple[list[dict[str, Any]], list[str], list[KeyPath]]:
     """``adjust_learning_rate`` at ``key`` -> (``param_groups:`` entries, report notes, keys not converted).
 
     An entry of scale 1 is returned too (it overrides a scale the model derives) and needs no
@@ -56,34 +60,39 @@ def param_group_entries(scales: Any, key: str, layout: str) -> tuple[list[dict[s
     report as unmapped.
     """
     if not isinstance(scales, Mapping):
-        return [], [f"warning: {key}: {scales!r} is not a mapping of layer tag to scale; not converted"], [key]
+        return (
+            [],
+            [f"warning: {format_key_path(key)}: {scales!r} is not a mapping of layer tag to scale; not converted"],
+            [key],
+        )
     rule, wording = _RULES[layout]
     entries, notes, skipped = [], [], []
     for tag, scale in scales.items():
-        tag_key = f"{key}.{tag}"
+        tag_key = (*key, tag)
+        where = format_key_path(tag_key)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
             notes.append(
-                f"warning: {tag_key}: {scale!r} is not a learning-rate scale (a finite number >= 0); not converted"
+                f"warning: {where}: {scale!r} is not a learning-rate scale (a finite number >= 0); not converted"
             )
             skipped.append(tag_key)
         elif str(tag) not in rule:
-            notes.append(f"warning: {tag_key}: {_unknown(layout, str(tag))}; not converted")
+            notes.append(f"warning: {where}: {_unknown(layout, str(tag))}; not converted")
             skipped.append(tag_key)
         else:
             patterns = rule[str(tag)]
             entries.append({"tag": str(tag), "params": list(patterns), "adjust_learning_rate": scale})
             if scale == 1:
-                notes.append(f"{tag_key}: 1 changes no learning rate: no param group needed")
+                notes.append(f"{where}: 1 changes no learning rate: no param group needed")
                 continue
             notes.append(
-                f"{tag_key}: {scale} -> param_groups (tag {tag}): {wording} {patterns}; "
+                f"{where}: {scale} -> param_groups (tag {tag}): {wording} {patterns}; "
                 "ScalePerParamLR multiplies the scale into their schedule; edit params: to your model's "
                 "parameter names (fit refuses globs that match none)"
             )
     return entries, notes, skipped
 
 
-def derived_entries(model: Any, key: str) -> tuple[list[dict[str, Any]], list[str]]:
+def derived_entries(model: Any, key: KeyPath) -> tuple[list[dict[str, Any]], list[str]]:
     """The scales a Model Zoo 2.3+ model derives from its muP base sizes (``mup_base_*`` in the
     model section at ``key``) -> (``param_groups:`` entries, report notes).
 
@@ -100,9 +109,9 @@ def derived_entries(model: Any, key: str) -> tuple[list[dict[str, Any]], list[st
     numbers = [size for size in sizes if _positive(size)]
     if model.get("name") not in _GPT2_FAMILY or len(numbers) < len(sizes):
         return [], [
-            f"warning: {key}.{bases[0]}: Model Zoo's {model.get('name')!r} model derives per-layer learning-rate "
-            "scales from its muP base sizes in its own code; not converted: add param_groups: entries with those "
-            "scales and wrap the schedule in ScalePerParamLR"
+            f"warning: {format_key_path((*key, bases[0]))}: Model Zoo's {model.get('name')!r} model derives "
+            "per-layer learning-rate scales from its muP base sizes in its own code; not converted: add "
+            "param_groups: entries with those scales and wrap the schedule in ScalePerParamLR"
         ]
     hidden, base_hidden, filter_size, base_filter = numbers
     # as Model Zoo computes them: one over the width multiplier
@@ -111,13 +120,14 @@ def derived_entries(model: Any, key: str) -> tuple[list[dict[str, Any]], list[st
     entries = [
         {"tag": tag, "params": list(_FROM_2_3[tag]), "adjust_learning_rate": scale} for tag, scale in scales.items()
     ]
+    sizes_key = f"{format_key_path((*key, 'mup_base_hidden_size'))}, mup_base_filter_size"
     if by_hidden == by_filter == 1:
         return entries, [
-            f"{key}.mup_base_hidden_size, mup_base_filter_size: the base sizes are the model's, "
+            f"{sizes_key}: the base sizes are the model's, "
             "so every per-layer learning-rate scale is 1: no param group needed"
         ]
     return entries, [
-        f"{key}.mup_base_hidden_size, mup_base_filter_size -> param_groups: Model Zoo's {model['name']} model "
+        f"{sizes_key} -> param_groups: Model Zoo's {model['name']} model "
         f"scales the learning rate of decoder_attention and decoder_input_ffn by {by_hidden} (1 / (hidden_size / "
         f"mup_base_hidden_size)) and of decoder_output_ffn by {by_filter} (1 / (filter_size / "
         "mup_base_filter_size)), the parameters whose names match their globs; edit params: to your model's "

@@ -146,11 +146,18 @@ def _some_names(named: list[tuple[str, torch.nn.Parameter]]) -> str:
 
 def probe(entries: Sequence[TaggedGroup], extra_tags: Iterable[Any] = ()) -> list[dict[str, Any]]:
     """Throwaway param groups shaped like ``split``'s, to check and draw schedules without a
-    model: the untagged rest, one per entry, and one per other tag in ``extra_tags`` (a
-    scheduler may target it)."""
+    model: the untagged rest (unless ``tags_every_parameter``), one per entry, and one per
+    other tag in ``extra_tags`` (a scheduler may target it)."""
     own = {entry.tag for entry in entries}
-    groups = [{"params": [_placeholder()]}] + [entry.group([_placeholder()]) for entry in entries]
+    rest = [] if tags_every_parameter(entries) else [{"params": [_placeholder()]}]
+    groups = rest + [entry.group([_placeholder()]) for entry in entries]
     return groups + [{"params": [_placeholder()], "tags": {tag}} for tag in extra_tags if tag not in own]
+
+
+def tags_every_parameter(entries: Sequence[TaggedGroup]) -> bool:
+    """Whether no parameter of any model is left untagged, known without the model: an entry
+    has a glob of stars only, which matches every name (``split`` then has no untagged rest)."""
+    return any(set(pattern) == {"*"} for entry in entries for pattern in entry.patterns)
 
 
 def _placeholder() -> torch.nn.Parameter:

@@ -21,7 +21,6 @@ import inspect
 import linecache
 import os
 import sys
-import sysconfig
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cs_lightning.errors import GraphBreakError
+from cs_lightning.user_code import is_user_file
 
 __all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace"]
 
@@ -123,7 +123,7 @@ class _UserCode:
 
     def _owns(self, frame: Any) -> bool:
         file = frame.f_code.co_filename
-        if file.startswith((_TORCH, _HERE, *_STDLIB)):
+        if not is_user_file(file):
             return False
         if any(part in _LIBRARIES for part in Path(file).parts):
             return frame.f_globals.get("__name__", "").partition(".")[0] in self.packages
@@ -208,7 +208,6 @@ def _value_dependent(func: Any, args: tuple, kwargs: dict) -> bool:
 
 
 # Tensor methods and torch functions that hand a tensor's value to Python.
-_HERE = str(Path(__file__).parent) + os.sep
 _HOST_READ_METHODS = frozenset(
     {
         "item",
@@ -241,14 +240,6 @@ _TORCH_MODULES = os.path.join(_TORCH + "nn", "modules") + os.sep
 # torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on, and one guard
 # runs the other's calls: look past them.
 _PLUMBING = frozenset({*(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py")), __file__})
-# As Python was started (frames' file names) and resolved (links in the prefix).
-_STDLIB = tuple(
-    {
-        str(Path(sysconfig.get_paths()["stdlib"])) + os.sep,
-        str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep,
-        "<frozen ",
-    }
-)
 _LIBRARIES = ("site-packages", "dist-packages")
 
 
@@ -326,7 +317,7 @@ def _user_files() -> set[str]:
             isinstance(file, str)
             and file.endswith(".py")
             and os.path.isfile(file)
-            and not file.startswith((_TORCH, _HERE, *_STDLIB))
+            and is_user_file(file)
             and not any(part in _LIBRARIES for part in Path(file).parts)
         ):
             files.add(file)

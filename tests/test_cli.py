@@ -251,6 +251,26 @@ BAD = {
         "schedulers[0].LinearLR",
         "fix: remove param_group_tags",
     ),
+    "tagged schedule nested in class_path blocks, untagged optimizer": (
+        {
+            "schedulers": [
+                {
+                    "class_path": "cs_lightning.schedulers.SequentialLR",
+                    "init_args": {
+                        "schedulers": [
+                            {"class_path": "cs_lightning.schedulers.LinearLR", "init_args": LINEAR},
+                            {
+                                "class_path": "cs_lightning.schedulers.CosineDecayLR",
+                                "init_args": {**COSINE, "param_group_tags": "decoder"},
+                            },
+                        ]
+                    },
+                }
+            ]
+        },
+        "schedulers[0].init_args.schedulers[1].init_args",
+        "fix: remove param_group_tags",
+    ),
     "no optimizer for a model without configure_optimizers": (
         {"optimizer": None, "schedulers": None},
         "optimizer",

@@ -11,8 +11,9 @@ import yaml
 from conftest import REPO, run_cli, snapshot
 
 from cs_lightning import schedulers
-from cs_lightning.convert import convert, convert_file, main_convert, probe_optimizer
-from cs_lightning.errors import ConfigError
+from cs_lightning.cli import main
+from cs_lightning.convert import convert, convert_command, convert_file, probe_optimizer
+from cs_lightning.errors import ConfigError, format_key_path
 
 DATA = REPO / "tests" / "data" / "modelzoo"
 
@@ -55,8 +56,8 @@ def test_converted_schedules_equal_the_model_zoo_blocks(name):
 def test_every_source_key_is_mapped_or_reported(name, tmp_path):
     report = convert_file(DATA / name, tmp_path / "run.yaml")
     text = (tmp_path / "run.yaml").read_text()
-    mapped = [src for src, _ in report.mapped]
-    unmapped = [key for key, _, _ in report.unmapped]
+    mapped = [format_key_path(src) for src, _ in report.mapped]
+    unmapped = [format_key_path(key) for key, _, _ in report.unmapped]
     for leaf in _leaf_paths(_load(name)):
         covered = [m for m in mapped if leaf == m or leaf.startswith((m + ".", m + "["))]
         assert bool(covered) != (leaf in unmapped), leaf
@@ -103,7 +104,7 @@ def test_gpt_trainer_config():
     assert converted["optimizer"] == {"AdamW": {"betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}}
     assert converted["schedulers"][0]["SequentialLR"]["milestones"] == [375]
     assert converted["ckpt_path"] == "./model_dir_gpt/checkpoint_0.mdl"
-    unmapped = {key for key, _, _ in report.unmapped}
+    unmapped = {format_key_path(key) for key, _, _ in report.unmapped}
     assert {
         "trainer.init.model.name",
         "trainer.fit.train_dataloader.data_processor",
@@ -131,7 +132,7 @@ def test_legacy_config():
     assert converted["trainer"]["precision"] == "bf16-mixed"
     assert converted["trainer"]["callbacks"][0]["init_args"]["every_n_train_steps"] == 2000
     assert converted["seed_everything"] == 7
-    assert ("optimizer.log_summaries", True, "Model Zoo summaries: use Lightning loggers") in report.unmapped
+    assert (("optimizer", "log_summaries"), True, "Model Zoo summaries: use Lightning loggers") in report.unmapped
 
 
 def test_old_scheduler_spellings_and_chained_main_scheduler():
@@ -178,8 +179,19 @@ def test_cerebras_only_optimizer_is_reported_not_guessed():
     converted, report = convert(config)
     assert "optimizer" not in converted
     assert [key for key, _, why in report.unmapped if "no torch.optim counterpart" in why] == [
-        "trainer.init.optimizer.Lamb.weight_decay"
+        ("trainer", "init", "optimizer", "Lamb", "weight_decay")
     ]
+
+
+def test_a_key_holding_a_dot_is_one_key_of_the_report():
+    """A muP tag `embedding.extra` is not below the converted tag `embedding`: it is reported unmapped."""
+    scales = {"embedding": 2.0, "embedding.extra": 3.0}
+    config = {"optimizer": {"optimizer_type": "SGD", "learning_rate": 0.01, "adjust_learning_rate": scales}}
+    converted, report = convert({**config, "runconfig": {"max_steps": 3}})
+    assert [entry["tag"] for entry in converted["param_groups"]] == ["embedding"]
+    key = ("optimizer", "adjust_learning_rate", "embedding.extra")
+    assert [(path, value) for path, value, _ in report.unmapped] == [(key, 3.0)]
+    assert "  optimizer.adjust_learning_rate.embedding.extra: 3.0  # muP per-layer" in report.format()
 
 
 def test_tagged_schedules_say_the_groups_need_tags():
@@ -205,11 +217,18 @@ BAD = {
 @pytest.mark.parametrize("name", BAD)
 def test_bad_files_give_one_line_and_exit_2(name, tmp_path, capsys):
     out = tmp_path / "run.yaml"
-    assert main_convert([str(DATA / name), "-o", str(out)]) == 2
+    assert main(["convert", str(DATA / name), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("cs-lightning: error: ")
     assert BAD[name] in err
     assert not out.exists()
+
+
+def test_the_convert_command_leaves_the_error_line_to_the_cli(tmp_path, capsys):
+    """One error path for every subcommand: convert raises, `cs-lightning` prints the line and exits 2."""
+    with pytest.raises(ConfigError, match="not a Cerebras Model Zoo config"):
+        convert_command([str(DATA / "bad_not_trainer.yaml"), "-o", str(tmp_path / "run.yaml")])
+    assert capsys.readouterr() == ("", "") and not (tmp_path / "run.yaml").exists()
 
 
 def test_bad_milestones_name_the_fix():
@@ -231,7 +250,7 @@ def test_unknown_scheduler_lists_close_names():
     ],
 )
 def test_missing_file_or_argument_exit_2(argv, capsys):
-    assert main_convert(argv) == 2
+    assert main(["convert", *argv]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert list(Path().iterdir()) == []
 
@@ -248,14 +267,13 @@ def test_missing_file_or_argument_exit_2(argv, capsys):
 )
 def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
     (tmp_path / "mz.yaml").write_text(text)
-    assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
+    assert main(["convert", "mz.yaml", "-o", "run.yaml"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"cs-lightning: error: {key}: ")
     assert not (tmp_path / "run.yaml").exists()
 
 
 def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
-    from cs_lightning.cli import main
 
     convert_file(DATA / "gpt_trainer.yaml", tmp_path / "run.yaml")
     code = main(
@@ -283,7 +301,6 @@ def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
 
 
 def test_cs_lightning_convert_subcommand(tmp_path, capsys):
-    from cs_lightning.cli import main
 
     assert main(["convert", str(DATA / "legacy_gpt3.yaml"), "-o", str(tmp_path / "run.yaml")]) == 0
     printed = capsys.readouterr().out
@@ -359,14 +376,14 @@ def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
 def test_convert_refuses_an_output_it_cannot_write(out, problem, tmp_path, capsys):
     (tmp_path / "sub").mkdir()
     before = snapshot(tmp_path)
-    assert main_convert([str(DATA / "gpt_trainer.yaml"), "-o", out]) == 2
+    assert main(["convert", str(DATA / "gpt_trainer.yaml"), "-o", out]) == 2
     assert capsys.readouterr() == ("", f"cs-lightning: error: --out: {problem}\n")
     assert snapshot(tmp_path) == before and not (tmp_path / "no_such").exists()
 
 
 def test_a_source_that_is_not_utf8_is_one_line(tmp_path, capsys):
     (tmp_path / "mz.yaml").write_bytes("# r\xe9sum\xe9\ntrainer: {init: {}}\n".encode("latin-1"))
-    assert main_convert(["mz.yaml", "-o", "run.yaml"]) == 2
+    assert main(["convert", "mz.yaml", "-o", "run.yaml"]) == 2
     assert capsys.readouterr() == (
         "",
         "cs-lightning: error: source: 'mz.yaml' is not UTF-8 text (byte 0xe9 at offset 3); fix: save the file as UTF-8\n",
@@ -393,7 +410,7 @@ def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys
         "optimizer:\n  optimizer_type: Adam\n  learning_rate:\n    initial_learning_rate: 5.0e-4\n"
         "    scheduler: PiecewiseConstant\n    boundaries: [10]\n    values: [5.0e-4, 1.0e-5]\nrunconfig: {max_steps: 20}\n"
     )
-    assert main_convert(["gpt2.yaml", "-o", "gpt2_run.yaml"]) == 0
+    assert main(["convert", "gpt2.yaml", "-o", "gpt2_run.yaml"]) == 0
     report = capsys.readouterr().out
     assert (
         "warning: optimizer.learning_rate[1].alpha: 0.1 dropped: Model Zoo 1.9's Linear never read alpha and "
@@ -407,7 +424,7 @@ def test_model_zoo_1_9_spellings_convert_with_their_1_9_meaning(tmp_path, capsys
     values = schedule.values(100)[:, 0]
     assert values[10].item() == pytest.approx(6e-4) and values[55].item() == pytest.approx(3e-4)
     assert values[99].item() == pytest.approx(6e-4 / 90, rel=1e-5)  # to end_learning_rate 0, not alpha * 6e-4 (float32)
-    assert main_convert(["unet.yaml", "-o", "unet_run.yaml"]) == 0
+    assert main(["convert", "unet.yaml", "-o", "unet_run.yaml"]) == 0
     assert "warning: optimizer.learning_rate.initial_learning_rate: 0.0005 dropped" in capsys.readouterr().out
     assert yaml.safe_load((tmp_path / "unet_run.yaml").read_text())["schedulers"] == [
         {"PiecewiseConstantLR": {"learning_rates": [5e-4, 1e-5], "milestones": [10]}}
@@ -420,7 +437,7 @@ def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path,
         "  learning_rate: {scheduler: Linear, initial_learning_rate: 0.01, end_learning_rate: 0.0, steps: 10}\n"
         "runconfig: {max_steps: 10}\n"
     )
-    assert main_convert(["mup.yaml", "-o", "run.yaml"]) == 0
+    assert main(["convert", "mup.yaml", "-o", "run.yaml"]) == 0
     report = capsys.readouterr().out
     patterns = ["*linear*weight*", "*weight*linear*", "*dense*weight*", "*weight*dense*"]
     assert (
@@ -436,7 +453,6 @@ def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path,
     linear = {"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": 0.0, "total_iters": 10}}
     assert converted["schedulers"] == [{"ScalePerParamLR": {"scheduler": linear}}]
     # the schedule shows both groups: the scaled one at 0.25 x the schedule
-    from cs_lightning.cli import main
 
     assert main(["schedule", "--config", "run.yaml", "--table"]) == 0
     header, *rows = capsys.readouterr().out.splitlines()
@@ -461,7 +477,6 @@ def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path,
 )
 def test_convert_and_schedule_word_the_same_mistake_the_same_way(child, tmp_path, capsys):
     """Only the root of the key path differs: the Model Zoo file's trainer.init., or none in run.yaml."""
-    from cs_lightning.cli import main
 
     block = [
         {

@@ -83,3 +83,20 @@ def test_mup_config_schedules_each_layer_group_at_its_scale(relative: str, tmp_p
         assert scaled == [pytest.approx(scale * base, rel=2e-5, abs=1e-12) for scale in scales.values()]
         if "111M" in relative and "gpt3" in relative:
             assert base == pytest.approx(_gpt3_111m(int(step)), rel=1e-5, abs=1e-12)
+
+
+@pytest.mark.skipif(not CONFIGS, reason=f"no Model Zoo configs at {CONFIGS_DIR} (only on the team's machines)")
+def test_mup_config_whose_globs_tag_every_parameter_has_no_untagged_column(tmp_path: Path, capfd) -> None:
+    """The user scales every layer: `params: ['*']` leaves no untagged group, so no column for one."""
+    relative = "2.2.1/models/nlp/gpt3/configs/muP/params_gpt3_111M.yaml"
+    assert main(["convert", str(CONFIGS_DIR / relative), "-o", "run.yaml"]) == 0, capfd.readouterr().err
+    capfd.readouterr()
+    converted = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    converted["param_groups"][0]["params"] = ["*"]
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(converted, sort_keys=False))
+    assert main(["schedule", "--config", "run.yaml", "--steps", "2000"]) == 0, capfd.readouterr().err
+    header, *rows = capfd.readouterr().out.splitlines()
+    assert header.split() == ["step", "ScalePerParamLR", "group", "0", "(decoder_kernel)", "lr"]
+    for row in rows:
+        step, scaled = row.split()
+        assert float(scaled) == pytest.approx(_gpt3_111m(int(step)) / 3, rel=2e-5, abs=1e-12)

@@ -37,7 +37,7 @@ def _grouped(names: list[str], entries: list[dict]) -> dict[str, str | None]:
 
 def test_before_2_3_a_tag_selects_names_holding_its_words() -> None:
     entries, notes, skipped = mup.param_group_entries(
-        {"decoder_kernel": 0.25, "embedding": 10.0}, "optimizer.adjust_learning_rate", "legacy"
+        {"decoder_kernel": 0.25, "embedding": 10.0}, ("optimizer", "adjust_learning_rate"), "legacy"
     )
     assert [(e["tag"], e["adjust_learning_rate"]) for e in entries] == [("decoder_kernel", 0.25), ("embedding", 10.0)]
     assert skipped == [] and len(notes) == 2
@@ -47,7 +47,7 @@ def test_before_2_3_a_tag_selects_names_holding_its_words() -> None:
 def test_from_2_3_the_gpt2_family_groups_are_whole_name_globs() -> None:
     scales = {"embedding": 10.0, "decoder_attention": 0.5, "decoder_input_ffn": 0.5, "decoder_output_ffn": 0.25}
     entries, _, skipped = mup.param_group_entries(
-        scales, "trainer.init.optimizer.AdamW.adjust_learning_rate", "trainer"
+        scales, ("trainer", "init", "optimizer", "AdamW", "adjust_learning_rate"), "trainer"
     )
     assert skipped == []
     assert _grouped(list(FROM_2_3), entries) == FROM_2_3
@@ -55,8 +55,13 @@ def test_from_2_3_the_gpt2_family_groups_are_whole_name_globs() -> None:
 
 def test_a_tag_the_release_did_not_know_is_not_converted_with_a_warning() -> None:
     key = "optimizer.adjust_learning_rate"
-    entries, notes, skipped = mup.param_group_entries({"output_layer": 0.5, "decoder_kernel": -1}, key, "legacy")
-    assert entries == [] and skipped == [f"{key}.output_layer", f"{key}.decoder_kernel"]
+    entries, notes, skipped = mup.param_group_entries(
+        {"output_layer": 0.5, "decoder_kernel": -1}, ("optimizer", "adjust_learning_rate"), "legacy"
+    )
+    assert entries == [] and skipped == [
+        ("optimizer", "adjust_learning_rate", "output_layer"),
+        ("optimizer", "adjust_learning_rate", "decoder_kernel"),
+    ]
     assert notes == [
         f"warning: {key}.output_layer: Model Zoo before 2.3 knew only ['decoder_kernel', 'embedding'] and "
         "scaled no parameter for 'output_layer'; not converted",
@@ -67,8 +72,10 @@ def test_a_tag_the_release_did_not_know_is_not_converted_with_a_warning() -> Non
 @pytest.mark.parametrize("scale", [float("nan"), float("inf")])
 def test_a_scale_that_is_not_finite_is_not_converted(scale: float) -> None:
     key = "optimizer.adjust_learning_rate"
-    entries, notes, skipped = mup.param_group_entries({"decoder_kernel": scale}, key, "legacy")
-    assert entries == [] and skipped == [f"{key}.decoder_kernel"]
+    entries, notes, skipped = mup.param_group_entries(
+        {"decoder_kernel": scale}, ("optimizer", "adjust_learning_rate"), "legacy"
+    )
+    assert entries == [] and skipped == [("optimizer", "adjust_learning_rate", "decoder_kernel")]
     assert notes == [
         f"warning: {key}.decoder_kernel: {scale!r} is not a learning-rate scale (a finite number >= 0); not converted"
     ]
@@ -77,20 +84,20 @@ def test_a_scale_that_is_not_finite_is_not_converted(scale: float) -> None:
 def test_a_gpt3_models_base_sizes_give_its_scales() -> None:
     """Model Zoo's GPT-2 model: attention and input FFN by 1 / (hidden / base), output FFN by 1 / (filter / base)."""
     model = {"name": "gpt3", "hidden_size": 768, "filter_size": 3072, "mup_base_hidden_size": 256}
-    entries, notes = mup.derived_entries({**model, "mup_base_filter_size": 1024}, "trainer.init.model")
+    entries, notes = mup.derived_entries({**model, "mup_base_filter_size": 1024}, ("trainer", "init", "model"))
     assert [(e["tag"], e["adjust_learning_rate"]) for e in entries] == [
         ("decoder_attention", 1 / 3),
         ("decoder_input_ffn", 1 / 3),
         ("decoder_output_ffn", 1 / 3),
     ]
     assert notes[0].startswith("trainer.init.model.mup_base_hidden_size, mup_base_filter_size -> param_groups")
-    entries, _ = mup.derived_entries({**model, "mup_base_filter_size": 512}, "trainer.init.model")
+    entries, _ = mup.derived_entries({**model, "mup_base_filter_size": 512}, ("trainer", "init", "model"))
     assert entries[2]["adjust_learning_rate"] == pytest.approx(1 / 6)
 
 
 def test_base_sizes_equal_to_the_models_need_no_group() -> None:
     model = {"name": "gpt2", "hidden_size": 256, "filter_size": 1024}
-    entries, notes = mup.derived_entries({**model, "mup_base_hidden_size": 256, "mup_base_filter_size": 1024}, "m")
+    entries, notes = mup.derived_entries({**model, "mup_base_hidden_size": 256, "mup_base_filter_size": 1024}, ("m",))
     assert {e["adjust_learning_rate"] for e in entries} == {1.0}
     assert notes == [
         "m.mup_base_hidden_size, mup_base_filter_size: the base sizes are the model's, so every per-layer "
@@ -106,7 +113,7 @@ def test_base_sizes_equal_to_the_models_need_no_group() -> None:
     ],
 )
 def test_a_model_whose_rule_is_its_own_code_gets_a_warning_naming_the_key(model: dict, key: str) -> None:
-    entries, notes = mup.derived_entries(model, "m")
+    entries, notes = mup.derived_entries(model, ("m",))
     assert entries == []
     assert notes == [
         f"warning: {key}: Model Zoo's {model['name']!r} model derives per-layer learning-rate scales from its muP "

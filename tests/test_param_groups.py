@@ -193,6 +193,17 @@ def test_fit_trains_the_tagged_parameters_at_their_scale(tmp_path: Path) -> None
         assert head[step] == pytest.approx(0.25 * _reference(step), rel=1e-6, abs=1e-12)
 
 
+def test_schedule_shows_no_untagged_column_when_a_glob_tags_every_parameter(tmp_path: Path, capfd) -> None:
+    everything = [{"tag": "all", "params": ["*"], "adjust_learning_rate": 0.25}]
+    assert main(["schedule", "--config", str(_run(tmp_path, param_groups=everything, schedulers=SCALED))]) == 0
+    header, *rows = capfd.readouterr().out.splitlines()
+    assert header.split() == ["step", "ScalePerParamLR", "group", "0", "(all)", "lr"]
+    table = {int(row.split()[0]): [float(v) for v in row.split()[1:]] for row in rows}
+    assert sorted(table) == list(range(12))
+    for step, values in table.items():
+        assert values == [pytest.approx(0.25 * _reference(step), rel=1e-5, abs=1e-12)]
+
+
 def test_schedule_shows_each_groups_learning_rate(tmp_path: Path, capfd) -> None:
     assert main(["schedule", "--config", str(_run(tmp_path, param_groups=HEAD, schedulers=SCALED))]) == 0
     header, *rows = capfd.readouterr().out.splitlines()

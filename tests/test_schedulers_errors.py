@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from cs_lightning import schedulers as cs
+from cs_lightning.errors import ParamGroupTagsError
 
 
 def _optimizer():
@@ -405,3 +406,24 @@ def test_a_negative_learning_rate_is_refused(cls, args, argument):
         r"optimizers refuse lr < 0\)$",
     ):
         getattr(cs, cls)(optimizer, *args)
+
+
+def test_tags_matching_no_group_raise_one_error_type_at_any_depth_of_a_yaml_block():
+    """The CLI adds its fix by catching this type, so it must survive nesting (message unchanged)."""
+    optimizer = _optimizer()
+    with pytest.raises(ParamGroupTagsError) as alone:
+        cs.ConstantLR(optimizer, learning_rate=0.1, param_group_tags="decay")
+    message = "ConstantLR: got param_group_tags=['decay'], which match no param group; the groups' tags are [None]"
+    assert str(alone.value) == message and alone.value.path == ()
+    nested = {
+        "SequentialLR": {
+            "schedulers": [
+                {"LinearLR": dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=10)},
+                {"ConstantLR": {"learning_rate": 0.1, "param_group_tags": "decay"}},
+            ]
+        }
+    }
+    with pytest.raises(ParamGroupTagsError) as deep:
+        cs.build({"ScalePerParamLR": {"scheduler": nested}}, optimizer)
+    path = ("schedulers", "ScalePerParamLR", "scheduler", "SequentialLR", "schedulers", 1, "ConstantLR")
+    assert deep.value.path == path and deep.value.message == message

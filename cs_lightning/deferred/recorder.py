@@ -18,11 +18,9 @@ import contextlib
 import functools
 import random
 import sys
-import sysconfig
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -34,6 +32,7 @@ from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.deferred.replay import Executor, live_ops, replay_exact
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
+from cs_lightning.user_code import is_user_file
 
 aten = torch.ops.aten
 T = TypeVar("T")
@@ -67,9 +66,6 @@ _LIFT = {aten.lift_fresh.default, aten.lift_fresh_copy.default}
 _METADATA_QUERIES = {aten._has_compatible_shallow_copy_type.default, aten.is_same_size.default}
 # Constants up to this size are copied when recorded, larger ones are referenced.
 _CONST_COPY_BYTES = 1 << 20
-_HERE = str(Path(__file__).resolve().parent)
-_TORCH = str(Path(torch.__file__).resolve().parent)
-_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
 
 
 class DeferredTensor(torch.Tensor):
@@ -178,7 +174,7 @@ def constructor_site() -> str:
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         file = frame.f_code.co_filename
-        if site is None and not file.startswith((_HERE, _TORCH, _STDLIB)):
+        if site is None and is_user_file(file):
             site = f"{file}:{frame.f_lineno}"
         owner = frame.f_locals.get("self")
         name = frame.f_code.co_name

@@ -29,7 +29,7 @@ from torch import Tensor
 from torch.optim.lr_scheduler import EPOCH_DEPRECATION_WARNING
 from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
 
-from cs_lightning.errors import ClosedFormError
+from cs_lightning.errors import ClosedFormError, ParamGroupTagsError
 from cs_lightning.schedulers import _checks, evaluation
 from cs_lightning.schedulers.evaluation import Steps
 
@@ -308,9 +308,10 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._targets = [i for i, group in enumerate(groups) if tags is None or tags & _group_tags(group)]
         if not self._targets:
             available = set().union(*(_group_tags(group) for group in groups))
-            raise ValueError(
+            raise ParamGroupTagsError(
+                (),
                 f"{type(self).__name__}: got param_group_tags={sorted(tags or (), key=str)}, which "
-                f"match no param group; the groups' tags are {sorted(available, key=str)}"
+                f"match no param group; the groups' tags are {sorted(available, key=str)}",
             )
         own = self._own_scales
         scales = [own.get(index, scale) for index, scale in zip(self._targets, self._group_scales())]

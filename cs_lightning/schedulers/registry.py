@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from cs_lightning.config_blocks import parse_block
-from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath
+from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath, ParamGroupTagsError
 from cs_lightning.schedulers.base import Scheduler, _has_closed_form
 from cs_lightning.schedulers.composite import _Sequential
 
@@ -195,6 +195,8 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
         )
     try:  # the constructor checks the values: ValueError/TypeError naming the argument, by convention
         return cls(**args)
+    except ParamGroupTagsError as error:  # keeps its class, which the CLI catches to add its fix
+        raise error.under(*path) from error
     except ValueError as error:
         raise ConfigError(path, str(error)) from error
     except TypeError as error:

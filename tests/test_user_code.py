@@ -1,0 +1,60 @@
+"""The one test of whose code a file holds, shared by deferred init's and the trace check's errors."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import cs_lightning.schedulers.base
+from cs_lightning.deferred import deferred_init
+from cs_lightning.errors import DeferredInitWarning
+from cs_lightning.user_code import is_user_file
+
+TORCH_DIR = str(Path(torch.__file__).parent)
+
+
+def test_torch_cs_lightning_and_the_standard_library_are_not_the_users() -> None:
+    assert not is_user_file(torch.nn.modules.linear.__file__)
+    assert not is_user_file(cs_lightning.schedulers.base.__file__)
+    assert not is_user_file(os.__file__)
+    assert not is_user_file("<frozen importlib._bootstrap>")
+    assert not is_user_file(str(Path(torch.__file__).resolve().parent / "nn" / "functional.py"))
+    assert is_user_file(__file__)
+    assert is_user_file(TORCH_DIR + "vision" + os.sep + "models.py")  # a sibling folder, not torch's
+
+
+_MODEL = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4))
+            self.open = bool(self.w.sum() > 0)  # line 9: reads random values in a constructor
+""")
+
+
+@pytest.mark.parametrize(
+    "folder, named",
+    [
+        (TORCH_DIR + "vision", True),  # torchvision-like: not torch, so its line is named
+        (str(Path(cs_lightning.schedulers.base.__file__).parent.parent), False),  # cs_lightning's own
+    ],
+)
+def test_a_constructor_site_is_the_first_frame_outside_torch_and_cs_lightning(folder: str, named: bool) -> None:
+    """The recorder's prefixes were its own: a folder merely starting like torch's counted as
+    torch, and cs_lightning's modules outside cs_lightning.deferred counted as the user's."""
+    file = os.path.join(folder, "fake_models.py")
+    namespace: dict = {}
+    exec(compile(_MODEL, file, "exec"), namespace)
+    with pytest.warns(DeferredInitWarning) as caught:
+        deferred_init(namespace["Gate"])
+    message = str(caught[0].message)
+    assert "Gate.__init__ (" in message
+    assert (f"({file}:9)" in message) is named
+    assert (f"({__file__}:" in message) is not named
