@@ -119,6 +119,7 @@ def test_skipping_by_drawing_takes_exactly_n_outputs(n: int, pairs: bool, monkey
 def forget_powers() -> None:
     """This process's powers of x, as a new process starts (the cache folder stays)."""
     mt19937._POWERS.clear()
+    mt19937._ASKED.clear()
     mt19937._one_bits.cache_clear()
 
 
@@ -147,3 +148,51 @@ def test_a_damaged_stored_power_is_ignored_and_rewritten(damage: str) -> None:
     forget_powers()
     assert torch.equal(advance(start, 50_000_000), drawn(start, 50_000_000))
     assert stored.read_bytes() == whole  # rewritten
+
+
+def test_a_distance_is_worth_jumping_once_met_in_this_process_or_an_earlier_one() -> None:
+    start = state_after(4, 3)
+    forget_powers()
+    assert mt19937.worth_jumping(start, 10)  # within the current block: no twist
+    assert not mt19937.worth_jumping(start, 3_000_000)  # new: draw it
+    assert mt19937.worth_jumping(start, 3_000_000)  # met again: its power will serve the rest
+    forget_powers()
+    assert not mt19937.worth_jumping(start, 3_000_000)
+    advance(start, 3_000_000)
+    assert mt19937.worth_jumping(start, 3_000_000 + 624)  # a block further: derived from the one found
+    forget_powers()
+    assert mt19937.worth_jumping(start, 3_000_000)  # found in the cache folder
+
+
+def test_mid_size_skips_of_a_known_distance_are_jumped_and_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three 2M-element weights, each re-initialized as soon as built, leave three 2M-output
+    gaps of dead draws: in a first process the first gap is drawn and the next two jumped (below
+    the usual threshold); in the next process all three. Eager's values and generator either way."""
+
+    def build() -> nn.Module:
+        layers = []
+        for _ in range(3):
+            layers.append(nn.Linear(2048, 1024, bias=False))
+            nn.init.normal_(layers[-1].weight, std=0.02)  # its default init becomes dead
+        return nn.Sequential(*layers)
+
+    jumps: list[int] = []
+    real_advance = mt19937.advance
+    monkeypatch.setattr(mt19937, "advance", lambda state, n: jumps.append(n) or real_advance(state, n))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one stream of pieces: the gaps are the skips
+    try:
+        for run in range(2):
+            forget_powers()  # each run as a fresh process; the cache folder is kept
+            jumps.clear()
+            torch.manual_seed(21)
+            eager = build()
+            eager_rng = torch.get_rng_state()
+            torch.manual_seed(21)
+            lazy = materialize(deferred_init(build))
+            assert torch.equal(torch.get_rng_state(), eager_rng)
+            for a, b in zip(lazy.parameters(), eager.parameters()):
+                assert torch.equal(a, b)
+            assert len([n for n in jumps if 1 << 20 <= n < 1 << 23]) == 2 + run, (run, jumps)
+    finally:
+        torch.set_num_threads(threads)

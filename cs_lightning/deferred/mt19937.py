@@ -63,14 +63,42 @@ def advance(state: torch.Tensor, n: int) -> torch.Tensor:
     if n <= ready:
         _HEADER.pack_into(raw, 0, seed, left - n, seeded, next_ + n)
         return torch.frombuffer(raw, dtype=torch.uint8).clone()
-    n -= ready
-    blocks = -(-n // _N)  # twists needed
-    used = n - _N * (blocks - 1)  # outputs taken from the last new block
+    blocks = _twists(left, n)
+    used = n - ready - _N * (blocks - 1)  # outputs taken from the last new block
     words = np.frombuffer(bytes(raw[_WORDS : _WORDS + 8 * _N]), dtype="<u8").astype(np.uint32)
     words = _twist_blocks(words, blocks)
     raw[_WORDS : _WORDS + 8 * _N] = words.astype("<u8").tobytes()
     _HEADER.pack_into(raw, 0, seed, _N - used + 1, seeded, used)
     return torch.frombuffer(raw, dtype=torch.uint8).clone()
+
+
+def _twists(left: int, n: int) -> int:
+    """Blocks twisted to move ``n`` outputs on from a state with ``left - 1`` outputs ready."""
+    return -(-(n - left + 1) // _N)
+
+
+def _exponent(blocks: int) -> int:
+    """The power of x that ``blocks`` twists take (see ``_twist_blocks``)."""
+    return _N * blocks - 1
+
+
+def worth_jumping(state: torch.Tensor, n: int) -> bool:
+    """Whether to jump ``state`` a mid-size ``n`` outputs ahead rather than draw them: when the
+    power of x it needs was found before (in this process, or a little below, or in the cache
+    folder), a jump costs ~2 ms; else squaring costs 10-30 ms, worth it only for a distance that
+    comes up again (layers of one size skip the same draws), so the second time it is asked."""
+    left = _HEADER.unpack_from(state.numpy().tobytes()[: _HEADER.size], 0)[1]
+    if n <= left - 1:
+        return True  # no twist at all
+    k = _exponent(_twists(left, n))
+    with _POWERS_LOCK:
+        if k in _ASKED or any(0 <= k - j <= _NEAR for j in _POWERS):
+            return True
+        _ASKED.add(k)
+    return _power_path(k).is_file()
+
+
+_ASKED: set[int] = set()  # exponents of mid-size skips drawn so far (a second one is jumped)
 
 
 def _twist_blocks(words: np.ndarray, blocks: int) -> np.ndarray:
@@ -83,7 +111,7 @@ def _twist_blocks(words: np.ndarray, blocks: int) -> np.ndarray:
     may differ from T^k in the low 31 bits of the window's first word, which the recurrence
     never reads; so jump one step short and take the last step for real.
     """
-    ones = _one_bits(_N * blocks - 1)
+    ones = _one_bits(_exponent(blocks))
     sequence = _sequence(words, _DEGREE + _N)
     windows = np.lib.stride_tricks.as_strided(sequence, (_DEGREE, _N), (4, 4), writeable=False)
     window = np.zeros(_N, dtype=np.uint32)

@@ -40,8 +40,10 @@ aten = torch.ops.aten
 # (it redraws a 16-element tail when the size is not a multiple of 16) unchanged.
 _CHUNK = 1 << 18
 # Skipped draws up to this many are drawn (~1.7 ns each); more are jumped over (~2 ms for a
-# distance jumped before, 10-30 ms for a new one).
+# distance jumped before, 10-30 ms for a new one). From _JUMP_KNOWN_FROM on, a distance met
+# before (in this process or, through the cache folder, an earlier one) is jumped.
 _JUMP_FROM = 1 << 23
+_JUMP_KNOWN_FROM = 1 << 20
 
 
 def live_ops(ops: Sequence[Op], needed: set[int]) -> list[bool]:
@@ -575,7 +577,9 @@ class _SkippedDraws:
 
 def _skip(generator: torch.Generator, outputs: int, jump_from: int = _JUMP_FROM) -> None:
     """Advance a CPU generator by ``outputs`` 32-bit outputs: few are drawn, ``jump_from`` or more jumped over."""
-    if outputs >= jump_from and mt19937.available():
+    if mt19937.available() and (
+        outputs >= jump_from or (outputs >= _JUMP_KNOWN_FROM and mt19937.worth_jumping(generator.get_state(), outputs))
+    ):
         generator.set_state(mt19937.advance(generator.get_state(), outputs))
         return
     # int64 random_() takes two outputs per element (one random64) at under half the cost
