@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
-__all__ = ["cache_dir", "write_atomic"]
+__all__ = ["Entries", "cache_dir", "write_atomic"]
 
 
 def cache_dir() -> Path:
@@ -43,3 +44,41 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+class Entries:
+    """The files one part of cs_lightning keeps in its own subfolder of the cache folder.
+
+    Args:
+        folder: the subfolder.
+        pattern: the entries' file names (a glob); temporary files of writes in progress are not entries.
+    """
+
+    def __init__(self, folder: Path, pattern: str) -> None:
+        self.folder = folder
+        self.pattern = pattern
+
+    def files(self) -> list[Path]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(path for path in self.folder.glob(self.pattern) if not path.name.startswith(".tmp-"))
+
+    def size(self) -> int:
+        """Bytes the entries hold (one removed meanwhile by another process counts 0)."""
+        total = 0
+        for path in self.files():
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+        return total
+
+    def clear(self) -> int:
+        """Delete every entry, and temporary files an interrupted write left over an hour ago
+        (younger ones are writes in progress); return how many entries went."""
+        entries = self.files()
+        for path in entries:
+            path.unlink(missing_ok=True)
+        for leftover in self.folder.glob(".tmp-*") if self.folder.is_dir() else ():
+            with contextlib.suppress(FileNotFoundError):
+                if time.time() - leftover.stat().st_mtime > 3600:
+                    leftover.unlink(missing_ok=True)
+        return len(entries)

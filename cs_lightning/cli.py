@@ -744,19 +744,25 @@ def _write_picture(figure: Any, out: Path) -> None:
 
 
 def _cache_command(argv: Sequence[str]) -> None:
-    """`cs-lightning cache info` and `cs-lightning cache clear`: the trace check's cache on disk."""
+    """`cs-lightning cache info` and `cs-lightning cache clear`: what cs_lightning keeps on disk
+    (the trace check's verdicts, deferred init's generator jump tables)."""
+    from cs_lightning.deferred import mt19937
     from cs_lightning.trace_cache import TraceCache
 
     parser = _OneLineParser(
-        prog="cs-lightning cache", description="Show or clear the trace-check cache (CS_LIGHTNING_CACHE_DIR)."
+        prog="cs-lightning cache",
+        description="Show or clear cs_lightning's cache (CS_LIGHTNING_CACHE_DIR): trace-check verdicts, jump tables.",
     )
     parser.add_argument("action", choices=["info", "clear"])
     opts = parser.parse_args(list(argv))
-    cache = TraceCache()
+    cache, tables = TraceCache(), mt19937.stored()
     if opts.action == "clear":
         print(f"removed {cache.clear()} entries from {cache.folder}")
+        print(f"removed {tables.clear()} jump tables from {tables.folder}")
     else:
         print(cache.info())
+        count = len(tables.files())
+        print(f"jump tables {tables.folder}: {count} file{'s' * (count != 1)}, {tables.size()} bytes")
 
 
 # ------------------------------------------------------------------------------ main

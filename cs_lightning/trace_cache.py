@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import sys
-import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,26 +26,12 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from cs_lightning.cache import cache_dir, write_atomic
+from cs_lightning.cache import Entries, cache_dir, write_atomic
 
 __all__ = ["TraceCache", "input_signature"]
 
 _FORMAT = 1
 _FOLDER = "trace"
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:  # cleared meanwhile by another process
-        return 0
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return float("inf")
 
 
 def input_signature(inputs: Any) -> list[Any]:
@@ -74,6 +59,7 @@ class TraceCache:
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root) if root is not None else cache_dir()
         self.folder = self.root / _FOLDER
+        self._entries = Entries(self.folder, "*.json")
 
     @staticmethod
     def key(code: str, inputs: Any, options: Mapping[str, Any]) -> str:
@@ -122,27 +108,17 @@ class TraceCache:
 
     def entries(self) -> list[Path]:
         """The entry files (not the temporary files of writes in progress)."""
-        if not self.folder.is_dir():
-            return []
-        return sorted(path for path in self.folder.glob("*.json") if not path.name.startswith(".tmp-"))
+        return self._entries.files()
 
     def info(self) -> str:
         """One line: where the cache is, how many entries and bytes it holds."""
-        entries = self.entries()
-        size = sum(_size(path) for path in entries)
-        return f"trace cache {self.folder}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {size} bytes"
+        count = len(self.entries())
+        return f"trace cache {self.folder}: {count} entr{'y' if count == 1 else 'ies'}, {self._entries.size()} bytes"
 
     def clear(self) -> int:
         """Delete every entry, and temporary files an interrupted write left over an hour ago;
         return how many entries went."""
-        entries = self.entries()
-        for path in entries:
-            path.unlink(missing_ok=True)
-        if self.folder.is_dir():
-            for leftover in self.folder.glob(".tmp-*"):
-                if time.time() - _mtime(leftover) > 3600:  # younger ones are writes in progress
-                    leftover.unlink(missing_ok=True)
-        return len(entries)
+        return self._entries.clear()
 
     def _warn_unusable(self, path: Path, why: str) -> None:
         warnings.warn(

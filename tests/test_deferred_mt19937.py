@@ -82,7 +82,7 @@ def test_materialize_jumps_over_large_skipped_draws_exactly() -> None:
 def test_the_polynomial_kept_on_disk_is_checked_when_read(damage: str) -> None:
     mt19937._phi.cache_clear()
     phi = mt19937._phi()  # the conftest's empty cache folder: found and written
-    stored = cache_dir() / mt19937._PHI_FILE_NAME
+    stored = mt19937._folder() / mt19937._PHI_FILE_NAME
     assert int.from_bytes(stored.read_bytes(), "little") == phi
     if damage == "missing":
         stored.unlink()
@@ -135,7 +135,7 @@ def test_a_power_found_by_an_earlier_process_is_read_from_the_cache(monkeypatch:
     assert torch.equal(advance(start, 50_000_000), drawn(start, 50_000_000))
 
 
-@pytest.mark.parametrize("damage", ["flip a bit", "truncate", "empty"])
+@pytest.mark.parametrize("damage", ["flip a bit", "truncate", "empty", "longer"])
 def test_a_damaged_stored_power_is_ignored_and_rewritten(damage: str) -> None:
     start = state_after(9, 5)
     forget_powers()
@@ -143,7 +143,8 @@ def test_a_damaged_stored_power_is_ignored_and_rewritten(damage: str) -> None:
     (stored,) = (cache_dir() / "mt19937").glob("x*.bin")
     whole = stored.read_bytes()
     flipped = bytes([*whole[:100], whole[100] ^ 1, *whole[101:]])  # inside the power: a wrong jump if used
-    damaged = {"flip a bit": flipped, "truncate": whole[: len(whole) // 2], "empty": b""}[damage]
+    longer = whole + bytes(8)  # the right power with zeros after it: not what was written
+    damaged = {"flip a bit": flipped, "truncate": whole[: len(whole) // 2], "empty": b"", "longer": longer}[damage]
     stored.write_bytes(damaged)
     forget_powers()
     assert torch.equal(advance(start, 50_000_000), drawn(start, 50_000_000))

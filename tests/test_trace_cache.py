@@ -21,6 +21,7 @@ import cs_lightning
 from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss, trace
 from cs_lightning.cache import cache_dir
 from cs_lightning.cli import main
+from cs_lightning.deferred import mt19937
 from cs_lightning.trace_cache import TraceCache
 
 MODEL_SOURCE = """
@@ -201,11 +202,17 @@ def test_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:
 
 def test_cli_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     _fit(_load(_write_model(tmp_path)))
+    mt19937._POWERS.clear()
+    mt19937.advance(torch.get_rng_state(), 40_000_000)  # a jump table found, and kept
+    tables = len(mt19937.stored().files())
+    assert tables >= 2  # the generator's polynomial and the power of x
     assert main(["cache", "info"]) == 0
-    assert "1 entry" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1 entry" in out and f"jump tables {cache_dir() / 'mt19937'}: {tables} files" in out
     assert main(["cache", "clear"]) == 0
-    assert "removed 1 entries" in capsys.readouterr().out
-    assert TraceCache().entries() == []
+    out = capsys.readouterr().out
+    assert "removed 1 entries" in out and f"removed {tables} jump tables" in out
+    assert TraceCache().entries() == [] and mt19937.stored().files() == []
     assert main(["cache", "nonsense"]) == 2
     assert "cache: argument action" in capsys.readouterr().err
 

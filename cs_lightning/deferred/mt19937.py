@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cs_lightning.cache import cache_dir, write_atomic
+from cs_lightning.cache import Entries, cache_dir, write_atomic
 
 _N, _M = 624, 397
 _DEGREE = 19937
@@ -183,16 +183,21 @@ _NEAR = 1 << 14  # shifting by up to this many bits and reducing beats squaring 
 
 def _stored_power(k: int) -> int | None:
     """x^k mod phi as an earlier process found it, or None. The file holds a digest of phi,
-    k and the power: a damaged file, or one found for another phi, does not match it."""
+    k and the power: a damaged file, or one found for another phi, does not match it. (The
+    digest guards against accidents, not against someone who writes the cache folder.)"""
     try:
         data = _power_path(k).read_bytes()
     except OSError:
         return None
     digest, power = data[:32], data[32:]
-    return int.from_bytes(power, "little") if digest == _power_digest(k, power) else None
+    if len(power) != _POLYNOMIAL_BYTES or digest != _power_digest(k, power):
+        return None
+    return int.from_bytes(power, "little")
 
 
 def _store_power(k: int, power: int) -> None:
+    if k <= _NEAR:  # a few squarings of short polynomials: not worth a file
+        return
     data = power.to_bytes(_POLYNOMIAL_BYTES, "little")
     try:
         write_atomic(_power_path(k), _power_digest(k, data) + data)
@@ -201,14 +206,21 @@ def _store_power(k: int, power: int) -> None:
 
 
 def _power_path(k: int) -> Path:
-    return cache_dir() / _POWERS_FOLDER / f"x{k}.bin"
+    return _folder() / f"x{k}.bin"
 
 
 def _power_digest(k: int, power: bytes) -> bytes:
     return hashlib.sha256(_phi().to_bytes(_POLYNOMIAL_BYTES, "little") + k.to_bytes(16, "little") + power).digest()
 
 
-_POWERS_FOLDER = "mt19937"
+def _folder() -> Path:
+    return cache_dir() / "mt19937"
+
+
+def stored() -> Entries:
+    """What this module keeps in the cache folder: phi and the powers of x found by squaring
+    (2.5 KB each; ``cs-lightning cache clear`` removes them, found again when needed)."""
+    return Entries(_folder(), "*.bin")
 
 
 def _power_by_squaring(k: int) -> int:
@@ -264,7 +276,7 @@ def _phi() -> int:
     further bits of the sequence (a wrong polynomial passes with probability 2^-256).
     """
     bits = _low_bits(2 * _DEGREE + 356)
-    stored = cache_dir() / _PHI_FILE_NAME
+    stored = _folder() / _PHI_FILE_NAME
     try:
         phi = int.from_bytes(stored.read_bytes(), "little")
         if phi.bit_length() == _DEGREE + 1 and _annihilates(_reciprocal(phi), bits):
@@ -279,7 +291,7 @@ def _phi() -> int:
     return phi
 
 
-_PHI_FILE_NAME = "mt19937-phi.bin"
+_PHI_FILE_NAME = "phi.bin"
 
 
 def _low_bits(count: int) -> list[int]:

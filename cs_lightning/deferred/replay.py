@@ -595,9 +595,13 @@ def _skip(generator: torch.Generator, outputs: int, jump_from: int = _JUMP_FROM)
 
 @functools.cache
 def _pairs_drawn_by_int64() -> bool:
-    """Whether int64 random_() takes exactly two outputs per element on this torch build
-    (checked once, on a private generator); else skips draw one float32 at a time."""
-    pairs, singles = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
-    torch.empty(5, dtype=torch.int64).random_(generator=pairs)
-    torch.empty(10).uniform_(generator=singles)
-    return torch.equal(pairs.get_state(), singles.get_state())
+    """Whether int64 random_() takes exactly two outputs per element on this torch build, for
+    a short tensor and a scratch chunk's worth (checked once, on private generators); else
+    skips draw one float32 at a time."""
+    for size in (5, _CHUNK + 3):
+        pairs, singles = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+        torch.empty(size, dtype=torch.int64).random_(generator=pairs)
+        torch.empty(2 * size).uniform_(generator=singles)
+        if not torch.equal(pairs.get_state(), singles.get_state()):
+            return False
+    return True
