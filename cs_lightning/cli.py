@@ -193,7 +193,7 @@ def _schedulers_factory(
             else "the optimizer: block puts every parameter in one untagged group; fix: remove param_group_tags, "
             "add a param_groups: block, or build tagged groups and these schedulers in configure_optimizers"
         )
-        raise type(err)(err.path, f"{err.message}; {fix}") from None
+        raise err.with_fix(fix) from None
     scaling = [i for i, scheduler in enumerate(built) if _scales_per_group(scheduler)]
     if scaling and not any_tags and not tagged:
         raise ConfigError(

@@ -56,7 +56,7 @@ class ConfigError(CSLightningError, ValueError):
         """The same error, of the same class, at ``prefix + path``: where the block sits in a larger file."""
         return type(self)((*prefix, *self.path), self.message)
 
-    def __reduce__(self) -> tuple[type[ConfigError], tuple[KeyPath, str]]:
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[object, ...]]:
         return type(self), (self.path, self.message)  # pickles (to another rank) with its path
 
 
@@ -67,9 +67,30 @@ class ConfigTypeError(ConfigError, TypeError):
 class ParamGroupTagsError(ConfigError):
     """A scheduler's ``param_group_tags`` match no param group of its optimizer.
 
-    A ConfigError (a ValueError) so that ``under`` keeps the class while the key path grows
-    through nested blocks: the CLI catches it by type to add the fix its config allows.
+    ``problem`` says what; the fix follows it, by default the one for a scheduler built in
+    Python (tag the optimizer's groups). A ConfigError (a ValueError) so that ``under`` keeps
+    the class while the key path grows through nested YAML blocks; the CLI catches it by type
+    and puts the fix its config allows in its place (``with_fix``).
     """
+
+    PYTHON_FIX = (
+        "fix: give the optimizer's param groups the tags you mean (a group {'params': [...], 'tags': "
+        "{'decoder'}}) or drop param_group_tags"
+    )
+
+    def __init__(self, path: KeyPath | str, problem: str, fix: str = PYTHON_FIX) -> None:
+        self.problem, self.fix = problem, fix
+        super().__init__(path, f"{problem}; {fix}")
+
+    def under(self, *prefix: str | int) -> ParamGroupTagsError:
+        return type(self)((*prefix, *self.path), self.problem, self.fix)
+
+    def with_fix(self, fix: str) -> ParamGroupTagsError:
+        """The same problem at the same path, followed by ``fix`` instead."""
+        return type(self)(self.path, self.problem, fix)
+
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[object, ...]]:
+        return type(self), (self.path, self.problem, self.fix)
 
 
 class ClosedFormError(CSLightningError, TypeError):

@@ -413,7 +413,11 @@ def test_tags_matching_no_group_raise_one_error_type_at_any_depth_of_a_yaml_bloc
     optimizer = _optimizer()
     with pytest.raises(ParamGroupTagsError) as alone:
         cs.ConstantLR(optimizer, learning_rate=0.1, param_group_tags="decay")
-    message = "ConstantLR: got param_group_tags=['decay'], which match no param group; the groups' tags are [None]"
+    message = (
+        "ConstantLR: got param_group_tags=['decay'], which match no param group of its optimizer (its groups are "
+        "untagged); fix: give the optimizer's param groups the tags you mean (a group {'params': [...], 'tags': "
+        "{'decoder'}}) or drop param_group_tags"
+    )
     assert str(alone.value) == message and alone.value.path == ()
     nested = {
         "SequentialLR": {
@@ -427,3 +431,17 @@ def test_tags_matching_no_group_raise_one_error_type_at_any_depth_of_a_yaml_bloc
         cs.build({"ScalePerParamLR": {"scheduler": nested}}, optimizer)
     path = ("schedulers", "ScalePerParamLR", "scheduler", "SequentialLR", "schedulers", 1, "ConstantLR")
     assert deep.value.path == path and deep.value.message == message
+
+
+def test_tags_matching_no_group_name_the_groups_tags_and_survive_pickling():
+    """Untagged groups read as untagged (not None); the error crosses to another rank whole."""
+    import pickle
+
+    weights, biases = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([{"params": [weights], "tags": {"decay"}}, {"params": [biases]}], lr=0.1)
+    with pytest.raises(ParamGroupTagsError, match=r"\(its groups are tagged \['decay'\] and untagged\); fix: give"):
+        cs.ConstantLR(optimizer, learning_rate=0.1, param_group_tags="embedding")
+    error = ParamGroupTagsError(("schedulers", 0), "ConstantLR: got ...", "fix: use a tag of the block")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), copy.path, str(copy)) == (ParamGroupTagsError, error.path, str(error))
+    assert str(error.under("a").with_fix("fix: other")) == "a.schedulers[0]: ConstantLR: got ...; fix: other"

@@ -308,10 +308,12 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._targets = [i for i, group in enumerate(groups) if tags is None or tags & _group_tags(group)]
         if not self._targets:
             available = set().union(*(_group_tags(group) for group in groups))
+            named = sorted(tag for tag in available if tag is not None)
+            have = " and ".join([*([f"tagged {named}"] if named else []), *(["untagged"] if None in available else [])])
             raise ParamGroupTagsError(
                 (),
                 f"{type(self).__name__}: got param_group_tags={sorted(tags or (), key=str)}, which "
-                f"match no param group; the groups' tags are {sorted(available, key=str)}",
+                f"match no param group of its optimizer (its groups are {have or 'none'})",
             )
         own = self._own_scales
         scales = [own.get(index, scale) for index, scale in zip(self._targets, self._group_scales())]
