@@ -69,6 +69,15 @@ def parse(spec: Any, key: KeyPath = KEY) -> list[TaggedGroup]:
                 "fix: give each entry its own tag",
             )
         seen[entry.tag] = entry.key
+    every = next((entry for entry in entries if tags_every_parameter([entry])), None)
+    if every is not None and len(entries) > 1:  # any parameter another entry names would be in two
+        other = next(entry for entry in entries if entry is not every)
+        raise ConfigError(
+            (*every.key, "params"),
+            f"a glob of stars only puts every parameter in group {every.tag!r}, so {format_key_path(other.key)} "
+            f"(tag {other.tag!r}) could only name parameters already there; fix: narrow this entry's globs or drop "
+            "the other entries",
+        )
     return entries
 
 

@@ -103,6 +103,14 @@ def test_each_group_learns_at_its_scale_times_the_cerebras_schedule() -> None:
             "param_groups[1].tag",
             "also param_groups[0].tag",
         ),
+        (
+            [
+                {"tag": "emb", "params": "*tok*", "adjust_learning_rate": 1},
+                {"tag": "all", "params": ["**"], "adjust_learning_rate": 2},
+            ],
+            "param_groups[1].params",
+            "so param_groups[0] (tag 'emb') could only name parameters already there",
+        ),
     ],
 )
 def test_a_bad_block_is_refused_naming_its_key(spec, key: str, words: str) -> None:
