@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cs_lightning.errors import GraphBreakError
-from cs_lightning.user_code import is_user_file
+from cs_lightning.user_code import is_library_file, is_user_file
 
 __all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace"]
 
@@ -125,7 +125,7 @@ class _UserCode:
         file = frame.f_code.co_filename
         if not is_user_file(file):
             return False
-        if any(folder in file for folder in _LIBRARIES):
+        if is_library_file(file):
             return frame.f_globals.get("__name__", "").partition(".")[0] in self.packages
         return True
 
@@ -240,8 +240,6 @@ _TORCH_MODULES = os.path.join(_TORCH + "nn", "modules") + os.sep
 # torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on, and one guard
 # runs the other's calls: look past them.
 _PLUMBING = frozenset({*(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py")), __file__})
-# Where installed packages live: a path through one of these folders is a library's.
-_LIBRARIES = tuple(os.sep + folder + os.sep for folder in ("site-packages", "dist-packages"))
 
 
 def _host_read_message(read: str, site: tuple[str, int, str]) -> str:
@@ -318,7 +316,7 @@ def _user_files() -> set[str]:
             isinstance(file, str)
             and file.endswith(".py")
             and is_user_file(file)
-            and not any(folder in file for folder in _LIBRARIES)
+            and not is_library_file(file)
             and os.path.isfile(file)
         ):
             files.add(file)

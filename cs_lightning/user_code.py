@@ -38,3 +38,12 @@ def is_user_file(file: str) -> bool:
     cs_lightning and the standard library. Installed libraries pass: a caller that wants only the
     user's own files tells them apart itself."""
     return not file.startswith(_NOT_THE_USERS)
+
+
+# Where installed packages live: a path through one of these folders is a library's.
+_LIBRARIES = tuple(os.sep + folder + os.sep for folder in ("site-packages", "dist-packages"))
+
+
+def is_library_file(file: str) -> bool:
+    """Whether ``file`` belongs to an installed package (under site-packages or dist-packages)."""
+    return any(folder in file for folder in _LIBRARIES)

@@ -56,23 +56,24 @@ def test_converted_schedules_equal_the_model_zoo_blocks(name):
 def test_every_source_key_is_mapped_or_reported(name, tmp_path):
     report = convert_file(DATA / name, tmp_path / "run.yaml")
     text = (tmp_path / "run.yaml").read_text()
-    mapped = [format_key_path(src) for src, _ in report.mapped]
-    unmapped = [format_key_path(key) for key, _, _ in report.unmapped]
+    mapped = [tuple(src) for src, _ in report.mapped]
+    unmapped = [tuple(key) for key, _, _ in report.unmapped]
     for leaf in _leaf_paths(_load(name)):
-        covered = [m for m in mapped if leaf == m or leaf.startswith((m + ".", m + "["))]
-        assert bool(covered) != (leaf in unmapped), leaf
+        covered = [m for m in mapped if leaf[: len(m)] == m]  # the key itself or a key under it
+        assert bool(covered) != (leaf in unmapped), format_key_path(leaf)
     for key in unmapped:
-        assert f"# {key}: " in text
-        assert key in report.format()
+        assert f"# {format_key_path(key)}: " in text
+        assert format_key_path(key) in report.format()
 
 
-def _leaf_paths(value, path=""):
+def _leaf_paths(value, path=()):
+    """The key paths (tuples) of a config's leaves: lists of plain values are leaves."""
     if isinstance(value, dict) and value:
         for key, child in value.items():
-            yield from _leaf_paths(child, f"{path}.{key}" if path else key)
+            yield from _leaf_paths(child, (*path, key))
     elif isinstance(value, list) and any(isinstance(item, dict) for item in value):
         for index, child in enumerate(value):
-            yield from _leaf_paths(child, f"{path}[{index}]")
+            yield from _leaf_paths(child, (*path, index))
     else:
         yield path
 
@@ -274,7 +275,6 @@ def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
 
 
 def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
-
     convert_file(DATA / "gpt_trainer.yaml", tmp_path / "run.yaml")
     code = main(
         [
@@ -301,7 +301,6 @@ def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
 
 
 def test_cs_lightning_convert_subcommand(tmp_path, capsys):
-
     assert main(["convert", str(DATA / "legacy_gpt3.yaml"), "-o", str(tmp_path / "run.yaml")]) == 0
     printed = capsys.readouterr().out
     assert "unmapped" in printed and "model.hidden_size: 2048" in printed

@@ -202,7 +202,9 @@ def test_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:
 
 def test_cli_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     _fit(_load(_write_model(tmp_path)))
-    mt19937._POWERS.clear()
+    mt19937._POWERS.clear()  # what this process found: forgotten, as in a fresh one
+    mt19937._one_bits.cache_clear()
+    mt19937._phi.cache_clear()
     mt19937.advance(torch.get_rng_state(), 40_000_000)  # a jump table found, and kept
     tables = len(mt19937.stored().files())
     assert tables >= 2  # the generator's polynomial and the power of x
