@@ -5,9 +5,11 @@ holds everything about *which* steps it runs on and where the results go; the sc
 hold only their formulas. It keeps no state between calls and changes no torch setting
 (thread count, default dtype): every tensor it makes has its dtype given explicitly.
 
-Closed forms return fresh tensors (or a constant that broadcasts). ``values()`` copies each
-chunk's result into the tensor it returns, once, so nothing a closed form computes can
-alias that tensor or another chunk's steps.
+Closed forms return fresh tensors (or a constant that broadcasts), or an ``Affine``: their
+value with its last multiply-add still to run. ``values()`` writes each chunk's value into
+the tensor it returns itself, by that multiply (torch's ``out=``) or else by a copy. No
+closed form ever sees that tensor, so nothing a closed form computes can alias it or
+another chunk's steps.
 
 Bitwise agreement of ``values()`` and ``step()``: torch's CPU kernels compute the last few
 elements of a tensor (and of each thread's share of it) with scalar code, whose sin, cos,
@@ -53,6 +55,56 @@ _ROW = 256
 _SURELY_FITS = 64 << 20
 # Largest magnitude up to which every integer is exact in a float dtype.
 EXACT = {torch.float32: 2**24, torch.float64: 2**53}
+
+
+class Affine:
+    r"""A closed form's value :math:`b \, s + c` with its last two operations still to run:
+    ``mul`` by :math:`s`, then ``add`` of :math:`c` unless it is 0.
+
+    Whoever keeps the value runs them: ``values()`` straight into the tensor it returns
+    (``into``, torch's ``out=``: no copy afterwards), anyone else into ``base`` itself
+    (``tensor()``). Both run the same two operations, so the values agree bit for bit.
+    ``base`` (:math:`b`) is a tensor the closed form made for this value alone, one value per
+    step, never one it shares (such as its steps): ``tensor()`` changes it in place.
+    """
+
+    __slots__ = ("base", "scale", "shift")
+
+    def __init__(self, base: Tensor, scale: float, shift: float = 0.0) -> None:
+        self.base, self.scale, self.shift = base, scale, shift
+
+    def tensor(self) -> Tensor:
+        """The value, computed in place on ``base``."""
+        return _shift(self.base.mul_(self.scale), self.shift)
+
+    def into(self, out: Tensor) -> None:
+        """Write the value at the first ``len(out)`` steps into ``out`` (1-D)."""
+        _shift(torch.mul(self.base[: len(out)], self.scale, out=out), self.shift)
+
+    def head(self, count: int) -> Affine:
+        """The value at the first ``count`` steps."""
+        return self if count == len(self.base) else Affine(self.base[:count], self.scale, self.shift)
+
+
+Value = Tensor | Affine
+
+
+def materialize(value: Value) -> Tensor:
+    """``value`` as a tensor (an ``Affine``'s operations run now)."""
+    return value.tensor() if isinstance(value, Affine) else value
+
+
+def _shift(values: Tensor, offset: float) -> Tensor:
+    """``values + offset`` in place; adding 0 changes no value, so it is skipped."""
+    return values if offset == 0 else values.add_(offset)
+
+
+def _write(value: Value, out: Tensor) -> None:
+    """Write ``value`` (one per step, at ``len(out)`` steps or more) into ``out`` (1-D)."""
+    if isinstance(value, Affine):
+        value.into(out)
+    else:
+        out.copy_(value[: len(out)])
 
 
 class Counting:
@@ -167,17 +219,17 @@ def _whole_lanes(steps: range | Tensor) -> range | Tensor:
 
 # -- schedules made of pieces -------------------------------------------------------------
 
-Piece = Callable[[int, Steps], Tensor]
+Piece = Callable[[int, Steps], Value]
 
 
-def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dtype) -> Tensor:
+def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dtype) -> Value:
     r"""``piece(j, s)`` at the steps :math:`m_{j-1} \le k < m_j` (``edges`` = :math:`m`,
     increasing, :math:`m_{-1} = 0`): each piece is evaluated on its own steps only.
 
-    ``piece(j, s)`` returns its values at the steps ``s`` (a tensor of ``s.shape``, or a
-    constant). Over increasing ranges each piece gets a range; other steps are grouped by
-    piece and the values put back in their order. Each piece's steps are lengthened to
-    whole lanes and the extra values dropped.
+    ``piece(j, s)`` returns its values at the steps ``s`` (one per step, or a constant). Over
+    increasing ranges each piece gets a range; other steps are grouped by piece and the
+    values put back in their order. Each piece's steps are lengthened to whole lanes and the
+    extra values dropped.
     """
     r = steps.ascending()
     if r is not None:
@@ -188,7 +240,7 @@ def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dty
         out = torch.empty(len(r), dtype=dtype)
         for index, (begin, end) in enumerate(itertools.pairwise(ends)):
             if end > begin:
-                out[begin:end] = _piece(piece, index, steps, r[begin:end])
+                _write(_piece(piece, index, steps, r[begin:end]), out[begin:end])
         return out
     k = steps.ints()
     flat = k.reshape(-1)
@@ -196,13 +248,16 @@ def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dty
     out = torch.empty(flat.shape, dtype=dtype)
     for index in torch.unique(which).tolist():
         where = (which == index).nonzero().squeeze(1)
-        out.index_copy_(0, where, _piece(piece, index, steps, flat.index_select(0, where)))
+        out.index_copy_(0, where, materialize(_piece(piece, index, steps, flat.index_select(0, where))))
     return out.reshape(k.shape)
 
 
-def _piece(piece: Piece, index: int, steps: Steps, chosen: range | Tensor) -> Tensor:
+def _piece(piece: Piece, index: int, steps: Steps, chosen: range | Tensor) -> Value:
     whole = steps.part(chosen)
-    return piece(index, whole).expand(whole.shape)[: len(chosen)]
+    value = piece(index, whole)
+    if isinstance(value, Affine):
+        return value.head(len(chosen))
+    return value.expand(whole.shape)[: len(chosen)]
 
 
 def stairs(steps: Steps, edges: Sequence[int], levels: Tensor) -> Tensor:
@@ -258,15 +313,30 @@ def values(scheduler: Scheduler, steps: int | Iterable[int] | Tensor) -> Tensor:
 
 
 def _fill(scheduler: Scheduler, steps: range | Tensor, out: Tensor) -> None:
-    """Evaluate a chunk of ``steps`` at a time, copying each into its rows of ``out``."""
+    """Evaluate a chunk of ``steps`` at a time, writing each into its rows of ``out``."""
     count = len(steps)
-    chunk = max(_CHUNK // lanes(), 1) * lanes()
+    multiple = lanes()
+    chunk = max(_CHUNK // multiple, 1) * multiple
     counting = Counting()
     for begin in range(0, count, chunk):
         part = out[begin : begin + chunk]
-        curve = scheduler._closed_form_at(Steps(_whole_lanes(steps[begin : begin + chunk]), counting))
-        for column, row in zip(scheduler._targets, scheduler._per_target(curve)):
-            part[:, column].copy_(row[: len(part)])
+        value = scheduler._value_at(Steps(_whole_lanes(steps[begin : begin + chunk]), counting))
+        store(scheduler, value, part, scheduler._targets)
+
+
+def store(scheduler: Scheduler, value: Value, out: Tensor, columns: Sequence[int]) -> None:
+    """Write ``scheduler``'s ``value`` (its closed form's, at ``len(out)`` steps or more) into
+    ``columns`` of ``out`` (steps, groups), one per targeted group, each times its group's
+    scale. Stepping and ``values()`` both write their values this way."""
+    first, *others = columns
+    if scheduler._unscaled:
+        _write(value, out[:, first])
+        for column in others:
+            out[:, column].copy_(out[:, first])
+        return
+    curve = materialize(value)[: len(out)]
+    for column, scale in zip(columns, scheduler._scales.to(curve.dtype)):
+        torch.mul(curve, scale, out=out[:, column])
 
 
 @contextlib.contextmanager
