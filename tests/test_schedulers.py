@@ -184,7 +184,8 @@ def test_values_own_their_memory_whatever_a_closed_form_returns():
     chain = ChainedScheduler([steps, ConstantLR(optimizer, 0.5)])
     cosine = CosineDecayLR(optimizer, 0.1, 0.01, total_iters=200)  # its multiply-add runs into the result
     sequence = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 0.1, 100), cosine], [100])
-    for scheduler in (steps, constant, chain, cosine, sequence):
+    staircase = StepLR(optimizer, 0.1, step_size=7, gamma=0.9)  # its levels are written into the result
+    for scheduler in (steps, constant, chain, cosine, sequence, staircase):
         first = scheduler.values(300)
         expected = first.clone()
         first.fill_(7.0)
@@ -221,17 +222,19 @@ def test_each_group_gets_its_scale_times_the_schedule_bit_for_bit():
 
 def test_long_evaluations_agree_with_the_general_path_across_chunks_and_stages():
     """values() of a long range evaluates a chunk at a time, a chunk within one stage by that
-    stage's closed form alone; any tensor of steps takes the general path. Both agree bit for
-    bit, also in the chunk that holds the milestone and at the chunks' edges."""
+    stage's closed form alone, a staircase's chunk by its levels; any tensor of steps takes
+    the general path. Both agree bit for bit, also in the chunk that holds the milestone, at
+    the chunks' edges and at periods cut by them."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     n, milestone = 3 * 2**17 + 1000, 2**17 + 5
     warmup = LinearLR(optimizer, 0.0, 0.1, milestone)
     sequence = SequentialLR(optimizer, [warmup, CosineDecayLR(optimizer, 0.1, 0.0, n - milestone)], [milestone])
-    everything = sequence.values(range(n))
     edges = [k * 2**17 + d for k in range(4) for d in (-2, -1, 0, 1)]
     picked = torch.tensor(sorted({k for k in [*edges, milestone - 1, milestone, n - 1] if 0 <= k < n}))
     picked = torch.cat([picked, torch.randint(0, n, (500,), generator=torch.Generator().manual_seed(0))])
-    assert torch.equal(sequence.values(picked), everything[picked])
+    for scheduler in (sequence, StepLR(optimizer, 0.1, 1000, 0.99), StepLR(optimizer, 0.1, 3, 0.999)):
+        everything = scheduler.values(range(n))
+        assert torch.equal(scheduler.values(picked), everything[picked])
 
 
 def test_a_schedule_of_several_groups_gives_each_the_same_values():

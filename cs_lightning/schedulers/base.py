@@ -248,7 +248,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
     def _value(self) -> Value:
         """The closed form's value at ``self.last_epoch``, where a built-in schedule may leave
-        its last multiply-add to whoever keeps the value (see ``evaluation.Affine``)."""
+        its last operations to whoever keeps the value (see ``evaluation.Pending``)."""
         return self._get_closed_form()
 
     def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
@@ -264,7 +264,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             value = self._value()
         finally:
             self._probe = saved
-        if isinstance(value, evaluation.Affine):  # a built-in's: one value per step, in the compute dtype
+        if isinstance(value, evaluation.Pending):  # a built-in's: one value per step, in the compute dtype
             return value
         if not isinstance(value, Tensor):
             value = torch.as_tensor(value, dtype=self._dtype)
@@ -532,9 +532,9 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
 
 class _PendingForm(Scheduler):
-    """A built-in schedule whose closed form (``_closed_form``) may leave its last multiply-add
-    to whoever keeps its value: ``values()`` then runs it straight into the tensor it returns
-    (see ``evaluation.Affine``). Its ``_get_closed_form`` gives that value as a tensor, for a
+    """A built-in schedule whose closed form (``_closed_form``) may leave its last operations
+    to whoever keeps its value: ``values()`` then runs them straight into the tensor it returns
+    (see ``evaluation.Pending``). Its ``_get_closed_form`` gives that value as a tensor, for a
     subclass that overrides it and calls ``super()``."""
 
     def _closed_form(self) -> Value:

@@ -5,8 +5,8 @@ holds everything about *which* steps it runs on and where the results go; the sc
 hold only their formulas. It keeps no state between calls and changes no torch setting
 (thread count, default dtype): every tensor it makes has its dtype given explicitly.
 
-Closed forms return fresh tensors (or a constant that broadcasts), or an ``Affine``: their
-value with its last multiply-add still to run. ``values()`` writes each chunk's value into
+Closed forms return fresh tensors (or a constant that broadcasts), or a ``Pending`` value:
+one with its last operations still to run (``Affine``: a multiply-add). ``values()`` writes each chunk's value into
 the tensor it returns itself, by that multiply (torch's ``out=``) or else by a copy. No
 closed form ever sees that tensor, so nothing a closed form computes can alias it or
 another chunk's steps.
@@ -57,15 +57,34 @@ _SURELY_FITS = 64 << 20
 EXACT = {torch.float32: 2**24, torch.float64: 2**53}
 
 
-class Affine:
+class Pending:
+    """A closed form's value with its last operations still to run, by whoever keeps it:
+    ``values()`` runs them straight into the tensor it returns (``into``, with torch's
+    ``out=`` or by filling it: no copy afterwards), anyone else into a tensor of the value's
+    own (``tensor()``). Both run the same operations, so the values agree bit for bit. The
+    tensor written into is never handed to a closed form, so nothing it made can alias it."""
+
+    __slots__ = ()
+
+    def tensor(self) -> Tensor:
+        """The value as a tensor of its own."""
+        raise NotImplementedError
+
+    def into(self, out: Tensor) -> None:
+        """Write the value at the first ``len(out)`` steps into ``out`` (1-D)."""
+        raise NotImplementedError
+
+    def head(self, count: int) -> Pending:
+        """The value at the first ``count`` steps."""
+        raise NotImplementedError
+
+
+class Affine(Pending):
     r"""A closed form's value :math:`b \, s + c` with its last two operations still to run:
     ``mul`` by :math:`s`, then ``add`` of :math:`c` unless it is 0.
 
-    Whoever keeps the value runs them: ``values()`` straight into the tensor it returns
-    (``into``, torch's ``out=``: no copy afterwards), anyone else into ``base`` itself
-    (``tensor()``). Both run the same two operations, so the values agree bit for bit.
     ``base`` (:math:`b`) is a tensor the closed form made for this value alone, one value per
-    step, never one it shares (such as its steps): ``tensor()`` changes it in place.
+    step, never one it shares (such as its steps): ``tensor()`` runs them in place on it.
     """
 
     __slots__ = ("base", "scale", "shift")
@@ -74,24 +93,50 @@ class Affine:
         self.base, self.scale, self.shift = base, scale, shift
 
     def tensor(self) -> Tensor:
-        """The value, computed in place on ``base``."""
         return _shift(self.base.mul_(self.scale), self.shift)
 
     def into(self, out: Tensor) -> None:
-        """Write the value at the first ``len(out)`` steps into ``out`` (1-D)."""
         _shift(torch.mul(self.base[: len(out)], self.scale, out=out), self.shift)
 
     def head(self, count: int) -> Affine:
-        """The value at the first ``count`` steps."""
         return self if count == len(self.base) else Affine(self.base[:count], self.scale, self.shift)
 
 
-Value = Tensor | Affine
+class _Periods(Pending):
+    """Consecutive unit ``steps`` holding ``levels[j]`` through period ``first + j`` (periods of
+    ``size`` steps): each level is written once per period's run of steps (see ``per_period``)."""
+
+    __slots__ = ("first", "levels", "size", "steps")
+
+    def __init__(self, steps: range, size: int, first: int, levels: Tensor) -> None:
+        self.steps, self.size, self.first, self.levels = steps, size, first, levels
+
+    def tensor(self) -> Tensor:
+        out = torch.empty(len(self.steps), dtype=self.levels.dtype)
+        self.into(out)
+        return out
+
+    def into(self, out: Tensor) -> None:
+        # One pass: the first and last period may be cut short, the ones between are whole.
+        r, size, levels = self.steps[: len(out)], self.size, self.levels
+        last = (r.stop - 1) // size - self.first
+        head = min(r.stop, (self.first + 1) * size) - r.start
+        out[:head] = levels[0]
+        if last > 0:
+            whole = (last - 1) * size
+            out[head : head + whole].view(-1, size).copy_(levels[1:last, None].expand(-1, size))
+            out[head + whole :] = levels[last]
+
+    def head(self, count: int) -> _Periods:
+        return _Periods(self.steps[:count], self.size, self.first, self.levels)
+
+
+Value = Tensor | Pending
 
 
 def materialize(value: Value) -> Tensor:
-    """``value`` as a tensor (an ``Affine``'s operations run now)."""
-    return value.tensor() if isinstance(value, Affine) else value
+    """``value`` as a tensor (a pending value's operations run now)."""
+    return value.tensor() if isinstance(value, Pending) else value
 
 
 def _shift(values: Tensor, offset: float) -> Tensor:
@@ -101,7 +146,7 @@ def _shift(values: Tensor, offset: float) -> Tensor:
 
 def _write(value: Value, out: Tensor) -> None:
     """Write ``value`` (one per step, at ``len(out)`` steps or more) into ``out`` (1-D)."""
-    if isinstance(value, Affine):
+    if isinstance(value, Pending):
         value.into(out)
     else:
         out.copy_(value[: len(out)])
@@ -255,7 +300,7 @@ def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dty
 def _piece(piece: Piece, index: int, steps: Steps, chosen: range | Tensor) -> Value:
     whole = steps.part(chosen)
     value = piece(index, whole)
-    if isinstance(value, Affine):
+    if isinstance(value, Pending):
         return value.head(len(chosen))
     return value.expand(whole.shape)[: len(chosen)]
 
@@ -272,7 +317,7 @@ def stairs(steps: Steps, edges: Sequence[int], levels: Tensor) -> Tensor:
     return torch.cat([level.expand(end - begin) for level, begin, end in zip(levels, ends, ends[1:]) if end > begin])
 
 
-def per_period(steps: Steps, size: int, dtype: torch.dtype, levels: Callable[[Tensor], Tensor]) -> Tensor:
+def per_period(steps: Steps, size: int, dtype: torch.dtype, levels: Callable[[Tensor], Tensor]) -> Value:
     r"""``levels(p)`` at :math:`p = \lfloor k / \text{size} \rfloor` for each step :math:`k`
     (``p`` a float tensor), computing each period's level once over consecutive steps.
 
@@ -285,15 +330,7 @@ def per_period(steps: Steps, size: int, dtype: torch.dtype, levels: Callable[[Te
     first, last = r.start // size, (r.stop - 1) // size
     periods = padded(range(first, last + 1))
     values = levels(torch.arange(periods.start, periods.stop, dtype=dtype)).expand(len(periods))
-    # One pass: the first and last period may be cut short, the ones between are whole.
-    out = torch.empty(len(r), dtype=dtype)
-    head = min(r.stop, (first + 1) * size) - r.start
-    out[:head] = values[0]
-    if last > first:
-        whole = (last - first - 1) * size
-        out[head : head + whole].view(-1, size).copy_(values[1 : last - first, None].expand(-1, size))
-        out[head + whole :] = values[last - first]
-    return out
+    return _Periods(r, size, first, values)
 
 
 # -- values() -----------------------------------------------------------------------------
