@@ -96,7 +96,8 @@ class Affine(Pending):
         return _shift(self.base.mul_(self.scale), self.shift)
 
     def into(self, out: Tensor) -> None:
-        _shift(torch.mul(self.base[: len(out)], self.scale, out=out), self.shift)
+        base = self.base if len(self.base) == len(out) else self.base[: len(out)]
+        _shift(torch.mul(base, self.scale, out=out), self.shift)
 
     def head(self, count: int) -> Affine:
         return self if count == len(self.base) else Affine(self.base[:count], self.scale, self.shift)
@@ -171,7 +172,8 @@ class Counting:
         if row is None:
             row = self._rows[dtype] = torch.arange(_ROW, dtype=dtype)
         starts = torch.arange(steps.start, steps.stop, _ROW, dtype=dtype)
-        return torch.add(starts.unsqueeze(1), row).view(-1)[: len(steps)]
+        floats = torch.add(starts.unsqueeze(1), row).view(-1)
+        return floats if len(floats) == len(steps) else floats[: len(steps)]
 
 
 class Steps:
