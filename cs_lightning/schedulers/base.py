@@ -234,13 +234,20 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         probe = self._probe
         return None if probe is None else probe.ascending()
 
+    def _own_float_steps(self) -> Tensor:
+        """``_float_steps()`` as a tensor of this closed form's own, to change in place."""
+        probe = self._probe
+        if probe is None:
+            return torch.tensor(self._cursor.step, dtype=self._dtype)
+        return probe.own_floats(self._dtype)
+
     def _held(self, last: int) -> Tensor:
-        """``min(k, last)`` for the steps :math:`k` in float steps, shared (modify it out of
-        place): the steps themselves when none of them is past ``last``."""
-        steps, floats = self._ascending_steps(), self._float_steps()
+        """``min(k, last)`` for the steps :math:`k` in float steps, as a tensor of the closed
+        form's own (to change in place): the steps themselves when none is past ``last``."""
+        steps = self._ascending_steps()
         if steps and steps[-1] <= last:
-            return floats
-        return torch.clamp(floats, max=last)
+            return self._own_float_steps()
+        return torch.clamp(self._float_steps(), max=last)
 
     def _const(self, value: float) -> Tensor:
         """A 0-d constant of the compute dtype, for closed forms that need a tensor operand."""

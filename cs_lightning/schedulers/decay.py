@@ -97,7 +97,7 @@ class _Polynomial(_PendingForm):
 
     def _closed_form(self) -> Affine:
         # From T on, k = T gives (1 - 1)^p = 0 and the end value, with no select.
-        remaining = torch.div(self._held(self.total_iters), self.total_iters)
+        remaining = self._held(self.total_iters).div_(self.total_iters)
         remaining.neg_().add_(1)  # -x + 1 rounds as 1 - x
         if self.power != 1.0:  # x ** 1.0 is x: skip a pass over long step tensors
             remaining.pow_(self.power)
@@ -248,7 +248,7 @@ class _CosineDecay(_PendingForm):
     def _closed_form(self) -> Affine:
         # pi / T rounded as cerebras.pytorch rounds it: pi to float32 first, then divided
         angle = torch.div(self._const(math.pi), self.total_iters)
-        wave = torch.mul(self._held(self.total_iters), angle).cos_().add_(1)
+        wave = self._held(self.total_iters).mul_(angle).cos_().add_(1)
         return Affine(wave, _half(self.initial_val - self.end_val), self.end_val)
 
 
@@ -275,7 +275,7 @@ class _CosineAnnealing(_PendingForm):
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _closed_form(self) -> Affine:
-        wave = torch.div(self._float_steps(), self.T_max)
+        wave = self._own_float_steps().div_(self.T_max)
         wave.mul_(math.pi).cos_().add_(1)
         return Affine(wave, _half(self.initial_val - self.eta_min), self.eta_min)
 

@@ -208,13 +208,21 @@ class Steps:
         """The steps converted to ``dtype``, as ``last_epoch.to(dtype)`` gives them."""
         floats = self._floats.get(dtype)
         if floats is None:
-            r = self.range
-            if r is not None and max(abs(r.start), abs(r.stop)) <= EXACT[dtype]:
-                floats = (self._counting or Counting()).floats(r, dtype)
-            else:
-                floats = self.ints().to(dtype)
-            self._floats[dtype] = floats
+            floats = self._floats[dtype] = self._converted(dtype)
         return floats
+
+    def own_floats(self, dtype: torch.dtype) -> Tensor:
+        """``floats(dtype)`` as a tensor of the caller's own, which it may change in place: a
+        closed form's first operation then makes no second tensor (counted anew unless the
+        shared one exists; one pass either way)."""
+        floats = self._floats.get(dtype)
+        return floats.clone() if floats is not None else self._converted(dtype)
+
+    def _converted(self, dtype: torch.dtype) -> Tensor:
+        r = self.range
+        if r is not None and max(abs(r.start), abs(r.stop)) <= EXACT[dtype]:
+            return (self._counting or Counting()).floats(r, dtype)
+        return self.ints().to(dtype)
 
     def ascending(self) -> range | None:
         """The steps as an increasing range, or None when they are not one."""
