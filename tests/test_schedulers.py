@@ -24,6 +24,7 @@ from cs_lightning.schedulers import (
     LinearLR,
     LinearWD,
     LRScheduler,
+    ScalePerParamLR,
     SequentialLR,
     StepLR,
     build,
@@ -181,13 +182,59 @@ def test_values_own_their_memory_whatever_a_closed_form_returns():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     steps, constant = ReturnsItsStepsLR(optimizer), ConstantLR(optimizer, 0.1)
     chain = ChainedScheduler([steps, ConstantLR(optimizer, 0.5)])
-    for scheduler in (steps, constant, chain):
+    cosine = CosineDecayLR(optimizer, 0.1, 0.01, total_iters=200)  # its multiply-add runs into the result
+    sequence = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 0.1, 100), cosine], [100])
+    staircase = StepLR(optimizer, 0.1, step_size=7, gamma=0.9)  # its levels are written into the result
+    for scheduler in (steps, constant, chain, cosine, sequence, staircase):
         first = scheduler.values(300)
         expected = first.clone()
         first.fill_(7.0)
         assert torch.equal(scheduler.values(300), expected)
         assert first.untyped_storage().nbytes() == first.numel() * first.itemsize
     assert steps.values(300)[:, 0].tolist() == list(range(300))
+
+
+class DoubledCosineLR(CosineDecayLR):
+    """A built-in schedule's subclass that builds on its closed form through super()."""
+
+    def _get_closed_form(self):
+        return super()._get_closed_form() * 2
+
+
+def test_a_subclass_calling_super_is_evaluated_through_its_own_closed_form():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    plain = CosineDecayLR(optimizer, 0.1, 0.01, total_iters=100).values(300)
+    doubled = DoubledCosineLR(optimizer, 0.1, 0.01, total_iters=100)
+    assert torch.equal(doubled.values(300), plain * 2)
+    assert doubled.values(300)[:, 0].tolist() == [row[0] for row in _stepped(doubled, optimizer, 300)]
+
+
+def test_each_group_gets_its_scale_times_the_schedule_bit_for_bit():
+    groups = [{"params": [torch.nn.Parameter(torch.ones(1))], "adjust_learning_rate": a} for a in (1.0, 0.3, 7.0)]
+    optimizer = torch.optim.SGD(groups, lr=0.1)
+    cosine = CosineDecayLR(optimizer, 0.2, 0.01, total_iters=100)
+    unscaled = cosine.values(range(130))[:, :1]
+    scaled = ScalePerParamLR(optimizer, cosine)
+    values = scaled.values(range(130))
+    assert torch.equal(values, unscaled * torch.tensor([1.0, 0.3, 7.0]))
+    assert values.tolist() == _stepped(scaled, optimizer, 130)
+
+
+def test_long_evaluations_agree_with_the_general_path_across_chunks_and_stages():
+    """values() of a long range evaluates a chunk at a time, a chunk within one stage by that
+    stage's closed form alone, a staircase's chunk by its levels; any tensor of steps takes
+    the general path. Both agree bit for bit, also in the chunk that holds the milestone, at
+    the chunks' edges and at periods cut by them."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    n, milestone = 3 * 2**17 + 1000, 2**17 + 5
+    warmup = LinearLR(optimizer, 0.0, 0.1, milestone)
+    sequence = SequentialLR(optimizer, [warmup, CosineDecayLR(optimizer, 0.1, 0.0, n - milestone)], [milestone])
+    edges = [k * 2**17 + d for k in range(4) for d in (-2, -1, 0, 1)]
+    picked = torch.tensor(sorted({k for k in [*edges, milestone - 1, milestone, n - 1] if 0 <= k < n}))
+    picked = torch.cat([picked, torch.randint(0, n, (500,), generator=torch.Generator().manual_seed(0))])
+    for scheduler in (sequence, StepLR(optimizer, 0.1, 1000, 0.99), StepLR(optimizer, 0.1, 3, 0.999)):
+        everything = scheduler.values(range(n))
+        assert torch.equal(scheduler.values(picked), everything[picked])
 
 
 def test_a_schedule_of_several_groups_gives_each_the_same_values():

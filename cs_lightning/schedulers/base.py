@@ -31,7 +31,7 @@ from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
 
 from cs_lightning.errors import ClosedFormError, ParamGroupTagsError
 from cs_lightning.schedulers import _checks, evaluation
-from cs_lightning.schedulers.evaluation import Steps
+from cs_lightning.schedulers.evaluation import Steps, Value
 
 Tags = str | None | Sequence[str | None]
 
@@ -133,7 +133,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         # its generic class (_Polynomial), so help() and the docs have it.
         super().__init_subclass__(**kwargs)
         form = next(
-            (base for base in cls.__mro__[1:] if base.__name__.startswith("_") and "_get_closed_form" in vars(base)),
+            (
+                base
+                for base in cls.__mro__[1:]
+                if base.__name__.startswith("_") and {"_get_closed_form", "_closed_form"} & vars(base).keys()
+            ),
             None,
         )
         if form is not None and form.__doc__ and cls.__doc__ and not cls.__name__.startswith("_"):
@@ -230,27 +234,45 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         probe = self._probe
         return None if probe is None else probe.ascending()
 
+    def _own_float_steps(self) -> Tensor:
+        """``_float_steps()`` as a tensor of this closed form's own, to change in place."""
+        probe = self._probe
+        if probe is None:
+            return torch.tensor(self._cursor.step, dtype=self._dtype)
+        return probe.own_floats(self._dtype)
+
     def _held(self, last: int) -> Tensor:
-        """``min(k, last)`` for the steps :math:`k` in float steps, shared (modify it out of
-        place): the steps themselves when none of them is past ``last``."""
-        steps, floats = self._ascending_steps(), self._float_steps()
+        """``min(k, last)`` for the steps :math:`k` in float steps, as a tensor of the closed
+        form's own (to change in place): the steps themselves when none is past ``last``."""
+        steps = self._ascending_steps()
         if steps and steps[-1] <= last:
-            return floats
-        return torch.clamp(floats, max=last)
+            return self._own_float_steps()
+        return torch.clamp(self._float_steps(), max=last)
 
     def _const(self, value: float) -> Tensor:
         """A 0-d constant of the compute dtype, for closed forms that need a tensor operand."""
         return torch.tensor(value, dtype=self._dtype)
 
+    def _value(self) -> Value:
+        """The closed form's value at ``self.last_epoch``, where a built-in schedule may leave
+        its last operations to whoever keeps the value (see ``evaluation.Pending``)."""
+        return self._get_closed_form()
+
     def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
         """Evaluate the closed form with ``last_epoch`` = ``steps``, in the compute dtype."""
+        return evaluation.materialize(self._value_at(steps))
+
+    def _value_at(self, steps: range | Tensor | Steps) -> Value:
+        """``_closed_form_at``, its last multiply-add possibly still to run (see ``_value``)."""
         if not isinstance(steps, Steps):
             steps = Steps(steps)
         saved, self._probe = self._probe, steps
         try:
-            value = self._get_closed_form()
+            value = self._value()
         finally:
             self._probe = saved
+        if isinstance(value, evaluation.Pending):  # a built-in's: one value per step, in the compute dtype
+            return value
         if not isinstance(value, Tensor):
             value = torch.as_tensor(value, dtype=self._dtype)
         elif value.dtype != self._dtype:
@@ -361,19 +383,16 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         """One multiplier per targeted group (ScalePerParam overrides this)."""
         return [1.0] * len(self._targets)
 
-    def _per_target(self, curve: Tensor) -> Tensor:
-        """Values of the targeted groups, one row per group: shape ``(targets, steps)``."""
-        if self._unscaled:
-            return curve.expand(len(self._targets), -1)
-        return self._scales.to(curve.dtype).unsqueeze(1) * curve
-
-    def _set_block(self, start: int, curve: Tensor) -> None:
+    def _set_block(self, start: int, value: Value) -> None:
+        """Keep the rows of ``_BLOCK`` steps from ``start`` on, given the closed form's value there."""
+        block = torch.empty(_BLOCK, len(self._targets), dtype=self._dtype)
+        evaluation.store(self, value, block, range(len(self._targets)))
         cursor = self._cursor
-        cursor.block = self._per_target(curve).T.tolist()
+        cursor.block = block.tolist()
         cursor.start = start
 
     def _refill(self, step: int) -> list[float]:
-        self._set_block(step, self._closed_form_at(range(step, step + _BLOCK)))
+        self._set_block(step, self._value_at(range(step, step + _BLOCK)))
         return self._cursor.block[0]
 
     def _write(self, row: list[float]) -> None:
@@ -520,6 +539,24 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         step = _checks.integer(owner, "last_epoch", step, 0)
         self._cursor = _Cursor(step)
         self._cursor.last = self._refill(step)
+
+
+class _PendingForm(Scheduler):
+    """A built-in schedule whose closed form (``_closed_form``) may leave its last operations
+    to whoever keeps its value: ``values()`` then runs them straight into the tensor it returns
+    (see ``evaluation.Pending``). Its ``_get_closed_form`` gives that value as a tensor, for a
+    subclass that overrides it and calls ``super()``."""
+
+    def _closed_form(self) -> Value:
+        raise NotImplementedError
+
+    def _get_closed_form(self) -> Tensor:
+        return evaluation.materialize(self._closed_form())
+
+    def _value(self) -> Value:
+        if type(self)._get_closed_form is not _PendingForm._get_closed_form:  # a subclass's own closed form
+            return self._get_closed_form()
+        return self._closed_form()
 
 
 class LRScheduler(Scheduler):

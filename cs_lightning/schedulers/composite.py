@@ -19,8 +19,9 @@ from cs_lightning.schedulers.base import (
     Scheduler,
     Tags,
     WeightDecayScheduler,
+    _PendingForm,
 )
-from cs_lightning.schedulers.evaluation import Steps
+from cs_lightning.schedulers.evaluation import Steps, Value
 
 
 def _check_children(parent: Scheduler, name: str, children: Sequence[Scheduler]) -> None:
@@ -79,7 +80,7 @@ class _Composite(Scheduler):
         _check_children(self, *self._children())
 
 
-class _Sequential(_Composite):
+class _Sequential(_Composite, _PendingForm):
     r"""Closed form of SequentialLR / SequentialWD: one child after the other.
 
     .. math:: v_k = f_j(k - m_{j-1}) \quad \text{for } m_{j-1} \le k < m_j
@@ -115,7 +116,7 @@ class _Sequential(_Composite):
     def _children(self) -> tuple[str, list[Scheduler]]:
         return "schedulers", self.schedulers
 
-    def _get_closed_form(self) -> Tensor:
+    def _closed_form(self) -> Value:
         return evaluation.piecewise(self._steps(), self.milestones, self._stage, self._dtype)
 
     def _breakpoints(self, stop: int) -> list[int]:
@@ -131,10 +132,10 @@ class _Sequential(_Composite):
                 break
         return points[: MAX_BREAKPOINTS + 1]
 
-    def _stage(self, index: int, steps: Steps) -> Tensor:
+    def _stage(self, index: int, steps: Steps) -> Value:
         """Child ``index`` at ``steps`` of its stage, counted from the stage's start."""
         start = self.milestones[index - 1] if index else 0
-        return self.schedulers[index]._closed_form_at(steps.shifted(-start))
+        return self.schedulers[index]._value_at(steps.shifted(-start))
 
 
 class _Chained(_Composite):
@@ -180,7 +181,7 @@ def _initial_value(parent: Scheduler, child: Scheduler) -> float:
     return initial
 
 
-class _ScalePerParam(_Composite):
+class _ScalePerParam(_Composite, _PendingForm):
     r"""Closed form of ScalePerParamLR / ScalePerParamWD: one schedule, scaled per group.
 
     .. math:: v_{k,g} = a_g \, f(k)
@@ -216,8 +217,8 @@ class _ScalePerParam(_Composite):
     def _breakpoints(self, stop: int) -> list[int]:
         return self.scheduler._breakpoints(stop)
 
-    def _get_closed_form(self) -> Tensor:
-        return self.scheduler._closed_form_at(self._steps())
+    def _closed_form(self) -> Value:
+        return self.scheduler._value_at(self._steps())
 
 
 class SequentialLR(_Sequential, LRScheduler):

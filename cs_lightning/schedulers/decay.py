@@ -25,13 +25,10 @@ from cs_lightning.schedulers.base import (
     Tags,
     WeightDecayScheduler,
     _Alias,
+    _PendingForm,
     every,
 )
-
-
-def _shift(values: Tensor, offset: float) -> Tensor:
-    """``values + offset`` in place; adding 0 changes no value, so it is skipped."""
-    return values if offset == 0 else values.add_(offset)
+from cs_lightning.schedulers.evaluation import Affine
 
 
 def _half(scale: float) -> float:
@@ -64,7 +61,7 @@ class _Constant(Scheduler):
         return self._const(self.val)
 
 
-class _Polynomial(Scheduler):
+class _Polynomial(_PendingForm):
     r"""Closed form of PolynomialLR / PolynomialWD (LinearLR / LinearWD: power 1).
 
     .. math::
@@ -98,13 +95,13 @@ class _Polynomial(Scheduler):
         self._arg(_checks.integer, "total_iters", total_iters, 1)
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
-    def _get_closed_form(self) -> Tensor:
+    def _closed_form(self) -> Affine:
         # From T on, k = T gives (1 - 1)^p = 0 and the end value, with no select.
-        remaining = torch.div(self._held(self.total_iters), self.total_iters)
+        remaining = self._held(self.total_iters).div_(self.total_iters)
         remaining.neg_().add_(1)  # -x + 1 rounds as 1 - x
         if self.power != 1.0:  # x ** 1.0 is x: skip a pass over long step tensors
             remaining.pow_(self.power)
-        return _shift(remaining.mul_(self.initial_val - self.end_val), self.end_val)
+        return Affine(remaining, self.initial_val - self.end_val, self.end_val)
 
 
 class _Linear(_Polynomial):
@@ -122,7 +119,7 @@ class _Linear(_Polynomial):
         super().__init__(optimizer, initial_val, end_val, total_iters, 1.0, cycle, param_group_tags)
 
 
-class _Exponential(Scheduler):
+class _Exponential(_PendingForm):
     r"""Closed form of ExponentialLR / ExponentialWD.
 
     .. math:: v_k = v_0 \, r^{k / T} \quad (\text{staircase: } r^{\lfloor k / T \rfloor})
@@ -151,11 +148,11 @@ class _Exponential(Scheduler):
     def _breakpoints(self, stop: int) -> list[int]:
         return every(self.total_iters, stop) if self.staircase else []
 
-    def _get_closed_form(self) -> Tensor:
+    def _closed_form(self) -> Affine:
         power = torch.div(self._float_steps(), self.total_iters)
         if self.staircase:
             power.floor_()
-        return torch.pow(self.decay_rate, power, out=power).mul_(self.initial_val)
+        return Affine(torch.pow(self.decay_rate, power, out=power), self.initial_val)
 
 
 class _InverseExponentialTimeDecay(Scheduler):
@@ -196,7 +193,7 @@ class _InverseExponentialTimeDecay(Scheduler):
         return torch.div(self._const(self.initial_val), denominator, out=denominator)
 
 
-class _InverseSquareRootDecay(Scheduler):
+class _InverseSquareRootDecay(_PendingForm):
     r"""Closed form of InverseSquareRootDecayLR / InverseSquareRootDecayWD.
 
     .. math:: v_k = \frac{v_0 \, s}{\sqrt{\max(k, W)}}
@@ -218,13 +215,13 @@ class _InverseSquareRootDecay(Scheduler):
         self.warmup_steps = self._arg(_checks.positive, "warmup_steps", warmup_steps)
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
-    def _get_closed_form(self) -> Tensor:
+    def _closed_form(self) -> Affine:
         warmup = self._const(self.warmup_steps)
         held = torch.clamp(self._float_steps(), min=warmup)
-        return torch.div(self._const(self.scale), held.sqrt_(), out=held).mul_(self.initial_val)
+        return Affine(torch.div(self._const(self.scale), held.sqrt_(), out=held), self.initial_val)
 
 
-class _CosineDecay(Scheduler):
+class _CosineDecay(_PendingForm):
     r"""Closed form of CosineDecayLR / CosineDecayWD.
 
     .. math:: v_k = v_T + (v_0 - v_T) \, \tfrac12 \left(1 + \cos\frac{\pi \min(k, T)}{T}\right)
@@ -248,14 +245,14 @@ class _CosineDecay(Scheduler):
         self._arg(_checks.integer, "total_iters", total_iters, 1)
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
-    def _get_closed_form(self) -> Tensor:
+    def _closed_form(self) -> Affine:
         # pi / T rounded as cerebras.pytorch rounds it: pi to float32 first, then divided
         angle = torch.div(self._const(math.pi), self.total_iters)
-        wave = torch.mul(self._held(self.total_iters), angle).cos_().add_(1)
-        return _shift(wave.mul_(_half(self.initial_val - self.end_val)), self.end_val)
+        wave = self._held(self.total_iters).mul_(angle).cos_().add_(1)
+        return Affine(wave, _half(self.initial_val - self.end_val), self.end_val)
 
 
-class _CosineAnnealing(Scheduler):
+class _CosineAnnealing(_PendingForm):
     r"""Closed form of CosineAnnealingLR / CosineAnnealingWD.
 
     .. math:: v_k = \eta + (v_0 - \eta) \, \tfrac12 \left(1 + \cos\frac{\pi k}{T}\right)
@@ -277,13 +274,13 @@ class _CosineAnnealing(Scheduler):
         self.eta_min = self._arg(_checks.number, "eta_min", eta_min)
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
-    def _get_closed_form(self) -> Tensor:
-        wave = torch.div(self._float_steps(), self.T_max)
+    def _closed_form(self) -> Affine:
+        wave = self._own_float_steps().div_(self.T_max)
         wave.mul_(math.pi).cos_().add_(1)
-        return _shift(wave.mul_(_half(self.initial_val - self.eta_min)), self.eta_min)
+        return Affine(wave, _half(self.initial_val - self.eta_min), self.eta_min)
 
 
-class _CosineAnnealingWarmRestarts(Scheduler):
+class _CosineAnnealingWarmRestarts(_PendingForm):
     r"""Closed form of CosineAnnealingWarmRestarts / CosineAnnealingWarmRestartsWD.
 
     .. math::
@@ -336,14 +333,14 @@ class _CosineAnnealingWarmRestarts(Scheduler):
         begin = t0 * (torch.pow(m, period) - 1) // (m - 1)
         return k - begin, t0 * torch.pow(m, period)
 
-    def _get_closed_form(self) -> Tensor:
+    def _closed_form(self) -> Affine:
         t_cur, t_i = self._period(self.last_epoch)
         wave = torch.div(t_cur.to(self._dtype), t_i.to(self._dtype))
         wave.mul_(math.pi).cos_().add_(1)
-        return _shift(wave.mul_(_half(self.initial_val - self.eta_min)), self.eta_min)
+        return Affine(wave, _half(self.initial_val - self.eta_min), self.eta_min)
 
 
-class _Multiplicative(Scheduler):
+class _Multiplicative(_PendingForm):
     r"""Closed form of MultiplicativeLR / MultiplicativeWD.
 
     .. math:: v_k = v_0 \, c^{k}
@@ -362,9 +359,9 @@ class _Multiplicative(Scheduler):
         self.coefficient = self._arg(_checks.positive, "coefficient", coefficient)
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
-    def _get_closed_form(self) -> Tensor:
+    def _closed_form(self) -> Affine:
         powers = torch.pow(self._const(self.coefficient), self._float_steps())
-        return powers.mul_(self.initial_val)
+        return Affine(powers, self.initial_val)
 
 
 StepFunction = Callable[[Tensor], Tensor]

@@ -5,9 +5,11 @@ holds everything about *which* steps it runs on and where the results go; the sc
 hold only their formulas. It keeps no state between calls and changes no torch setting
 (thread count, default dtype): every tensor it makes has its dtype given explicitly.
 
-Closed forms return fresh tensors (or a constant that broadcasts). ``values()`` copies each
-chunk's result into the tensor it returns, once, so nothing a closed form computes can
-alias that tensor or another chunk's steps.
+Closed forms return fresh tensors (or a constant that broadcasts), or a ``Pending`` value:
+one with its last operations still to run (``Affine``: a multiply-add). ``values()`` writes each chunk's value into
+the tensor it returns itself, by that multiply (torch's ``out=``) or else by a copy. No
+closed form ever sees that tensor, so nothing a closed form computes can alias it or
+another chunk's steps.
 
 Bitwise agreement of ``values()`` and ``step()``: torch's CPU kernels compute the last few
 elements of a tensor (and of each thread's share of it) with scalar code, whose sin, cos,
@@ -45,6 +47,9 @@ _LANES = 64
 # cache from one pass to the next, and the allocator reuses their memory (measured 2**16
 # to 2**19 on 10**7 steps: 2**17, 512 KB of float32, is fastest here).
 _CHUNK = 1 << 17
+# Length of the row Counting adds to each row start (long enough that the broadcast add
+# runs at the speed of a plain one).
+_ROW = 256
 # A values() result this small is allocated without reading /proc/meminfo first (a read
 # costs about as much as evaluating 50,000 steps).
 _SURELY_FITS = 64 << 20
@@ -52,25 +57,123 @@ _SURELY_FITS = 64 << 20
 EXACT = {torch.float32: 2**24, torch.float64: 2**53}
 
 
+class Pending:
+    """A closed form's value with its last operations still to run, by whoever keeps it:
+    ``values()`` runs them straight into the tensor it returns (``into``, with torch's
+    ``out=`` or by filling it: no copy afterwards), anyone else into a tensor of the value's
+    own (``tensor()``). Both run the same operations, so the values agree bit for bit. The
+    tensor written into is never handed to a closed form, so nothing it made can alias it."""
+
+    __slots__ = ()
+
+    def tensor(self) -> Tensor:
+        """The value as a tensor of its own."""
+        raise NotImplementedError
+
+    def into(self, out: Tensor) -> None:
+        """Write the value at the first ``len(out)`` steps into ``out`` (1-D)."""
+        raise NotImplementedError
+
+    def head(self, count: int) -> Pending:
+        """The value at the first ``count`` steps."""
+        raise NotImplementedError
+
+
+class Affine(Pending):
+    r"""A closed form's value :math:`b \, s + c` with its last two operations still to run:
+    ``mul`` by :math:`s`, then ``add`` of :math:`c` unless it is 0.
+
+    ``base`` (:math:`b`) is a tensor the closed form made for this value alone, one value per
+    step, never one it shares (such as its steps): ``tensor()`` runs them in place on it.
+    """
+
+    __slots__ = ("base", "scale", "shift")
+
+    def __init__(self, base: Tensor, scale: float, shift: float = 0.0) -> None:
+        self.base, self.scale, self.shift = base, scale, shift
+
+    def tensor(self) -> Tensor:
+        return _shift(self.base.mul_(self.scale), self.shift)
+
+    def into(self, out: Tensor) -> None:
+        base = self.base if len(self.base) == len(out) else self.base[: len(out)]
+        _shift(torch.mul(base, self.scale, out=out), self.shift)
+
+    def head(self, count: int) -> Affine:
+        return self if count == len(self.base) else Affine(self.base[:count], self.scale, self.shift)
+
+
+class _Periods(Pending):
+    """Consecutive unit ``steps`` holding ``levels[j]`` through period ``first + j`` (periods of
+    ``size`` steps): each level is written once per period's run of steps (see ``per_period``)."""
+
+    __slots__ = ("first", "levels", "size", "steps")
+
+    def __init__(self, steps: range, size: int, first: int, levels: Tensor) -> None:
+        self.steps, self.size, self.first, self.levels = steps, size, first, levels
+
+    def tensor(self) -> Tensor:
+        out = torch.empty(len(self.steps), dtype=self.levels.dtype)
+        self.into(out)
+        return out
+
+    def into(self, out: Tensor) -> None:
+        # One pass: the first and last period may be cut short, the ones between are whole.
+        r, size, levels = self.steps[: len(out)], self.size, self.levels
+        last = (r.stop - 1) // size - self.first
+        head = min(r.stop, (self.first + 1) * size) - r.start
+        out[:head] = levels[0]
+        if last > 0:
+            whole = (last - 1) * size
+            out[head : head + whole].view(-1, size).copy_(levels[1:last, None].expand(-1, size))
+            out[head + whole :] = levels[last]
+
+    def head(self, count: int) -> _Periods:
+        return _Periods(self.steps[:count], self.size, self.first, self.levels)
+
+
+Value = Tensor | Pending
+
+
+def materialize(value: Value) -> Tensor:
+    """``value`` as a tensor (a pending value's operations run now)."""
+    return value.tensor() if isinstance(value, Pending) else value
+
+
+def _shift(values: Tensor, offset: float) -> Tensor:
+    """``values + offset`` in place; adding 0 changes no value, so it is skipped."""
+    return values if offset == 0 else values.add_(offset)
+
+
+def _write(value: Value, out: Tensor) -> None:
+    """Write ``value`` (one per step, at ``len(out)`` steps or more) into ``out`` (1-D)."""
+    if isinstance(value, Pending):
+        value.into(out)
+    else:
+        out.copy_(value[: len(out)])
+
+
 class Counting:
-    """0, 1, 2, ... as floats, made once per ``values()`` call and shared by its chunks: a
-    chunk's float steps are these plus its first step, one pass over memory where a float
-    ``arange`` costs three (it computes each element in double)."""
+    """Float steps counted for a ``values()`` call: a chunk's steps are a column of row starts
+    plus a row 0, 1, ..., ``_ROW - 1``, added with broadcasting. One pass over the chunk (and
+    a smaller one over its row starts), where a float ``arange`` costs three (it computes each
+    element in double); only the short row is made once per call and shared by its chunks."""
 
-    __slots__ = ("_counts", "size")
+    __slots__ = ("_rows",)
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._counts: dict[torch.dtype, Tensor] = {}
+    def __init__(self) -> None:
+        self._rows: dict[torch.dtype, Tensor] = {}
 
     def floats(self, steps: range, dtype: torch.dtype) -> Tensor:
-        """``steps`` (unit steps, exact in ``dtype``) as a fresh float tensor."""
-        if steps.step != 1 or len(steps) > self.size:
+        """``steps`` (exact in ``dtype``) as a fresh float tensor."""
+        if steps.step != 1:
             return torch.arange(steps.start, steps.stop, steps.step, dtype=dtype)
-        counts = self._counts.get(dtype)
-        if counts is None:
-            counts = self._counts[dtype] = torch.arange(self.size, dtype=dtype)
-        return torch.add(counts[: len(steps)], steps.start)
+        row = self._rows.get(dtype)
+        if row is None:
+            row = self._rows[dtype] = torch.arange(_ROW, dtype=dtype)
+        starts = torch.arange(steps.start, steps.stop, _ROW, dtype=dtype)
+        floats = torch.add(starts.unsqueeze(1), row).view(-1)
+        return floats if len(floats) == len(steps) else floats[: len(steps)]
 
 
 class Steps:
@@ -105,14 +208,21 @@ class Steps:
         """The steps converted to ``dtype``, as ``last_epoch.to(dtype)`` gives them."""
         floats = self._floats.get(dtype)
         if floats is None:
-            r = self.range
-            if r is not None and max(abs(r.start), abs(r.stop)) <= EXACT[dtype]:
-                counting = self._counting or Counting(0)
-                floats = counting.floats(r, dtype)
-            else:
-                floats = self.ints().to(dtype)
-            self._floats[dtype] = floats
+            floats = self._floats[dtype] = self._converted(dtype)
         return floats
+
+    def own_floats(self, dtype: torch.dtype) -> Tensor:
+        """``floats(dtype)`` as a tensor of the caller's own, which it may change in place: a
+        closed form's first operation then makes no second tensor (counted anew unless the
+        shared one exists; one pass either way)."""
+        floats = self._floats.get(dtype)
+        return floats.clone() if floats is not None else self._converted(dtype)
+
+    def _converted(self, dtype: torch.dtype) -> Tensor:
+        r = self.range
+        if r is not None and max(abs(r.start), abs(r.stop)) <= EXACT[dtype]:
+            return (self._counting or Counting()).floats(r, dtype)
+        return self.ints().to(dtype)
 
     def ascending(self) -> range | None:
         """The steps as an increasing range, or None when they are not one."""
@@ -164,17 +274,17 @@ def _whole_lanes(steps: range | Tensor) -> range | Tensor:
 
 # -- schedules made of pieces -------------------------------------------------------------
 
-Piece = Callable[[int, Steps], Tensor]
+Piece = Callable[[int, Steps], Value]
 
 
-def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dtype) -> Tensor:
+def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dtype) -> Value:
     r"""``piece(j, s)`` at the steps :math:`m_{j-1} \le k < m_j` (``edges`` = :math:`m`,
     increasing, :math:`m_{-1} = 0`): each piece is evaluated on its own steps only.
 
-    ``piece(j, s)`` returns its values at the steps ``s`` (a tensor of ``s.shape``, or a
-    constant). Over increasing ranges each piece gets a range; other steps are grouped by
-    piece and the values put back in their order. Each piece's steps are lengthened to
-    whole lanes and the extra values dropped.
+    ``piece(j, s)`` returns its values at the steps ``s`` (one per step, or a constant). Over
+    increasing ranges each piece gets a range; other steps are grouped by piece and the
+    values put back in their order. Each piece's steps are lengthened to whole lanes and the
+    extra values dropped.
     """
     r = steps.ascending()
     if r is not None:
@@ -185,7 +295,7 @@ def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dty
         out = torch.empty(len(r), dtype=dtype)
         for index, (begin, end) in enumerate(itertools.pairwise(ends)):
             if end > begin:
-                out[begin:end] = _piece(piece, index, steps, r[begin:end])
+                _write(_piece(piece, index, steps, r[begin:end]), out[begin:end])
         return out
     k = steps.ints()
     flat = k.reshape(-1)
@@ -193,13 +303,16 @@ def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dty
     out = torch.empty(flat.shape, dtype=dtype)
     for index in torch.unique(which).tolist():
         where = (which == index).nonzero().squeeze(1)
-        out.index_copy_(0, where, _piece(piece, index, steps, flat.index_select(0, where)))
+        out.index_copy_(0, where, materialize(_piece(piece, index, steps, flat.index_select(0, where))))
     return out.reshape(k.shape)
 
 
-def _piece(piece: Piece, index: int, steps: Steps, chosen: range | Tensor) -> Tensor:
+def _piece(piece: Piece, index: int, steps: Steps, chosen: range | Tensor) -> Value:
     whole = steps.part(chosen)
-    return piece(index, whole).expand(whole.shape)[: len(chosen)]
+    value = piece(index, whole)
+    if isinstance(value, Pending):
+        return value.head(len(chosen))
+    return value.expand(whole.shape)[: len(chosen)]
 
 
 def stairs(steps: Steps, edges: Sequence[int], levels: Tensor) -> Tensor:
@@ -214,7 +327,7 @@ def stairs(steps: Steps, edges: Sequence[int], levels: Tensor) -> Tensor:
     return torch.cat([level.expand(end - begin) for level, begin, end in zip(levels, ends, ends[1:]) if end > begin])
 
 
-def per_period(steps: Steps, size: int, dtype: torch.dtype, levels: Callable[[Tensor], Tensor]) -> Tensor:
+def per_period(steps: Steps, size: int, dtype: torch.dtype, levels: Callable[[Tensor], Tensor]) -> Value:
     r"""``levels(p)`` at :math:`p = \lfloor k / \text{size} \rfloor` for each step :math:`k`
     (``p`` a float tensor), computing each period's level once over consecutive steps.
 
@@ -227,15 +340,7 @@ def per_period(steps: Steps, size: int, dtype: torch.dtype, levels: Callable[[Te
     first, last = r.start // size, (r.stop - 1) // size
     periods = padded(range(first, last + 1))
     values = levels(torch.arange(periods.start, periods.stop, dtype=dtype)).expand(len(periods))
-    # One pass: the first and last period may be cut short, the ones between are whole.
-    out = torch.empty(len(r), dtype=dtype)
-    head = min(r.stop, (first + 1) * size) - r.start
-    out[:head] = values[0]
-    if last > first:
-        whole = (last - first - 1) * size
-        out[head : head + whole].view(-1, size).copy_(values[1 : last - first, None].expand(-1, size))
-        out[head + whole :] = values[last - first]
-    return out
+    return _Periods(r, size, first, values)
 
 
 # -- values() -----------------------------------------------------------------------------
@@ -255,15 +360,30 @@ def values(scheduler: Scheduler, steps: int | Iterable[int] | Tensor) -> Tensor:
 
 
 def _fill(scheduler: Scheduler, steps: range | Tensor, out: Tensor) -> None:
-    """Evaluate a chunk of ``steps`` at a time, copying each into its rows of ``out``."""
+    """Evaluate a chunk of ``steps`` at a time, writing each into its rows of ``out``."""
     count = len(steps)
-    chunk = max(_CHUNK // lanes(), 1) * lanes()
-    counting = Counting(chunk)
+    multiple = lanes()
+    chunk = max(_CHUNK // multiple, 1) * multiple
+    counting = Counting()
     for begin in range(0, count, chunk):
         part = out[begin : begin + chunk]
-        curve = scheduler._closed_form_at(Steps(_whole_lanes(steps[begin : begin + chunk]), counting))
-        for column, row in zip(scheduler._targets, scheduler._per_target(curve)):
-            part[:, column].copy_(row[: len(part)])
+        value = scheduler._value_at(Steps(_whole_lanes(steps[begin : begin + chunk]), counting))
+        store(scheduler, value, part, scheduler._targets)
+
+
+def store(scheduler: Scheduler, value: Value, out: Tensor, columns: Sequence[int]) -> None:
+    """Write ``scheduler``'s ``value`` (its closed form's, at ``len(out)`` steps or more) into
+    ``columns`` of ``out`` (steps, groups), one per targeted group, each times its group's
+    scale. Stepping and ``values()`` both write their values this way."""
+    first, *others = columns
+    if scheduler._unscaled:
+        _write(value, out[:, first])
+        for column in others:
+            out[:, column].copy_(out[:, first])
+        return
+    curve = materialize(value)[: len(out)]
+    for column, scale in zip(columns, scheduler._scales.to(curve.dtype)):
+        torch.mul(curve, scale, out=out[:, column])
 
 
 @contextlib.contextmanager

@@ -21,11 +21,13 @@ from cs_lightning.schedulers.base import (
     Tags,
     WeightDecayScheduler,
     _Alias,
+    _PendingForm,
     every,
 )
+from cs_lightning.schedulers.evaluation import Value
 
 
-class _Step(Scheduler):
+class _Step(_PendingForm):
     r"""Closed form of StepLR / StepWD.
 
     .. math:: v_k = v_0 \, \gamma^{\lfloor k / S \rfloor}
@@ -47,7 +49,7 @@ class _Step(Scheduler):
         self.gamma = self._arg(_checks.positive, "gamma", gamma)
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
-    def _get_closed_form(self) -> Tensor:
+    def _closed_form(self) -> Value:
         return evaluation.per_period(self._steps(), self.step_size, self._dtype, self._levels)
 
     def _breakpoints(self, stop: int) -> list[int]:
