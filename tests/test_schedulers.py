@@ -673,3 +673,19 @@ def test_values_restores_the_thread_count_also_on_error():
     assert torch.get_num_threads() == before
     scheduler.values(100)
     assert torch.get_num_threads() == before
+
+
+def test_a_pending_value_reads_its_base_and_never_writes_it():
+    """Asking a pending multiply-add for its tensor twice, for a head and the whole, or into a
+    result gives the same numbers: nothing runs in place on what the closed form made."""
+    from cs_lightning.schedulers.evaluation import Affine
+
+    base = torch.linspace(0, 1, 300)
+    kept = base.clone()
+    value = Affine(base, 0.5, 0.25)
+    first, second, head = value.tensor(), value.tensor(), value.head(100).tensor()
+    into = torch.empty(300)
+    value.into(into)
+    assert torch.equal(base, kept)
+    assert torch.equal(first, second) and torch.equal(first, into) and torch.equal(first[:100], head)
+    assert torch.equal(first, base * 0.5 + 0.25)

@@ -83,8 +83,8 @@ class Affine(Pending):
     r"""A closed form's value :math:`b \, s + c` with its last two operations still to run:
     ``mul`` by :math:`s`, then ``add`` of :math:`c` unless it is 0.
 
-    ``base`` (:math:`b`) is a tensor the closed form made for this value alone, one value per
-    step, never one it shares (such as its steps): ``tensor()`` runs them in place on it.
+    ``base`` (:math:`b`) is one value per step; nothing writes to it once the value is made
+    (``tensor()`` and ``into`` read it), so asking twice, or for a ``head`` and the whole, is safe.
     """
 
     __slots__ = ("base", "scale", "shift")
@@ -93,7 +93,7 @@ class Affine(Pending):
         self.base, self.scale, self.shift = base, scale, shift
 
     def tensor(self) -> Tensor:
-        return _shift(self.base.mul_(self.scale), self.shift)
+        return _shift(torch.mul(self.base, self.scale), self.shift)
 
     def into(self, out: Tensor) -> None:
         base = self.base if len(self.base) == len(out) else self.base[: len(out)]
