@@ -152,9 +152,10 @@ def _x_power_mod(k: int) -> int:
 
     From scratch it takes ~20 squarings (10-30 ms), so each is kept in the cache folder:
     a fresh process materializing the same model jumps the same distances. A power a
-    little above one already found is that one shifted and reduced (~1-2 ms). Sharded replay jumps over the other
-    ranks' rows of each tensor: the distances repeat layer after layer, up to one block
-    (624 words) more or less as the stream's place in its block varies.
+    little above one already found is that one shifted and reduced (~1-2 ms). Sharded
+    replay jumps over the other ranks' rows of each tensor: the distances repeat layer
+    after layer, up to one block (624 words) more or less as the stream's place in its
+    block varies.
     """
     with _POWERS_LOCK:  # parallel replay jumps from several threads
         found = _POWERS.pop(k, None)

@@ -577,9 +577,12 @@ class _SkippedDraws:
 
 def _skip(generator: torch.Generator, outputs: int, jump_from: int = _JUMP_FROM) -> None:
     """Advance a CPU generator by ``outputs`` 32-bit outputs: few are drawn, ``jump_from`` or more jumped over."""
-    if mt19937.available() and (
-        outputs >= jump_from or (outputs >= _JUMP_KNOWN_FROM and mt19937.worth_jumping(generator.get_state(), outputs))
-    ):
+    if not outputs:
+        return
+    jump = outputs >= jump_from or (
+        outputs >= _JUMP_KNOWN_FROM and mt19937.worth_jumping(generator.get_state(), outputs)
+    )
+    if jump and mt19937.available():  # available() finds phi (once): only asked when a jump is due
         generator.set_state(mt19937.advance(generator.get_state(), outputs))
         return
     # int64 random_() takes two outputs per element (one random64) at under half the cost
