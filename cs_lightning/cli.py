@@ -179,9 +179,8 @@ def _schedulers_factory(
     The throwaway optimizer has the groups that the `optimizer:` and `param_groups:` blocks
     build (the untagged one unless a glob tags every parameter, one per `tagged` entry), or,
     with `any_tags` (drawing a schedule needs no model), one more group per other tag the
-    block names. `build` reads both
-    spellings and raises `ConfigError`s at the key path (`schedulers[0].SequentialLR...`,
-    `schedulers[0].init_args...`).
+    block names. `build` reads both spellings and raises `ConfigError`s at the key path
+    (`schedulers[0].SequentialLR...`, `schedulers[0].init_args...`).
     """
     try:
         probe = param_groups.probe(tagged, named_tags(spec) if any_tags else ())
@@ -437,7 +436,7 @@ _EPILOG = (
     "a run.yaml; "
     "'cs-lightning schedule --config run.yaml [--steps N] [--table | --out lr.png [--force]]' shows the "
     "schedules without building the model; "
-    "'cs-lightning cache info|clear' shows or empties the trace check's cache. "
+    "'cs-lightning cache info|clear' shows or empties cs_lightning's cache (trace-check verdicts, jump tables). "
     "Each takes --help."
 )
 
