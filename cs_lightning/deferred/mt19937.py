@@ -92,7 +92,7 @@ def worth_jumping(state: torch.Tensor, n: int) -> bool:
         return True  # no twist at all
     k = _exponent(_twists(left, n))
     with _POWERS_LOCK:
-        if k in _ASKED or any(0 <= k - j <= _NEAR for j in _POWERS):
+        if k in _ASKED or _found_below(k) is not None:
             return True
         _ASKED.add(k)
     return _power_path(k).is_file()
@@ -159,7 +159,7 @@ def _x_power_mod(k: int) -> int:
     """
     with _POWERS_LOCK:  # parallel replay jumps from several threads
         found = _POWERS.pop(k, None)
-        below = max((j for j in _POWERS if 0 <= k - j <= _NEAR), default=None)
+        below = _found_below(k)
         base = None if below is None else (_POWERS[below], k - below)
     if found is None and base is not None:
         found = _reduce(base[0] << base[1], _phi(), _reduction_table())
@@ -180,6 +180,12 @@ _POWERS: dict[int, int] = {}  # k -> x^k mod phi, least recently used first
 _POWERS_LOCK = threading.Lock()
 _KEPT = 64
 _NEAR = 1 << 14  # shifting by up to this many bits and reducing beats squaring from scratch
+
+
+def _found_below(k: int) -> int | None:
+    """The largest exponent found in this process from ``k - _NEAR`` to ``k``, from which x^k is
+    a shift and a reduction away; None if there is none. Called holding ``_POWERS_LOCK``."""
+    return max((j for j in _POWERS if 0 <= k - j <= _NEAR), default=None)
 
 
 def _stored_power(k: int) -> int | None:
