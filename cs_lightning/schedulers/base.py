@@ -260,7 +260,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
     def _closed_form_at(self, steps: range | Tensor | Steps) -> Tensor:
         """Evaluate the closed form with ``last_epoch`` = ``steps``, in the compute dtype."""
-        return evaluation.materialize(self._value_at(steps))
+        return evaluation.as_tensor(self._value_at(steps))
 
     def _value_at(self, steps: range | Tensor | Steps) -> Value:
         """``_closed_form_at``, its last multiply-add possibly still to run (see ``_value``)."""
@@ -551,7 +551,7 @@ class _PendingForm(Scheduler):
         raise NotImplementedError
 
     def _get_closed_form(self) -> Tensor:
-        return evaluation.materialize(self._closed_form())
+        return evaluation.as_tensor(self._closed_form())
 
     def _value(self) -> Value:
         if type(self)._get_closed_form is not _PendingForm._get_closed_form:  # a subclass's own closed form

@@ -135,7 +135,7 @@ class _Periods(Pending):
 Value = Tensor | Pending
 
 
-def materialize(value: Value) -> Tensor:
+def as_tensor(value: Value) -> Tensor:
     """``value`` as a tensor (a pending value's operations run now)."""
     return value.tensor() if isinstance(value, Pending) else value
 
@@ -303,7 +303,7 @@ def piecewise(steps: Steps, edges: Sequence[int], piece: Piece, dtype: torch.dty
     out = torch.empty(flat.shape, dtype=dtype)
     for index in torch.unique(which).tolist():
         where = (which == index).nonzero().squeeze(1)
-        out.index_copy_(0, where, materialize(_piece(piece, index, steps, flat.index_select(0, where))))
+        out.index_copy_(0, where, as_tensor(_piece(piece, index, steps, flat.index_select(0, where))))
     return out.reshape(k.shape)
 
 
@@ -381,7 +381,7 @@ def store(scheduler: Scheduler, value: Value, out: Tensor, columns: Sequence[int
         for column in others:
             out[:, column].copy_(out[:, first])
         return
-    curve = materialize(value)[: len(out)]
+    curve = as_tensor(value)[: len(out)]
     for column, scale in zip(columns, scheduler._scales.to(curve.dtype)):
         torch.mul(curve, scale, out=out[:, column])
 
