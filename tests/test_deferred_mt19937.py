@@ -78,25 +78,44 @@ def test_materialize_jumps_over_large_skipped_draws_exactly() -> None:
     assert torch.equal(lazy[0].weight, eager[0].weight)
 
 
+def test_the_shipped_polynomial_is_what_berlekamp_massey_finds() -> None:
+    bits = mt19937._low_bits(2 * mt19937._DEGREE + 100)
+    found = mt19937._reciprocal(mt19937._connection_polynomial(bits))
+    assert mt19937._SHIPPED_PHI.read_bytes() == found.to_bytes(mt19937._POLYNOMIAL_BYTES, "little")
+
+
 @pytest.mark.parametrize("damage", ["missing", "truncated", "wrong"])
-def test_the_polynomial_kept_on_disk_is_checked_when_read(damage: str) -> None:
+def test_a_damaged_polynomial_file_is_refused_and_phi_found_again(
+    damage: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = mt19937._SHIPPED_PHI.read_bytes()
+    phi = int.from_bytes(shipped, "little")
+    damaged = tmp_path / "phi.bin"
+    if damage == "truncated":
+        damaged.write_bytes(shipped[:100])
+    elif damage == "wrong":
+        damaged.write_bytes((phi ^ (1 << 777)).to_bytes(len(shipped), "little"))
+    monkeypatch.setattr(mt19937, "_SHIPPED_PHI", damaged)
+    monkeypatch.setattr(mt19937, "_connection_polynomial", counted(mt19937._connection_polynomial))
     mt19937._phi.cache_clear()
-    phi = mt19937._phi()  # the conftest's empty cache folder: found and written
-    stored = mt19937._folder() / mt19937._PHI_FILE_NAME
-    assert int.from_bytes(stored.read_bytes(), "little") == phi
-    if damage == "missing":
-        stored.unlink()
-    elif damage == "truncated":
-        stored.write_bytes(stored.read_bytes()[:100])
-    else:
-        stored.write_bytes((phi ^ (1 << 777)).to_bytes(len(stored.read_bytes()), "little"))
-    mt19937._phi.cache_clear()
-    assert mt19937._phi() == phi
-    assert int.from_bytes(stored.read_bytes(), "little") == phi  # rewritten
+    try:
+        assert mt19937._phi() == phi
+        assert mt19937._connection_polynomial.calls == 1  # type: ignore[attr-defined]
+    finally:
+        mt19937._phi.cache_clear()
     generator = torch.Generator().manual_seed(1)
     start = generator.get_state()
     torch.empty(5 * 624 + 3, dtype=torch.int32).random_(generator=generator)
     assert torch.equal(mt19937.advance(start, 5 * 624 + 3), generator.get_state())
+
+
+def counted(function):
+    def wrapper(*args):
+        wrapper.calls += 1
+        return function(*args)
+
+    wrapper.calls = 0
+    return wrapper
 
 
 @pytest.mark.parametrize("pairs", [True, False])

@@ -8,10 +8,10 @@ the recurrence and g(x) = x^n mod phi(x), phi the recurrence's characteristic po
 (degree 19937): 10-30 ms whatever n is, ~2 ms for a distance seen before (or a little
 shorter), in this process or, through the cache folder, an earlier one.
 
-phi is found by Berlekamp-Massey on outputs of torch's own generator (once per machine:
-it is kept in the cs_lightning cache folder and checked whenever read), so nothing here
-is a constant copied from elsewhere; every jump is checked by tests against drawing the
-numbers.
+phi is what Berlekamp-Massey finds on outputs of torch's own generator: it ships with the
+package (``mt19937_phi.bin``, which tests find again), each process checks it against
+torch's outputs before use, and nothing here is a constant copied from elsewhere; every
+jump is checked by tests against drawing the numbers.
 """
 
 from __future__ import annotations
@@ -225,8 +225,8 @@ def _folder() -> Path:
 
 
 def stored() -> Entries:
-    """What this module keeps in the cache folder: phi and the powers of x found by squaring
-    (2.5 KB each; ``cs-lightning cache clear`` removes them, found again when needed)."""
+    """What this module keeps in the cache folder: the powers of x found by squaring (2.5 KB
+    each; ``cs-lightning cache clear`` removes them, found again when needed)."""
     return Entries(_folder(), "*.bin")
 
 
@@ -276,29 +276,23 @@ def _reduction_table() -> dict[int, int]:
 
 @functools.cache
 def _phi() -> int:
-    """The characteristic polynomial of the recurrence, found once per machine.
+    """The characteristic polynomial of the recurrence.
 
-    Berlekamp-Massey on the low bits of torch's own outputs (~0.1 s) runs once; the
-    result is kept in the cache folder and checked, each time it is read, against 256
-    further bits of the sequence (a wrong polynomial passes with probability 2^-256).
+    Read from the file shipped beside this module and checked against 256 further bits of
+    torch's sequence (a wrong polynomial passes with probability 2^-256): ~5 ms. Should the
+    file be missing or fail the check, Berlekamp-Massey finds phi again (~0.1 s).
     """
     bits = _low_bits(2 * _DEGREE + 356)
-    stored = _folder() / _PHI_FILE_NAME
     try:
-        phi = int.from_bytes(stored.read_bytes(), "little")
+        phi = int.from_bytes(_SHIPPED_PHI.read_bytes(), "little")
         if phi.bit_length() == _DEGREE + 1 and _annihilates(_reciprocal(phi), bits):
             return phi
-    except OSError:  # not written yet, or unreadable: found again below
+    except OSError:
         pass
-    phi = _reciprocal(_connection_polynomial(bits[: 2 * _DEGREE + 100]))
-    try:
-        write_atomic(stored, phi.to_bytes(_POLYNOMIAL_BYTES, "little"))
-    except OSError:  # a read-only cache costs the 0.1 s next time, nothing else
-        pass
-    return phi
+    return _reciprocal(_connection_polynomial(bits[: 2 * _DEGREE + 100]))
 
 
-_PHI_FILE_NAME = "phi.bin"
+_SHIPPED_PHI = Path(__file__).with_name("mt19937_phi.bin")
 
 
 def _low_bits(count: int) -> list[int]:
