@@ -756,8 +756,9 @@ def _cache_command(argv: Sequence[str]) -> None:
     opts = parser.parse_args(list(argv))
     cache, tables = TraceCache(), mt19937.stored()
     if opts.action == "clear":
-        print(f"removed {cache.clear()} entries from {cache.folder}")
-        print(f"removed {tables.clear()} jump tables from {tables.folder}")
+        entries, files = cache.clear(), tables.clear()
+        print(f"removed {entries} entr{'y' if entries == 1 else 'ies'} from {cache.folder}")
+        print(f"removed {files} jump table{'s' * (files != 1)} from {tables.folder}")
     else:
         print(cache.info())
         count = len(tables.files())

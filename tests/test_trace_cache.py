@@ -211,7 +211,7 @@ def test_cli_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture)
     assert "1 entry" in out and f"jump tables {cache_dir() / 'mt19937'}: 1 file," in out
     assert main(["cache", "clear"]) == 0
     out = capsys.readouterr().out
-    assert "removed 1 entries" in out and "removed 1 jump tables" in out
+    assert "removed 1 entry from" in out and "removed 1 jump table from" in out
     assert TraceCache().entries() == [] and mt19937.stored().files() == []
     assert main(["cache", "nonsense"]) == 2
     assert "cache: argument action" in capsys.readouterr().err
