@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import torch
@@ -292,11 +293,12 @@ def fingerprint(module: nn.Module) -> str | None:
     no source file (defined in ``python -c`` or a notebook): such code is always checked.
     """
     classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
-    found = {_source_file(cls) for cls in classes}
-    files = {file for file in found if file is not None}
-    if len(files) < len(found):
-        return None
-    files |= _user_files()
+    files = _user_files()
+    for cls in classes:
+        found = _source_files(cls)
+        if found is None:
+            return None
+        files |= found
     digest = hashlib.sha256(torch.__version__.encode())
     for name in sorted(files):
         digest.update(name.encode())
@@ -364,12 +366,31 @@ def _describe(value: Any, depth: int = 0) -> str:
     return f"{type(value).__qualname__}{_describe(public, depth + 1) if public else ''}"
 
 
-def _source_file(cls: type) -> str | None:
+def _source_files(cls: type) -> set[str] | None:
+    """The files a class's code comes from: its module's, and those its methods were compiled
+    from, which differ for a class that ``exec`` built inside a script's namespace (its module
+    is the script, its methods come from ``<string>``). None when one is not a file."""
     try:
-        name = inspect.getsourcefile(cls)
+        module_file = inspect.getsourcefile(cls)
     except (OSError, TypeError):  # built at run time, or a builtin
         return None
-    return name if name is not None and os.path.isfile(name) else None
+    if module_file is None:
+        return None
+    files = {module_file, *(code.co_filename for code in _method_code(cls))}
+    return files if all(os.path.isfile(name) for name in files) else None
+
+
+def _method_code(cls: type) -> Iterator[CodeType]:
+    """The code of the functions a class defines (methods, static and class methods, properties),
+    through decorators that keep ``__wrapped__``."""
+    for value in vars(cls).values():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        for function in (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,):
+            if inspect.isfunction(function):
+                code = getattr(inspect.unwrap(function), "__code__", None)
+                if isinstance(code, CodeType):
+                    yield code
 
 
 def forget(fn: Callable[..., Any]) -> None:

@@ -280,3 +280,15 @@ def test_any_setting_a_forward_may_branch_on_changes_the_fingerprint(first: obje
 
     assert fingerprint_with(first) == fingerprint_with(first)
     assert fingerprint_with(first) != fingerprint_with(second)
+
+
+def test_a_class_built_by_exec_in_a_script_has_no_fingerprint() -> None:
+    """Its module is this file but its methods come from ``<string>``: hashing this file would vouch
+    for code it does not hold, so such a model is always checked."""
+    namespace = {"__name__": __name__, "nn": nn}
+    exec(
+        compile("class Exec(nn.Linear):\n    def forward(self, x):\n        return x.relu()\n", "<string>", "exec"),
+        namespace,
+    )
+    assert trace.fingerprint(namespace["Exec"](4, 4)) is None
+    assert trace.fingerprint(nn.Linear(4, 4)) is not None
