@@ -8,7 +8,8 @@
 * Traced execution: the first training step runs as a CS-X traces it (``trace.lazy_trace``):
   a host read or a value-dependent shape in the user's code fails before the update it precedes,
   with the file and line; a step that passed before is not checked again (``trace_cache``); ``compile=True``
-  compiles forward and optimizer update, with learning rates held as in-place tensors.
+  compiles the training step's forward and the optimizer update, with learning rates held as in-place tensors
+  (the model called elsewhere, in a hook, runs eagerly).
 * Step closures run at the end of each step; the time to first loss is measured and reported.
 """
 
@@ -533,12 +534,12 @@ def _check_backend(backend: str | Callable[..., Any]) -> None:
     try:
         torch._dynamo.lookup_backend(backend)
     except torch._dynamo.exc.InvalidBackend:
-        known = torch._dynamo.list_backends(exclude_tags=())
-        close = difflib.get_close_matches(backend, known, n=1)
+        close = difflib.get_close_matches(backend, torch._dynamo.list_backends(exclude_tags=()), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(
-            f"compile_backend={backend!r} is not a torch.compile backend; {hint}pass one of {known}"
-            " (torch._dynamo.list_backends()) or a backend callable."
+            f"compile_backend={backend!r} is not a torch.compile backend; {hint}pass one of"
+            f" {torch._dynamo.list_backends()} (torch._dynamo.list_backends(); its debug backends such as 'eager'"
+            " and 'aot_eager' work too) or a backend callable."
         ) from None
 
 
