@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.types import STEP_OUTPUT
@@ -67,7 +68,14 @@ class TimeToFirstLoss(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
-        self.step_ended(trainer, outputs.get("loss") if isinstance(outputs, dict) else outputs)
+        if self._reported:
+            return
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor) and pl_module.automatic_optimization:
+            # Lightning hands callbacks the loss divided by accumulate_grad_batches; report what
+            # training_step returned (in float64, so undoing the division adds no rounding of its own)
+            loss = loss.to(torch.float64) * trainer.accumulate_grad_batches
+        self.step_ended(trainer, loss)
 
     def step_started(self) -> None:
         """A training step starts (the first one ends *setup*)."""

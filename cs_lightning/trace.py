@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from cs_lightning.errors import GraphBreakError
 from cs_lightning.user_code import is_library_file, is_user_file
 
-__all__ = ["GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace"]
+__all__ = ["Capture", "GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace"]
 
 _HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
 
@@ -56,24 +56,59 @@ def captured(
     ``forward`` is restored on exit, also on error, and the graphs captured for them are
     dropped (so later models of the same class start afresh).
     """
-    timer = _FirstCallTimer(on_first_call)
-    patched = [(module, module.__dict__.get("forward"), module.forward) for module in modules]
-    wrappers: list[Callable[..., Any]] = []
+    capture = Capture(modules, backend=backend, fullgraph=fullgraph, on_first_call=on_first_call)
     try:
-        for module, _, forward in patched:
-            capturing, traced = _captured_forward(forward, backend, fullgraph, timer)
-            module.forward = capturing
-            wrappers.append(traced)
-        yield
+        with capture.active():
+            yield
     finally:
-        for traced in wrappers:
-            forget(traced)
-        for module, own_forward, forward in reversed(patched):
-            if own_forward is None:
-                del module.forward
-            else:
-                module.forward = own_forward
-            forget(forward)
+        capture.close()
+
+
+class Capture:
+    """Captured forwards of some modules, made once and put in place only within :meth:`active`.
+
+    A fit compiles its training step once and runs it many times, while the model's other calls
+    (sampling in ``on_train_end``, at growing lengths) must stay eager: installing the captured
+    forwards only around the step keeps one set of graphs without capturing those calls.
+    :meth:`close` drops the graphs (so later models of the same class start afresh).
+    """
+
+    def __init__(
+        self,
+        modules: Sequence[nn.Module],
+        *,
+        backend: str | Callable[..., Any] = "eager",
+        fullgraph: bool = True,
+        on_first_call: Callable[[float], None] | None = None,
+    ) -> None:
+        timer = _FirstCallTimer(on_first_call)
+        inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
+        self._modules = list(modules)
+        self._forwards = [module.forward for module in self._modules]
+        made = [_captured_forward(forward, inner, fullgraph, timer) for forward in self._forwards]
+        self._capturing = [capturing for capturing, _ in made]
+        self._traced = [traced for _, traced in made]
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Within the block, the modules' ``forward`` is the captured one; restored on exit, also on error."""
+        replaced: list[tuple[nn.Module, Callable[..., Any] | None]] = []
+        try:
+            for module, capturing in zip(self._modules, self._capturing):
+                replaced.append((module, module.__dict__.get("forward")))
+                module.forward = capturing
+            yield
+        finally:
+            for module, own_forward in reversed(replaced):  # only those replaced: a failure may stop midway
+                if own_forward is None:
+                    del module.forward
+                else:
+                    module.forward = own_forward
+
+    def close(self) -> None:
+        """Drop the graphs captured for the modules: they do not count toward TorchDynamo's recompile limit."""
+        for fn in (*self._traced, *self._forwards):
+            forget(fn)
 
 
 @contextmanager
@@ -416,10 +451,9 @@ class _FirstCallTimer:
 
 
 def _captured_forward(
-    forward: Callable[..., Any], backend: str | Callable[..., Any], fullgraph: bool, timer: _FirstCallTimer
+    forward: Callable[..., Any], inner: Callable[..., Any], fullgraph: bool, timer: _FirstCallTimer
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The forward that captures (for the module), and the function TorchDynamo compiles (to forget after)."""
-    inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
 
     # Static, as a CS-X graph: with automatic dynamic shapes, a float attribute seen before with
     # another value (Dropout's p, even in an earlier model of the same code) becomes a graph input

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -467,3 +469,15 @@ def test_a_nested_reason_says_which_child_as_structured_places():
     assert error.where == ("torch SequentialLR is not converted to a closed form", "schedulers[0] (MultiplicativeLR)")
     assert error.reason.startswith("its factor changes with the step")
     assert str(error) == ": ".join((*error.where, error.reason))
+
+
+def test_a_python_only_lambda_is_named_as_the_users_with_what_to_do():
+    optimizer = _optimizer(0.1)
+    line = inspect.currentframe().f_lineno + 1
+    scheduler = L.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / 5))
+    with pytest.raises(NotConvertible) as error:
+        convert_scheduler(scheduler, strict=True)
+    message = str(error.value)
+    assert f"its lr_lambda, the lambda at {Path(__file__).name}:{line}, does not work on a tensor of steps" in message
+    assert "cs_lightning scheduler" in message and "strict_schedulers=False" in message
+    assert "_get_closed_form" not in message and "self.last_epoch" not in message

@@ -1,5 +1,6 @@
 """compile=True: forward and update compiled once; a changing closed-form schedule causes no recompile."""
 
+import pytest
 import torch
 from lightning_models import Regressor, fit
 from torch._dynamo.backends.registry import lookup_backend
@@ -36,3 +37,30 @@ def test_a_new_fit_compiles_afresh_instead_of_piling_up_recompiles() -> None:
     for backend in backends:
         fit(Regressor(scheduler=True), CSXStrategy(compile=True, compile_backend=backend), steps=3)
     assert [b.compiled for b in backends] == [2, 2, 2]
+
+
+class SamplesAtTheEnd(Regressor):
+    """Calls the model outside the training step, at ten batch sizes, as a sampling hook does."""
+
+    def on_train_end(self) -> None:
+        torch.manual_seed(0)
+        self.sampled = [self(torch.randn(n, 6)) for n in range(1, 11)]
+
+
+def test_only_the_training_step_runs_compiled_calls_in_hooks_run_eagerly() -> None:
+    backend = CountingBackend()
+    model = SamplesAtTheEnd()
+    fit(model, CSXStrategy(compile=True, compile_backend=backend), steps=3)
+    assert backend.compiled == 2  # ten new shapes in on_train_end: no capture, no recompile limit
+    torch.manual_seed(0)
+    eager = [model(torch.randn(n, 6)) for n in range(1, 11)]
+    assert all(torch.equal(a, b) for a, b in zip(model.sampled, eager))
+
+
+def test_a_misspelled_backend_is_named_with_the_closest_one() -> None:
+    model = Regressor()
+    with pytest.raises(
+        ValueError, match=r"compile_backend='indcutor' is not a torch.compile backend; did you mean 'inductor'"
+    ):
+        fit(model, CSXStrategy(compile=True, compile_backend="indcutor"), steps=1)
+    assert "forward" not in model.__dict__ and "forward" not in model.net.__dict__

@@ -4,9 +4,11 @@ import dataclasses
 import re
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import torch
 
 from cs_lightning import CSXAccelerator, CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
@@ -95,3 +97,21 @@ def test_the_cli_offers_every_option_with_its_type_default_and_help(capsys: pyte
         "trace_check": False,
         "compile_backend": "eager",
     }
+
+
+@pytest.mark.parametrize("cls", [CSXStrategy, CSXDDPStrategy, CSXFSDPStrategy])
+def test_a_misspelled_option_is_named_with_the_closest_one(cls: type) -> None:
+    with pytest.raises(
+        TypeError,
+        match=rf"^{cls.__name__} got an unexpected keyword argument 'trace_chek'; did you mean 'trace_check'\?",
+    ):
+        cls(trace_chek=False)
+
+
+def test_the_lightning_strategies_own_arguments_still_pass_through() -> None:
+    assert CSXStrategy(device="cpu", trace_check=False).root_device == torch.device("cpu")
+    ddp = CSXDDPStrategy(find_unused_parameters=True, process_group_backend="gloo")  # DDPStrategy's, DDP's own
+    assert ddp._ddp_kwargs == {"find_unused_parameters": True} and ddp.process_group_backend == "gloo"
+    assert CSXFSDPStrategy(state_dict_type="full", timeout=timedelta(seconds=5))._timeout == timedelta(seconds=5)
+    with pytest.raises(TypeError, match=r"'state_dict_typ'; did you mean 'state_dict_type'\?"):
+        CSXFSDPStrategy(state_dict_typ="full")

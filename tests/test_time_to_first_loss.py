@@ -5,6 +5,7 @@ import logging
 from pathlib import Path
 
 import pytest
+import torch
 from lightning.pytorch.loggers import CSVLogger
 from lightning_models import Regressor, fit
 
@@ -55,3 +56,33 @@ def test_csx_reports_without_being_asked(caplog: pytest.LogCaptureFixture) -> No
 def test_negative_phase_is_rejected() -> None:
     with pytest.raises(ValueError, match=r"seconds=-1"):
         TimeToFirstLoss().add_phase("trace", -1)
+
+
+class Returned(Regressor):
+    """Keeps every loss its training_step returned, before Lightning divides it by accumulate_grad_batches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.returned: list[torch.Tensor] = []
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.returned.append(loss.detach().clone())  # read after the step: no host read in it
+        return loss
+
+
+@pytest.mark.parametrize("accumulate", [1, 3])
+@pytest.mark.parametrize("strategy", ["auto", "csx"])
+def test_the_callback_reports_the_loss_training_step_returned(strategy: str, accumulate: int) -> None:
+    clock, model = TimeToFirstLoss(), Returned()
+    fit(model, strategy, steps=2, callbacks=[clock], accumulate_grad_batches=accumulate)
+    assert clock.metrics["ttfl/loss"] == pytest.approx(model.returned[0].item(), rel=1e-6, abs=0)
+
+
+@pytest.mark.parametrize("accumulate", [1, 3])
+def test_csx_prints_the_loss_training_step_returned(caplog: pytest.LogCaptureFixture, accumulate: int) -> None:
+    model = Returned()
+    with caplog.at_level(logging.INFO):
+        fit(model, "csx", steps=2, accumulate_grad_batches=accumulate)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
+    assert len(lines) == 1 and lines[0].endswith(f"first loss {model.returned[0].item():.6g}")

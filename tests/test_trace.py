@@ -428,3 +428,13 @@ def test_under_manual_optimization_a_read_before_the_update_is_refused_before_it
     with pytest.raises(GraphBreakError, match=rf"line {_line_of(ManualReads, 'if loss > 0:')}"):
         trainer.fit(model, data)
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_an_unknown_backend_is_refused_and_no_forward_is_touched() -> None:
+    model = Wrapper(nn.Linear(4, 4))
+    with (
+        pytest.raises(torch._dynamo.exc.InvalidBackend, match="indcutor"),
+        captured([model, model.inner], backend="indcutor"),
+    ):
+        pass
+    assert "forward" not in model.__dict__ and "forward" not in model.inner.__dict__

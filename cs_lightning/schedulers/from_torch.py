@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -219,8 +220,30 @@ def _same_function(functions: Sequence[Callable[..., Any]]) -> Callable[..., Any
 
 
 def _lambda(s: torch_lr.LambdaLR) -> _Plan:
-    function = _in_torchs_dtype(_same_function(s.lr_lambdas))
+    given = _same_function(s.lr_lambdas)
+    function = _in_torchs_dtype(given)
+    try:
+        function(torch.arange(_PROBE_STEPS, dtype=torch.float64))
+    except Exception as err:  # noqa: BLE001 - any failure of the user's function means: Python-only
+        # said here, of the user's function: the catalogue's own check would speak of its internals
+        raise NotConvertible(
+            f"its lr_lambda, {_function_name(given)}, does not work on a tensor of steps ({err}). A closed form"
+            " calls it once with all the steps, so it must use torch ops on its argument (torch.minimum,"
+            " torch.where), not Python's min/max/if/int(). Rewrite it so, or use a cs_lightning scheduler"
+            " (e.g. cs_lightning.schedulers.LinearLR for a warmup), or keep the torch LambdaLR stepping on the"
+            " host as it is (strict_schedulers=False)"
+        ) from None
     return _plain("LambdaLR", s, lambda b: {"initial_learning_rate": b, "lr_lambda": function})
+
+
+def _function_name(function: Callable[..., Any]) -> str:
+    """``the lambda at train.py:12`` / ``warmup (train.py:12)``: how the user finds the function they wrote."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return repr(function)
+    where = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+    name = getattr(function, "__qualname__", code.co_name)
+    return f"the lambda at {where}" if name.endswith("<lambda>") else f"{name} ({where})"
 
 
 def _in_torchs_dtype(function: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from typing_extensions import override
 
-from cs_lightning.strategies.system import CSXSystemMixin
+from cs_lightning.strategies.system import CSXSystemMixin, _keyword_names
 
 
 class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
@@ -34,6 +34,14 @@ class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.weights_broadcast: bool | None = None
+
+    @classmethod
+    @override
+    def _lightning_arguments(cls) -> set[str] | None:
+        """DDPStrategy's own arguments, and DistributedDataParallel's, which it passes on."""
+        names, _ = _keyword_names(DDPStrategy.__init__)
+        ddp_names, _ = _keyword_names(DistributedDataParallel.__init__)
+        return names | (ddp_names - {"module"})
 
     @override
     def _setup_model(self, model: nn.Module) -> DistributedDataParallel:

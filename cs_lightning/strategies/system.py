@@ -8,19 +8,21 @@
 * Traced execution: the first training step runs as a CS-X traces it (``trace.lazy_trace``):
   a host read or a value-dependent shape in the user's code fails before the update it precedes,
   with the file and line; a step that passed before is not checked again (``trace_cache``); ``compile=True``
-  compiles forward and optimizer update, with learning rates held as in-place tensors.
+  compiles the training step's forward and the optimizer update, with learning rates held as in-place tensors
+  (the model called elsewhere, in a hook, runs eagerly).
 * Step closures run at the end of each step; the time to first loss is measured and reported.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 import random
 import time
 import warnings
 from collections.abc import Callable, Generator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any, cast, get_type_hints
 
@@ -118,13 +120,15 @@ class CSXSystemMixin(Strategy):
 
     def __init__(self, **kwargs: Any) -> None:
         self.options = CSXOptions.take(kwargs)
+        self._refuse_unknown(kwargs)
         super().__init__(**kwargs)
         self._time_to_first_loss: TimeToFirstLoss | None = None
         self._driven_clock: TimeToFirstLoss | None = None  # the clock, when the strategy's hooks drive it
+        self._first_loss: Any = None  # what the first training_step returned, for the driven clock
         self._step = StepBoundary()
         self._recorded = False
         self._check_pending = False
-        self._compiled: ExitStack | None = None
+        self._capture: trace.Capture | None = None  # the compiled forwards, installed around each training step
 
     def __getattr__(self, name: str) -> Any:
         # reached only when normal lookup fails: the options, by name, as attributes
@@ -132,6 +136,30 @@ class CSXSystemMixin(Strategy):
         if options is not None and name in CSX_OPTION_NAMES:
             return getattr(options, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def _lightning_arguments(cls) -> set[str] | None:
+        """The keyword arguments the Lightning strategy takes, None when it takes any (``**kwargs``)."""
+        names, takes_any = _keyword_names(super().__init__)
+        return None if takes_any else names
+
+    def _refuse_unknown(self, kwargs: Mapping[str, Any]) -> None:
+        """Name a misspelled option here, with its closest spelling: Lightning's strategy would only say
+        that its own ``__init__`` got an unexpected keyword argument."""
+        known = self._lightning_arguments()
+        unknown = [name for name in kwargs if known is not None and name not in known]
+        if not unknown:
+            return
+        cls = type(self)
+        mixin_at = cls.__mro__.index(CSXSystemMixin)
+        own = sorted({name for c in cls.__mro__[:mixin_at] for name in _own_keyword_names(c)})
+        parent = next(c for c in cls.__mro__[mixin_at + 1 :] if "__init__" in vars(c))
+        close = difflib.get_close_matches(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())], n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise TypeError(
+            f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}It takes the CS-X options"
+            f" {list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} and {parent.__name__}'s arguments."
+        )
 
     @property
     def csx_options(self) -> dict[str, Any]:
@@ -159,6 +187,7 @@ class CSXSystemMixin(Strategy):
         clock = given[0] if given else TimeToFirstLoss(log_metrics=False)
         self._time_to_first_loss = clock
         self._driven_clock = None if given else clock
+        self._first_loss = None
         clock.start(at=started)
 
     @override
@@ -267,10 +296,17 @@ class CSXSystemMixin(Strategy):
         if self._check_pending:
             self._check_pending = False
             output = self._checked_training_step(args, kwargs)
+        elif self._capture is not None:
+            # only the step runs compiled: the model's calls elsewhere (sampling in a hook) stay eager
+            with self._capture.active():
+                output = super().training_step(*args, **kwargs)
         else:
             output = super().training_step(*args, **kwargs)
+        if self._driven_clock is not None and self._first_loss is None:
+            # as returned: the loss optimizer_step sees is divided by accumulate_grad_batches
+            self._first_loss = _loss_of(output)
         if not module.automatic_optimization:  # its optimizer steps all ran inside training_step
-            self._end_step(output.get("loss") if isinstance(output, Mapping) else output)
+            self._end_step()
         return output
 
     def _checked_training_step(self, args: tuple, kwargs: dict) -> STEP_OUTPUT:
@@ -308,16 +344,16 @@ class CSXSystemMixin(Strategy):
         else:
             loss = super().optimizer_step(optimizer, closure, model, **kwargs)
         if self._connected_module.automatic_optimization:
-            self._end_step(loss)
+            self._end_step()
         return loss
 
     @override
     def teardown(self) -> None:
         """Drop the compiled forward and updates: the next fit starts afresh."""
         self._step.end()
-        if self._compiled is not None:
-            self._compiled.close()
-            self._compiled = None
+        if self._capture is not None:
+            self._capture.close()
+            self._capture = None
         for optimizer in self.optimizers:
             if optimizer.__dict__.pop("_csx_compiled_update", None) is not None:
                 trace.forget(optimizer.step)
@@ -329,10 +365,10 @@ class CSXSystemMixin(Strategy):
         assert module is not None  # the hooks using it run with the module connected
         return module
 
-    def _end_step(self, loss: Any) -> None:
+    def _end_step(self) -> None:
         self._step.end()
         if self._driven_clock is not None:
-            self._driven_clock.step_ended(self._connected_module.trainer, loss)
+            self._driven_clock.step_ended(self._connected_module.trainer, self._first_loss)
 
     def _is_recorded(self, module: nn.Module | None) -> bool:
         return module is not None and self._recorded and deferred.is_deferred(module)
@@ -345,19 +381,17 @@ class CSXSystemMixin(Strategy):
         self._add_phase("materialize", time.perf_counter() - started)
 
     def _compile(self, module: LightningModule) -> None:
-        """Capture forward for the whole fit; closed-form schedules write their values in place."""
+        """Capture forward for the training steps of this fit; closed-form schedules write their values in place."""
+        _check_backend(self.options.compile_backend)
         for config in self.lr_scheduler_configs:
             closed = closed_form_of(config.scheduler)
             if closed is not None:
                 closed.set_tensor_values(True)
-        self._compiled = ExitStack()
-        self._compiled.enter_context(
-            trace.captured(
-                _trace_targets(module),
-                backend=self.options.compile_backend,
-                fullgraph=self.options.trace_check,
-                on_first_call=self._trace_timer(),
-            )
+        self._capture = trace.Capture(
+            _trace_targets(module),
+            backend=self.options.compile_backend,
+            fullgraph=self.options.trace_check,
+            on_first_call=self._trace_timer(),
         )
 
     def _trace_timer(self) -> Callable[[float], None]:
@@ -410,6 +444,20 @@ def renamed(name: str, stacklevel: int) -> Any:
         stacklevel=stacklevel,
     )
     return globals()[_RENAMED[name]]
+
+
+def _keyword_names(init: Callable[..., Any]) -> tuple[set[str], bool]:
+    """The names ``init`` takes by keyword, and whether it takes any other (``**kwargs``)."""
+    parameters = inspect.signature(init).parameters.values()
+    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = {p.name for p in parameters if p.kind in by_keyword and p.name != "self"}
+    return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _own_keyword_names(cls: type) -> set[str]:
+    """The named keyword arguments of the ``__init__`` that ``cls`` itself defines (none if it defines none)."""
+    init = cls.__dict__.get("__init__")
+    return _keyword_names(init)[0] if init is not None else set()
 
 
 def _rng_states() -> dict[str, Any]:
@@ -470,6 +518,29 @@ def _step_closed_form(conf: Any) -> Any:
 
 def _per_step(scheduler: Any) -> Any:
     return {"scheduler": scheduler, "interval": "step"} if isinstance(scheduler, Scheduler) else scheduler
+
+
+def _loss_of(output: STEP_OUTPUT) -> torch.Tensor | None:
+    """The loss a ``training_step`` returned (a tensor, or a mapping's ``"loss"``), detached; None if none."""
+    loss = output.get("loss") if isinstance(output, Mapping) else output
+    return loss.detach() if isinstance(loss, torch.Tensor) else None
+
+
+def _check_backend(backend: str | Callable[..., Any]) -> None:
+    """Refuse an unknown backend name before anything is compiled (checked here: looking one up can
+    take half a second, which a strategy built with compile=False should not pay)."""
+    if not isinstance(backend, str):
+        return
+    try:
+        torch._dynamo.lookup_backend(backend)
+    except torch._dynamo.exc.InvalidBackend:
+        close = difflib.get_close_matches(backend, torch._dynamo.list_backends(exclude_tags=()), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ValueError(
+            f"compile_backend={backend!r} is not a torch.compile backend; {hint}pass one of"
+            f" {torch._dynamo.list_backends()} (torch._dynamo.list_backends(); its debug backends such as 'eager'"
+            " and 'aot_eager' work too) or a backend callable."
+        ) from None
 
 
 @contextmanager
