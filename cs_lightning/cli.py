@@ -48,6 +48,7 @@ from types import MethodType
 from typing import Any, NoReturn
 
 import torch
+from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -291,32 +292,54 @@ def _has_own_optimizers(model: LightningModule) -> bool:
 _LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
 
 
+# What a sharded checkpoint folder holds (Lightning's ModelParallelStrategy, under csx_fsdp):
+# torch.distributed.checkpoint's index of the shards, and Lightning's torch.save of the rest.
+_SHARD_INDEX, _SHARDED_REST = ".metadata", _METADATA_FILENAME
+
+
 def _check_checkpoint(value: str) -> None:
     """Refuse a `ckpt_path` that is no Lightning checkpoint, before anything is built or written.
 
-    Reads only the archive's index and its small pickle of names (torch.save writes a zip
-    archive whose tensors are separate members), never the tensors: cheap for any size.
+    A file is read as far as the archive's index and its small pickle of names (torch.save
+    writes a zip archive whose tensors are separate members), never the tensors: cheap for any
+    size. A folder must be a sharded checkpoint (csx_fsdp's default): the same reading of its
+    `meta.pt`, and the shards' index next to it.
     """
     if value in _LIGHTNING_CHECKPOINTS or value.startswith("registry") or "://" in value:
         return
-    fix = "fix: give the path of a .ckpt file that Lightning saved, or leave ckpt_path out"
-    if not Path(value).is_file():
-        raise ConfigError("ckpt_path", f"{value!r} is not a file; {fix}")
-    try:
-        with zipfile.ZipFile(value) as archive:
-            pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
-            names = (
-                {arg for _, arg, _ in pickletools.genops(archive.read(pickles[0])) if isinstance(arg, str)}
-                if pickles
-                else set()
+    fix = (
+        "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
+        f"{_SHARD_INDEX} and {_SHARDED_REST}), or leave ckpt_path out"
+    )
+    path = Path(value)
+    if path.is_dir():
+        missing = [name for name in (_SHARD_INDEX, _SHARDED_REST) if not (path / name).is_file()]
+        if missing:
+            raise ConfigError(
+                "ckpt_path",
+                f"{value!r} is a folder but not a sharded checkpoint (it has no {' and no '.join(missing)}); {fix}",
             )
+        _pickled_names(path / _SHARDED_REST, fix)  # the rest of the state must be readable too
+        return
+    if not path.is_file():
+        raise ConfigError("ckpt_path", f"{value!r} does not exist; {fix}")
+    if "state_dict" not in _pickled_names(path, fix):
+        raise ConfigError("ckpt_path", f"{value!r} is not a Lightning checkpoint (it has no 'state_dict'); {fix}")
+
+
+def _pickled_names(path: Path, fix: str) -> set[str]:
+    """The strings in the pickle of a torch.save archive (its keys, among others), tensors unread."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
+            if not pickles:
+                return set()
+            return {arg for _, arg, _ in pickletools.genops(archive.read(pickles[0])) if isinstance(arg, str)}
     except (zipfile.BadZipFile, ValueError, EOFError):  # not a zip, cut short, or a damaged pickle
         raise ConfigError(
             "ckpt_path",
-            f"{value!r} is not a checkpoint, or is cut short: it is not the zip archive torch.save writes; {fix}",
+            f"{str(path)!r} is not a checkpoint, or is cut short: it is not the zip archive torch.save writes; {fix}",
         ) from None
-    if "state_dict" not in names:
-        raise ConfigError("ckpt_path", f"{value!r} is not a Lightning checkpoint (it has no 'state_dict'); {fix}")
 
 
 def _model_arguments(config: Any) -> dict[str, Any]:
@@ -503,17 +526,26 @@ class CSLightningCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.
 
-        Checks the file first (one line, not torch.load's traceback), and warns with each model
-        argument the checkpoint changes: the checkpoint wins, as in LightningCLI, but not silently.
+        Checks the checkpoint first (one line, not torch.load's traceback), reads a sharded folder's
+        hyperparameters from its meta.pt, and warns with each model argument the checkpoint
+        changes: the checkpoint wins, as in LightningCLI, but not silently.
         """
         config = self.config.get(str(self.config.get("subcommand")))
         if config is None:
             return
-        if config.get("ckpt_path"):
-            _check_checkpoint(str(config["ckpt_path"]))
+        ckpt_path = config.get("ckpt_path")
+        if ckpt_path:
+            _check_checkpoint(str(ckpt_path))
         given = _model_arguments(config)
-        super()._parse_ckpt_path()
-        loaded = _model_arguments(self.config.get(str(self.config.get("subcommand"))))
+        if ckpt_path and Path(str(ckpt_path)).is_dir():
+            # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt
+            config["ckpt_path"] = str(Path(str(ckpt_path)) / _SHARDED_REST)
+        try:
+            super()._parse_ckpt_path()
+        finally:
+            config = self.config.get(str(self.config.get("subcommand")))
+            config["ckpt_path"] = ckpt_path
+        loaded = _model_arguments(config)
         changed = sorted(key for key in given if key in loaded and loaded[key] != given[key])
         if changed:
             listed = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)

@@ -170,6 +170,31 @@ def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(
     assert _done_line(capsys).endswith("| no checkpoint written")
 
 
+def test_a_sharded_checkpoint_folder_resumes_fit_and_feeds_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """csx_fsdp writes a folder (torch.distributed.checkpoint shards, .metadata, meta.pt) by default:
+    ckpt_path takes it as the Trainer does, hyperparameters included."""
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"].update(strategy="csx_fsdp", devices=1)
+    path = write(tmp_path / "run.yaml", config)
+    with pytest.warns(UserWarning, match="the model was built in __init__"):  # DigitClassifier is
+        assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
+    (folder,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    assert folder.is_dir() and {".metadata", "meta.pt"} <= {p.name for p in folder.iterdir()}
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match=r"hyperparameters replace model arguments .*: channels=8 -> 4$"):
+        code = main(["fit", "--config", str(path), "--ckpt_path", str(folder), "--model.init_args.channels", "8"])
+    assert code == 0
+    resumed = metrics(tmp_path, version=1)["lr-AdamW"]
+    probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
+    closed_form = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
+    assert resumed == {k: closed_form[k] for k in range(5, STEPS)}
+    config["trainer"]["limit_val_batches"] = 2
+    assert main(["validate", "--config", str(write(path, config)), "--ckpt_path", str(folder)]) == 0
+    assert "val_loss" in capsys.readouterr().out
+
+
 class RecordOptimizer(L.Callback):
     """Notes, when training starts, what the optimizer holds and what the model's parameters are."""
 
@@ -588,31 +613,46 @@ def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path
 
 
 def _checkpoint_files(folder: Path) -> None:
-    """A real torch.save checkpoint cut in half, and a torch file that is not a Lightning checkpoint."""
+    """A real torch.save checkpoint cut in half, a torch file that is not a Lightning checkpoint, and folders
+    that are no sharded checkpoint (no shards index; a meta.pt cut short)."""
     torch.save({"state_dict": {"w": torch.ones(1000)}, "epoch": 0}, folder / "whole.ckpt")
     data = (folder / "whole.ckpt").read_bytes()
     (folder / "truncated.ckpt").write_bytes(data[: len(data) // 2])
     (folder / "whole.ckpt").unlink()
     torch.save({"w": torch.ones(3)}, folder / "weights.pt")
+    (folder / "checkpoints").mkdir()  # a folder, meta.pt and all, without the shards' index
+    torch.save({"epoch": 0}, folder / "checkpoints" / "meta.pt")
+    (folder / "cut").mkdir()
+    (folder / "cut" / ".metadata").write_bytes(b"")
+    (folder / "cut" / "meta.pt").write_bytes(data[:100])
 
 
+CHECKPOINT_FIX = (
+    "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
+    ".metadata and meta.pt), or leave ckpt_path out"
+)
 ONE_LINE_FAILURES = {
     "missing checkpoint": (
         ["fit", "--ckpt_path", "missing.ckpt"],
-        "ckpt_path: 'missing.ckpt' is not a file; fix: "
-        "give the path of a .ckpt file that Lightning saved, or leave ckpt_path out",
+        f"ckpt_path: 'missing.ckpt' does not exist; {CHECKPOINT_FIX}",
     ),
     "truncated checkpoint": (
         ["fit", "--ckpt_path", "truncated.ckpt"],
         "ckpt_path: 'truncated.ckpt' is not a "
-        "checkpoint, or is cut short: it is not the zip archive torch.save writes; fix: give the "
-        "path of a .ckpt file that Lightning saved, or leave ckpt_path out",
+        f"checkpoint, or is cut short: it is not the zip archive torch.save writes; {CHECKPOINT_FIX}",
     ),
     "not a Lightning checkpoint": (
         ["fit", "--ckpt_path", "weights.pt"],
-        "ckpt_path: 'weights.pt' is not a Lightning "
-        "checkpoint (it has no 'state_dict'); fix: give the path of a .ckpt file that "
-        "Lightning saved, or leave ckpt_path out",
+        f"ckpt_path: 'weights.pt' is not a Lightning checkpoint (it has no 'state_dict'); {CHECKPOINT_FIX}",
+    ),
+    "a folder that is no sharded checkpoint": (
+        ["validate", "--ckpt_path", "checkpoints"],
+        f"ckpt_path: 'checkpoints' is a folder but not a sharded checkpoint (it has no .metadata); {CHECKPOINT_FIX}",
+    ),
+    "a sharded folder whose meta.pt is cut short": (
+        ["test", "--ckpt_path", "cut"],
+        "ckpt_path: 'cut/meta.pt' is not a checkpoint, or is cut short: it is not the zip archive torch.save "
+        f"writes; {CHECKPOINT_FIX}",
     ),
     "test without test_step": (
         ["test"],
