@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import REPO, snapshot
+from conftest import REPO, run_cli, snapshot
 
 from cs_lightning import param_groups, schedulers
 from cs_lightning.cli import main
@@ -301,3 +301,101 @@ def test_a_scheduler_tag_no_entry_has_is_refused_naming_the_entries_tags(tmp_pat
     assert line.endswith("; fix: use a tag of the param_groups: block (head) or add an entry\n")
     assert "untagged group" not in line
     assert snapshot(tmp_path) == before
+
+
+def _readme_block() -> dict:
+    """The README's param_groups: example, for examples/tiny_gpt."""
+    text = (REPO / "README.md").read_text()
+    start = text.index("```yaml\nparam_groups:") + len("```yaml\n")
+    return yaml.safe_load(text[start : text.index("```", start)])
+
+
+def _tiny_gpt(root: Path, **blocks: object) -> Path:
+    """examples/tiny_gpt's config, one step, no checkpoint; `blocks` replace its keys."""
+    config = yaml.safe_load((REPO / "examples/tiny_gpt/config.yaml").read_text())
+    config["imports"] = [str(REPO / "examples/tiny_gpt/tiny_gpt.py")]
+    config["trainer"] = {"max_steps": 1, "limit_val_batches": 0, "enable_checkpointing": False}
+    config["model"]["init_args"]["sample_chars"] = 0
+    path = root / "run.yaml"
+    path.write_text(yaml.safe_dump({**config, **blocks}, sort_keys=False))
+    return path
+
+
+def test_globs_on_a_model_built_in_configure_model_are_refused_before_the_trainer_exists(tmp_path: Path) -> None:
+    """The installed command: one line, nothing on stdout (no Lightning banner), no log folder."""
+    block = _readme_block()
+    block["param_groups"][0]["params"] = ["blocks.*.weight"]
+    _tiny_gpt(tmp_path, **block)
+    before = snapshot(tmp_path)
+    result = run_cli("fit", "--config", "run.yaml", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "cs-lightning: error: param_groups[0].params: ['blocks.*.weight'] match no trainable parameter of the "
+        "model (its names: tok.weight, pos.weight, body.0.ln1.weight, body.0.ln1.bias, ... (28 in all)); fix: "
+        "give globs of the model's parameter names (model.named_parameters())\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
+def _first_loss(caplog: pytest.LogCaptureFixture) -> str:
+    """The loss of the first step, from the line the time-to-first-loss clock logs (before any update)."""
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss:")]
+    caplog.clear()
+    return line.rsplit("first loss ", 1)[1]
+
+
+def test_the_readme_block_trains_tiny_gpt_from_the_same_weights(tmp_path: Path, caplog) -> None:
+    """Checking the globs on a recorded copy draws nothing: the run starts from the weights it has without them."""
+    caplog.set_level("INFO")
+    assert main(["fit", "--config", str(_tiny_gpt(tmp_path))]) == 0
+    plain = _first_loss(caplog)
+    assert main(["fit", "--config", str(_tiny_gpt(tmp_path, **_readme_block()))]) == 0
+    assert _first_loss(caplog) == plain
+
+
+NEEDS_TRAINER = """
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class NeedsTrainer(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = None
+
+    def configure_model(self) -> None:
+        if self.net is None:
+            self.net = torch.nn.Linear(4, 1, bias=self.trainer.max_steps > 0)
+
+    def training_step(self, batch, batch_idx):
+        return self.net(batch[0]).sum()
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.ones(8, 4)), batch_size=4)
+"""
+
+
+@pytest.mark.parametrize("glob, code", [("net.*", 0), ("head.*", 2)])
+def test_a_configure_model_that_needs_the_trainer_has_its_globs_checked_when_it_runs(
+    glob: str, code: int, tmp_path: Path, capfd
+) -> None:
+    """The copy's hook fails without a Trainer: that failure is no error; the globs are checked later."""
+    module = f"needs_trainer_{code}"  # imported once per process: one name per case
+    (tmp_path / f"{module}.py").write_text(NEEDS_TRAINER)
+    config = {
+        "imports": [f"{module}.py"],
+        "model": {"class_path": f"{module}.NeedsTrainer"},
+        "optimizer": {"SGD": {"lr": 0.1}},
+        "param_groups": [{"tag": "all", "params": [glob], "adjust_learning_rate": 0.5}],
+        "schedulers": [{"ScalePerParamLR": {"scheduler": {"ConstantLR": {"learning_rate": 0.1}}}}],
+        "trainer": {"max_steps": 1, "logger": False, "enable_checkpointing": False, "enable_progress_bar": False},
+    }
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    assert main(["fit", "--config", "run.yaml"]) == code
+    if code:
+        last = capfd.readouterr().err.splitlines()[-1]
+        assert last.startswith(
+            "cs-lightning: error: param_groups[0].params: ['head.*'] match no trainable parameter of the model "
+            "(its names: net.weight, net.bias)"
+        )
