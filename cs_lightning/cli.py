@@ -736,12 +736,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
         )
     if make_schedulers is None:
         make_schedulers = _constant_schedule
-    steps = opts.steps if opts.steps is not None else (config.get("trainer") or {}).get("max_steps")
-    if not isinstance(steps, int) or steps <= 0:
-        raise ConfigError(
-            "--steps" if opts.steps is not None else ("trainer", "max_steps"),
-            f"need a positive number of steps, got {steps!r}; fix: pass --steps N or set trainer.max_steps",
-        )
+    steps = _steps_to_show(opts.steps, config)
     probe = param_groups.probe(param_groups.parse(config.get("param_groups")), named_tags(config.get("schedulers")))
     schedulers = make_schedulers(make_optimizer(probe))
     if opts.out:
@@ -754,6 +749,19 @@ def _schedule_command(argv: Sequence[str]) -> None:
         print(f"wrote {out} ({steps} steps)")
     else:
         print(cs_schedulers.table(schedulers, steps))
+
+
+def _steps_to_show(given: int | None, config: Mapping[str, Any]) -> int:
+    """`--steps`, else `trainer.max_steps`: a positive integer, as Lightning's Trainer takes it."""
+    steps = given if given is not None else (config.get("trainer") or {}).get("max_steps")
+    if isinstance(steps, int) and steps > 0:
+        return steps
+    if isinstance(steps, float) and steps.is_integer() and steps > 0:  # YAML reads 1.0e9 as a float
+        fix = f"fix: write it as an integer, max_steps: {int(steps)}"
+    else:
+        fix = "fix: pass --steps N or set trainer.max_steps, a positive integer"
+    key = "--steps" if given is not None else ("trainer", "max_steps")
+    raise ConfigError(key, f"need a positive integer number of steps, got {steps!r}; {fix}")
 
 
 def _constant_schedule(optimizer: torch.optim.Optimizer) -> list:

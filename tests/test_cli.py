@@ -506,6 +506,26 @@ def test_schedule_of_a_billion_steps_tabulates_samples_and_every_jump(tmp_path: 
     assert (rows[2000], rows[300_002_000], rows[900_002_000]) == (3e-4, 3e-5, pytest.approx(3e-7))
 
 
+@pytest.mark.parametrize(
+    "max_steps, fix",
+    [
+        (1.0e9, "got 1000000000.0; fix: write it as an integer, max_steps: 1000000000"),
+        (-1, "got -1; fix: pass --steps N or set trainer.max_steps, a positive integer"),
+        (2.5, "got 2.5; fix: pass --steps N or set trainer.max_steps, a positive integer"),
+    ],
+)
+def test_schedule_needs_an_integer_number_of_steps_and_says_how_to_write_it(
+    max_steps: float, fix: str, tmp_path: Path, capfd
+) -> None:
+    """YAML reads 1.0e9 as a float, which Lightning's Trainer refuses too: the line says so and shows the integer."""
+    config = {**digits_run(tmp_path, **CEREBRAS)}
+    config["trainer"] = {"max_steps": max_steps}
+    assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
+    assert capfd.readouterr().err == (
+        f"cs-lightning: error: trainer.max_steps: need a positive integer number of steps, {fix}\n"
+    )
+
+
 def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_force(tmp_path: Path) -> None:
     write(tmp_path / "run.yaml", BILLION)
     result = run_cli("schedule", "--config", "run.yaml", "--out", "myplot", cwd=tmp_path)
