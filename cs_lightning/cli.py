@@ -58,7 +58,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import deferred, param_groups
 from cs_lightning import schedulers as cs_schedulers
-from cs_lightning.cache import write_atomic
+from cs_lightning.cache import cache_dir, write_atomic
 from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.errors import ConfigError, CSLightningError, KeyPath, ParamGroupTagsError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
@@ -377,10 +377,14 @@ def _parser_error(message: str) -> ConfigError:
             _dotted(required.group(1)), f"missing; fix: add a {required.group(1)}: block (class_path: ...)"
         )
     if "subcommand" in message:
+        given = re.search(r"invalid choice: '([^']*)'", message)
+        problem = f"unknown command {given.group(1)!r}" if given else "no command given"
+        # Lightning's message lists its own commands only: name every one, and how to start
+        lightning = "|".join(LightningCLI.subcommands())
         return ConfigError(
             (),
-            f"{_flatten(message)}; fix: cs-lightning fit|validate|test|predict --config run.yaml, "
-            "or cs-lightning schedule --config run.yaml",
+            f"{problem}; fix: cs-lightning {lightning} --config run.yaml, or cs-lightning "
+            f"{'|'.join(_OWN_COMMANDS)} (each takes --help)",
         )
     keyed = re.match(r'Parser key "([^"]+)":\s*(.*)', message, flags=re.DOTALL)
     if not keyed:
@@ -821,6 +825,7 @@ def _cache_command(argv: Sequence[str]) -> None:
     )
     parser.add_argument("action", choices=["info", "clear"])
     opts = parser.parse_args(list(argv))
+    _check_cache_folder(cache_dir())
     cache, tables = TraceCache(), mt19937.stored()
     if opts.action == "clear":
         entries, files = cache.clear(), tables.clear()
@@ -832,7 +837,36 @@ def _cache_command(argv: Sequence[str]) -> None:
         print(f"jump tables {tables.folder}: {count} file{'s' * (count != 1)}, {tables.size()} bytes")
 
 
+def _check_cache_folder(folder: Path) -> None:
+    """Refuse a cache path that is, or lies under, a file: reading it would find nothing and
+    say 0 entries, and clearing it would remove nothing, both silently."""
+    existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is a file" if existing == folder else f"lies under the file {str(existing)!r}"
+        key = "CS_LIGHTNING_CACHE_DIR" if os.environ.get("CS_LIGHTNING_CACHE_DIR") else "cache"
+        raise ConfigError(
+            key,
+            f"{str(folder)!r} cannot be the cache folder: it {where}; "
+            "fix: set CS_LIGHTNING_CACHE_DIR to a folder (made when first written), or unset it",
+        )
+
+
 # ------------------------------------------------------------------------------ main
+
+
+def _convert_command(argv: Sequence[str]) -> None:
+    """`cs-lightning convert`, imported only when run."""
+    from cs_lightning.convert import convert_command
+
+    convert_command(argv)
+
+
+# Commands run before Lightning's parser sees the arguments (its own: fit, validate, test, predict).
+_OWN_COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
+    "schedule": _schedule_command,
+    "convert": _convert_command,
+    "cache": _cache_command,
+}
 
 
 def main(args: Sequence[str] | None = None) -> int:
@@ -848,16 +882,8 @@ def main(args: Sequence[str] | None = None) -> int:
     interrupted: list[int] = []
     previous_handler = _note_interrupts(interrupted)
     try:
-        if argv[:1] == ["schedule"]:
-            _schedule_command(argv[1:])
-            return 0
-        if argv[:1] == ["cache"]:
-            _cache_command(argv[1:])
-            return 0
-        if argv[:1] == ["convert"]:
-            from cs_lightning.convert import convert_command
-
-            convert_command(argv[1:])
+        if argv[:1] and argv[0] in _OWN_COMMANDS:
+            _OWN_COMMANDS[argv[0]](argv[1:])
             return 0
         imported = _run_imports(argv)
         with warnings.catch_warnings():

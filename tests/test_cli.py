@@ -788,3 +788,31 @@ def test_a_negative_learning_rate_is_refused_with_its_key_path(block, key, tmp_p
         f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0)\n",
     )
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("args, problem", [(["fitt"], "unknown command 'fitt'"), ([], "no command given")])
+def test_a_wrong_or_missing_command_lists_every_command(args: list[str], problem: str, capfd) -> None:
+    assert main(args) == 2
+    assert capfd.readouterr().err == (
+        f"cs-lightning: error: {problem}; fix: cs-lightning fit|validate|test|predict --config run.yaml, "
+        "or cs-lightning schedule|convert|cache (each takes --help)\n"
+    )
+
+
+@pytest.mark.parametrize("action", ["info", "clear"])
+@pytest.mark.parametrize("inside", [False, True])
+def test_a_cache_folder_that_is_a_file_is_one_line(
+    action: str, inside: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
+) -> None:
+    """Not 0 entries reported (or removed) as if the cache were empty: the path cannot hold one."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    folder = tmp_path / "notes.txt" / "cache" if inside else tmp_path / "notes.txt"
+    monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(folder))
+    assert main(["cache", action]) == 2
+    where = f"lies under the file {str(tmp_path / 'notes.txt')!r}" if inside else "is a file"
+    assert capfd.readouterr() == (
+        "",
+        f"cs-lightning: error: CS_LIGHTNING_CACHE_DIR: {str(folder)!r} cannot be the cache folder: it {where}; "
+        "fix: set CS_LIGHTNING_CACHE_DIR to a folder (made when first written), or unset it\n",
+    )
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
