@@ -170,29 +170,31 @@ def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(
     assert _done_line(capsys).endswith("| no checkpoint written")
 
 
-def test_a_sharded_checkpoint_folder_resumes_fit_and_feeds_validate(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def test_a_sharded_checkpoint_folder_resumes_fit_and_feeds_validate(tmp_path: Path) -> None:
     """csx_fsdp writes a folder (torch.distributed.checkpoint shards, .metadata, meta.pt) by default:
-    ckpt_path takes it as the Trainer does, hyperparameters included."""
+    ckpt_path takes it as the Trainer does, hyperparameters included. The installed command: a
+    process group stays up after fit, and must not outlive the run in the test process."""
     config = digits_run(tmp_path, **CEREBRAS)
     config["trainer"].update(strategy="csx_fsdp", devices=1)
-    path = write(tmp_path / "run.yaml", config)
-    with pytest.warns(UserWarning, match="the model was built in __init__"):  # DigitClassifier is
-        assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
+    write(tmp_path / "run.yaml", config)
+    assert run_cli("fit", "--config", "run.yaml", "--trainer.max_steps", "5", cwd=tmp_path).returncode == 0
     (folder,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
     assert folder.is_dir() and {".metadata", "meta.pt"} <= {p.name for p in folder.iterdir()}
-    capsys.readouterr()
-    with pytest.warns(UserWarning, match=r"hyperparameters replace model arguments .*: channels=8 -> 4$"):
-        code = main(["fit", "--config", str(path), "--ckpt_path", str(folder), "--model.init_args.channels", "8"])
-    assert code == 0
+    resume = run_cli(
+        "fit", "--config", "run.yaml", "--ckpt_path", folder, "--model.init_args.channels", "8", cwd=tmp_path
+    )
+    assert resume.returncode == 0, resume.stderr[-2000:]
+    assert "hyperparameters replace model arguments given in the config or command line: channels=8 -> 4" in (
+        resume.stderr
+    )
     resumed = metrics(tmp_path, version=1)["lr-AdamW"]
     probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
     closed_form = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
     assert resumed == {k: closed_form[k] for k in range(5, STEPS)}
     config["trainer"]["limit_val_batches"] = 2
-    assert main(["validate", "--config", str(write(path, config)), "--ckpt_path", str(folder)]) == 0
-    assert "val_loss" in capsys.readouterr().out
+    write(tmp_path / "run.yaml", config)
+    validate = run_cli("validate", "--config", "run.yaml", "--ckpt_path", folder, cwd=tmp_path)
+    assert validate.returncode == 0 and "val_loss" in validate.stdout
 
 
 class RecordOptimizer(L.Callback):
