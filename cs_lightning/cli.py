@@ -50,6 +50,7 @@ from typing import Any, NoReturn
 
 import torch
 from lightning.fabric.utilities.load import _METADATA_FILENAME
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -60,7 +61,7 @@ from cs_lightning import deferred, param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import cache_dir, write_atomic
 from cs_lightning.config_blocks import load_yaml, read_yaml
-from cs_lightning.errors import ConfigError, CSLightningError, KeyPath, ParamGroupTagsError
+from cs_lightning.errors import ConfigError, CSLightningError, GraphBreakError, KeyPath, ParamGroupTagsError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
 from cs_lightning.schedulers.registry import named_tags
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -890,7 +891,10 @@ def main(args: Sequence[str] | None = None) -> int:
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
             CSLightningCLI(args=argv, imported=imported)
-    except CSLightningError as err:  # the user's to fix (a config, a graph break, a scheduler): one line
+    except GraphBreakError as err:
+        # every rank checks the same step code on the same shapes, so rank 0 says it for all
+        return _fail(str(err)) if getattr(rank_zero_only, "rank", 0) == 0 else 2  # Lightning sets .rank per process
+    except CSLightningError as err:  # the user's to fix (a config, a scheduler): one line
         return _fail(str(err))
     except argparse.ArgumentError as err:
         return _fail(str(_parser_error(str(err))))

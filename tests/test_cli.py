@@ -631,6 +631,27 @@ def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path
     assert f'File "{tmp_path / "reads_loss.py"}", line 14, in training_step print(loss.item())' in err
 
 
+def test_a_step_refused_on_two_ranks_is_said_once(tmp_path: Path) -> None:
+    """csx_ddp: both ranks refuse the step (same code, same shapes); rank 0 alone prints the line."""
+    (tmp_path / "reads_loss.py").write_text(HOST_READ_MODEL)
+    config = {
+        "imports": [str(tmp_path / "reads_loss.py")],
+        "model": {"class_path": "reads_loss.ReadsLoss"},
+        "trainer": {"strategy": "csx", "devices": 2, "max_steps": 2, "logger": False, "enable_checkpointing": False},
+    }
+    script = Path(sys.executable).with_name("cs-lightning")
+    result = subprocess.run(
+        [str(script), "fit", "--config", str(write(tmp_path / "run.yaml", config))],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("cs-lightning: error:")]
+    assert len(lines) == 1 and "reads a tensor's value to the host with `.item()`" in lines[0]
+
+
 # ----------------------------------------------------------- one line instead of a traceback
 
 
