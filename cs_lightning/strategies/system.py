@@ -70,7 +70,8 @@ class CSXOptions:
         default=True, metadata={"help": "check that the first step traces as one graph, failing early when it cannot"}
     )
     compile: bool = field(
-        default=False, metadata={"help": "compile forward and optimizer update with torch.compile for speed"}
+        default=False,
+        metadata={"help": "compile the training step's forward and the optimizer update with torch.compile for speed"},
     )
     compile_backend: str | Callable[..., Any] = field(
         default="inductor", metadata={"help": "the torch.compile backend used when compile=True"}
