@@ -28,7 +28,6 @@ exit code 2.
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib
 import importlib.util
 import io
@@ -57,7 +56,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
-from cs_lightning import deferred, param_groups
+from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import cache_dir, write_atomic
 from cs_lightning.config_blocks import load_yaml, read_yaml
@@ -592,39 +591,16 @@ class CSLightningCLI(LightningCLI):
             )
         if self.subcommand in _EVAL_LOOPS:
             _check_eval_loop(str(self.subcommand), self.model, self.datamodule)
-        if self.tagged_groups:
-            named = _parameter_names(self.model)
-            if named is not None:  # else configure_optimizers refuses the globs, after the Trainer's start
-                param_groups.split(named, self.tagged_groups)
+        if self.tagged_groups and any(True for _ in self.model.parameters()):
+            # a model built eagerly names its parameters now; one built in configure_model() or setup()
+            # does not (running those hooks early would run the user's code twice): configure_optimizers
+            # refuses its globs, after the Trainer's start
+            param_groups.split(param_groups.trainable(self.model), self.tagged_groups)
         return super().instantiate_trainer(**kwargs)
 
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
             print(_run_summary(self.trainer, self._fit_started))
-
-
-def _parameter_names(model: LightningModule) -> list[tuple[str, torch.nn.Parameter]] | None:
-    """The model's trainable parameters by name, before the Trainer exists, to check `param_groups:` globs.
-
-    A model that builds layers in `configure_model()` lacks them until the strategy calls it:
-    the hook runs now on a copy whose tensors are on the meta device, recorded by deferred init
-    (no memory, no random draws; the generators are restored anyway), and the copy is dropped.
-    None when the hook cannot run without a Trainer (it reads `self.trainer`, say) or be recorded.
-    """
-    if not is_overridden("configure_model", model):
-        return param_groups.trainable(model)
-    # tensors the model already holds enter the copy as meta tensors: the hook may write to them
-    memo: dict[int, Any] = {id(b): torch.empty_like(b, device="meta") for b in model.buffers()}
-    memo.update(
-        (id(p), torch.nn.Parameter(torch.empty_like(p, device="meta"), p.requires_grad)) for p in model.parameters()
-    )
-    try:
-        throwaway = copy.deepcopy(model, memo)
-        with torch.random.fork_rng(devices=[]), deferred.recording():
-            throwaway.configure_model()
-    except Exception:  # noqa: BLE001 - the user's hook failing here says nothing: the real run calls it again
-        return None
-    return param_groups.trainable(throwaway)
 
 
 # What validate/test/predict run: the model's step method and the loader it reads.

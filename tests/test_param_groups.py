@@ -321,20 +321,19 @@ def _tiny_gpt(root: Path, **blocks: object) -> Path:
     return path
 
 
-def test_globs_on_a_model_built_in_configure_model_are_refused_before_the_trainer_exists(tmp_path: Path) -> None:
-    """The installed command: one line, nothing on stdout (no Lightning banner), no log folder."""
+def test_globs_on_a_model_built_in_configure_model_are_refused_in_one_line(tmp_path: Path) -> None:
+    """The installed command: its names are known once configure_model() ran, so the refusal comes from
+    configure_optimizers, after Lightning's start-up lines, still as one line and exit 2."""
     block = _readme_block()
     block["param_groups"][0]["params"] = ["blocks.*.weight"]
     _tiny_gpt(tmp_path, **block)
-    before = snapshot(tmp_path)
     result = run_cli("fit", "--config", "run.yaml", cwd=tmp_path)
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == (
+    assert result.returncode == 2
+    assert [line for line in result.stderr.splitlines() if "error" in line] == [
         "cs-lightning: error: param_groups[0].params: ['blocks.*.weight'] match no trainable parameter of the "
         "model (its names: tok.weight, pos.weight, body.0.ln1.weight, body.0.ln1.bias, ... (28 in all)); fix: "
-        "give globs of the model's parameter names (model.named_parameters())\n"
-    )
-    assert snapshot(tmp_path) == before
+        "give globs of the model's parameter names (model.named_parameters())"
+    ]
 
 
 def _first_loss(caplog: pytest.LogCaptureFixture) -> str:
@@ -345,7 +344,7 @@ def _first_loss(caplog: pytest.LogCaptureFixture) -> str:
 
 
 def test_the_readme_block_trains_tiny_gpt_from_the_same_weights(tmp_path: Path, caplog) -> None:
-    """Checking the globs on a recorded copy draws nothing: the run starts from the weights it has without them."""
+    """Tagging groups draws nothing: the run starts from the weights it has without them."""
     caplog.set_level("INFO")
     assert main(["fit", "--config", str(_tiny_gpt(tmp_path))]) == 0
     plain = _first_loss(caplog)
