@@ -298,13 +298,13 @@ _LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
 _SHARD_INDEX, _SHARDED_REST = ".metadata", _METADATA_FILENAME
 
 
-def _check_checkpoint(value: str) -> None:
+def _check_checkpoint(value: str, strategy: Any = None) -> None:
     """Refuse a `ckpt_path` that is no Lightning checkpoint, before anything is built or written.
 
     A file is read as far as the archive's index and its small pickle of names (torch.save
     writes a zip archive whose tensors are separate members), never the tensors: cheap for any
     size. A folder must be a sharded checkpoint (csx_fsdp's default): the same reading of its
-    `meta.pt`, and the shards' index next to it.
+    `meta.pt`, the shards' index and shards next to it, and a ``strategy`` that reads one.
     """
     if value in _LIGHTNING_CHECKPOINTS or value.startswith("registry") or "://" in value:
         return
@@ -321,11 +321,34 @@ def _check_checkpoint(value: str) -> None:
                 f"{value!r} is a folder but not a sharded checkpoint (it has no {' and no '.join(missing)}); {fix}",
             )
         _pickled_names(path / _SHARDED_REST, fix)  # the rest of the state must be readable too
+        if not any(path.glob("*.distcp")):
+            raise ConfigError("ckpt_path", f"{value!r} is a sharded checkpoint without its shards (*.distcp); {fix}")
+        if not _reads_sharded(strategy):
+            raise ConfigError(
+                "ckpt_path",
+                f"{value!r} is a sharded checkpoint, which trainer.strategy {_strategy_name(strategy)!r} cannot read;"
+                " fix: resume it with trainer.strategy: csx_fsdp, or give a single-file checkpoint (csx_fsdp writes"
+                " one with state_dict_type='full')",
+            )
         return
     if not path.is_file():
         raise ConfigError("ckpt_path", f"{value!r} does not exist; {fix}")
     if "state_dict" not in _pickled_names(path, fix):
         raise ConfigError("ckpt_path", f"{value!r} is not a Lightning checkpoint (it has no 'state_dict'); {fix}")
+
+
+def _strategy_name(strategy: Any) -> str:
+    """How the config names its strategy: "csx_fsdp", a class path, or the object's class."""
+    if strategy is None or isinstance(strategy, str):
+        return str(strategy or "auto")
+    return str(getattr(strategy, "class_path", None) or type(strategy).__name__)
+
+
+def _reads_sharded(strategy: Any) -> bool:
+    """Whether the strategy loads torch.distributed.checkpoint folders (csx_fsdp, Lightning's
+    ModelParallelStrategy and FSDPStrategy, DeepSpeed); csx, csx_ddp and auto read files only."""
+    name = _strategy_name(strategy).lower().replace("_", "")
+    return any(kind in name for kind in ("fsdp", "modelparallel", "deepspeed"))
 
 
 def _pickled_names(path: Path, fix: str) -> set[str]:
@@ -540,7 +563,8 @@ class CSLightningCLI(LightningCLI):
             return
         ckpt_path = config.get("ckpt_path")
         if ckpt_path:
-            _check_checkpoint(str(ckpt_path))
+            trainer = config.get("trainer")
+            _check_checkpoint(str(ckpt_path), trainer.get("strategy") if trainer is not None else None)
         given = _model_arguments(config)
         if ckpt_path and Path(str(ckpt_path)).is_dir():
             # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt

@@ -668,6 +668,12 @@ def _checkpoint_files(folder: Path) -> None:
     (folder / "cut").mkdir()
     (folder / "cut" / ".metadata").write_bytes(b"")
     (folder / "cut" / "meta.pt").write_bytes(data[:100])
+    for name, shards in (("noshards", []), ("sharded", ["__0_0.distcp"])):
+        (folder / name).mkdir()
+        (folder / name / ".metadata").write_bytes(b"")
+        torch.save({"epoch": 0}, folder / name / "meta.pt")
+        for shard in shards:
+            (folder / name / shard).write_bytes(b"")
 
 
 CHECKPOINT_FIX = (
@@ -696,6 +702,16 @@ ONE_LINE_FAILURES = {
         ["test", "--ckpt_path", "cut"],
         "ckpt_path: 'cut/meta.pt' is not a checkpoint, or is cut short: it is not the zip archive torch.save "
         f"writes; {CHECKPOINT_FIX}",
+    ),
+    "a sharded folder without its shards": (
+        ["validate", "--ckpt_path", "noshards"],
+        f"ckpt_path: 'noshards' is a sharded checkpoint without its shards (*.distcp); {CHECKPOINT_FIX}",
+    ),
+    "a sharded folder for a strategy that reads files": (
+        ["fit", "--ckpt_path", "sharded"],
+        "ckpt_path: 'sharded' is a sharded checkpoint, which trainer.strategy 'csx' cannot read; fix: resume it "
+        "with trainer.strategy: csx_fsdp, or give a single-file checkpoint (csx_fsdp writes one with "
+        "state_dict_type='full')",
     ),
     "test without test_step": (
         ["test"],
