@@ -15,6 +15,7 @@ output shape depends on values (``nonzero``, ``x[mask]``, ``unique``); either ra
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import inspect
@@ -417,8 +418,12 @@ def _source_files(cls: type) -> set[str] | None:
 
 def _method_code(cls: type) -> Iterator[CodeType]:
     """The code of the functions a class defines (methods, static and class methods, properties),
-    through decorators that keep ``__wrapped__``."""
-    for value in vars(cls).values():
+    through decorators that keep ``__wrapped__``; not those ``@dataclass`` generates (from
+    ``<string>``: the class's fields, in its own file, decide them)."""
+    generated = _DATACLASS_METHODS if dataclasses.is_dataclass(cls) else frozenset()
+    for name, value in vars(cls).items():
+        if name in generated:
+            continue
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
         for function in (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,):
@@ -426,6 +431,25 @@ def _method_code(cls: type) -> Iterator[CodeType]:
                 code = getattr(inspect.unwrap(function), "__code__", None)
                 if isinstance(code, CodeType):
                     yield code
+
+
+_DATACLASS_METHODS = frozenset(
+    [
+        "__init__",
+        "__repr__",
+        "__eq__",
+        "__hash__",
+        "__setattr__",
+        "__delattr__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__getstate__",
+        "__setstate__",
+        "__replace__",
+    ]
+)
 
 
 def forget(fn: Callable[..., Any]) -> None:

@@ -292,3 +292,19 @@ def test_a_class_built_by_exec_in_a_script_has_no_fingerprint() -> None:
     )
     assert trace.fingerprint(namespace["Exec"](4, 4)) is None
     assert trace.fingerprint(nn.Linear(4, 4)) is not None
+
+
+@dataclasses.dataclass(eq=False)
+class DataclassModule(nn.Module):
+    width: int = 4
+
+    def __post_init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(self.width, self.width)
+
+
+def test_a_dataclass_module_keeps_its_fingerprint() -> None:
+    """@dataclass writes __init__ and __repr__ from <string>: those do not make the class unfingerprinted."""
+    assert trace.fingerprint(DataclassModule()) is not None
+    assert trace.fingerprint(DataclassModule()) == trace.fingerprint(DataclassModule())
+    assert trace.fingerprint(DataclassModule()) != trace.fingerprint(DataclassModule(width=8))
