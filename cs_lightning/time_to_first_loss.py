@@ -72,8 +72,9 @@ class TimeToFirstLoss(Callback):
             return
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor) and pl_module.automatic_optimization:
-            # Lightning hands callbacks the loss divided by accumulate_grad_batches; report what
-            # training_step returned (in float64, so undoing the division adds no rounding of its own)
+            # Lightning hands callbacks the loss divided by accumulate_grad_batches: multiply back (in
+            # float64, adding no rounding of its own; the division's, in the loss's dtype, stays: exact
+            # for N a power of two). A csx strategy driving its own clock reports the returned loss as is.
             loss = loss.to(torch.float64) * trainer.accumulate_grad_batches
         self.step_ended(trainer, loss)
 
