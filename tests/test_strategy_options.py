@@ -115,3 +115,10 @@ def test_the_lightning_strategies_own_arguments_still_pass_through() -> None:
     assert CSXFSDPStrategy(state_dict_type="full", timeout=timedelta(seconds=5))._timeout == timedelta(seconds=5)
     with pytest.raises(TypeError, match=r"'state_dict_typ'; did you mean 'state_dict_type'\?"):
         CSXFSDPStrategy(state_dict_typ="full")
+
+
+@pytest.mark.parametrize("name", ["data_parallel_size", "tensor_parallel_size", "save_distributed_checkpoint"])
+def test_csx_fsdp_refuses_the_arguments_it_decides_itself(name: str) -> None:
+    """ModelParallelStrategy takes them, but csx_fsdp would ignore them: refused, not silently dropped."""
+    with pytest.raises(ValueError, match=rf"^CSXFSDPStrategy sets {name} itself \(.*\); remove {name}=2\.$"):
+        CSXFSDPStrategy(**{name: 2})

@@ -63,6 +63,14 @@ class _FSDP2(ModelParallelStrategy):
             _optimizers_to_device(self.optimizers, self.root_device)
 
 
+# ModelParallelStrategy arguments this strategy decides: a value given for them would be ignored.
+_SET_HERE = {
+    "data_parallel_size": "every rank is a data-parallel replica: the world size",
+    "tensor_parallel_size": "no tensor parallelism: 1",
+    "save_distributed_checkpoint": "state_dict_type='sharded' or 'full' picks it",
+}
+
+
 class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     """Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly.
 
@@ -98,6 +106,10 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     ) -> None:
         if state_dict_type not in STATE_DICT_TYPES:
             raise ValueError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
+        decided = sorted(set(kwargs) & _SET_HERE.keys())
+        if decided:
+            name = decided[0]
+            raise ValueError(f"CSXFSDPStrategy sets {name} itself ({_SET_HERE[name]}); remove {name}={kwargs[name]!r}.")
         super().__init__(save_distributed_checkpoint=state_dict_type == "sharded", **kwargs)
         self.block_classes = tuple(_block_class(c) for c in block_classes) if block_classes is not None else None
         self.state_dict_type = state_dict_type
