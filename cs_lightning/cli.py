@@ -844,12 +844,13 @@ def _check_cache_folder(folder: Path) -> None:
     existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
     if existing is not None and not existing.is_dir():
         where = "is a file" if existing == folder else f"lies under the file {str(existing)!r}"
-        key = "CS_LIGHTNING_CACHE_DIR" if os.environ.get("CS_LIGHTNING_CACHE_DIR") else "cache"
-        raise ConfigError(
-            key,
-            f"{str(folder)!r} cannot be the cache folder: it {where}; "
-            "fix: set CS_LIGHTNING_CACHE_DIR to a folder (made when first written), or unset it",
-        )
+        if os.environ.get("CS_LIGHTNING_CACHE_DIR"):
+            key, fix = "CS_LIGHTNING_CACHE_DIR", "set it to a folder (made when first written), or unset it"
+        elif os.environ.get("XDG_CACHE_HOME"):
+            key, fix = "XDG_CACHE_HOME", "set it, or CS_LIGHTNING_CACHE_DIR, to a folder"
+        else:
+            key, fix = "cache", "set CS_LIGHTNING_CACHE_DIR to a folder (made when first written)"
+        raise ConfigError(key, f"{str(folder)!r} cannot be the cache folder: it {where}; fix: {fix}")
 
 
 # ------------------------------------------------------------------------------ main

@@ -852,6 +852,16 @@ def test_a_cache_folder_that_is_a_file_is_one_line(
     assert capfd.readouterr() == (
         "",
         f"cs-lightning: error: CS_LIGHTNING_CACHE_DIR: {str(folder)!r} cannot be the cache folder: it {where}; "
-        "fix: set CS_LIGHTNING_CACHE_DIR to a folder (made when first written), or unset it\n",
+        "fix: set it to a folder (made when first written), or unset it\n",
     )
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_cache_refusal_names_xdg_cache_home_when_that_is_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
+) -> None:
+    (tmp_path / "notes.txt").write_text("mine\n")
+    monkeypatch.delenv("CS_LIGHTNING_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "notes.txt"))
+    assert main(["cache", "info"]) == 2
+    assert capfd.readouterr().err.startswith("cs-lightning: error: XDG_CACHE_HOME: ")
