@@ -13,6 +13,7 @@ under csx then logs exactly the metrics the same run logs under any other strate
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -70,7 +71,7 @@ class TimeToFirstLoss(Callback):
     ) -> None:
         if self._reported:
             return
-        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        loss = loss_of(outputs)
         if isinstance(loss, torch.Tensor) and pl_module.automatic_optimization:
             # Lightning hands callbacks the loss divided by accumulate_grad_batches: multiply back (in
             # float64, adding no rounding of its own; the division's, in the loss's dtype, stays: exact
@@ -110,3 +111,8 @@ class TimeToFirstLoss(Callback):
             f"Time to first loss: {parts['total']:.2f} s (setup {parts['setup']:.2f} s"
             f" + first step {parts['first_step']:.2f} s{'; ' + detail if detail else ''}){loss}"
         )
+
+
+def loss_of(output: STEP_OUTPUT) -> Any:
+    """The loss in a ``training_step``'s output: the output itself, or its ``"loss"`` entry."""
+    return output.get("loss") if isinstance(output, Mapping) else output

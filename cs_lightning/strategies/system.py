@@ -44,7 +44,7 @@ from cs_lightning import deferred, trace
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.step_closure import StepBoundary
-from cs_lightning.time_to_first_loss import TimeToFirstLoss
+from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of
 from cs_lightning.trace_cache import TraceCache
 
 INIT_MODES = ("exact", "independent")
@@ -148,7 +148,7 @@ class CSXSystemMixin(Strategy):
         """Name a misspelled option here, with its closest spelling: Lightning's strategy would only say
         that its own ``__init__`` got an unexpected keyword argument."""
         known = self._lightning_arguments()
-        unknown = [name for name in kwargs if known is not None and name not in known]
+        unknown = [] if known is None else [name for name in kwargs if name not in known]
         if not unknown:
             return
         cls = type(self)
@@ -305,7 +305,8 @@ class CSXSystemMixin(Strategy):
             output = super().training_step(*args, **kwargs)
         if self._driven_clock is not None and self._first_loss is None:
             # as returned: the loss optimizer_step sees is divided by accumulate_grad_batches
-            self._first_loss = _loss_of(output)
+            loss = loss_of(output)
+            self._first_loss = loss.detach() if isinstance(loss, torch.Tensor) else None
         if not module.automatic_optimization:  # its optimizer steps all ran inside training_step
             self._end_step()
         return output
@@ -519,12 +520,6 @@ def _step_closed_form(conf: Any) -> Any:
 
 def _per_step(scheduler: Any) -> Any:
     return {"scheduler": scheduler, "interval": "step"} if isinstance(scheduler, Scheduler) else scheduler
-
-
-def _loss_of(output: STEP_OUTPUT) -> torch.Tensor | None:
-    """The loss a ``training_step`` returned (a tensor, or a mapping's ``"loss"``), detached; None if none."""
-    loss = output.get("loss") if isinstance(output, Mapping) else output
-    return loss.detach() if isinstance(loss, torch.Tensor) else None
 
 
 def _check_backend(backend: str | Callable[..., Any]) -> None:
