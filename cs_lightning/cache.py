@@ -15,16 +15,21 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["Entries", "cache_dir", "write_atomic"]
+__all__ = ["Entries", "cache_dir", "cache_variable", "write_atomic"]
 
 
 def cache_dir() -> Path:
     """The cache folder: ``CS_LIGHTNING_CACHE_DIR``, else under the XDG cache folder."""
-    given = os.environ.get("CS_LIGHTNING_CACHE_DIR")
-    if given:
-        return Path(given).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "cs_lightning"
+    variable = cache_variable()
+    if variable == "CS_LIGHTNING_CACHE_DIR":
+        return Path(os.environ[variable]).expanduser()
+    base = Path(os.environ[variable]).expanduser() if variable else Path.home() / ".cache"
+    return base / "cs_lightning"
+
+
+def cache_variable() -> str | None:
+    """The environment variable that places the cache folder, or None for the default."""
+    return next((name for name in ("CS_LIGHTNING_CACHE_DIR", "XDG_CACHE_HOME") if os.environ.get(name)), None)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

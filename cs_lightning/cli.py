@@ -58,7 +58,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
-from cs_lightning.cache import cache_dir, write_atomic
+from cs_lightning.cache import cache_dir, cache_variable, write_atomic
 from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.errors import ConfigError, CSLightningError, GraphBreakError, KeyPath, ParamGroupTagsError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
@@ -844,13 +844,13 @@ def _check_cache_folder(folder: Path) -> None:
     existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
     if existing is not None and not existing.is_dir():
         where = "is a file" if existing == folder else f"lies under the file {str(existing)!r}"
-        if os.environ.get("CS_LIGHTNING_CACHE_DIR"):
-            key, fix = "CS_LIGHTNING_CACHE_DIR", "set it to a folder (made when first written), or unset it"
-        elif os.environ.get("XDG_CACHE_HOME"):
-            key, fix = "XDG_CACHE_HOME", "set it, or CS_LIGHTNING_CACHE_DIR, to a folder"
-        else:
-            key, fix = "cache", "set CS_LIGHTNING_CACHE_DIR to a folder (made when first written)"
-        raise ConfigError(key, f"{str(folder)!r} cannot be the cache folder: it {where}; fix: {fix}")
+        variable = cache_variable()
+        fix = {
+            "CS_LIGHTNING_CACHE_DIR": "set it to a folder (made when first written), or unset it",
+            "XDG_CACHE_HOME": "set it, or CS_LIGHTNING_CACHE_DIR, to a folder",
+            None: "set CS_LIGHTNING_CACHE_DIR to a folder (made when first written)",
+        }[variable]
+        raise ConfigError(variable or "cache", f"{str(folder)!r} cannot be the cache folder: it {where}; fix: {fix}")
 
 
 # ------------------------------------------------------------------------------ main

@@ -227,7 +227,7 @@ def _folder() -> Path:
 def stored() -> Entries:
     """What this module keeps in the cache folder: the powers of x found by squaring (2.5 KB
     each; ``cs-lightning cache clear`` removes them, found again when needed)."""
-    return Entries(_folder(), "*.bin")
+    return Entries(_folder(), "x*.bin")
 
 
 def _power_by_squaring(k: int) -> int:
