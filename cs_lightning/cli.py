@@ -28,6 +28,7 @@ exit code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import io
@@ -417,7 +418,7 @@ def _parser_error(message: str) -> ConfigError:
         return ConfigError(key, f"{detail}; fix: check the path given to --config")
     class_problem = re.match(r"Problem with given class_path '([^']+)':\s*(.*)", detail)
     if not class_problem:
-        return ConfigError(key, f"{detail}; fix: correct this value")
+        return _type_error(key, keyed.group(2)) or ConfigError(key, f"{detail}; fix: correct this value")
     class_path, problem = class_problem.groups()
     option = re.search(r"Option '([^']+)' is not accepted", problem)
     if option:
@@ -430,6 +431,26 @@ def _parser_error(message: str) -> ConfigError:
         f"cannot load {class_path!r} ({problem}); "
         "fix: check the dotted path, and list the module or .py file under imports:",
     )
+
+
+_TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
+
+
+def _type_error(key: KeyPath, report: str) -> ConfigError | None:
+    """jsonargparse's "Expected a <class 'int'>" for a plain-typed value, said in words, or None."""
+    expected = set(re.findall(r"Expected a <class '(\w+)'>", report)) - {"NoneType"}
+    if expected == {"int", "float"}:
+        expected = {"float"}  # either one: a number
+    given = re.search(r"(?:Got value|Given value): (.*)", report)
+    if len(expected) != 1 or not expected <= _TYPE_NAMES.keys() or given is None:
+        return None
+    (name,) = expected
+    wanted, value = _TYPE_NAMES[name], given.group(1).strip()
+    fix = f"write {wanted}"
+    with contextlib.suppress(ValueError, OverflowError):
+        if name == "int" and float(value).is_integer():  # 1.0e9 in YAML is a float
+            fix += f", e.g. {int(float(value))}"
+    return ConfigError(key, f"expected {wanted}, got {value!r}; fix: {fix}")
 
 
 def _dotted(key: str) -> KeyPath:

@@ -306,7 +306,26 @@ BAD = {
     "schedulers without optimizer": ({"optimizer": None}, "schedulers", "add an optimizer: block"),
     "missing imports file": ({"imports": ["no_such_module.py"]}, "imports[0]", "no_such_module.py"),
     "unknown trainer key": ({"trainer": {"max_stepz": 3}}, "trainer.max_stepz", "correct its spelling"),
-    "bad trainer value": ({"trainer": {"max_steps": "many"}}, "trainer.max_steps", "Expected a <class 'int'>"),
+    "bad trainer value": (
+        {"trainer": {"max_steps": "many"}},
+        "trainer.max_steps",
+        "expected an integer, got 'many'; fix: write an integer",
+    ),
+    "float where an integer is due": (
+        {"trainer": {"max_steps": 1.0e3}},
+        "trainer.max_steps",
+        "fix: write an integer, e.g. 1000",
+    ),
+    "word where a number is due": (
+        {"trainer": {"gradient_clip_val": "big"}},
+        "trainer.gradient_clip_val",
+        "expected a number, got 'big'",
+    ),
+    "word where a flag is due": (
+        {"trainer": {"enable_checkpointing": "maybe"}},
+        "trainer.enable_checkpointing",
+        "expected true or false, got 'maybe'",
+    ),
     "unknown model class": (
         {"model": {"class_path": "image_classifier.NoSuchModel"}},
         "model.class_path",
