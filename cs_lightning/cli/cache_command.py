@@ -1,0 +1,49 @@
+"""`cs-lightning cache info|clear`: what cs_lightning keeps on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from cs_lightning.cache import cache_dir, cache_variable
+from cs_lightning.cli.error_lines import _OneLineParser
+from cs_lightning.errors import ConfigError
+
+
+def _cache_command(argv: Sequence[str]) -> None:
+    """`cs-lightning cache info` and `cs-lightning cache clear`: what cs_lightning keeps on disk
+    (the trace check's verdicts, deferred init's generator jump tables)."""
+    from cs_lightning.deferred import mt19937
+    from cs_lightning.trace_cache import TraceCache
+
+    parser = _OneLineParser(
+        prog="cs-lightning cache",
+        description="Show or clear cs_lightning's cache (CS_LIGHTNING_CACHE_DIR): trace-check verdicts, jump tables.",
+    )
+    parser.add_argument("action", choices=["info", "clear"])
+    opts = parser.parse_args(list(argv))
+    _check_cache_folder(cache_dir())
+    cache, tables = TraceCache(), mt19937.stored()
+    if opts.action == "clear":
+        entries, files = cache.clear(), tables.clear()
+        print(f"removed {entries} entr{'y' if entries == 1 else 'ies'} from {cache.folder}")
+        print(f"removed {files} jump table{'s' * (files != 1)} from {tables.folder}")
+    else:
+        print(cache.info())
+        count = len(tables.files())
+        print(f"jump tables {tables.folder}: {count} file{'s' * (count != 1)}, {tables.size()} bytes")
+
+
+def _check_cache_folder(folder: Path) -> None:
+    """Refuse a cache path that is, or lies under, a file: reading it would find nothing and
+    say 0 entries, and clearing it would remove nothing, both silently."""
+    existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is a file" if existing == folder else f"lies under the file {str(existing)!r}"
+        variable = cache_variable()
+        fix = {
+            "CS_LIGHTNING_CACHE_DIR": "set it to a folder (made when first written), or unset it",
+            "XDG_CACHE_HOME": "set it, or CS_LIGHTNING_CACHE_DIR, to a folder",
+            None: "set CS_LIGHTNING_CACHE_DIR to a folder (made when first written)",
+        }[variable]
+        raise ConfigError(variable or "cache", f"{str(folder)!r} cannot be the cache folder: it {where}; fix: {fix}")

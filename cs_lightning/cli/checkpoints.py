@@ -1,0 +1,96 @@
+"""`ckpt_path` checked before anything is built or written: a Lightning checkpoint file or a
+sharded checkpoint folder, read no further than its index."""
+
+from __future__ import annotations
+
+import pickletools
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from lightning.fabric.utilities.load import _METADATA_FILENAME
+
+from cs_lightning.errors import ConfigError
+
+# ckpt_path values Lightning resolves itself, not file paths.
+_LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
+
+
+# What a sharded checkpoint folder holds (Lightning's ModelParallelStrategy, under csx_fsdp):
+# torch.distributed.checkpoint's index of the shards, and Lightning's torch.save of the rest.
+_SHARD_INDEX, _SHARDED_REST = ".metadata", _METADATA_FILENAME
+
+
+def _check_checkpoint(value: str, strategy: Any = None) -> None:
+    """Refuse a `ckpt_path` that is no Lightning checkpoint, before anything is built or written.
+
+    A file is read as far as the archive's index and its small pickle of names (torch.save
+    writes a zip archive whose tensors are separate members), never the tensors: cheap for any
+    size. A folder must be a sharded checkpoint (csx_fsdp's default): the same reading of its
+    `meta.pt`, the shards' index and shards next to it, and a ``strategy`` that reads one.
+    """
+    if value in _LIGHTNING_CHECKPOINTS or value.startswith("registry") or "://" in value:
+        return
+    fix = (
+        "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
+        f"{_SHARD_INDEX} and {_SHARDED_REST}), or leave ckpt_path out"
+    )
+    path = Path(value)
+    if path.is_dir():
+        missing = [name for name in (_SHARD_INDEX, _SHARDED_REST) if not (path / name).is_file()]
+        if missing:
+            raise ConfigError(
+                "ckpt_path",
+                f"{value!r} is a folder but not a sharded checkpoint (it has no {' and no '.join(missing)}); {fix}",
+            )
+        _pickled_names(path / _SHARDED_REST, fix)  # the rest of the state must be readable too
+        if not any(path.glob("*.distcp")):
+            raise ConfigError("ckpt_path", f"{value!r} is a sharded checkpoint without its shards (*.distcp); {fix}")
+        if not _reads_sharded(strategy):
+            raise ConfigError(
+                "ckpt_path",
+                f"{value!r} is a sharded checkpoint, which trainer.strategy {_strategy_name(strategy)!r} cannot read;"
+                " fix: resume it with trainer.strategy: csx_fsdp, or give a single-file checkpoint (csx_fsdp writes"
+                " one with state_dict_type='full')",
+            )
+        return
+    if not path.is_file():
+        raise ConfigError("ckpt_path", f"{value!r} does not exist; {fix}")
+    if "state_dict" not in _pickled_names(path, fix):
+        raise ConfigError("ckpt_path", f"{value!r} is not a Lightning checkpoint (it has no 'state_dict'); {fix}")
+
+
+def _strategy_name(strategy: Any) -> str:
+    """How the config names its strategy: "csx_fsdp", a class path, or the object's class."""
+    if strategy is None or isinstance(strategy, str):
+        return str(strategy or "auto")
+    return str(getattr(strategy, "class_path", None) or type(strategy).__name__)
+
+
+def _reads_sharded(strategy: Any) -> bool:
+    """Whether the strategy loads torch.distributed.checkpoint folders (csx_fsdp, Lightning's
+    ModelParallelStrategy and FSDPStrategy, DeepSpeed); csx, csx_ddp and auto read files only."""
+    name = _strategy_name(strategy).lower().replace("_", "")
+    return any(kind in name for kind in ("fsdp", "modelparallel", "deepspeed"))
+
+
+def _pickled_names(path: Path, fix: str) -> set[str]:
+    """The strings in the pickle of a torch.save archive (its keys, among others), tensors unread."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
+            if not pickles:
+                return set()
+            return {arg for _, arg, _ in pickletools.genops(archive.read(pickles[0])) if isinstance(arg, str)}
+    except (zipfile.BadZipFile, ValueError, EOFError):  # not a zip, cut short, or a damaged pickle
+        raise ConfigError(
+            "ckpt_path",
+            f"{str(path)!r} is not a checkpoint, or is cut short: it is not the zip archive torch.save writes; {fix}",
+        ) from None
+
+
+def _model_arguments(config: Any) -> dict[str, Any]:
+    """The model's init_args in a parsed config, as a plain dict."""
+    model = config.get("model") if config is not None else None
+    init_args = model.get("init_args") if model is not None and hasattr(model, "get") else None
+    return dict(vars(init_args)) if init_args is not None and hasattr(init_args, "__dict__") else {}

@@ -1,0 +1,132 @@
+"""The YAML files of a run, and the modules their `imports:` key names."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cs_lightning.config_blocks import load_yaml, read_yaml
+from cs_lightning.errors import ConfigError, KeyPath
+
+
+def _load_yaml(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
+    """One YAML config file as a dict of top-level keys (`config_blocks.read_yaml` reads it)."""
+    path = Path(path)
+    data, _ = read_yaml(path, key)
+    if not isinstance(data, dict):
+        what = "nothing" if data is None else type(data).__name__
+        raise ConfigError(
+            key,
+            f"{str(path)!r} holds {what}, not a mapping of keys; "
+            "fix: write top-level keys such as model:, trainer:, optimizer:",
+        )
+    return data
+
+
+def _import_entry(entry: str, base: Path, key: KeyPath) -> str:
+    """Import a dotted module, or a `.py` file relative to `base` under its file stem.
+
+    Returns the entry as it can be imported from anywhere: the module name, or the file's
+    absolute path (the config Lightning saves with the run then works from any directory).
+    """
+    fix = f"fix: give a dotted module name or a .py path relative to {base}"
+    if not entry.endswith(".py"):
+        _run_user_module(lambda: importlib.import_module(entry), entry, key, fix)
+        return entry
+    path = (base / entry).resolve()
+    if not path.is_file():
+        raise ConfigError(key, f"cannot import {entry!r}: no file {str(path)!r}; {fix}")
+    loaded = sys.modules.get(path.stem)
+    if loaded is not None:
+        if Path(getattr(loaded, "__file__", "") or "").resolve() == path:
+            return str(path)
+        raise ConfigError(
+            key,
+            f"{entry!r} would be imported as module {path.stem!r}, which is already "
+            f"{getattr(loaded, '__file__', None) or 'a built-in module'}; fix: rename the file",
+        )
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:  # a file without the .py loader: not one to run
+        raise ConfigError(key, f"cannot import {entry!r}: Python has no loader for it; {fix}")
+    module, loader = importlib.util.module_from_spec(spec), spec.loader
+    sys.modules[path.stem] = module
+    try:
+        _run_user_module(lambda: loader.exec_module(module), entry, key, fix)
+    except BaseException:
+        del sys.modules[path.stem]
+        raise
+    return str(path)
+
+
+def _run_user_module(run: Callable[[], object], entry: str, key: KeyPath, fix: str) -> None:
+    """Run the import of the user's module; its failure becomes one line saying where."""
+    try:
+        run()
+    except (ImportError, SyntaxError) as err:
+        raise ConfigError(key, f"cannot import {entry!r}: {err}; {fix}") from None
+    except Exception as err:  # noqa: BLE001 - the user's module failed while running: say where, as one line
+        raise ConfigError(
+            key, f"importing {entry!r} raised {type(err).__name__}: {err}{_where(err)}; fix: correct that module"
+        ) from None
+
+
+def _where(err: BaseException) -> str:
+    """` (file.py, line N)` of the innermost frame of a traceback, or nothing."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+
+
+def _option_values(argv: Sequence[str], *names: str) -> list[str]:
+    """The values given to any of the options `names` in `argv` (`--opt v` or `--opt=v`), in order."""
+    values = []
+    for i, arg in enumerate(argv):
+        if arg in names and i + 1 < len(argv):
+            values.append(argv[i + 1])
+        elif arg.split("=", 1)[0] in names and "=" in arg:
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
+def _entries(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(entry) for entry in value or []]
+
+
+def _run_imports(argv: Sequence[str]) -> dict[str, str]:
+    """Import every `imports:` entry, before parsing resolves names; map each entry to its import.
+
+    Entries come from each `--config` file (paths relative to that file) and from
+    `--imports` on the command line (relative to the working directory).
+    """
+    done = {}
+    for path in map(Path, _option_values(argv, "--config", "-c")):
+        if not path.is_file():
+            continue  # the parser reports the missing file with its own key
+        for i, entry in enumerate(_entries(_load_yaml(path).get("imports"))):
+            done[entry] = _import_entry(entry, path.parent, ("imports", i))
+    for value in _option_values(argv, "--imports", "--imports+"):
+        for i, entry in enumerate(_entries(load_yaml(value))):
+            done[entry] = _import_entry(entry, Path.cwd(), ("imports", i))
+    return done
+
+
+def _merged(paths: Sequence[Path]) -> dict[str, Any]:
+    """Config files merged like repeated --config: later files override earlier keys."""
+
+    def merge(base: dict, extra: Mapping) -> dict:
+        for key, value in extra.items():
+            base[key] = (
+                merge(dict(base.get(key) or {}), value)
+                if isinstance(value, Mapping) and isinstance(base.get(key), Mapping)
+                else value
+            )
+        return base
+
+    merged: dict[str, Any] = {}
+    for path in paths:
+        merge(merged, _load_yaml(path))
+    return merged

@@ -1,0 +1,258 @@
+"""`CSLightningCLI`: LightningCLI with the Cerebras-style blocks, the `imports:` key and one-line errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.utilities.model_helpers import is_overridden
+
+from cs_lightning import param_groups
+from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _model_arguments
+from cs_lightning.cli.config_files import _entries
+from cs_lightning.cli.error_lines import _instantiation_error
+from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
+from cs_lightning.errors import ConfigError
+from cs_lightning.optimizers import OptimizerFactory
+from cs_lightning.time_to_first_loss import TimeToFirstLoss
+
+
+class _HeldRecords(logging.Filter):
+    """Hold a logger's records back until `stop()`; `replay()` then logs them.
+
+    Seeding logs "Seed set to N" before the model is built; when building then fails on a
+    configuration mistake, that line would spoil the one-line error.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.logger = logging.getLogger(name)
+        self.records: list[logging.LogRecord] = []
+        self.logger.addFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
+
+    def stop(self) -> None:
+        self.logger.removeFilter(self)
+
+    def replay(self) -> None:
+        for record in self.records:
+            self.logger.handle(record)
+
+
+_DESCRIPTION = "Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted."
+# Commands handled before Lightning's parser sees the arguments, so not among its subcommands.
+_EPILOG = (
+    "more commands: "
+    "'cs-lightning convert modelzoo.yaml -o run.yaml [--force]' turns a Cerebras Model Zoo config into "
+    "a run.yaml; "
+    "'cs-lightning schedule --config run.yaml [--steps N] [--table | --out lr.png [--force]]' shows the "
+    "schedules without building the model; "
+    "'cs-lightning cache info|clear' shows or empties cs_lightning's cache (trace-check verdicts, jump tables). "
+    "Each takes --help."
+)
+
+
+class CSLightningCLI(LightningCLI):
+    """LightningCLI with Cerebras-style `optimizer:`/`schedulers:` blocks and an `imports:` key.
+
+    Defaults that differ from LightningCLI: seed 0 (reproducible unless told otherwise), no
+    auto-configured optimizer (ours is built after materialization), and parse errors
+    raised rather than printed, so `main` can print them as one line.
+    """
+
+    def __init__(self, args: Any = None, imported: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        """`imported`: what `_run_imports` returned, so the saved config holds absolute paths."""
+        # the clock feeds the Done: line under any strategy; its metrics are logged only when asked
+        kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss(log_metrics=False)]})
+        kwargs.setdefault("seed_everything_default", 0)
+        kwargs.setdefault("auto_configure_optimizers", False)
+        kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION, "epilog": _EPILOG})
+        self.make_optimizer: OptimizerFactory | None = None
+        self.make_schedulers: SchedulersFactory | None = None
+        self.tagged_groups: list[param_groups.TaggedGroup] = []
+        self._seed_log: _HeldRecords | None = None
+        self._imported = dict(imported or {})
+        super().__init__(args=args, **kwargs)
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.
+        parser.add_argument(
+            "--optimizer",
+            type=dict | str | None,
+            default=None,
+            help="Optimizer, {Name: {args}} or class_path/init_args; built after the model.",
+        )
+        parser.add_argument(
+            "--schedulers",
+            type=list | dict | None,
+            default=None,
+            help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args.",
+        )
+        parser.add_argument(
+            "--param_groups",
+            type=list | None,
+            default=None,
+            help="Param groups by tag: [{tag:, params: [globs on parameter names], adjust_learning_rate:}].",
+        )
+        parser.add_argument(
+            "--imports",
+            type=list[str] | str | None,
+            default=None,
+            help="Modules, or .py files relative to the config, imported before parsing.",
+        )
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
+        super().parse_arguments(parser, args)
+        config = self.config.get(str(self.config.get("subcommand")), self.config)
+        if config.get("imports"):
+            config["imports"] = [self._imported.get(e, e) for e in _entries(config["imports"])]
+        self.make_optimizer, self.make_schedulers = _run_factories(config)
+        self.tagged_groups = param_groups.parse(config.get("param_groups"))
+        self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.
+
+        Checks the checkpoint first (one line, not torch.load's traceback), reads a sharded folder's
+        hyperparameters from its meta.pt, and warns with each model argument the checkpoint
+        changes: the checkpoint wins, as in LightningCLI, but not silently.
+        """
+        config = self.config.get(str(self.config.get("subcommand")))
+        if config is None:
+            return
+        ckpt_path = config.get("ckpt_path")
+        if ckpt_path:
+            trainer = config.get("trainer")
+            _check_checkpoint(str(ckpt_path), trainer.get("strategy") if trainer is not None else None)
+        given = _model_arguments(config)
+        if ckpt_path and Path(str(ckpt_path)).is_dir():
+            # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt
+            config["ckpt_path"] = str(Path(str(ckpt_path)) / _SHARDED_REST)
+        try:
+            super()._parse_ckpt_path()
+        finally:
+            config = self.config.get(str(self.config.get("subcommand")))
+            config["ckpt_path"] = ckpt_path
+        loaded = _model_arguments(config)
+        changed = sorted(key for key in given if key in loaded and loaded[key] != given[key])
+        if changed:
+            listed = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
+            warnings.warn(
+                f"ckpt_path: the checkpoint's hyperparameters replace model arguments given in the "
+                f"config or command line: {listed}",
+                stacklevel=2,
+            )
+
+    def instantiate_classes(self) -> None:
+        seed_log = self._seed_log
+        assert seed_log is not None, "parse_arguments holds the seed log back first"
+        try:
+            super().instantiate_classes()
+        except ConfigError:  # from instantiate_trainer: one line already
+            raise
+        except (ValueError, TypeError, MisconfigurationException) as err:  # a value refused; a bug keeps its traceback
+            config = self.config.get(str(self.subcommand), self.config)
+            raise _instantiation_error(config, err) from err
+        finally:
+            seed_log.stop()
+        seed_log.replay()
+        if self.make_optimizer is not None:
+            _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers, self.tagged_groups)
+
+    def before_fit(self) -> None:
+        self._fit_started = time.time()  # what the Done: line names must be written after this
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """Refuse a model that cannot run the subcommand, or whose parameters `param_groups:` globs
+        miss, before the Trainer exists: making it logs (devices found) and writes the run's folder,
+        which would spoil the one-line error."""
+        if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
+            raise ConfigError(
+                "optimizer",
+                f"missing, and {type(self.model).__name__} has no configure_optimizers; "
+                "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+            )
+        if self.subcommand in _EVAL_LOOPS:
+            _check_eval_loop(str(self.subcommand), self.model, self.datamodule)
+        if self.tagged_groups and any(True for _ in self.model.parameters()):
+            # a model built eagerly names its parameters now; one built in configure_model() or setup()
+            # does not (running those hooks early would run the user's code twice): configure_optimizers
+            # refuses its globs, after the Trainer's start
+            param_groups.split(param_groups.trainable(self.model), self.tagged_groups)
+        return super().instantiate_trainer(**kwargs)
+
+    def after_fit(self) -> None:
+        if self.trainer.is_global_zero:
+            print(_run_summary(self.trainer, self._fit_started))
+
+
+# What validate/test/predict run: the model's step method and the loader it reads.
+_EVAL_LOOPS = {
+    "validate": ("validation_step", "val_dataloader"),
+    "test": ("test_step", "test_dataloader"),
+    "predict": ("predict_step", "predict_dataloader"),
+}
+
+
+def _check_eval_loop(subcommand: str, model: LightningModule, data: Any) -> None:
+    """Refuse `cs-lightning test` (validate, predict) when the model or data lacks what that loop
+    needs, before Lightning starts it and writes its log folder. predict_step has a default."""
+    step, loader = _EVAL_LOOPS[subcommand]
+    if step != "predict_step" and not is_overridden(step, model):
+        raise ConfigError(
+            subcommand,
+            f"{type(model).__name__} has no {step}(); fix: define "
+            f"{step}(self, batch, batch_idx) in it, or run cs-lightning fit",
+        )
+    if not is_overridden(loader, model) and (data is None or not is_overridden(loader, data)):
+        if data is not None:
+            problem = f"neither {type(data).__name__} nor {type(model).__name__} defines {loader}()"
+        else:
+            problem = f"{type(model).__name__} defines no {loader}() and no data: is given"
+        raise ConfigError(subcommand, f"{problem}; fix: add {loader}(self) to the data module (data:)")
+
+
+def _run_summary(trainer: Trainer, since: float) -> str:
+    """One line after training: final loss, time to first loss, the checkpoint this run wrote."""
+    metrics = trainer.callback_metrics
+    losses: list[str] = [k for k in ("train_loss", "loss") if k in metrics] or sorted(
+        k for k in metrics if "loss" in k and not k.startswith(("val", "test", "ttfl"))
+    )
+    loss = f"final {losses[0]} {float(metrics[losses[0]]):.4f}" if losses else "no loss logged"
+    # Lightning's Trainer sets `callbacks` in its callback connector and does not declare it
+    callbacks = trainer.callbacks  # type: ignore[attr-defined]
+    timers = [c for c in callbacks if isinstance(c, TimeToFirstLoss) and "ttfl/total" in c.metrics]
+    ttfl = f"time to first loss {timers[0].metrics['ttfl/total']:.2f} s" if timers else "no time to first loss"
+    path = _written_checkpoint(trainer, since)
+    if path and not os.path.relpath(path).startswith(".."):
+        path = os.path.relpath(path)
+    checkpoint = f"checkpoint {path}" if path else "no checkpoint written"
+    return f"Done: {loss} | {ttfl} | {checkpoint}"
+
+
+def _written_checkpoint(trainer: Trainer, since: float) -> str | None:
+    """The newest checkpoint the checkpoint callback knows of that was written at or after ``since``.
+
+    After a resume, the callback's paths are restored from the checkpoint the run started from;
+    a file that was not written by this run is not named.
+    """
+    saver = trainer.checkpoint_callback
+    if not isinstance(saver, ModelCheckpoint):  # the paths below are ModelCheckpoint's
+        return None
+    known = {saver.last_model_path, saver.best_model_path, *saver.best_k_models}
+    # a sharded checkpoint (csx_fsdp) is a folder
+    written = [(os.path.getmtime(p), p) for p in known if p and os.path.exists(p) and os.path.getmtime(p) >= since]
+    return max(written)[1] if written else None

@@ -1,0 +1,117 @@
+"""`cs-lightning schedule`: the configured schedules drawn or tabulated, without building the model."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cs_lightning import param_groups
+from cs_lightning import schedulers as cs_schedulers
+from cs_lightning.cache import write_atomic
+from cs_lightning.cli.config_files import _load_yaml, _merged, _run_imports
+from cs_lightning.cli.error_lines import _OneLineParser
+from cs_lightning.cli.optimization import _run_factories
+from cs_lightning.errors import ConfigError
+from cs_lightning.schedulers.registry import named_tags
+
+
+def _schedule_command(argv: Sequence[str]) -> None:
+    """`cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]`."""
+    parser = _OneLineParser(
+        prog="cs-lightning schedule",
+        description="Draw or tabulate the configured schedules without building the model.",
+    )
+    parser.add_argument("-c", "--config", action="append", required=True, help="YAML file(s), as for fit")
+    parser.add_argument("--steps", type=int, default=None, help="steps to show (default: trainer.max_steps)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--out", default=None, help="write a picture here (png, pdf, svg)")
+    output.add_argument("--table", action="store_true", help="print a table (the default)")
+    parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
+    opts = parser.parse_args(list(argv))
+    paths = [Path(p) for p in opts.config]
+    for i, path in enumerate(paths):
+        _load_yaml(path, key=("config", i))
+    _run_imports(argv)
+    config = _merged(paths)
+    make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
+    if make_optimizer is None:
+        raise ConfigError(
+            "optimizer",
+            "no optimizer: and no schedulers: block, nothing to draw; "
+            "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+        )
+    if make_schedulers is None:
+        make_schedulers = _constant_schedule
+    steps = _steps_to_show(opts.steps, config)
+    probe = param_groups.probe(param_groups.parse(config.get("param_groups")), named_tags(config.get("schedulers")))
+    schedulers = make_schedulers(make_optimizer(probe))
+    if opts.out:
+        out = _picture_path(opts.out, paths, opts.force)
+        try:
+            figure = cs_schedulers.plot(schedulers, steps)
+        except ImportError as err:  # matplotlib is an extra
+            raise ConfigError("--out", f"{err}; or use --table") from None
+        _write_picture(figure, out)
+        print(f"wrote {out} ({steps} steps)")
+    else:
+        print(cs_schedulers.table(schedulers, steps))
+
+
+def _steps_to_show(given: int | None, config: Mapping[str, Any]) -> int:
+    """`--steps`, else `trainer.max_steps`: a positive integer, as Lightning's Trainer takes it."""
+    steps = given if given is not None else (config.get("trainer") or {}).get("max_steps")
+    if isinstance(steps, int) and steps > 0:
+        return steps
+    if isinstance(steps, float) and steps.is_integer() and steps > 0:  # YAML reads 1.0e9 as a float
+        fix = f"fix: write it as an integer, max_steps: {int(steps)}"
+    else:
+        fix = "fix: pass --steps N or set trainer.max_steps, a positive integer"
+    key = "--steps" if given is not None else ("trainer", "max_steps")
+    raise ConfigError(key, f"need a positive integer number of steps, got {steps!r}; {fix}")
+
+
+def _constant_schedule(optimizer: torch.optim.Optimizer) -> list:
+    """Without schedulers the optimizer's learning rate holds at every step: show that constant."""
+    return [cs_schedulers.ConstantLR(optimizer, learning_rate=optimizer.param_groups[0]["lr"])]
+
+
+def _picture_path(given: str, configs: Sequence[Path], force: bool) -> Path:
+    """The file `--out` names: with `.png` added when it has no extension (what matplotlib
+    would write, said out loud); refused when it is a config, a folder, in no folder, or
+    (without `force`) an existing file."""
+    out = Path(given)
+    if not out.suffix:
+        out = out.with_name(out.name + ".png")
+    if out.is_dir():
+        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'lr.png')!r}")
+    if not out.parent.is_dir():
+        raise ConfigError(
+            "--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; fix: give a path in an existing folder"
+        )
+    if out.exists() and any(os.path.samefile(out, config) for config in configs):
+        raise ConfigError("--out", f"{str(out)!r} is a --config file; fix: give another output path")
+    if out.exists() and not force:
+        raise ConfigError(
+            "--out", f"{str(out)!r} already exists; fix: give another path, or pass --force to overwrite it"
+        )
+    return out
+
+
+def _write_picture(figure: Any, out: Path) -> None:
+    """Render in memory, then write through a temporary file: a failure leaves `out` as it was."""
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format=out.suffix[1:])
+    except ValueError as err:  # a format matplotlib does not write
+        raise ConfigError(
+            "--out", f"cannot write {str(out)!r}: {err}; fix: end the path in .png, .pdf or .svg"
+        ) from None
+    try:
+        write_atomic(out, buffer.getvalue())
+    except OSError as err:
+        raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a writable path") from None
