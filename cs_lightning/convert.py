@@ -354,6 +354,7 @@ def _canonical(block: Any, key: KeyPath) -> dict[str, Any]:
     """One scheduler block -> `{ClassName: {args}}` with the class's own names, children too."""
     name, args, args_key = parse_block(block, key, "scheduler")
     cls = _scheduler_class(name, args_key)  # the name is the key, as in schedulers[0].Name
+    args = _renamed(cls, args)
     if isinstance(args.get("schedulers"), list):
         args["schedulers"] = [
             _canonical(child, (*args_key, "schedulers", i)) for i, child in enumerate(args["schedulers"])
@@ -376,12 +377,17 @@ def _legacy_item(item: Any, key: KeyPath, notes: list[str]) -> tuple[dict[str, A
     for ignored, meaning in _IGNORED_BY_1_9.get(cls.__name__, {}).items():
         if ignored in args:
             notes.append(f"warning: {format_key_path((*key, ignored))}: {args.pop(ignored)!r} dropped: {meaning}")
-    params = set(inspect.signature(cls).parameters)
+    return {cls.__name__: _renamed(cls, args)}, main
+
+
+def _renamed(cls: type, args: dict[str, Any]) -> dict[str, Any]:
+    """`args` with legacy spellings (`steps`, `decay_steps`, ...) under the names `cls` takes."""
+    params, args = set(inspect.signature(cls).parameters), dict(args)
     for new, olds in _SCHEDULER_ALIASES.items():
         for old in olds:
             if new in params and old not in params and old in args and new not in args:
                 args[new] = args.pop(old)
-    return {cls.__name__: args}, main
+    return args
 
 
 def _legacy_schedule(spec: Any, key: KeyPath, notes: list[str]) -> list[dict[str, Any]]:

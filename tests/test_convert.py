@@ -168,6 +168,34 @@ def test_old_scheduler_spellings_and_chained_main_scheduler():
     assert converted["optimizer"] == {"SGD": {"momentum": 0.9}}
 
 
+def test_old_spellings_in_trainer_init_schedulers_are_renamed_too():
+    linear = {"initial_learning_rate": 0.0, "end_learning_rate": 0.1}
+    config = {
+        "trainer": {
+            "init": {
+                "optimizer": {"SGD": {"lr": 0.1}},
+                "schedulers": [
+                    {
+                        "SequentialLR": {
+                            "schedulers": [
+                                {"Linear": {**linear, "decay_steps": 10}},
+                                {"CosineDecay": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "steps": 5}},
+                            ]
+                        }
+                    }
+                ],
+                "loop": {"max_steps": 15},
+            }
+        }
+    }
+    converted, _ = convert(config)
+    (block,) = converted["schedulers"]
+    first, second = block["SequentialLR"]["schedulers"]
+    assert first == {"LinearLR": {**linear, "total_iters": 10}}
+    assert second["CosineDecayLR"]["total_iters"] == 5 and "steps" not in second["CosineDecayLR"]
+    assert block["SequentialLR"]["milestones"] == [10]
+
+
 def test_a_float_learning_rate_is_the_optimizers():
     converted, _ = convert(
         {"optimizer": {"optimizer_type": "SGD", "learning_rate": 0.01}, "runconfig": {"max_steps": 3}}
