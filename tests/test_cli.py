@@ -884,3 +884,17 @@ def test_a_cache_refusal_names_xdg_cache_home_when_that_is_the_cause(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "notes.txt"))
     assert main(["cache", "info"]) == 2
     assert capfd.readouterr().err.startswith("cs-lightning: error: XDG_CACHE_HOME: ")
+
+
+def test_a_second_run_into_the_same_folder_without_a_logger_is_one_line(tmp_path: Path, capfd) -> None:
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"] = {**config["trainer"], "logger": False, "callbacks": [], "max_steps": 1}
+    path = write(tmp_path / "run.yaml", config)
+    assert main(["fit", "--config", str(path)]) == 0
+    capfd.readouterr()
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    assert main(["fit", "--config", str(path)]) == 2
+    _out, err = capfd.readouterr()
+    assert err.startswith("cs-lightning: error: trainer.default_root_dir: ") and "config.yaml' exists" in err, err
+    assert len(err.strip().splitlines()) == 1 and "fix: give another --trainer.default_root_dir" in err
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before

@@ -12,7 +12,7 @@ from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
@@ -64,6 +64,23 @@ _EPILOG = (
 )
 
 
+class _SaveConfig(SaveConfigCallback):
+    """Lightning's, with its refusal to write over an earlier run's config.yaml said in one line."""
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        try:
+            super().setup(trainer, pl_module, stage)
+        except RuntimeError as err:
+            if "to NOT exist" not in str(err):  # Lightning's wording of that refusal
+                raise
+            path = os.path.join(str(trainer.log_dir), self.config_filename)
+            raise ConfigError(
+                ("trainer", "default_root_dir"),
+                f"{path!r} exists: an earlier run wrote its config there, and this run would write over it; "
+                "fix: give another --trainer.default_root_dir, or keep a logger (each run gets its own version_N)",
+            ) from None
+
+
 class CSLightningCLI(LightningCLI):
     """LightningCLI with Cerebras-style `optimizer:`/`schedulers:` blocks and an `imports:` key.
 
@@ -76,6 +93,7 @@ class CSLightningCLI(LightningCLI):
         """`imported`: what `_run_imports` returned, so the saved config holds absolute paths."""
         # the clock feeds the Done: line under any strategy; its metrics are logged only when asked
         kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss(log_metrics=False)]})
+        kwargs.setdefault("save_config_callback", _SaveConfig)
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION, "epilog": _EPILOG})
