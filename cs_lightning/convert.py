@@ -44,7 +44,7 @@ from cs_lightning import mup, schedulers
 from cs_lightning.cache import write_atomic
 from cs_lightning.config_blocks import parse_block, read_yaml
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
-from cs_lightning.optimizers import torch_optimizers
+from cs_lightning.optimizers import MODEL_ZOO_ALIASES, torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, probe_param_groups
 
 _CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
@@ -58,9 +58,6 @@ _CEREBRAS_OPTIMIZER_DEFAULTS = {
     "adam": {"eps": 1e-6},
     "adamw": {"eps": 1e-6, "weight_decay": 0.0},
 }
-
-# Model Zoo optimizer argument spellings -> torch.optim's.
-_OPTIMIZER_ALIASES = {"learning_rate": "lr", "weight_decay_rate": "weight_decay"}
 
 # Legacy scheduler argument spellings (Model Zoo 1.x) -> cerebras.pytorch 2.x names,
 # applied only where the scheduler class has the new name and not the old one.
@@ -318,7 +315,7 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPa
     converted: dict[str, Any] = {}
     for arg, value in args.items():
         arg_key = (*args_key, arg)
-        target = _OPTIMIZER_ALIASES.get(arg, arg)
+        target = MODEL_ZOO_ALIASES.get(arg, arg)
         if arg == "adjust_learning_rate":
             _per_layer_scales(out, arg_key)
         elif arg == "correct_bias" and value is True and torch_cls in (torch.optim.Adam, torch.optim.AdamW):

@@ -30,6 +30,14 @@ from cs_lightning.errors import ConfigError, KeyPath
 # parameters, or param groups (dicts holding them): what torch's optimizers take
 OptimizerFactory = Callable[[ParamsT], torch.optim.Optimizer]
 
+# Cerebras Model Zoo optimizer argument spellings -> torch.optim's (`fit` and `convert` read them alike).
+MODEL_ZOO_ALIASES = {"learning_rate": "lr", "weight_decay_rate": "weight_decay"}
+
+# Model Zoo's bias switch, for the torch classes that always correct the bias (correct_bias: true is what they do).
+_BIAS_CORRECTED = (torch.optim.Adam, torch.optim.AdamW)
+
+_CONVERT_HINT = "a Cerebras Model Zoo block? `cs-lightning convert modelzoo.yaml -o run.yaml` maps it to torch's"
+
 
 def torch_optimizers() -> dict[str, type[torch.optim.Optimizer]]:
     """Every optimizer class that ``torch.optim`` exports, by lowercase name."""
@@ -72,6 +80,89 @@ def resolve_optimizer(name: str, key: KeyPath | str = "optimizer") -> type[torch
     raise ConfigError(key, f"unknown optimizer {name!r}; fix: {hint}")
 
 
+def merge_optimizer_blocks(earlier: Any, later: Any) -> Any:
+    """The optimizer block `later` given over `earlier` (a later --config file, a command-line key).
+
+    As Lightning merges a class_path block: for the same optimizer class (in either spelling),
+    the arguments are merged, later wins, in `later`'s spelling; a block of `init_args:` alone
+    adds to the earlier optimizer; another optimizer, or a block that is none of these shapes
+    (its error comes when it is checked), replaces the earlier one.
+    """
+    earlier_parts = _name_and_arguments(earlier)
+    if earlier_parts is None or later is None:
+        return later
+    if isinstance(later, Mapping) and set(later) == {"init_args"} and isinstance(later["init_args"], Mapping):
+        name, args = earlier_parts
+        return _spelled_like(earlier, name, {**args, **later["init_args"]})
+    later_parts = _name_and_arguments(later)
+    if later_parts is None or not _same_optimizer(earlier_parts[0], later_parts[0]):
+        return later
+    name, args = later_parts
+    return _spelled_like(later, name, {**earlier_parts[1], **args})
+
+
+def _name_and_arguments(block: Any) -> tuple[str, dict[str, Any]] | None:
+    """(name, arguments) of a well-formed block in any spelling, else None."""
+    if isinstance(block, str):
+        return block, {}
+    if not isinstance(block, Mapping):
+        return None
+    if "class_path" in block:
+        name, args = block["class_path"], block.get("init_args")
+        if set(block) - {"class_path", "init_args"}:
+            return None
+    elif len(block) == 1 and "init_args" not in block:
+        ((name, args),) = block.items()
+    else:
+        return None
+    if not isinstance(name, str) or not isinstance(args, Mapping | None):
+        return None
+    return name, dict(args or {})
+
+
+def _spelled_like(block: Any, name: str, args: dict[str, Any]) -> Any:
+    if isinstance(block, Mapping) and "class_path" in block:
+        return {"class_path": name, "init_args": args}
+    return {name: args} if args or not isinstance(block, str) else name
+
+
+def _same_optimizer(first: str, second: str) -> bool:
+    """Whether two names (AdamW, adamw, torch.optim.AdamW) are one class; unknown names compare as text."""
+    try:
+        return resolve_optimizer(first) is resolve_optimizer(second)
+    except ConfigError:  # said when the block is checked
+        return first.lower() == second.lower()
+
+
+def _from_model_zoo(cls: type, args: dict[str, Any], key: KeyPath) -> dict[str, Any]:
+    """`args` with Model Zoo's spellings read as torch's: `learning_rate` is `lr`, and
+    `correct_bias: true` is dropped for Adam/AdamW, which always do it; what torch cannot do is refused."""
+    takes = set(inspect.signature(cls).parameters)
+    for alias, target in MODEL_ZOO_ALIASES.items():
+        if alias in args and alias not in takes and target in args:
+            raise ConfigError(
+                (*key, alias), f"Model Zoo's spelling of {target}, which is given too; fix: keep only {target}"
+            )
+    renamed = {(MODEL_ZOO_ALIASES[a] if a in MODEL_ZOO_ALIASES and a not in takes else a): v for a, v in args.items()}
+    if "adjust_learning_rate" in renamed and "adjust_learning_rate" not in takes:
+        raise ConfigError(
+            (*key, "adjust_learning_rate"),
+            "per-layer learning-rate scales are not an optimizer argument in torch; fix: move them to a "
+            "param_groups: block ([{tag:, params: [globs on parameter names], adjust_learning_rate:}]) with a "
+            "ScalePerParamLR scheduler, or let `cs-lightning convert modelzoo.yaml -o run.yaml` write both",
+        )
+    if "correct_bias" in renamed and cls in _BIAS_CORRECTED:
+        if renamed["correct_bias"] is not True:
+            raise ConfigError(
+                (*key, "correct_bias"),
+                f"{renamed['correct_bias']!r}: torch's {cls.__name__} always corrects the bias and cannot turn it "
+                "off; fix: remove correct_bias (the run then corrects the bias), or name an optimizer class "
+                "without bias correction by its dotted path (`cs-lightning convert` maps the rest of the block)",
+            )
+        del renamed["correct_bias"]
+    return renamed
+
+
 def _check_arguments(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
     """Every argument in `args` exists in `cls`'s signature, and the required ones are given.
 
@@ -85,7 +176,7 @@ def _check_arguments(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
         if arg not in names:
             close = difflib.get_close_matches(arg, names, n=1)
             hint = f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(names)}"
-            raise ConfigError((*key, arg), f"{cls.__name__} has no argument {arg!r}; fix: {hint}")
+            raise ConfigError((*key, arg), f"{cls.__name__} has no argument {arg!r}; fix: {hint} ({_CONVERT_HINT})")
     missing = [p.name for p in params if p.default is p.empty and p.kind is not p.VAR_POSITIONAL and p.name not in args]
     if missing:
         raise ConfigError(
@@ -100,6 +191,7 @@ def optimizer_factory(spec: Any, key: KeyPath = ("optimizer",)) -> OptimizerFact
     """
     name, args, args_key = parse_block(spec, key, "optimizer", bare_name_ok=True)
     cls = resolve_optimizer(name, key)
+    args = _from_model_zoo(cls, args, args_key)
     _check_arguments(cls, args, args_key)
     try:  # let the optimizer judge the values itself, on a throwaway parameter
         cls([torch.nn.Parameter(torch.zeros(1))], **args)

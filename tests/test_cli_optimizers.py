@@ -1,10 +1,12 @@
 """The optimizer block: both spellings build the same optimizer, later; mistakes name the key."""
 
+import copy
+
 import pytest
 import torch
 
 from cs_lightning.errors import ConfigError
-from cs_lightning.optimizers import optimizer_factory, resolve_optimizer
+from cs_lightning.optimizers import merge_optimizer_blocks, optimizer_factory, resolve_optimizer
 
 
 def test_both_spellings_build_the_same_optimizer_on_the_parameters_given_later() -> None:
@@ -48,3 +50,81 @@ def test_mistakes_name_the_key_path_and_the_fix(spec, key: str, words: str) -> N
     assert info.value.key == key
     assert str(info.value).startswith(f"{key}: ")
     assert words in str(info.value) and "fix:" in str(info.value)
+
+
+ADAMW = {"AdamW": {"lr": 0.003, "weight_decay": 0.2}}
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "merged"),
+    [
+        (ADAMW, {"AdamW": {"lr": 0.001}}, {"AdamW": {"lr": 0.001, "weight_decay": 0.2}}),
+        (ADAMW, {"adamw": {"amsgrad": True}}, {"adamw": {"lr": 0.003, "weight_decay": 0.2, "amsgrad": True}}),
+        (
+            ADAMW,
+            {"class_path": "torch.optim.AdamW", "init_args": {"lr": 0.001}},
+            {"class_path": "torch.optim.AdamW", "init_args": {"lr": 0.001, "weight_decay": 0.2}},
+        ),
+        (ADAMW, {"init_args": {"lr": 0.001}}, {"AdamW": {"lr": 0.001, "weight_decay": 0.2}}),
+        (ADAMW, "AdamW", ADAMW),
+        (ADAMW, {"SGD": {"lr": 0.5}}, {"SGD": {"lr": 0.5}}),
+        (ADAMW, {"class_path": "torch.optim.SGD"}, {"class_path": "torch.optim.SGD"}),
+        (ADAMW, None, None),
+        (None, {"AdamW": {"lr": 0.001}}, {"AdamW": {"lr": 0.001}}),
+        ({"NoSuch": {"a": 1}}, {"nosuch": {"b": 2}}, {"nosuch": {"a": 1, "b": 2}}),
+        ({"AdamW": {}, "SGD": {}}, {"AdamW": {"lr": 0.001}}, {"AdamW": {"lr": 0.001}}),
+    ],
+)
+def test_a_later_block_for_the_same_optimizer_merges_its_arguments_as_lightning_merges_init_args(
+    earlier, later, merged
+) -> None:
+    before = copy.deepcopy(earlier)
+    assert merge_optimizer_blocks(earlier, later) == merged
+    assert earlier == before
+
+
+def _settings(optimizer: torch.optim.Optimizer) -> dict:
+    return {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "adamw"])
+def test_model_zoo_correct_bias_true_is_what_torch_adam_does_and_is_dropped(name: str) -> None:
+    params = [torch.nn.Parameter(torch.ones(2))]
+    pasted = optimizer_factory({name: {"lr": 0.01, "correct_bias": True, "eps": 1e-6}})(params)
+    plain = optimizer_factory({name: {"lr": 0.01, "eps": 1e-6}})(params)
+    assert type(pasted) is type(plain) and _settings(pasted) == _settings(plain)
+    assert "correct_bias" not in _settings(pasted)
+
+
+@pytest.mark.parametrize(("args", "expected"), [({"learning_rate": 0.02}, 0.02), ({"lr": 0.03}, 0.03)])
+def test_model_zoo_learning_rate_is_lr(args: dict, expected: float) -> None:
+    for name in ("AdamW", "SGD"):
+        optimizer = optimizer_factory({name: args})([torch.nn.Parameter(torch.ones(1))])
+        assert optimizer.param_groups[0]["lr"] == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "key", "words"),
+    [
+        (
+            {"AdamW": {"correct_bias": False}},
+            "optimizer.AdamW.correct_bias",
+            "False: torch's AdamW always corrects the bias and cannot turn it off; fix: remove correct_bias",
+        ),
+        ({"AdamW": {"lr": 0.1, "learning_rate": 0.2}}, "optimizer.AdamW.learning_rate", "fix: keep only lr"),
+        (
+            {"AdamW": {"adjust_learning_rate": {"decoder_kernel": 0.25}}},
+            "optimizer.AdamW.adjust_learning_rate",
+            "param_groups: block",
+        ),
+        ({"SGD": {"correct_bias": True}}, "optimizer.SGD.correct_bias", "SGD has no argument 'correct_bias'"),
+        ({"AdamW": {"params": [{"params": ["*"]}]}}, "optimizer.AdamW.params", "AdamW has no argument 'params'"),
+    ],
+)
+def test_what_torch_cannot_do_of_a_model_zoo_block_is_refused_pointing_to_convert(spec, key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        optimizer_factory(spec)
+    assert info.value.key == key
+    assert words in str(info.value) and "fix:" in str(info.value)
+    if "learning_rate" not in spec.get("AdamW", {}):  # both spellings of lr: nothing for convert to do
+        assert "`cs-lightning convert" in str(info.value)

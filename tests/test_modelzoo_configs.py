@@ -16,6 +16,9 @@ import yaml
 from conftest import REPO
 
 from cs_lightning.cli import main
+from cs_lightning.config_blocks import read_yaml
+from cs_lightning.errors import ConfigError
+from cs_lightning.optimizers import optimizer_factory
 
 CONFIGS_DIR = REPO.parent / "shared" / "modelzoo_configs"
 CONFIGS = sorted(CONFIGS_DIR.rglob("*.yaml")) if CONFIGS_DIR.is_dir() else []
@@ -100,3 +103,31 @@ def test_mup_config_whose_globs_tag_every_parameter_has_no_untagged_column(tmp_p
     for row in rows:
         step, scaled = row.split()
         assert float(scaled) == pytest.approx(_gpt3_111m(int(step)) / 3, rel=2e-5, abs=1e-12)
+
+
+# 2.x trainer configs whose optimizer block, pasted into fit's optimizer:, torch cannot run as written.
+REFUSED_OPTIMIZER_ARGUMENTS = {
+    "2.10.0/models/nlp/mixtral/configs/params_moe_111M_base.yaml": "adjust_learning_rate",
+    "2.10.0/models/nlp/mixtral/configs/params_moe_111M_with_shared_expert.yaml": "adjust_learning_rate",
+    "2.10.0/models/vision/dino/configs/params_dinov2_large_224_bs2048.yaml": "params",
+}
+
+
+@pytest.mark.skipif(not CONFIGS, reason=f"no Model Zoo configs at {CONFIGS_DIR} (only on the team's machines)")
+def test_model_zoo_optimizer_blocks_pasted_into_fit_are_accepted_or_refused_pointing_to_convert() -> None:
+    accepted, refused = [], {}
+    for path in CONFIGS:
+        config, _ = read_yaml(path, "config", same_value_ok=True)
+        init = (config.get("trainer") or {}).get("init") if isinstance(config, dict) else None
+        if not path.relative_to(CONFIGS_DIR).parts[0].startswith("2.") or not init or "optimizer" not in init:
+            continue
+        name = str(path.relative_to(CONFIGS_DIR))
+        try:
+            optimizer_factory(init["optimizer"])
+            accepted.append(name)
+        except ConfigError as err:
+            refused[name] = err
+    assert len(accepted) + len(refused) == 115
+    assert {name: err.path[-1] for name, err in refused.items()} == REFUSED_OPTIMIZER_ARGUMENTS
+    assert all("`cs-lightning convert" in str(err) for err in refused.values())
+    assert len(accepted) == 112

@@ -17,6 +17,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import param_groups
+from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
 from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _model_arguments
 from cs_lightning.cli.config_files import _entries
 from cs_lightning.cli.error_lines import _instantiation_error
@@ -108,19 +109,20 @@ class CSLightningCLI(LightningCLI):
         # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.
         parser.add_argument(
             "--optimizer",
-            type=dict | str | None,
+            action=OptimizerArgument.of(dict | str | None),
             default=None,
-            help="Optimizer, {Name: {args}} or class_path/init_args; built after the model.",
+            help="Optimizer, {Name: {args}} or class_path/init_args; built after the model. A later "
+            "block for the same optimizer, or --optimizer.AdamW.lr 0.001, merges its arguments in.",
         )
         parser.add_argument(
             "--schedulers",
-            type=list | dict | None,
+            action=WholeListArgument.of(list | dict | None),
             default=None,
-            help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args.",
+            help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args; a later value replaces them.",
         )
         parser.add_argument(
             "--param_groups",
-            type=list | None,
+            action=WholeListArgument.of(list | None),
             default=None,
             help="Param groups by tag: [{tag:, params: [globs on parameter names], adjust_learning_rate:}].",
         )

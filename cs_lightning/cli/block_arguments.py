@@ -1,0 +1,75 @@
+"""How `--optimizer`, `--schedulers` and `--param_groups` combine with what was given before.
+
+Lightning merges a later ``--config`` file or ``--optimizer.init_args.lr 0.001`` into its
+class_path optimizer: same class, the arguments merged, later wins; another class, the block
+replaced. jsonargparse sees our ``optimizer:`` as a plain dict, which it replaces whole and
+into which a dotted key writes a string; `OptimizerArgument` gives it Lightning's rule, in
+both spellings, with command-line values read as YAML. ``schedulers:`` and ``param_groups:``
+are lists, which jsonargparse replaces whole; a dotted key into one is refused by
+`WholeListArgument`, since it could only write a malformed entry.
+
+Both subclass jsonargparse's ActionTypeHint (the action that ``type=`` makes), because only
+that action receives dotted keys and the value before it (``cfg``): parsing, ``--config``
+files and ``--print_config`` then all see the merged block.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from jsonargparse._typehints import ActionTypeHint  # not exported; see the module docstring
+
+from cs_lightning.config_blocks import load_yaml
+from cs_lightning.errors import ConfigError
+from cs_lightning.optimizers import merge_optimizer_blocks
+
+
+class _BlockArgument(ActionTypeHint):
+    """ActionTypeHint that makes actions of its own class when argparse builds one."""
+
+    @classmethod
+    def of(cls, typehint: object) -> _BlockArgument:
+        """The action to pass as add_argument's `action=` for values of `typehint`."""
+        return cls(typehint=cast(type, typehint))  # annotated `type`, takes any type hint (a union here)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not args:  # argparse making the action from add_argument's keywords, as the parent does
+            kwargs["_typehint"] = self._typehint
+            kwargs["_enable_path"] = self._enable_path
+            return type(self)(**kwargs)
+        return self.parse(*args)
+
+    def parse(self, parser: Any, cfg: Any, value: Any, option: str) -> None:
+        super().__call__(parser, cfg, value, option)
+
+
+class OptimizerArgument(_BlockArgument):
+    """`--optimizer`: a later block for the same optimizer merges into the earlier one."""
+
+    def parse(self, parser: Any, cfg: Any, value: Any, option: str) -> None:
+        base = self.option_strings[0]
+        if option != base:  # --optimizer.AdamW.lr 0.001: a block holding that one value, read as YAML
+            value = load_yaml(value) if isinstance(value, str) else value
+            for key in reversed(option[len(base) + 1 :].split(".")):
+                value = {key: value}
+        # what the parent's __call__ does, without its class_path handling, which expects a Namespace
+        cfg.update(self._check_type_(value, cfg=cfg, mode=parser.parser_mode), self.dest)
+
+    def _check_type(self, value: Any, append: bool = False, cfg: Any = None, mode: Any = None) -> Any:
+        later = super()._check_type(value, append=append, cfg=cfg, mode=mode)
+        earlier = cfg.get(self.dest) if cfg else None
+        return merge_optimizer_blocks(earlier, later)
+
+
+class WholeListArgument(_BlockArgument):
+    """`--schedulers`, `--param_groups`: given whole; a dotted key into the list is refused."""
+
+    def parse(self, parser: Any, cfg: Any, value: Any, option: str) -> None:
+        if option not in self.option_strings:
+            base = next(o for o in self.option_strings if option.startswith(f"{o}."))
+            raise ConfigError(
+                option[2:],
+                f"a command-line key cannot reach into the {base[2:]}: list (a later value replaces a "
+                f"list whole); fix: give the whole block, {base} '[{{...}}]', or put it in a second --config file",
+            )
+        super().parse(parser, cfg, value, option)
