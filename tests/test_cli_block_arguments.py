@@ -54,6 +54,12 @@ CASES = {
         {"class_path": "torch.optim.AdamW", "init_args": {"lr": 0.001, "weight_decay": 0.2, "betas": [0.7, 0.75]}},
         {"lr": 0.001, "weight_decay": 0.2, "betas": (0.7, 0.75), "amsgrad": False},
     ),
+    "dotted key, Lightning's short form": (
+        BASE,
+        ["--optimizer.weight_decay", "0.5"],
+        {"AdamW": {"lr": 0.003, "weight_decay": 0.5, "betas": [0.8, 0.9]}},
+        {"lr": 0.003, "weight_decay": 0.5, "betas": (0.8, 0.9), "amsgrad": False},
+    ),
     "second config of init_args alone": (
         BASE_CLASS_PATH,
         ["--config", "init_args_only.yaml"],

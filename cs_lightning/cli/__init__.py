@@ -25,7 +25,8 @@ configuration ends the program with one line naming the YAML key path and the fi
 exit code 2.
 
 `main` is here; the parts: `config_files` (the YAML files and their ``imports:``),
-`optimization` (the three blocks, checked and made factories), `checkpoints` (``ckpt_path``
+`optimization` (the three blocks, checked and made factories), `block_arguments` (how a later
+file or a command-line key combines with them), `checkpoints` (``ckpt_path``
 checked), `lightning_cli` (`CSLightningCLI`), `error_lines` (parser errors as one line),
 `schedule_command` and `cache_command`.
 """

@@ -21,7 +21,7 @@ from jsonargparse._typehints import ActionTypeHint  # not exported; see the modu
 
 from cs_lightning.config_blocks import load_yaml
 from cs_lightning.errors import ConfigError
-from cs_lightning.optimizers import merge_optimizer_blocks
+from cs_lightning.optimizers import merge_optimizer_blocks, torch_optimizers
 
 
 class _BlockArgument(ActionTypeHint):
@@ -48,10 +48,10 @@ class OptimizerArgument(_BlockArgument):
 
     def parse(self, parser: Any, cfg: Any, value: Any, option: str) -> None:
         base = self.option_strings[0]
-        if option != base:  # --optimizer.AdamW.lr 0.001: a block holding that one value, read as YAML
-            value = load_yaml(value) if isinstance(value, str) else value
-            for key in reversed(option[len(base) + 1 :].split(".")):
-                value = {key: value}
+        if option != base:  # --optimizer.AdamW.lr 0.001: read as YAML
+            value = _dotted_block(
+                option[len(base) + 1 :].split("."), load_yaml(value) if isinstance(value, str) else value
+            )
         # what the parent's __call__ does, without its class_path handling, which expects a Namespace
         cfg.update(self._check_type_(value, cfg=cfg, mode=parser.parser_mode), self.dest)
 
@@ -59,6 +59,16 @@ class OptimizerArgument(_BlockArgument):
         later = super()._check_type(value, append=append, cfg=cfg, mode=mode)
         earlier = cfg.get(self.dest) if cfg else None
         return merge_optimizer_blocks(earlier, later)
+
+
+def _dotted_block(keys: list[str], value: Any) -> Any:
+    """`--optimizer.<keys> value` as a block holding that one value. A single key that is neither
+    class_path, init_args nor an optimizer name is an argument: Lightning's `--optimizer.lr 0.001`."""
+    if len(keys) == 1 and keys[0] not in ("class_path", "init_args") and keys[0].lower() not in torch_optimizers():
+        keys = ["init_args", *keys]
+    for key in reversed(keys):
+        value = {key: value}
+    return value
 
 
 class WholeListArgument(_BlockArgument):
