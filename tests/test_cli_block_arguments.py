@@ -123,3 +123,13 @@ def test_a_later_schedulers_list_replaces_the_earlier_one_whole(tmp_path: Path, 
     assert yaml.safe_load(capfd.readouterr().out)["schedulers"] == [
         {"LinearLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 5}}
     ]
+
+
+def test_schedule_combines_optimizer_blocks_of_several_configs_as_fit_does(tmp_path: Path, capfd) -> None:
+    write(tmp_path / "adamw.yaml", {"optimizer": BASE, "trainer": {"max_steps": 2}})
+    write(tmp_path / "sgd.yaml", {"optimizer": {"SGD": {"lr": 0.5}}})
+    write(tmp_path / "lr_only.yaml", {"optimizer": {"init_args": {"lr": 0.001}}})
+    for later, lr in (("sgd.yaml", 0.5), ("lr_only.yaml", 0.001)):
+        assert main(["schedule", "--config", "adamw.yaml", "--config", later]) == 0, capfd.readouterr().err
+        _header, *rows = capfd.readouterr().out.splitlines()
+        assert [float(row.split()[1]) for row in rows] == [lr, lr]

@@ -12,6 +12,7 @@ from typing import Any
 
 from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.errors import ConfigError, KeyPath
+from cs_lightning.optimizers import merge_optimizer_blocks
 
 
 def _load_yaml(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
@@ -115,7 +116,8 @@ def _run_imports(argv: Sequence[str]) -> dict[str, str]:
 
 
 def _merged(paths: Sequence[Path]) -> dict[str, Any]:
-    """Config files merged like repeated --config: later files override earlier keys."""
+    """Config files merged like repeated --config: later files override earlier keys, and
+    `optimizer:` blocks combine as `fit` combines them (`merge_optimizer_blocks`)."""
 
     def merge(base: dict, extra: Mapping) -> dict:
         for key, value in extra.items():
@@ -128,5 +130,9 @@ def _merged(paths: Sequence[Path]) -> dict[str, Any]:
 
     merged: dict[str, Any] = {}
     for path in paths:
-        merge(merged, _load_yaml(path))
+        data = _load_yaml(path)
+        earlier = merged.get("optimizer")
+        merge(merged, data)
+        if "optimizer" in data:
+            merged["optimizer"] = merge_optimizer_blocks(earlier, data["optimizer"])
     return merged
