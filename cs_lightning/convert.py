@@ -44,7 +44,7 @@ from cs_lightning import mup, schedulers
 from cs_lightning.cache import write_atomic
 from cs_lightning.config_blocks import parse_block, read_yaml
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
-from cs_lightning.optimizers import MODEL_ZOO_ALIASES, torch_optimizers
+from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, probe_param_groups
 
 _CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
@@ -52,12 +52,6 @@ _CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
 # Model Zoo's mixed-precision formats -> Lightning precision strings.
 _PRECISION = {"bfloat16": "bf16-mixed", "cbfloat16": "bf16-mixed", "float16": "16-mixed"}
 
-# Where cerebras.pytorch's optimizer defaults differ from torch.optim's: written out, so
-# a config that relied on the Cerebras default keeps its numbers.
-_CEREBRAS_OPTIMIZER_DEFAULTS = {
-    "adam": {"eps": 1e-6},
-    "adamw": {"eps": 1e-6, "weight_decay": 0.0},
-}
 
 # Legacy scheduler argument spellings (Model Zoo 1.x) -> cerebras.pytorch 2.x names,
 # applied only where the scheduler class has the new name and not the old one.
@@ -325,7 +319,7 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPa
             out.record(arg_key, f"optimizer.{torch_cls.__name__}.{target}")
         else:
             out.source.why(arg_key, f"torch.optim.{torch_cls.__name__} has no argument {target!r}")
-    for arg, default in _CEREBRAS_OPTIMIZER_DEFAULTS.get(name.lower(), {}).items():
+    for arg, default in CEREBRAS_DEFAULTS.get(name.lower(), {}).items():  # written out: the config keeps its numbers
         if arg not in converted:
             converted[arg] = default
             out.report.notes.append(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,13 +26,16 @@ import torch
 from torch.optim.optimizer import ParamsT
 
 from cs_lightning.config_blocks import parse_block
-from cs_lightning.errors import ConfigError, KeyPath
+from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 
 # parameters, or param groups (dicts holding them): what torch's optimizers take
 OptimizerFactory = Callable[[ParamsT], torch.optim.Optimizer]
 
 # Cerebras Model Zoo optimizer argument spellings -> torch.optim's (`fit` and `convert` read them alike).
 MODEL_ZOO_ALIASES = {"learning_rate": "lr", "weight_decay_rate": "weight_decay"}
+
+# Where cerebras.pytorch's optimizer defaults differ from torch.optim's, by lowercase class name.
+CEREBRAS_DEFAULTS = {"adam": {"eps": 1e-6}, "adamw": {"eps": 1e-6, "weight_decay": 0.0}}
 
 # Model Zoo's bias switch, for the torch classes that always correct the bias (correct_bias: true is what they do).
 _BIAS_CORRECTED = (torch.optim.Adam, torch.optim.AdamW)
@@ -138,12 +142,7 @@ def _from_model_zoo(cls: type, args: dict[str, Any], key: KeyPath) -> dict[str, 
     """`args` with Model Zoo's spellings read as torch's: `learning_rate` is `lr`, and
     `correct_bias: true` is dropped for Adam/AdamW, which always do it; what torch cannot do is refused."""
     takes = set(inspect.signature(cls).parameters)
-    for alias, target in MODEL_ZOO_ALIASES.items():
-        if alias in args and alias not in takes and target in args:
-            raise ConfigError(
-                (*key, alias), f"Model Zoo's spelling of {target}, which is given too; fix: keep only {target}"
-            )
-    renamed = {(MODEL_ZOO_ALIASES[a] if a in MODEL_ZOO_ALIASES and a not in takes else a): v for a, v in args.items()}
+    renamed = _renamed(args, takes, key)
     if "adjust_learning_rate" in renamed and "adjust_learning_rate" not in takes:
         raise ConfigError(
             (*key, "adjust_learning_rate"),
@@ -151,16 +150,39 @@ def _from_model_zoo(cls: type, args: dict[str, Any], key: KeyPath) -> dict[str, 
             "param_groups: block ([{tag:, params: [globs on parameter names], adjust_learning_rate:}]) with a "
             "ScalePerParamLR scheduler, or let `cs-lightning convert modelzoo.yaml -o run.yaml` write both",
         )
-    if "correct_bias" in renamed and cls in _BIAS_CORRECTED:
-        if renamed["correct_bias"] is not True:
-            raise ConfigError(
-                (*key, "correct_bias"),
-                f"{renamed['correct_bias']!r}: torch's {cls.__name__} always corrects the bias and cannot turn it "
-                "off; fix: remove correct_bias (the run then corrects the bias), or name an optimizer class "
-                "without bias correction by its dotted path (`cs-lightning convert` maps the rest of the block)",
-            )
-        del renamed["correct_bias"]
+    if cls in _BIAS_CORRECTED and renamed.pop("correct_bias", True) is not True:
+        raise ConfigError(
+            (*key, "correct_bias"),
+            f"{args['correct_bias']!r}: torch's {cls.__name__} always corrects the bias and cannot turn it "
+            "off; fix: remove correct_bias (the run then corrects the bias), or name an optimizer class "
+            "without bias correction by its dotted path (`cs-lightning convert` maps the rest of the block)",
+        )
+    if set(args) & {"correct_bias", *MODEL_ZOO_ALIASES}:
+        _warn_of_other_defaults(cls, renamed, key)
     return renamed
+
+
+def _renamed(args: dict[str, Any], takes: set[str], key: KeyPath) -> dict[str, Any]:
+    """`args` with each Model Zoo alias that `takes` (the class's parameters) lacks renamed to torch's name."""
+    aliases = {alias: target for alias, target in MODEL_ZOO_ALIASES.items() if alias in args and alias not in takes}
+    for alias, target in aliases.items():
+        if target in args:
+            raise ConfigError(
+                (*key, alias), f"Model Zoo's spelling of {target}, which is given too; fix: keep only {target}"
+            )
+    return {aliases.get(arg, arg): value for arg, value in args.items()}
+
+
+def _warn_of_other_defaults(cls: type, args: dict[str, Any], key: KeyPath) -> None:
+    """A block written for Model Zoo relied on cerebras.pytorch's defaults: say where torch's differ."""
+    for arg, default in CEREBRAS_DEFAULTS.get(cls.__name__.lower(), {}).items():
+        if arg not in args:
+            torch_default = inspect.signature(cls).parameters[arg].default
+            warnings.warn(
+                f"{format_key_path(key)}: a Cerebras Model Zoo block without {arg}: torch's default {arg}="
+                f"{torch_default} applies, where Model Zoo's was {default}; write {arg}: to choose",
+                stacklevel=4,
+            )
 
 
 def _check_arguments(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:

@@ -1,6 +1,7 @@
 """The optimizer block: both spellings build the same optimizer, later; mistakes name the key."""
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -128,3 +129,16 @@ def test_what_torch_cannot_do_of_a_model_zoo_block_is_refused_pointing_to_conver
     assert words in str(info.value) and "fix:" in str(info.value)
     if "learning_rate" not in spec.get("AdamW", {}):  # both spellings of lr: nothing for convert to do
         assert "`cs-lightning convert" in str(info.value)
+
+
+def test_a_model_zoo_block_leaving_a_default_that_torch_sets_differently_is_warned_about() -> None:
+    with pytest.warns(UserWarning) as seen:
+        optimizer_factory({"AdamW": {"learning_rate": 0.01, "correct_bias": True, "weight_decay": 0.1}})
+    assert [str(w.message) for w in seen] == [
+        "optimizer.AdamW: a Cerebras Model Zoo block without eps: torch's default eps=1e-08 applies, "
+        "where Model Zoo's was 1e-06; write eps: to choose"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        optimizer_factory({"AdamW": {"lr": 0.01}})  # torch's own spelling: torch's defaults, as written
+        optimizer_factory({"Adam": {"lr": 0.01, "eps": 1e-6, "correct_bias": True}})
