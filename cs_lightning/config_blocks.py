@@ -120,6 +120,12 @@ def parse_block(spec: Any, path: KeyPath, kind: str, bare_name_ok: bool = False)
         )
     if "class_path" in spec:
         return _class_path_block(spec, path)
+    if set(spec) == {"init_args"}:  # e.g. --optimizer.lr 0.001 with no optimizer given before
+        raise ConfigError(
+            path,
+            f"init_args with no class_path, and no {kind} given before them to add to; "
+            f"fix: name the class, class_path: package.module.Name, or write {{Name: {{args}}}}",
+        )
     if len(spec) != 1:
         several = " (use a list for several)" if kind == "scheduler" else ""
         raise ConfigError(

@@ -43,6 +43,7 @@ def test_names_resolve_case_insensitively_and_by_dotted_path() -> None:
         ({"class_path": "torch.nn.Linear"}, "optimizer", "not a torch.optim.Optimizer"),
         ({"class_path": "torch.optim.SGD", "init_args": {"lr": 0.1}, "extra": 1}, "optimizer.extra", "class_path"),
         ([1, 2], "optimizer", "expected a mapping"),
+        ({"init_args": {"lr": 0.1}}, "optimizer", "init_args with no class_path, and no optimizer given before"),
     ],
 )
 def test_mistakes_name_the_key_path_and_the_fix(spec, key: str, words: str) -> None:
