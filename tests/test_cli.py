@@ -751,6 +751,17 @@ ONE_LINE_FAILURES = {
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
     ),
+    "a strategy option on a strategy given by name": (
+        ["fit", "--trainer.strategy.trace_check", "false"],
+        "trainer.strategy: 'csx' is given by name, which takes no options, so --trainer.strategy.trace_check has "
+        "nothing to set; fix: give the class too: --trainer.strategy cs_lightning.CSXStrategy "
+        "--trainer.strategy.trace_check false",
+    ),
+    "a misspelt strategy option": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_chek", "false"],
+        "trainer.strategy.init_args.trace_chek: cs_lightning.CSXDDPStrategy has no such argument; "
+        "did you mean 'trace_check'? fix: remove it or correct its spelling",
+    ),
 }
 
 
