@@ -5,6 +5,7 @@ ZeroDivisionError later; here the constructor refuses them, and nothing is writt
 """
 
 import pytest
+import yaml
 import torch
 
 from cs_lightning import schedulers as cs
@@ -300,7 +301,7 @@ BAD = [
     (
         "sequential_milestone_float",
         "SequentialLR",
-        dict(schedulers=lambda o: [_linear(o), _linear(o)], milestones=[5.0]),
+        dict(schedulers=lambda o: [_linear(o), _linear(o)], milestones=[5.5]),
         "milestones[0]",
         TypeError,
     ),
@@ -445,3 +446,46 @@ def test_tags_matching_no_group_name_the_groups_tags_and_survive_pickling():
     copy = pickle.loads(pickle.dumps(error))
     assert (type(copy), copy.path, str(copy)) == (ParamGroupTagsError, error.path, str(error))
     assert str(error.under("a").with_fix("fix: other")) == "a.schedulers[0]: ConstantLR: got ...; fix: other"
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "argument", "expected"),
+    [
+        ("LinearLR", dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=1e3), "total_iters", 1000),
+        ("StepLR", dict(initial_learning_rate=0.1, step_size=3.0, gamma=0.5), "step_size", 3),
+        ("MultiStepLR", dict(initial_learning_rate=0.1, gamma=0.5, milestones=[2.0, 5.0]), "milestones", [2, 5]),
+        ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=4.0), "step_size_up", 4),
+        ("OneCycleLR", dict(initial_learning_rate=0.004, max_lr=0.1, total_steps=20.0), "total_steps", 20),
+        ("CosineAnnealingWarmRestarts", dict(initial_learning_rate=0.1, T_0=3.0), "T_0", 3),
+    ],
+)
+def test_a_whole_number_float_is_taken_as_its_integer(name, args, argument, expected):
+    """YAML reads `1e3` and `1.0e3` as floats: a length written so is that many steps."""
+    cls = getattr(cs, name)
+    as_floats = cls(_optimizer(), **args)
+    as_ints = cls(_optimizer(), **{**args, argument: expected})
+    kept = getattr(as_floats, argument)
+    assert kept == expected and all(type(v) is int for v in (kept if isinstance(kept, list) else [kept]))
+    assert as_floats.state_dict() == as_ints.state_dict()
+    assert torch.equal(as_floats.values(40), as_ints.values(40))
+
+
+def test_a_whole_number_float_from_yaml_text_builds_the_integer_schedule():
+    spec = yaml.safe_load("LinearLR: {initial_learning_rate: 0.1, end_learning_rate: 0.0, total_iters: 1.0e+3}")
+    assert spec["LinearLR"]["total_iters"] == 1000.0  # a float, as YAML reads it
+    (built,) = cs.build(spec, _optimizer())
+    assert built.total_iters == 1000 and type(built.total_iters) is int
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("LinearLR", dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=2.5), "total_iters=2.5"),
+        ("StepLR", dict(initial_learning_rate=0.1, step_size=10.5, gamma=0.5), "step_size=10.5"),
+        ("MultiStepLR", dict(initial_learning_rate=0.1, gamma=0.5, milestones=[2.5]), r"milestones\[0\]=2.5"),
+    ],
+)
+def test_a_fractional_float_is_refused_with_an_integer_to_write(name, args, message):
+    fix = int(float(message.split("=")[1]))
+    with pytest.raises(TypeError, match=f"^{name}: got {message}; .* must be an int; fix: write an integer, e.g. {fix}$"):
+        getattr(cs, name)(_optimizer(), **args)

@@ -33,7 +33,13 @@ def positive(owner: str, name: str, value: Any) -> float:
 
 
 def integer(owner: str, name: str, value: Any, minimum: int) -> int:
-    """An int >= minimum (a float such as 10.0 is refused: lengths count steps)."""
+    """An int >= minimum. A whole-number float (1000.0) is that int: YAML reads ``1e3`` and
+    ``1.0e3`` as floats; a fractional one is refused, since lengths count steps."""
+    if isinstance(value, Real) and not isinstance(value, (bool, Integral)):
+        if not float(value).is_integer():
+            fix = f"write an integer, e.g. {max(minimum, math.floor(value)) if math.isfinite(value) else minimum}"
+            raise TypeError(f"{_where(owner, name, value)}; {name} must be an int; fix: {fix}")
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{_where(owner, name, value)}; {name} must be an int")
     if value < minimum:
