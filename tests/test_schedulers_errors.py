@@ -5,8 +5,8 @@ ZeroDivisionError later; here the constructor refuses them, and nothing is writt
 """
 
 import pytest
-import yaml
 import torch
+import yaml
 
 from cs_lightning import schedulers as cs
 from cs_lightning.errors import ParamGroupTagsError
@@ -487,5 +487,7 @@ def test_a_whole_number_float_from_yaml_text_builds_the_integer_schedule():
 )
 def test_a_fractional_float_is_refused_with_an_integer_to_write(name, args, message):
     fix = int(float(message.split("=")[1]))
-    with pytest.raises(TypeError, match=f"^{name}: got {message}; .* must be an int; fix: write an integer, e.g. {fix}$"):
+    with pytest.raises(
+        TypeError, match=f"^{name}: got {message}; .* must be an int; fix: write an integer, e.g. {fix}$"
+    ):
         getattr(cs, name)(_optimizer(), **args)

@@ -36,10 +36,11 @@ def integer(owner: str, name: str, value: Any, minimum: int) -> int:
     """An int >= minimum. A whole-number float (1000.0) is that int: YAML reads ``1e3`` and
     ``1.0e3`` as floats; a fractional one is refused, since lengths count steps."""
     if isinstance(value, Real) and not isinstance(value, (bool, Integral)):
-        if not float(value).is_integer():
-            fix = f"write an integer, e.g. {max(minimum, math.floor(value)) if math.isfinite(value) else minimum}"
-            raise TypeError(f"{_where(owner, name, value)}; {name} must be an int; fix: {fix}")
-        value = int(value)
+        steps = float(value)
+        if not steps.is_integer():
+            example = max(minimum, math.floor(steps)) if math.isfinite(steps) else minimum
+            raise TypeError(f"{_where(owner, name, value)}; {name} must be an int; fix: write an integer, e.g. {example}")
+        value = int(steps)
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{_where(owner, name, value)}; {name} must be an int")
     if value < minimum:
