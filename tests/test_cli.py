@@ -153,6 +153,72 @@ def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path, capsy
     assert resumed == {k: closed_form[k] for k in range(5, STEPS)}
 
 
+RESUME_FIX = (
+    "fix: resume with the schedulers it was trained with, or start a new run from its weights (without ckpt_path)"
+)
+
+
+@pytest.mark.parametrize(
+    ("schedulers", "found"),
+    [
+        (
+            [{"CosineDecayLR": COSINE}],
+            "schedulers[0] is SequentialLR or SequentialWD in the checkpoint but CosineDecayLR in the config",
+        ),
+        (
+            [
+                {
+                    "SequentialLR": {
+                        "schedulers": [
+                            {"LinearLR": LINEAR},
+                            {"ExponentialLR": {"initial_learning_rate": PEAK, "total_iters": DECAY, "decay_rate": 0.5}},
+                        ]
+                    }
+                }
+            ],
+            "schedulers[0].schedulers[1] is CosineDecayLR in the checkpoint but ExponentialLR in the config",
+        ),
+        (
+            [*CEREBRAS["schedulers"], {"CosineDecayWD": {"initial_val": 0.01, "end_val": 0.0, "total_iters": STEPS}}],
+            "holds 1 scheduler, the config 2 schedulers",
+        ),
+    ],
+    ids=["another class", "another class nested", "another number"],
+)
+def test_resuming_with_other_schedulers_is_one_line_exit_2(schedulers, found, tmp_path: Path, capfd) -> None:
+    """Lightning would pair the states by position: silently when their numbers differ, else a traceback."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "3"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    changed = write(tmp_path / "changed.yaml", digits_run(tmp_path, **{**CEREBRAS, "schedulers": schedulers}))
+    capfd.readouterr()
+    assert main(["fit", "--config", str(changed), "--ckpt_path", str(checkpoint)]) == 2
+    err = capfd.readouterr().err
+    where = f"{str(checkpoint)!r}" + ("" if found.startswith("holds") else ":")
+    assert err == f"cs-lightning: error: ckpt_path: {where} {found}; {RESUME_FIX}\n"
+
+
+def test_resuming_with_other_arguments_warns_and_keeps_the_checkpoints(tmp_path: Path) -> None:
+    """As torch and cerebras.pytorch: the checkpoint's arguments are restored; now said, not silent."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    longer = {"LinearLR": LINEAR}, {"CosineDecayLR": {**COSINE, "total_iters": 2 * DECAY}}
+    changed = write(
+        tmp_path / "changed.yaml",
+        digits_run(tmp_path, **{**CEREBRAS, "schedulers": [{"SequentialLR": {"schedulers": list(longer)}}]}),
+    )
+    message = (
+        "SequentialLR.load_state_dict: the checkpoint's arguments differ from the configured ones "
+        f"(schedulers[1].total_iters={2 * DECAY} -> {DECAY}, configured -> checkpoint); the checkpoint's values are used"
+    )
+    with pytest.warns(UserWarning, match=f"^{re.escape(message)}$"):
+        assert main(["fit", "--config", str(changed), "--ckpt_path", str(checkpoint)]) == 0
+    probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
+    trained_with = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
+    assert metrics(tmp_path, version=1)["lr-AdamW"] == {k: trained_with[k] for k in range(5, STEPS)}
+
+
 def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

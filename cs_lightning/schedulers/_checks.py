@@ -39,7 +39,9 @@ def integer(owner: str, name: str, value: Any, minimum: int) -> int:
         steps = float(value)
         if not steps.is_integer():
             example = max(minimum, math.floor(steps)) if math.isfinite(steps) else minimum
-            raise TypeError(f"{_where(owner, name, value)}; {name} must be an int; fix: write an integer, e.g. {example}")
+            raise TypeError(
+                f"{_where(owner, name, value)}; {name} must be an int; fix: write an integer, e.g. {example}"
+            )
         value = int(steps)
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{_where(owner, name, value)}; {name} must be an int")
