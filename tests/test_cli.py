@@ -318,10 +318,10 @@ BAD = {
     ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
-    "inconsistent milestones": (
-        {"schedulers": [{"SequentialLR": {"schedulers": SEQ_OK, "milestones": [7]}}]},
+    "milestones for another number of schedulers": (
+        {"schedulers": [{"SequentialLR": {"schedulers": SEQ_OK, "milestones": [4, 8]}}]},
         "schedulers[0].SequentialLR",
-        "milestone 0 should be 4",
+        "give one milestone fewer than schedulers",
     ),
     "bad nested class_path argument": (
         {

@@ -367,28 +367,27 @@ def test_enumerates_at_least_thirty_distinct_bad_arguments():
 
 
 def test_sequential_milestones_follow_one_rule_in_python_and_yaml():
-    """A child with total_iters lasts that many steps, whether the sequence is built in Python or YAML."""
+    """Given milestones are taken as they are, in Python and YAML (as cerebras.pytorch 2.10 does):
+    a child's total_iters does not bound its stage; only the list itself is checked."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     children = [
         {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10}},
-        {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 90}},
+        {"CosineDecayLR": {"initial_learning_rate": 0.2, "end_learning_rate": 0.0, "total_iters": 90}},
     ]
-    message = (
-        r"got milestones=\[20\], but schedulers\[0\] \(LinearLR\) lasts total_iters=10 steps, so "
-        r"milestone 0 should be 10; fix one or drop milestones to infer them"
-    )
-    with pytest.raises(ValueError, match=f"^SequentialLR: {message}$"):
-        cs.SequentialLR(
-            optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [20]
-        )
-    with pytest.raises(ValueError, match=f"^schedulers\\[0\\].SequentialLR: {message}$"):
-        cs.build([{"SequentialLR": {"schedulers": children, "milestones": [20]}}], optimizer)
     built = cs.SequentialLR(
-        optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [10]
+        optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.2, 0.0, 90)], [20]
     )
-    assert torch.equal(
-        built.values(100), cs.build([{"SequentialLR": {"schedulers": children}}], optimizer)[0].values(100)
-    )
+    (from_yaml,) = cs.build([{"SequentialLR": {"schedulers": children, "milestones": [20]}}], optimizer)
+    assert torch.equal(built.values(120), from_yaml.values(120))
+    # the warmup holds its end value from step 10 to the milestone, where the decay starts at its step 0
+    assert built.values([9, 10, 19, 20])[:, 0].tolist() == pytest.approx([0.09, 0.1, 0.1, 0.2])
+    message = r"got milestones=\[20, 10\]; milestones must be strictly increasing \(milestones\[1\]=10 after 20\)"
+    three = [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.ConstantLR(optimizer, 0.1), cs.LinearLR(optimizer, 0.1, 0.0, 5)]
+    with pytest.raises(ValueError, match=f"^SequentialLR: {message}$"):
+        cs.SequentialLR(optimizer, three, [20, 10])
+    yaml_three = [*children[:1], {"ConstantLR": {"learning_rate": 0.1}}, children[1]]
+    with pytest.raises(ValueError, match=f"^schedulers\\[0\\].SequentialLR: SequentialLR: {message}$"):
+        cs.build([{"SequentialLR": {"schedulers": yaml_three, "milestones": [20, 10]}}], optimizer)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@
     {class_path: cs_lightning.schedulers.LinearLR, init_args: {...}}
 
 Missing ``SequentialLR`` milestones are the running sum of the children's
-``total_iters``; given ones must agree with them. Errors name the YAML key path.
+``total_iters``; given ones may differ from them (a stage cut short, or held past its
+end), as in cerebras.pytorch 2.10. Errors name the YAML key path.
 """
 
 from __future__ import annotations
@@ -218,26 +219,15 @@ def _build_children(spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path
 
 
 def _milestones(children: list[Scheduler], given: Any, path: KeyPath) -> Any:
-    """The running sum of the children's ``total_iters``, checked against ``given``."""
+    """``given``, else the running sum of the children's ``total_iters`` (each child lasts its length)."""
+    if given is not None:  # any stage lengths, as in cerebras.pytorch 2.10: SequentialLR checks the list
+        return given
     lengths = [child.total_iters for child in children[:-1]]
-    if given is None:
-        for index, length in enumerate(lengths):
-            if length is None:
-                raise ConfigError(
-                    path,
-                    f"milestones are missing and schedulers[{index}] "
-                    f"({type(children[index]).__name__}) has no total_iters; give milestones",
-                )
-        return [sum(lengths[: i + 1]) for i in range(len(lengths))]
-    if isinstance(given, Sequence) and len(given) == len(lengths):
-        starts = [0, *given]
-        for index, length in enumerate(lengths):
-            if length is not None and starts[index + 1] - starts[index] != length:
-                raise ConfigError(
-                    path,
-                    f"got milestones={list(given)}, but schedulers[{index}] "
-                    f"({type(children[index]).__name__}) lasts total_iters={length} steps, so "
-                    f"milestone {index} should be {starts[index] + length}; fix one or drop "
-                    "milestones to infer them",
-                )
-    return given
+    for index, length in enumerate(lengths):
+        if length is None:
+            raise ConfigError(
+                path,
+                f"milestones are missing and schedulers[{index}] "
+                f"({type(children[index]).__name__}) has no total_iters; give milestones",
+            )
+    return [sum(lengths[: i + 1]) for i in range(len(lengths))]
