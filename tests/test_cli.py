@@ -318,6 +318,11 @@ BAD = {
     ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
+    "two schedulers setting lr": (
+        {"schedulers": [{"LinearLR": LINEAR}, {"CosineDecayLR": COSINE}]},
+        "schedulers[1]",
+        "as schedulers[0] (LinearLR) does, so only the later would apply; fix: compose them in one SequentialLR",
+    ),
     "milestones for another number of schedulers": (
         {"schedulers": [{"SequentialLR": {"schedulers": SEQ_OK, "milestones": [4, 8]}}]},
         "schedulers[0].SequentialLR",
@@ -549,6 +554,26 @@ def test_schedule_draws_schedules_of_tagged_param_groups(tmp_path: Path, capfd) 
         [2, 0.05, 0.002],
         [3, 0.05, 0.002],
     ]
+
+
+def test_a_lambda_schedule_names_its_function_by_dotted_path_from_imports(tmp_path: Path, capfd) -> None:
+    (tmp_path / "cli_lambdas.py").write_text("import torch\n\ndef halving(k):\n    return torch.pow(0.5, k)\n")
+    config = {
+        "imports": ["cli_lambdas.py"],
+        "optimizer": {"SGD": {"lr": 0.1}},
+        "schedulers": [{"LambdaLR": {"initial_learning_rate": 0.2, "lr_lambda": "cli_lambdas.halving"}}],
+        "trainer": {"max_steps": 4},
+    }
+    assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config)), "--table"]) == 0
+    rows = [line.split() for line in capfd.readouterr().out.strip().splitlines()[1:]]
+    assert [(int(step), float(value)) for step, value in rows] == [(0, 0.2), (1, 0.1), (2, 0.05), (3, 0.025)]
+    config["schedulers"][0]["LambdaLR"]["lr_lambda"] = "cli_lambdas.doubling"
+    assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config)), "--table"]) == 2
+    assert capfd.readouterr().err == (
+        "cs-lightning: error: schedulers[0].LambdaLR: LambdaLR: got lr_lambda='cli_lambdas.doubling'; module "
+        "'cli_lambdas' has no 'doubling'; fix: give module.function, its module importable or its file listed "
+        "under imports:\n"
+    )
 
 
 def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:

@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 from cs_lightning.config_blocks import parse_block
-from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath, ParamGroupTagsError
-from cs_lightning.schedulers.base import Scheduler, _has_closed_form
+from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath, ParamGroupTagsError, format_key_path
+from cs_lightning.schedulers.base import Scheduler, _group_tags, _has_closed_form
 from cs_lightning.schedulers.composite import _Sequential
 
 
@@ -101,8 +101,34 @@ def build(spec: Any, optimizer: torch.optim.Optimizer, key: KeyPath = ("schedule
     if _is_legacy(spec):
         return [_build_legacy(spec, optimizer, key)]
     if isinstance(spec, Sequence) and not isinstance(spec, str):
-        return [_build_one(item, optimizer, (*key, i)) for i, item in enumerate(spec)]
+        built = [_build_one(item, optimizer, (*key, i)) for i, item in enumerate(spec)]
+        _refuse_two_writers(built, key)
+        return built
     return [_build_one(spec, optimizer, key)]
+
+
+def _refuse_two_writers(built: list[Scheduler], key: KeyPath) -> None:
+    """Two schedulers of one list that set the same value of a param group: each step writes both,
+    so only the later one applies (in cerebras.pytorch 2.10 too), while a table would show both."""
+    for later_index, later in enumerate(built):
+        for index, earlier in enumerate(built[:later_index]):
+            shared = sorted(set(earlier._targets) & set(later._targets))
+            if earlier.param_group_key != later.param_group_key or not shared:
+                continue
+            groups = later.optimizer.param_groups
+            raise ConfigError(
+                (*key, later_index),
+                f"{type(later).__name__} sets {later.param_group_key!r} of "
+                f"{', '.join(_group_name(index, groups[index]) for index in shared)}, as "
+                f"{format_key_path((*key, index))} ({type(earlier).__name__}) does, so only the later "
+                "would apply; fix: compose them in one SequentialLR (one after the other) or "
+                "ChainedScheduler (multiplied), or give them param_group_tags of different param groups",
+            )
+
+
+def _group_name(index: int, group: dict) -> str:
+    tags = sorted(tag for tag in _group_tags(group) if tag is not None)
+    return f"param group {index} (" + (f"tagged {tags}" if tags else "untagged") + ")"
 
 
 def named_tags(spec: Any) -> list[Any]:
