@@ -699,7 +699,10 @@ def test_a_chain_reads_its_childrens_initial_values_when_it_evaluates():
     decay.initial_learning_rate, decay.end_learning_rate = 2.0, 1.0  # the same relative decay
     assert chain.values([0, 10])[:, 0].tolist() == pytest.approx([0.2, 0.1])
     state["schedulers"][1].update(initial_learning_rate=4.0, end_learning_rate=1.0)
-    chain.load_state_dict(state)
+    with pytest.warns(
+        UserWarning, match=r"\(schedulers\[1\]\.initial_learning_rate=2\.0 -> 4\.0, configured -> checkpoint\)"
+    ):
+        chain.load_state_dict(state)
     assert chain.values([0, 10])[:, 0].tolist() == pytest.approx([0.2, 0.05])
 
 
