@@ -23,8 +23,9 @@ __all__ = ["ResumableDataLoader"]
 class ResumableDataLoader(DataLoader):
     """A map-style DataLoader whose position in the epoch survives a checkpoint.
 
-    Takes DataLoader's arguments. Without a ``generator``, one is made from a draw of the
-    global generator (so ``seed_everything`` fixes the order); the loader draws every
+    Takes DataLoader's arguments. Without a ``generator``, one is seeded from a draw of the
+    global generator when first iterated (so ``seed_everything`` fixes the order; like
+    DataLoader's own shuffling, building the loader draws nothing); the loader draws every
     random number of its shuffling and worker seeding from it. Resuming skips the batches
     already served by loading and dropping them (once, at the resume).
     """
@@ -36,15 +37,24 @@ class ResumableDataLoader(DataLoader):
                 "only the dataset knows; give the dataset state_dict/load_state_dict (or use torchdata's "
                 "StatefulDataLoader), or use a map-style dataset"
             )
-        if kwargs.get("generator") is None:
-            seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
-            kwargs["generator"] = torch.Generator().manual_seed(seed)
+        self._seeded = kwargs.get("generator") is not None
+        if not self._seeded:
+            kwargs["generator"] = torch.Generator()  # seeded by `_seed`
         super().__init__(dataset, *args, **kwargs)
         self._epoch_start = self.generator.get_state()  # the generator when this epoch's order was drawn
         self._served = 0  # batches handed out in this epoch
         self._skip = 0  # batches the next epoch starts after (set by load_state_dict)
 
+    def _seed(self) -> None:
+        """Seed the generator from the global one, once, when first needed. Not when built: a loader
+        made in ``train_dataloader()`` of a resumed run would put the global stream (dropout) one
+        draw ahead of the uninterrupted run's, whose draw came before the checkpoint."""
+        if not self._seeded:
+            self.generator.manual_seed(int(torch.randint(0, 2**62, (), dtype=torch.int64)))
+            self._seeded = True
+
     def __iter__(self) -> Any:
+        self._seed()
         if self._skip:  # resumed inside an epoch: that epoch's order again, after the served batches
             self.generator.set_state(self._epoch_start)
         else:
@@ -62,6 +72,7 @@ class ResumableDataLoader(DataLoader):
 
     def state_dict(self) -> dict[str, Any]:
         """The generator's state now and at the epoch's start, and the batches served since."""
+        self._seed()  # a state saved before the first epoch must hold the seed that epoch will use
         return {"generator": self.generator.get_state(), "epoch_start": self._epoch_start, "served": self._served}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -72,6 +83,7 @@ class ResumableDataLoader(DataLoader):
                 "['epoch_start', 'generator', 'served'] (a state of another dataloader?)"
             )
         served = int(state_dict["served"])
+        self._seeded = True
         self.generator.set_state(state_dict["generator"])
         self._epoch_start = state_dict["epoch_start"]
         self._skip = served if 0 < served < len(self) else 0

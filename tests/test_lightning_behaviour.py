@@ -523,7 +523,14 @@ strategy, mode, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
 class Model(LightningModule):
     def __init__(self):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 1))
+        # dropout under csx, which saves the generators (plain Lightning does not)
+        dropout = nn.Identity() if strategy == "auto" else nn.Dropout(0.2)
+        self.net = nn.Sequential(nn.Linear(6, 16), nn.GELU(), dropout, nn.Linear(16, 1))
+
+    def train_dataloader(self):  # built once the checkpoint is restored, as most modules do
+        x = torch.randn(64, 6, generator=torch.Generator().manual_seed(0))
+        dataset = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True).sin())
+        return cs_lightning.ResumableDataLoader(dataset, batch_size=8, shuffle=True)  # 8 batches, a new order each
 
     def training_step(self, batch, batch_idx):
         return nn.functional.mse_loss(self.net(batch[0]), batch[1])
@@ -541,15 +548,12 @@ class KillAt(Callback):
 
 
 seed_everything(5)
-x = torch.randn(64, 6)
-data = cs_lightning.ResumableDataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True).sin()),
-                                        batch_size=8, shuffle=True)  # 8 batches an epoch, a new order each
 model = Model()
 callbacks = [ModelCheckpoint(dirpath="ckpt", every_n_train_steps=3, save_top_k=-1, save_last=True)]
 callbacks += [KillAt()] if mode == "crash" else []
 trainer = Trainer(strategy=strategy, max_steps=24, logger=False, enable_progress_bar=False,
                   enable_model_summary=False, callbacks=callbacks)
-trainer.fit(model, data, ckpt_path="last" if mode == "resume" else None)
+trainer.fit(model, ckpt_path="last" if mode == "resume" else None)
 torch.save({"weights": model.state_dict(), "optimizer": trainer.optimizers[0].state_dict(),
             "lr": trainer.optimizers[0].param_groups[0]["lr"], "step": trainer.global_step}, f"{mode}.pt")
 """

@@ -150,7 +150,7 @@ def test_fit_from_checkpoint_materializes_the_saved_weights_and_restores_the_gen
     run = trainer("csx", max_steps=4, callbacks=[snapshot])
     run.fit(fresh, data(), ckpt_path="ckpt/last.ckpt")  # at max_steps: restore, no step
     assert _equal(list(trained.parameters()), snapshot.weights)
-    assert torch.equal(saved["csx_rng_states"]["torch"], snapshot.rng)  # generators restored
+    assert torch.equal(saved["csx_rng_states"][0]["torch"], snapshot.rng)  # generators restored
     assert run.global_step == 4
 
 

@@ -6,6 +6,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import torch
 from conftest import REPO
 
 SCRIPT = textwrap.dedent(
@@ -56,3 +57,47 @@ def test_two_cpu_systems_train_data_parallel_with_identical_replicas(tmp_path: P
     assert ranks[0]["at_start"] == ranks[1]["at_start"]
     assert ranks[0]["at_end"] == ranks[1]["at_end"] != ranks[0]["at_start"]  # trained, in lockstep
     assert {r["steps"] for r in ranks} == {4}
+
+
+RESUME_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from lightning.pytorch import Callback, seed_everything
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning_models import Regressor, fit
+
+    mode = sys.argv[1]
+
+    class Diverge(Callback):  # each rank draws its own count: their generators differ from step 1
+        def on_train_batch_end(self, trainer, *args):
+            torch.rand(trainer.global_rank + 1)
+
+        def on_train_end(self, trainer, pl_module):
+            torch.save(torch.get_rng_state(), f"{{mode}}{{trainer.global_rank}}.pt")
+
+    seed_everything(3)
+    saver = ModelCheckpoint(dirpath="ckpt", every_n_train_steps=4, save_top_k=-1)  # 4 steps: an epoch a rank
+    fit(Regressor(build_in="configure_model"), "csx", steps=8, devices=2, accelerator="cpu",
+        enable_checkpointing=True, callbacks=[Diverge(), saver],
+        ckpt_path="ckpt/epoch=0-step=4.ckpt" if mode == "resumed" else None)
+    """
+)
+
+
+def test_each_rank_resumes_its_own_generators(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests")))
+    for mode in ("uninterrupted", "resumed"):
+        run = subprocess.run(
+            [sys.executable, str(script), mode], cwd=tmp_path, capture_output=True, text=True, timeout=240
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+    states = {
+        name: torch.load(tmp_path / f"{name}.pt")
+        for name in ("uninterrupted0", "uninterrupted1", "resumed0", "resumed1")
+    }
+    assert not torch.equal(states["uninterrupted0"], states["uninterrupted1"])
+    assert torch.equal(states["resumed0"], states["uninterrupted0"])
+    assert torch.equal(states["resumed1"], states["uninterrupted1"])

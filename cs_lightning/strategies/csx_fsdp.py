@@ -34,7 +34,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
-from cs_lightning.strategies.system import _RNG_KEY, _WEIGHT_DTYPES, CSXSystemMixin, _check_keys, _restore_rng_states
+from cs_lightning.strategies.system import _RNG_KEY, _WEIGHT_DTYPES, CSXSystemMixin, _check_keys
 
 STATE_DICT_TYPES = ("sharded", "full")
 
@@ -184,8 +184,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             set_model_state_dict(module, model_state["state_dict"], options=StateDictOptions(strict=strict))
         else:
             load_rows(module, source)
-        if _RNG_KEY in checkpoint:
-            _restore_rng_states(checkpoint[_RNG_KEY])
+        self._restore_generators(checkpoint)
 
     @override
     def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
@@ -199,6 +198,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     @override
     def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
         """Each rank takes its rows of the optimizer state; a state saved before the first step is empty."""
+        self._check_checkpoint_schedulers(checkpoint)
         source = checkpoint["state_dict"]
         for k, optimizer in enumerate(self.optimizers):
             if not isinstance(source, _ShardedFolder):

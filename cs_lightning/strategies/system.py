@@ -31,6 +31,7 @@ import torch
 from lightning import __version__ as lightning_version
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.strategies import _StrategyRegistry
+from lightning.fabric.utilities.rank_zero import rank_zero_warn
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.strategies import Strategy
@@ -43,6 +44,7 @@ from typing_extensions import override
 from cs_lightning import deferred, trace
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
+from cs_lightning.schedulers.resume import check_checkpoint
 from cs_lightning.step_closure import StepBoundary
 from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of
 from cs_lightning.trace_cache import TraceCache
@@ -229,9 +231,30 @@ class CSXSystemMixin(Strategy):
 
     @override
     def save_checkpoint(self, checkpoint: dict[str, Any], filepath: _PATH, storage_options: Any | None = None) -> None:
-        """Save the random generators too: a resumed run then draws what the uninterrupted one would."""
-        checkpoint[_RNG_KEY] = _rng_states()
+        """Save every rank's random generators too: a resumed run then draws what the uninterrupted one would.
+
+        Every rank calls this (Lightning's rule for ``trainer.save_checkpoint``), so the states are gathered.
+        """
+        states = _rng_states()
+        if self.world_size > 1 and torch.distributed.is_initialized():
+            gathered: list[Any] = [None] * self.world_size
+            torch.distributed.all_gather_object(gathered, states)
+            checkpoint[_RNG_KEY] = gathered
+        else:
+            checkpoint[_RNG_KEY] = [states]
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
+
+    @override
+    def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
+        """Refuse first a checkpoint whose schedulers the configured ones cannot resume from: Lightning
+        loads them next, paired by position, silently when their numbers differ."""
+        self._check_checkpoint_schedulers(checkpoint)
+        super().load_optimizer_state_dict(checkpoint)
+
+    def _check_checkpoint_schedulers(self, checkpoint: Mapping[str, Any]) -> None:
+        if "lr_schedulers" in checkpoint:  # else Lightning says the checkpoint holds weights only
+            schedulers = [config.scheduler for config in self.lr_scheduler_configs]
+            check_checkpoint(self._connected_module.trainer.ckpt_path, checkpoint["lr_schedulers"], schedulers)
 
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
@@ -245,8 +268,24 @@ class CSXSystemMixin(Strategy):
             self._materialize(module, state_dict, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
         else:
             super().load_model_state_dict(checkpoint, strict=strict)
-        if _RNG_KEY in checkpoint:
-            _restore_rng_states(checkpoint[_RNG_KEY])
+        self._restore_generators(checkpoint)
+
+    def _restore_generators(self, checkpoint: Mapping[str, Any]) -> None:
+        """Set this rank's generators as the checkpoint saved them (before the dataloaders are made:
+        the iterator of an epoch starting after the checkpoint draws its seed from them)."""
+        saved = checkpoint.get(_RNG_KEY)
+        if saved is None:
+            return
+        if isinstance(saved, Mapping):  # written by cs_lightning 0.1.0: one state, for every rank
+            _restore_rng_states(saved)
+            return
+        if len(saved) != self.world_size:
+            rank_zero_warn(
+                f"the checkpoint holds the random generators of {len(saved)} rank(s) and this run has "
+                f"{self.world_size}: every rank continues from rank 0's, so random draws (dropout) differ from "
+                "the run that wrote it"
+            )
+        _restore_rng_states(saved[self.global_rank] if len(saved) == self.world_size else saved[0])
 
     @override
     def setup(self, trainer: Trainer) -> None:
