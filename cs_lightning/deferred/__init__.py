@@ -27,12 +27,14 @@ Limits, each reported rather than hidden:
 
 * Replay draws from the global generator as it is at ``materialize``: draw no random
   numbers between recording and materialize (a warning says when that happened).
-* A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop)
-  makes everything recorded so far run eagerly, with a warning naming the constructor;
-  the values stay eager's. ``nn.init.trunc_normal_`` is recorded as one call instead.
-* Writing random numbers into a tensor created outside the recording, setting the
-  global generator (``torch.manual_seed``, ``fork_rng``) inside the constructor, or an
-  in-place op without a meta kernel, cannot be deferred: ``recording()`` raises
+* A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop),
+  or sets or reads the global generator (``torch.manual_seed``, ``seed_everything``,
+  ``fork_rng``) after random numbers were recorded, makes everything recorded so far run
+  eagerly, with a warning naming the constructor and the user's line; the values stay
+  eager's. Seeding before any draw is recorded (the top of ``configure_model``) keeps the
+  whole model deferred. ``nn.init.trunc_normal_`` is recorded as one call instead.
+* Writing random numbers into a tensor created outside the recording, or an in-place
+  op without a meta kernel, cannot be deferred: ``recording()`` raises
   :class:`~cs_lightning.errors.DeferredInitError` naming the constructor, and
   ``deferred_init`` falls back to eager construction with a warning.
 * Bit-identity is tested on the CPU; on other devices replay runs the same ops there,

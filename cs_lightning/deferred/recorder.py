@@ -32,7 +32,7 @@ from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.deferred.replay import Executor, live_ops, replay_exact
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
-from cs_lightning.user_code import is_user_file
+from cs_lightning.user_code import is_own_file, is_user_file
 
 aten = torch.ops.aten
 T = TypeVar("T")
@@ -167,22 +167,48 @@ def _not_materialized(what: Any) -> str:
 def constructor_site() -> str:
     """Where in the user's constructors we are: ``A.__init__ > B.__init__ (file:line)``.
 
-    Lightning's ``configure_model`` counts as a constructor: it runs under recording too.
+    Lightning's ``configure_model`` counts as a constructor: it runs under recording too. The
+    line is the user's own (see :func:`user_site`), not that of a library they called.
     """
     chain: list[str] = []
-    site = None
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        file = frame.f_code.co_filename
-        if site is None and is_user_file(file):
-            site = f"{file}:{frame.f_lineno}"
         owner = frame.f_locals.get("self")
         name = frame.f_code.co_name
         if name in ("__init__", "configure_model") and isinstance(owner, torch.nn.Module):
             chain.append(f"{type(owner).__qualname__}.{name}")
         frame = frame.f_back
     path = " > ".join(reversed(chain)) or "<no module constructor>"
-    return f"{path} ({site or 'unknown location'})"
+    return f"{path} ({user_site()})"
+
+
+def _user_frame() -> tuple[FrameType, int] | None:
+    """The innermost frame of the user's own code, and how many frames out from the caller's
+    caller it is; failing that (all of the user's code is installed as a package), the
+    innermost frame outside torch, cs_lightning and the standard library."""
+    fallback = None
+    frame: FrameType | None = sys._getframe(2)
+    depth = 1
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if is_own_file(file):
+            return frame, depth
+        if fallback is None and is_user_file(file):
+            fallback = frame, depth
+        frame, depth = frame.f_back, depth + 1
+    return fallback
+
+
+def user_site() -> str:
+    """``file:line`` of the user's line that led here (see :func:`_user_frame`)."""
+    found = _user_frame()
+    return "unknown location" if found is None else f"{found[0].f_code.co_filename}:{found[0].f_lineno}"
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the caller point at the user's line."""
+    found = _user_frame()
+    return 1 if found is None else found[1]
 
 
 class Recorder(Recording):
@@ -465,23 +491,44 @@ class Recorder(Recording):
                 self._concrete[ref.sid] = cached
             return cached[1].as_strided(ref.size, ref.stride, ref.offset)
 
-    def flush(self, reason: str) -> None:
+    def flush(
+        self,
+        reason: str,
+        why: str = "Eager construction would branch on random numbers here",
+        fix: str = "Move the read out of the constructor to keep the whole model deferred.",
+    ) -> None:
         """Run every pending op for real, now, on the global generator, in order.
 
         This is eager construction, delayed: the values and the RNG stream are exactly
         eager's, but the memory of everything recorded so far is allocated now.
         """
         warnings.warn(
-            f"{reason} in {constructor_site()}. Eager construction would branch on random "
-            "numbers here, so everything recorded so far was run eagerly (its memory is "
-            "allocated now); weights stay exactly eager's. Move the read out of the "
-            "constructor to keep the whole model deferred.",
+            f"{reason} in {constructor_site()}. {why}, so everything recorded so far was run "
+            f"eagerly (its memory is allocated now); weights stay exactly eager's. {fix}",
             DeferredInitWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
         keep = {self.ref(f).sid for f in list(self.alive)}
         with recording_paused():
             replay_exact(self, set(), keep, None, True, lambda sid, executor: None)
+
+    def before_generator_use(self, function: str, use: str) -> None:
+        """``function`` (``torch.manual_seed``, ``torch.get_rng_state``...) is about to ``use`` ("set" or
+        "read") the global generator: eager drew the numbers recorded so far before that, so they are
+        drawn now (nothing to do if none is pending)."""
+        if any(self.ops[k].random for k in self.pending()):
+            fix = "seed" if use == "set" else "read the generator"
+            self.flush(
+                f"{function} after random numbers were recorded",
+                f"Eager construction drew them before the generator was {use}",
+                f"To keep the whole model deferred, {fix} before trainer.fit (or deferred_init), or at "
+                "the top of configure_model before building any layer.",
+            )
+
+    def generator_set(self) -> None:
+        """The global generator was just set: the draws recorded from now on start from its new state."""
+        self.rng_state = torch.get_rng_state()
+        self.follows = None  # eager would draw from the new state, not after an earlier recording
 
     def record_call(
         self, func: Callable[..., Any], tensor: DeferredTensor, args: tuple, kwargs: dict
@@ -554,8 +601,10 @@ def recording_paused() -> Iterator[None]:
 
 # Init functions whose Python loops on random values; recorded as one call each.
 _WHOLE_CALLS = [(torch.nn.init, "trunc_normal_")]
-# Setters of the global CPU generator: the draws recorded before them happen only at
-# materialize, so a state set (or restored, as fork_rng does) now cannot be replayed.
+# Setters and getters of the global CPU generator: the draws recorded before one must
+# happen before it (fork_rng reads the state, then puts it back), and the draws recorded
+# after a setter start from the state it sets.
+_RNG_GETTERS = [(torch, "get_rng_state"), (torch.random, "get_rng_state")]
 _RNG_SETTERS = [
     (torch, "manual_seed"),
     (torch.random, "manual_seed"),
@@ -579,15 +628,26 @@ def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _refused_setter(original: Callable[..., Any]) -> Callable[..., Any]:
+def _setter(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if _recording_user_code() is not None:
-            raise DeferredInitError(
-                f"torch.{original.__name__} in {constructor_site()}: the random numbers "
-                "recorded so far are drawn only at materialize, so setting the global "
-                "generator here cannot be replayed. Seed before deferred_init/recording."
-            )
+        recorder = _recording_user_code()
+        if recorder is None:
+            return original(*args, **kwargs)
+        recorder.before_generator_use(f"torch.{original.__name__}", "set")
+        result = original(*args, **kwargs)
+        recorder.generator_set()
+        return result
+
+    return call
+
+
+def _getter(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        recorder = _recording_user_code()
+        if recorder is not None:
+            recorder.before_generator_use(f"torch.{original.__name__}", "read")
         return original(*args, **kwargs)
 
     return call
@@ -599,7 +659,8 @@ def _patched() -> Iterator[None]:
     each acts only on the thread that records."""
     global _patch_users
     patches = [(owner, name, _recorded_call) for owner, name in _WHOLE_CALLS]
-    patches += [(owner, name, _refused_setter) for owner, name in _RNG_SETTERS]
+    patches += [(owner, name, _setter) for owner, name in _RNG_SETTERS]
+    patches += [(owner, name, _getter) for owner, name in _RNG_GETTERS]
     with _patch_lock:
         if _patch_users == 0:
             for owner, name, wrap in patches:
