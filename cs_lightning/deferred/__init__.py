@@ -26,7 +26,11 @@ or, in the independent mode, per tensor on its own generator (``independent.py``
 Limits, each reported rather than hidden:
 
 * Replay draws from the global generator as it is at ``materialize``: draw no random
-  numbers between recording and materialize (a warning says when that happened).
+  numbers between recording and materialize (a warning says when that happened, naming
+  the line that opened the recording). The csx strategies instead jump the generator past
+  a block's draws as the block ends (``recorder.jump_past_draws``) when every draw's count
+  is known (float32/float64 ``normal_``/``uniform_``/``randn``/``rand`` on the CPU): draws
+  made before ``fit`` are then eager's, and so are the weights.
 * A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop),
   or sets or reads the global generator (``torch.manual_seed``, ``seed_everything``,
   ``fork_rng``) after random numbers were recorded, makes everything recorded so far run

@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
-from cs_lightning.deferred.replay import Executor, live_ops, replay_exact
+from cs_lightning.deferred.replay import Executor, _skip, live_ops, replay_exact
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
 from cs_lightning.user_code import is_own_file, is_user_file
 
@@ -220,6 +220,7 @@ class Recorder(Recording):
         self.active = True  # False once its block has exited (in-place init is still recorded)
         self._last_write: dict[int, int] = {}  # storage -> index of the last op writing it
         self._concrete: dict[int, tuple[int, torch.Tensor]] = {}  # values read by constructors, cached
+        self.site = user_site()
 
     def _wrap(self, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
         fake = DeferredTensor(meta, device)
@@ -428,6 +429,8 @@ class Recorder(Recording):
             self.uninitialized.discard(sid)
         if func.overloadpacket in _UNINITIALIZED:
             self.uninitialized.update(ref.sid for _, ref in creates)
+        if is_random and self.replay_from is not None:
+            self._drawn_after_jump(index)
 
     def _note_generators(self, logged: list[Any]) -> None:
         for x in logged:
@@ -509,7 +512,7 @@ class Recorder(Recording):
             stacklevel=user_stacklevel(),
         )
         keep = {self.ref(f).sid for f in list(self.alive)}
-        with recording_paused():
+        with recording_paused(), self.eager_generator():
             replay_exact(self, set(), keep, None, True, lambda sid, executor: None)
 
     def before_generator_use(self, function: str, use: str) -> None:
@@ -554,7 +557,24 @@ class Recorder(Recording):
         )
         self._last_write[ref.sid] = index
         self.uninitialized.discard(ref.sid)
+        if self.replay_from is not None:
+            self._drawn_after_jump(index)
         return tensor
+
+    def _drawn_after_jump(self, index: int) -> None:
+        """A draw recorded after the generator was jumped past the block's (``model.apply(init_fn)``
+        after ``trainer.init_module()``): eager draws it next, so the generator jumps past it too.
+        When it cannot (its count is unknown, or numbers were drawn since the block), the generator
+        goes back to where it was and replay draws from it as it is at materialize, as without a jump."""
+        words = _global_words(self, [index])
+        unmoved = self.jumped_to is not None and torch.equal(torch.get_rng_state(), self.jumped_to)
+        if words is not None and unmoved:
+            _skip(torch.default_generator, words)
+            self.jumped_to = torch.get_rng_state()
+            return
+        if unmoved and self.replay_from is not None:
+            torch.set_rng_state(self.replay_from)
+        self.replay_from = self.jumped_to = None
 
 
 class _RecordingMode(TorchDispatchMode):
@@ -741,3 +761,39 @@ def _deferred_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def is_deferred(module: torch.nn.Module) -> bool:
     """True while any parameter or buffer of ``module`` is still a deferred tensor."""
     return any(isinstance(t, DeferredTensor) for t in (*module.parameters(), *module.buffers()))
+
+
+def jump_past_draws(recording: Recording) -> bool:
+    """Move the global CPU generator past the draws ``recording`` holds and has not run, to where
+    eager construction would have left it, so numbers drawn before materialize (a ``random_split``,
+    a ``torch.randn``) are eager's too; materialize then replays from the state saved here.
+
+    Only when every such draw's count of generator outputs is known without generating it
+    (float32/float64 ``normal_``, ``uniform_``, ``randn``, ``rand`` on the CPU; draws from the
+    user's own generators count none): returns whether the generator is where eager leaves it.
+    A jump over many outputs costs 10-30 ms whatever their count (``mt19937.advance``).
+    """
+    words = _global_words(recording, recording.pending())
+    if words is None:
+        return False
+    if words:
+        recording.replay_from = torch.get_rng_state()
+        _skip(torch.default_generator, words)
+        recording.jumped_to = torch.get_rng_state()
+    return True
+
+
+def _global_words(recording: Recording, indices: list[int]) -> int | None:
+    """Outputs of the global CPU generator the ops at ``indices`` take; None if one is unknown."""
+    counter = Executor(recording.storages, None)  # allocates nothing: global_draws reads metadata only
+    total = 0
+    for k in indices:
+        op = recording.ops[k]
+        own = any(isinstance(x, torch.Generator) and x is not torch.default_generator for x in op.flat)
+        if not op.random or own:
+            continue
+        words = counter.global_draws(op)
+        if words is None:
+            return None
+        total += words
+    return total
