@@ -93,6 +93,11 @@ class ParamGroupTagsError(ConfigError):
         return type(self), (self.path, self.problem, self.fix)
 
 
+class CheckpointSchedulersError(ConfigError):
+    """``ckpt_path`` holds schedulers that the configured ones cannot resume from (another number of
+    them, or another class at a position): Lightning would pair them by position, or fail deep inside."""
+
+
 class ClosedFormError(CSLightningError, TypeError):
     """A scheduler's ``_get_closed_form`` cannot be evaluated on a tensor of steps."""
 

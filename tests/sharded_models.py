@@ -99,6 +99,63 @@ class Language(LightningModule):
         }
 
 
+class ReadsAValue(nn.Module):
+    """A constructor that reads a random value, then makes more tensors: the recording runs what it holds at the
+    read (eager's values and stream, in memory then) and goes on recording."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 21)  # 21 rows: uneven over 2 and 3 ranks
+        with torch.no_grad():
+            self.scale = float(self.a.weight.abs().max())
+        self.b = nn.Linear(21, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x) * self.scale)
+
+
+class Strided(nn.Module):
+    """Parameters whose rows are not the leading elements of their storage: non-contiguous views (FSDP2 refuses
+    them built eagerly; materialized, they are contiguous) and a contiguous one at an offset."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transposed = nn.Parameter(torch.randn(24, 40).t())
+        self.permuted = nn.Parameter(torch.randn(6, 5, 7).permute(2, 0, 1))
+        self.every_other = nn.Parameter(torch.randn(33, 17)[::2])
+        self.tail = nn.Parameter(torch.randn(40, 17)[20:])
+        self.after = nn.Linear(17, 9)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.after(x) + sum(p.sum() for p in (self.transposed, self.permuted, self.every_other, self.tail))
+
+
+class Built(LightningModule):
+    """A module class built in ``configure_model``, trained on :func:`ones` with a zero learning rate."""
+
+    def __init__(self, net: type[nn.Module]) -> None:
+        super().__init__()
+        self.net_class = net
+        self.net: nn.Module | None = None
+
+    def configure_model(self) -> None:
+        if self.net is None:
+            self.net = self.net_class()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).sum()
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self(batch[0])
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def ones(width: int) -> DataLoader:
+    return DataLoader(TensorDataset(torch.ones(8, width)), batch_size=4)
+
+
 def tokens(n: int = 48, length: int = 8, batch_size: int = 4) -> DataLoader:
     generator = torch.Generator().manual_seed(11)
     data = torch.randint(0, VOCAB, (n, length + 1), generator=generator)

@@ -153,6 +153,72 @@ def test_resuming_from_a_checkpoint_continues_the_schedule(tmp_path: Path, capsy
     assert resumed == {k: closed_form[k] for k in range(5, STEPS)}
 
 
+RESUME_FIX = (
+    "fix: resume with the schedulers it was trained with, or start a new run from its weights (without ckpt_path)"
+)
+
+
+@pytest.mark.parametrize(
+    ("schedulers", "found"),
+    [
+        (
+            [{"CosineDecayLR": COSINE}],
+            "schedulers[0] is SequentialLR or SequentialWD in the checkpoint but CosineDecayLR in the config",
+        ),
+        (
+            [
+                {
+                    "SequentialLR": {
+                        "schedulers": [
+                            {"LinearLR": LINEAR},
+                            {"ExponentialLR": {"initial_learning_rate": PEAK, "total_iters": DECAY, "decay_rate": 0.5}},
+                        ]
+                    }
+                }
+            ],
+            "schedulers[0].schedulers[1] is CosineDecayLR in the checkpoint but ExponentialLR in the config",
+        ),
+        (
+            [*CEREBRAS["schedulers"], {"CosineDecayWD": {"initial_val": 0.01, "end_val": 0.0, "total_iters": STEPS}}],
+            "holds 1 scheduler, the config 2 schedulers",
+        ),
+    ],
+    ids=["another class", "another class nested", "another number"],
+)
+def test_resuming_with_other_schedulers_is_one_line_exit_2(schedulers, found, tmp_path: Path, capfd) -> None:
+    """Lightning would pair the states by position: silently when their numbers differ, else a traceback."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "3"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    changed = write(tmp_path / "changed.yaml", digits_run(tmp_path, **{**CEREBRAS, "schedulers": schedulers}))
+    capfd.readouterr()
+    assert main(["fit", "--config", str(changed), "--ckpt_path", str(checkpoint)]) == 2
+    err = capfd.readouterr().err
+    where = f"{str(checkpoint)!r}" + ("" if found.startswith("holds") else ":")
+    assert err == f"cs-lightning: error: ckpt_path: {where} {found}; {RESUME_FIX}\n"
+
+
+def test_resuming_with_other_arguments_warns_and_keeps_the_checkpoints(tmp_path: Path) -> None:
+    """As torch and cerebras.pytorch: the checkpoint's arguments are restored; now said, not silent."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "5"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    longer = {"LinearLR": LINEAR}, {"CosineDecayLR": {**COSINE, "total_iters": 2 * DECAY}}
+    changed = write(
+        tmp_path / "changed.yaml",
+        digits_run(tmp_path, **{**CEREBRAS, "schedulers": [{"SequentialLR": {"schedulers": list(longer)}}]}),
+    )
+    message = (
+        "SequentialLR.load_state_dict: the checkpoint's arguments differ from the configured ones "
+        f"(schedulers[1].total_iters={2 * DECAY} -> {DECAY}, configured -> checkpoint); the checkpoint's values are used"
+    )
+    with pytest.warns(UserWarning, match=f"^{re.escape(message)}$"):
+        assert main(["fit", "--config", str(changed), "--ckpt_path", str(checkpoint)]) == 0
+    probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
+    trained_with = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
+    assert metrics(tmp_path, version=1)["lr-AdamW"] == {k: trained_with[k] for k in range(5, STEPS)}
+
+
 def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -252,10 +318,15 @@ BAD = {
     ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
-    "inconsistent milestones": (
-        {"schedulers": [{"SequentialLR": {"schedulers": SEQ_OK, "milestones": [7]}}]},
+    "two schedulers setting lr": (
+        {"schedulers": [{"LinearLR": LINEAR}, {"CosineDecayLR": COSINE}]},
+        "schedulers[1]",
+        "as schedulers[0] (LinearLR) does, so only the later would apply; fix: compose them in one SequentialLR",
+    ),
+    "milestones for another number of schedulers": (
+        {"schedulers": [{"SequentialLR": {"schedulers": SEQ_OK, "milestones": [4, 8]}}]},
         "schedulers[0].SequentialLR",
-        "milestone 0 should be 4",
+        "give one milestone fewer than schedulers",
     ),
     "bad nested class_path argument": (
         {
@@ -483,6 +554,26 @@ def test_schedule_draws_schedules_of_tagged_param_groups(tmp_path: Path, capfd) 
         [2, 0.05, 0.002],
         [3, 0.05, 0.002],
     ]
+
+
+def test_a_lambda_schedule_names_its_function_by_dotted_path_from_imports(tmp_path: Path, capfd) -> None:
+    (tmp_path / "cli_lambdas.py").write_text("import torch\n\ndef halving(k):\n    return torch.pow(0.5, k)\n")
+    config = {
+        "imports": ["cli_lambdas.py"],
+        "optimizer": {"SGD": {"lr": 0.1}},
+        "schedulers": [{"LambdaLR": {"initial_learning_rate": 0.2, "lr_lambda": "cli_lambdas.halving"}}],
+        "trainer": {"max_steps": 4},
+    }
+    assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config)), "--table"]) == 0
+    rows = [line.split() for line in capfd.readouterr().out.strip().splitlines()[1:]]
+    assert [(int(step), float(value)) for step, value in rows] == [(0, 0.2), (1, 0.1), (2, 0.05), (3, 0.025)]
+    config["schedulers"][0]["LambdaLR"]["lr_lambda"] = "cli_lambdas.doubling"
+    assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config)), "--table"]) == 2
+    assert capfd.readouterr().err == (
+        "cs-lightning: error: schedulers[0].LambdaLR: LambdaLR: got lr_lambda='cli_lambdas.doubling'; module "
+        "'cli_lambdas' has no 'doubling'; fix: give module.function, its module importable or its file listed "
+        "under imports:\n"
+    )
 
 
 def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
@@ -750,6 +841,17 @@ ONE_LINE_FAILURES = {
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
+    ),
+    "a strategy option on a strategy given by name": (
+        ["fit", "--trainer.strategy.trace_check", "false"],
+        "trainer.strategy: 'csx' is given by name, which takes no options, so --trainer.strategy.trace_check has "
+        "nothing to set; fix: give the class too: --trainer.strategy cs_lightning.CSXStrategy "
+        "--trainer.strategy.trace_check false",
+    ),
+    "a misspelt strategy option": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_chek", "false"],
+        "trainer.strategy.init_args.trace_chek: cs_lightning.CSXDDPStrategy has no such argument; "
+        "did you mean 'trace_check'? fix: remove it or correct its spelling",
     ),
 }
 

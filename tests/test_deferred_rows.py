@@ -14,6 +14,7 @@ from torch import nn
 from cs_lightning.deferred import mt19937, recording
 from cs_lightning.deferred.materialize import _deferred, _slots
 from cs_lightning.deferred.row_replay import replay_rows
+from cs_lightning.errors import DeferredInitWarning
 
 
 def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, list[dict[int, str]]]:
@@ -162,3 +163,24 @@ def test_the_other_ranks_rows_of_large_layers_are_jumped_over_exactly(monkeypatc
     # weight (of the last: eager's trailing draws); rank 1 over rank 0's half of each bias with the weight
     # before it, then over rank 0's rows of each weight.
     assert jumps == [2 * rows] + [half_bias + 2 * rows] * 2 + [rows] * 3 + [half_bias + 2 * rows] * 3 + [rows] * 3
+
+
+class ReadsAValue(nn.Module):
+    """A constructor that reads a random value (the recording runs everything so far then), scales what it
+    read in place, and goes on recording."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 21)
+        self.register_buffer("ramp", torch.arange(5.0))
+        with torch.no_grad():
+            self.scale = float(self.a.weight.abs().max())
+            self.a.weight.mul_(self.scale)  # by rows, on the rows the read made
+        self.b = nn.Linear(21, 18)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_values_made_when_a_constructor_reads_one_are_kept(world: int) -> None:
+    with pytest.warns(DeferredInitWarning, match="reads the value of a randomly initialized tensor"):
+        demoted = _assert_gathered_is_eager(ReadsAValue, world)
+    assert demoted == [{}] * world

@@ -65,6 +65,16 @@ CASES = {
     "SequentialLR": lambda o: L.SequentialLR(
         o, [L.LinearLR(o, start_factor=0.01, total_iters=100), L.CosineAnnealingLR(o, T_max=900)], milestones=[100]
     ),
+    # a stage need not last its scheduler's total_iters (a closed-form SequentialLR takes any milestones)
+    "SequentialLR-stage-outlasting-its-scheduler": lambda o: L.SequentialLR(
+        o, [L.LinearLR(o, 0.1, 1.0, total_iters=5), L.ExponentialLR(o, 0.9)], milestones=[10]
+    ),
+    "SequentialLR-warmup-cut-short": lambda o: L.SequentialLR(
+        o, [L.LinearLR(o, start_factor=0.01, total_iters=100), L.CosineAnnealingLR(o, T_max=900)], milestones=[50]
+    ),
+    "SequentialLR-from-ExponentialLR": lambda o: L.SequentialLR(
+        o, [L.ExponentialLR(o, gamma=0.99), L.StepLR(o, step_size=50, gamma=0.5)], milestones=[120]
+    ),
     "ChainedScheduler": lambda o: L.ChainedScheduler(
         [
             L.ConstantLR(o, factor=0.1, total_iters=20),
@@ -171,10 +181,6 @@ NOT_CONVERTIBLE = {
     "sequence continuing a rate": (
         lambda o: L.SequentialLR(o, [L.ConstantLR(o, 0.5, 5), L.MultiplicativeLR(o, lambda k: 0.9)], [5]),
         "continues from the learning rate",
-    ),
-    "sequence whose stage outlasts its scheduler": (
-        lambda o: L.SequentialLR(o, [L.LinearLR(o, 0.1, 1.0, total_iters=5), L.ExponentialLR(o, 0.9)], [10]),
-        r"schedulers\[0\] \(LinearLR\) lasts total_iters=5 steps but its stage lasts 10",
     ),
     "sequence restarting a ConstantLR(total_iters=0)": (
         lambda o: L.SequentialLR(o, [L.StepLR(o, 10), L.ConstantLR(o, 0.5, total_iters=0)], [5]),

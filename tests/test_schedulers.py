@@ -15,6 +15,7 @@ from conftest import REPO
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cs_lightning.errors import ConfigError
 from cs_lightning.schedulers import (
     ChainedScheduler,
     ClosedFormError,
@@ -33,11 +34,8 @@ from cs_lightning.schedulers import (
     table,
 )
 
-CASES = [
-    case
-    for case in json.loads((REPO / "tests/reference/cerebras_schedules.json").read_text())
-    if "Lambda" not in json.dumps(case["spec"])  # LambdaLR takes a function: tested below
-]
+# LambdaLR/LambdaWD without a function: the reference's fixed one
+CASES = json.loads((REPO / "tests/reference/cerebras_schedules.json").read_text())
 
 
 def _optimizer(case, cls=torch.optim.SGD, **kwargs):
@@ -630,6 +628,58 @@ def test_lambda_takes_a_function_of_the_step_tensor_and_resumes():
     assert fresh_optimizer.param_groups[0]["lr"] == optimizer.param_groups[0]["lr"]
 
 
+def test_lambda_takes_the_dotted_path_of_its_function_from_yaml(tmp_path, monkeypatch):
+    (tmp_path / "my_decays.py").write_text("import torch\n\ndef halving(k):\n    return torch.pow(0.5, k)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0, weight_decay=0.1)
+    specs = [
+        {"LambdaLR": {"initial_learning_rate": 0.2, "lr_lambda": "my_decays.halving"}},
+        {"LambdaWD": {"initial_val": 0.1, "wd_lambda": "my_decays.halving"}},
+    ]
+    lr, wd = build(specs, optimizer)
+    assert lr.values(4)[:, 0].tolist() == pytest.approx([0.2, 0.1, 0.05, 0.025])
+    assert wd.values(3)[:, 0].tolist() == pytest.approx([0.1, 0.05, 0.025])
+    assert "lr_lambda" not in lr.state_dict()  # a function is given by the config, not saved
+
+
+FUNCTION_FIX = "fix: give module.function, its module importable or its file listed under imports:"
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        (
+            "no_such_module_here.decay",
+            "'no_such_module_here' cannot be imported (No module named 'no_such_module_here')",
+        ),
+        ("math.no_such_function", "module 'math' has no 'no_such_function'"),
+        ("lambda k: 0.95 ** k", "lr_lambda must be a function or its dotted import path"),
+        ("math.pi", None),
+    ],
+)
+def test_lambda_refuses_a_dotted_path_that_is_no_function_in_one_line(path, problem):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    with pytest.raises(ConfigError) as raised:
+        build({"LambdaLR": {"initial_learning_rate": 0.2, "lr_lambda": path}}, optimizer)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"schedulers.LambdaLR: LambdaLR: got lr_lambda={path!r}; ")
+    if problem is None:  # imports, but is a number
+        assert message.endswith("lr_lambda must be a function of the step tensor")
+    else:
+        assert message.endswith(f"; {problem}; {FUNCTION_FIX}")
+
+
+def test_lambda_without_a_function_is_the_reference_one():
+    """cerebras.pytorch 2.10's LambdaLR (and Model Zoo's) takes no function: it hard-codes k / 30 * 0.95**k,
+    times the initial value twice. Its numbers, from the wheel, are the parity cases lr_lambda/wd_lambda."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    (scheduler,) = build({"LambdaLR": {"initial_learning_rate": 0.5}}, optimizer)
+    expected = [0.5 * 0.5 * k / 30 * 0.95**k for k in range(40)]
+    assert scheduler.values(40)[:, 0].tolist() == pytest.approx(expected, rel=1e-6)
+    scheduler.initial_learning_rate = 0.25  # the function reads the current initial value
+    assert scheduler.values([3])[0, 0].item() == pytest.approx(0.25 * 0.25 * 3 / 30 * 0.95**3, rel=1e-6)
+
+
 def test_changing_a_child_argument_reaches_the_parent():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
     warmup = LinearLR(optimizer, 0.0, 1.0, 10)
@@ -649,7 +699,10 @@ def test_a_chain_reads_its_childrens_initial_values_when_it_evaluates():
     decay.initial_learning_rate, decay.end_learning_rate = 2.0, 1.0  # the same relative decay
     assert chain.values([0, 10])[:, 0].tolist() == pytest.approx([0.2, 0.1])
     state["schedulers"][1].update(initial_learning_rate=4.0, end_learning_rate=1.0)
-    chain.load_state_dict(state)
+    with pytest.warns(
+        UserWarning, match=r"\(schedulers\[1\]\.initial_learning_rate=2\.0 -> 4\.0, configured -> checkpoint\)"
+    ):
+        chain.load_state_dict(state)
     assert chain.values([0, 10])[:, 0].tolist() == pytest.approx([0.2, 0.05])
 
 

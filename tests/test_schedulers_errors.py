@@ -6,6 +6,7 @@ ZeroDivisionError later; here the constructor refuses them, and nothing is writt
 
 import pytest
 import torch
+import yaml
 
 from cs_lightning import schedulers as cs
 from cs_lightning.errors import ParamGroupTagsError
@@ -300,7 +301,7 @@ BAD = [
     (
         "sequential_milestone_float",
         "SequentialLR",
-        dict(schedulers=lambda o: [_linear(o), _linear(o)], milestones=[5.0]),
+        dict(schedulers=lambda o: [_linear(o), _linear(o)], milestones=[5.5]),
         "milestones[0]",
         TypeError,
     ),
@@ -366,28 +367,27 @@ def test_enumerates_at_least_thirty_distinct_bad_arguments():
 
 
 def test_sequential_milestones_follow_one_rule_in_python_and_yaml():
-    """A child with total_iters lasts that many steps, whether the sequence is built in Python or YAML."""
+    """Given milestones are taken as they are, in Python and YAML (as cerebras.pytorch 2.10 does):
+    a child's total_iters does not bound its stage; only the list itself is checked."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     children = [
         {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10}},
-        {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 90}},
+        {"CosineDecayLR": {"initial_learning_rate": 0.2, "end_learning_rate": 0.0, "total_iters": 90}},
     ]
-    message = (
-        r"got milestones=\[20\], but schedulers\[0\] \(LinearLR\) lasts total_iters=10 steps, so "
-        r"milestone 0 should be 10; fix one or drop milestones to infer them"
-    )
-    with pytest.raises(ValueError, match=f"^SequentialLR: {message}$"):
-        cs.SequentialLR(
-            optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [20]
-        )
-    with pytest.raises(ValueError, match=f"^schedulers\\[0\\].SequentialLR: {message}$"):
-        cs.build([{"SequentialLR": {"schedulers": children, "milestones": [20]}}], optimizer)
     built = cs.SequentialLR(
-        optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)], [10]
+        optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.2, 0.0, 90)], [20]
     )
-    assert torch.equal(
-        built.values(100), cs.build([{"SequentialLR": {"schedulers": children}}], optimizer)[0].values(100)
-    )
+    (from_yaml,) = cs.build([{"SequentialLR": {"schedulers": children, "milestones": [20]}}], optimizer)
+    assert torch.equal(built.values(120), from_yaml.values(120))
+    # the warmup holds its end value from step 10 to the milestone, where the decay starts at its step 0
+    assert built.values([9, 10, 19, 20])[:, 0].tolist() == pytest.approx([0.09, 0.1, 0.1, 0.2])
+    message = r"got milestones=\[20, 10\]; milestones must be strictly increasing \(milestones\[1\]=10 after 20\)"
+    three = [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.ConstantLR(optimizer, 0.1), cs.LinearLR(optimizer, 0.1, 0.0, 5)]
+    with pytest.raises(ValueError, match=f"^SequentialLR: {message}$"):
+        cs.SequentialLR(optimizer, three, [20, 10])
+    yaml_three = [*children[:1], {"ConstantLR": {"learning_rate": 0.1}}, children[1]]
+    with pytest.raises(ValueError, match=f"^schedulers\\[0\\].SequentialLR: SequentialLR: {message}$"):
+        cs.build([{"SequentialLR": {"schedulers": yaml_three, "milestones": [20, 10]}}], optimizer)
 
 
 @pytest.mark.parametrize(
@@ -445,3 +445,48 @@ def test_tags_matching_no_group_name_the_groups_tags_and_survive_pickling():
     copy = pickle.loads(pickle.dumps(error))
     assert (type(copy), copy.path, str(copy)) == (ParamGroupTagsError, error.path, str(error))
     assert str(error.under("a").with_fix("fix: other")) == "a.schedulers[0]: ConstantLR: got ...; fix: other"
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "argument", "expected"),
+    [
+        ("LinearLR", dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=1e3), "total_iters", 1000),
+        ("StepLR", dict(initial_learning_rate=0.1, step_size=3.0, gamma=0.5), "step_size", 3),
+        ("MultiStepLR", dict(initial_learning_rate=0.1, gamma=0.5, milestones=[2.0, 5.0]), "milestones", [2, 5]),
+        ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=4.0), "step_size_up", 4),
+        ("OneCycleLR", dict(initial_learning_rate=0.004, max_lr=0.1, total_steps=20.0), "total_steps", 20),
+        ("CosineAnnealingWarmRestarts", dict(initial_learning_rate=0.1, T_0=3.0), "T_0", 3),
+    ],
+)
+def test_a_whole_number_float_is_taken_as_its_integer(name, args, argument, expected):
+    """YAML reads `1e3` and `1.0e3` as floats: a length written so is that many steps."""
+    cls = getattr(cs, name)
+    as_floats = cls(_optimizer(), **args)
+    as_ints = cls(_optimizer(), **{**args, argument: expected})
+    kept = getattr(as_floats, argument)
+    assert kept == expected and all(type(v) is int for v in (kept if isinstance(kept, list) else [kept]))
+    assert as_floats.state_dict() == as_ints.state_dict()
+    assert torch.equal(as_floats.values(40), as_ints.values(40))
+
+
+def test_a_whole_number_float_from_yaml_text_builds_the_integer_schedule():
+    spec = yaml.safe_load("LinearLR: {initial_learning_rate: 0.1, end_learning_rate: 0.0, total_iters: 1.0e+3}")
+    assert spec["LinearLR"]["total_iters"] == 1000.0  # a float, as YAML reads it
+    (built,) = cs.build(spec, _optimizer())
+    assert built.total_iters == 1000 and type(built.total_iters) is int
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("LinearLR", dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=2.5), "total_iters=2.5"),
+        ("StepLR", dict(initial_learning_rate=0.1, step_size=10.5, gamma=0.5), "step_size=10.5"),
+        ("MultiStepLR", dict(initial_learning_rate=0.1, gamma=0.5, milestones=[2.5]), r"milestones\[0\]=2.5"),
+    ],
+)
+def test_a_fractional_float_is_refused_with_an_integer_to_write(name, args, message):
+    fix = int(float(message.split("=")[1]))
+    with pytest.raises(
+        TypeError, match=f"^{name}: got {message}; .* must be an int; fix: write an integer, e.g. {fix}$"
+    ):
+        getattr(cs, name)(_optimizer(), **args)

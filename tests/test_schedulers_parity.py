@@ -12,15 +12,9 @@ import pytest
 import torch
 from conftest import REPO
 
-from cs_lightning.schedulers import build, resolve
+from cs_lightning.schedulers import build
 
 CASES = json.loads((REPO / "tests/reference/cerebras_schedules.json").read_text())
-
-
-# cerebras.pytorch 2.10's LambdaLR hard-codes two demo lambdas, each times the initial
-# value: initial**2 * (k / 30) * 0.95**k. Ours takes the function; this one is the demo.
-def _demo_lambda(initial: float):
-    return lambda k: torch.div(k, 30) * torch.pow(torch.tensor(0.95), k) * initial
 
 
 def _optimizer(case: dict) -> torch.optim.Optimizer:
@@ -30,18 +24,9 @@ def _optimizer(case: dict) -> torch.optim.Optimizer:
     return torch.optim.SGD(groups, lr=0.1)
 
 
-def _spec(case: dict) -> dict:
-    ((name, args),) = case["spec"].items()
-    if resolve(name).__name__ in ("LambdaLR", "LambdaWD"):
-        initial = args.get("initial_learning_rate", args.get("initial_val"))
-        lambda_name = "lr_lambda" if name == "LambdaLR" else "wd_lambda"
-        return {name: {**args, lambda_name: _demo_lambda(initial)}}
-    return case["spec"]
-
-
 def _run(case: dict) -> list[list[float]]:
     optimizer = _optimizer(case)
-    (scheduler,) = build(_spec(case), optimizer)
+    (scheduler,) = build(case["spec"], optimizer)  # LambdaLR without lr_lambda: the reference's function
     key = case["key"]
     seen = [[group[key] for group in optimizer.param_groups]]
     for _ in range(case["steps"] - 1):

@@ -151,6 +151,62 @@ def test_options_are_checked_with_the_fix() -> None:
     assert CSXFSDPStrategy(block_classes=["sharded_models.Block", nn.Linear]).block_classes == (Block, nn.Linear)
 
 
+BUILT_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from lightning.pytorch import Callback, Trainer, seed_everything
+    from torch.distributed.tensor import DTensor
+    import cs_lightning
+    import sharded_models
+
+    class Report(Callback):
+        def on_fit_start(self, trainer, pl_module):  # right after materialization
+            rng = torch.get_rng_state()
+            state = {{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in pl_module.state_dict().items()}}
+            whole = trainer.strategy.sharded_whole
+            torch.save({{"state": state, "rng": rng, "whole": whole}}, f"{{name}}{{trainer.global_rank}}.pt")
+
+    for name, width in (("ReadsAValue", 16), ("Strided", 17)):
+        seed_everything(5)
+        trainer = Trainer(strategy="csx_fsdp", devices={world}, accelerator="cpu", max_steps=1, logger=False,
+                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                          callbacks=[Report()])
+        trainer.fit(sharded_models.Built(getattr(sharded_models, name)), sharded_models.ones(width))
+    """
+)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path: Path, world: int) -> None:
+    from sharded_models import ReadsAValue, Strided
+
+    script = tmp_path / "built.py"
+    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "reads the value of a randomly initialized tensor" in run.stderr
+    for net in (ReadsAValue, Strided):
+        seed_everything(5)
+        expected = {f"net.{k}": v for k, v in net().state_dict().items()}
+        rng = torch.get_rng_state()
+        for rank in range(world):
+            got = torch.load(tmp_path / f"{net.__name__}{rank}.pt")
+            assert sorted(got["state"]) == sorted(expected)
+            for name, tensor in expected.items():  # the tensors made before the read; the rows of each view
+                assert torch.equal(got["state"][name], tensor), (net.__name__, name, rank)
+            assert torch.equal(got["rng"], rng), (net.__name__, rank)
+            if net is Strided:  # generated whole, rows kept; the contiguous view at an offset by rows
+                assert got["whole"] == {
+                    "net.transposed": "non-contiguous, strides (1, 40)",
+                    "net.permuted": "non-contiguous, strides (1, 35, 7)",
+                    "net.every_other": "non-contiguous, strides (34, 1)",
+                }
+            else:
+                assert got["whole"] == {}
+
+
 RESUME_SCRIPT = textwrap.dedent(
     """
     import json, sys

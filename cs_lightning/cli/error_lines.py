@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
+from jsonargparse import ArgumentParser
+from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.errors import ConfigError, KeyPath
 
@@ -53,15 +58,21 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     key, detail = _dotted(keyed.group(1)), _flatten(keyed.group(2))
     if key == ("config",):
         return ConfigError(key, f"{detail}; fix: check the path given to --config")
-    class_problem = re.match(r"Problem with given class_path '([^']+)':\s*(.*)", detail)
+    nested = re.search(r"NestedArg\(key='([^']+)', val='([^']*)'\)", keyed.group(2))
+    named = re.search(r"Expected a dot import path string: (\S+)", keyed.group(2))
+    if nested and named:
+        return _option_of_a_name(key, named.group(1), *nested.groups())
+    class_problem = re.search(r"Problem with given class_path '([^']+)':\s*(.*)", detail)
     if not class_problem:
         return _type_error(key, keyed.group(2)) or ConfigError(key, f"{detail}; fix: correct this value")
     class_path, problem = class_problem.groups()
     option = re.search(r"Option '([^']+)' is not accepted", problem)
     if option:
+        close = difflib.get_close_matches(option.group(1), _arguments_of(class_path), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         return ConfigError(
             (*key, "init_args", option.group(1)),
-            f"{class_path} has no such argument; fix: remove it or correct its spelling",
+            f"{class_path} has no such argument; {hint}fix: remove it or correct its spelling",
         )
     return ConfigError(
         (*key, "class_path"),
@@ -70,11 +81,41 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     )
 
 
+def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> ConfigError:
+    """`--trainer.strategy.trace_check false` while the strategy is given by name (`csx`): options
+    are set on a class, so say which one to give."""
+    dotted = ".".join(map(str, key))
+    registered = StrategyRegistry[name]["strategy"] if key[-1:] == ("strategy",) and name in StrategyRegistry else None
+    class_path = "<class path>"
+    if isinstance(registered, type):
+        package = registered.__module__.split(".")[0]  # its public name when the package exports it
+        public = getattr(sys.modules.get(package), registered.__name__, None) is registered
+        class_path = f"{package if public else registered.__module__}.{registered.__name__}"
+    return ConfigError(
+        key,
+        f"{name!r} is given by name, which takes no options, so --{dotted}.{option} has nothing to set; "
+        f"fix: give the class too: --{dotted} {class_path} --{dotted}.{option} {value}",
+    )
+
+
+def _arguments_of(class_path: str) -> list[str]:
+    """The arguments jsonargparse accepts for a class (what it checked the config against), or none."""
+    try:
+        parser = ArgumentParser(exit_on_error=False)
+        parser.add_class_arguments(import_object(class_path), "of", fail_untyped=False)
+    except Exception:  # noqa: BLE001 - only a hint in an error line: without it the line stands
+        return []
+    return [action.dest.removeprefix("of.") for action in parser._actions if action.dest.startswith("of.")]
+
+
 _TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
 
 
 def _type_error(key: KeyPath, report: str) -> ConfigError | None:
     """jsonargparse's "Expected a <class 'int'>" for a plain-typed value, said in words, or None."""
+    subtypes = re.search(r"Subtypes: \[(.*)\]", report)
+    if subtypes and set(re.findall(r"<class '([\w.]+)'>", subtypes.group(1))) - {*_TYPE_NAMES, "NoneType"}:
+        return None  # a union with a class (a strategy name or a class_path): not a plain value
     expected = set(re.findall(r"Expected a <class '(\w+)'>", report)) - {"NoneType"}
     if expected == {"int", "float"}:
         expected = {"float"}  # either one: a number

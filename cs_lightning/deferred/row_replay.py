@@ -109,27 +109,28 @@ def replay_rows(
     row_ops, demoted = _classify(ops, flags, ranges, recording.storages)
     ranges = {sid: span for sid, span in ranges.items() if sid not in demoted}
     whole = whole | set(demoted)
-    executor = Executor(recording.storages, torch.device("cpu"))
+    # A constructor that read a random value flushed the log (Recorder.flush): the values made then are in
+    # the recording's executor, and this replay continues from them.
+    executor = recording.executor or Executor(recording.storages, torch.device("cpu"))
     recording.executor = executor
     local: dict[int, torch.Tensor] = {}
     last_use = _last_uses(ops, flags, set(ranges) | whole)
     stream = _Stream()
     last_draw = max((k for k, op in enumerate(ops) if flags[k] and op.random), default=-1)
-    for sid in last_use.pop(-1, ()):  # never written: arbitrary memory, as in eager
+    for sid in last_use.pop(-1, ()):  # no pending op: made by a flush, or never written (as eager's empty memory)
         if sid in ranges:
-            on_rows(sid, torch.empty(ranges[sid][1] - ranges[sid][0], dtype=recording.storages[sid].dtype))
+            on_rows(sid, _start_rows(executor, sid, ranges[sid], into(sid)))
+            executor.release(sid)
         else:
             on_whole(sid, executor)
+            if sid not in keep:
+                executor.release(sid)
     for k, op in enumerate(ops):
         if k in row_ops:
             sid = next(iter(op.writes))
             if sid not in local:
-                given = into(sid)
-                local[sid] = (
-                    given
-                    if given is not None
-                    else torch.empty(ranges[sid][1] - ranges[sid][0], dtype=recording.storages[sid].dtype)
-                )
+                local[sid] = _start_rows(executor, sid, ranges[sid], into(sid))
+                executor.release(sid)
             _run_rows(row_ops[k], op, local[sid], ranges[sid], stream, agree, recording.storages[sid])
         elif flags[k]:
             if op.random:
@@ -157,6 +158,16 @@ def replay_rows(
     recording.done.update(indices)
     recording.rng_after = torch.get_rng_state()
     return demoted
+
+
+def _start_rows(executor: Executor, sid: int, span: tuple[int, int], given: torch.Tensor | None) -> torch.Tensor:
+    """Rows ``span`` of a sharded storage as its pending ops find them (in ``given`` if there is one): what a
+    flush made of it, else uninitialized, as eager's ``empty`` (a fill or factory then writes every row)."""
+    lo, hi = span
+    rows = given if given is not None else torch.empty(hi - lo, dtype=executor.storages[sid].dtype)
+    if sid in executor.bases:
+        rows.copy_(executor.bases[sid][lo:hi])
+    return rows
 
 
 class _Stream:

@@ -38,9 +38,9 @@ from cs_lightning.deferred.materialize import (
     _slots,
     _warn_if_rng_moved,
 )
-from cs_lightning.deferred.oplog import Recording
+from cs_lightning.deferred.oplog import Recording, Ref
 from cs_lightning.deferred.recorder import DeferredTensor, recording_paused
-from cs_lightning.deferred.replay import Executor
+from cs_lightning.deferred.replay import Executor, _contiguous
 from cs_lightning.deferred.row_replay import replay_rows
 
 
@@ -247,11 +247,15 @@ def _materialize_recording(
         gc.collect()
         keep = {recording.ref(f).sid for f in list(recording.alive)} - mine
     ranges: dict[int, tuple[int, int]] = {}
+    strided: dict[str, str] = {}  # parameters whose rows are not one range of their storage
     for sid, entries in by_sid.items():
         shard = place.shard(entries[0])
         if len(entries) == 1 and shard is not None:
-            row = math.prod(entries[0].fake.shape[1:])
-            ranges[sid] = (shard[1] * row, shard[2] * row)
+            span = _row_span(entries[0].ref, recording.storages[sid].dtype, shard[1], shard[2])
+            if isinstance(span, str):
+                strided[entries[0].fqns[0]] = span
+            else:
+                ranges[sid] = span
 
     def on_rows(sid: int, flat: torch.Tensor) -> None:
         place.rows(by_sid[sid][0], flat)
@@ -281,4 +285,16 @@ def _materialize_recording(
         draw_trailing,
         into=lambda sid: place.into(by_sid[sid][0]),
     )
-    return {by_sid[sid][0].fqns[0]: why for sid, why in demoted.items()}
+    return {**strided, **{by_sid[sid][0].fqns[0]: why for sid, why in demoted.items()}}
+
+
+def _row_span(ref: Ref, dtype: torch.dtype, start: int, stop: int) -> tuple[int, int] | str:
+    """Elements ``[lo, hi)`` of its storage that rows ``[start, stop)`` of a parameter are; or why they are not
+    one range (a non-contiguous view, such as ``randn(24, 40).t()``: the parameter is then made whole on every
+    rank and its rows kept, contiguous, as FSDP2 holds them)."""
+    if not _contiguous(ref):
+        return f"non-contiguous, strides {ref.stride}"
+    if ref.dtype != dtype:
+        return f"a {ref.dtype} view of a {dtype} storage"
+    row = math.prod(ref.size[1:])
+    return ref.offset + start * row, ref.offset + stop * row

@@ -6,6 +6,7 @@ was written instead of surfacing later as a nan, an inf or a silently constant v
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
 from numbers import Integral, Real
@@ -33,7 +34,16 @@ def positive(owner: str, name: str, value: Any) -> float:
 
 
 def integer(owner: str, name: str, value: Any, minimum: int) -> int:
-    """An int >= minimum (a float such as 10.0 is refused: lengths count steps)."""
+    """An int >= minimum. A whole-number float (1000.0) is that int: YAML reads ``1e3`` and
+    ``1.0e3`` as floats; a fractional one is refused, since lengths count steps."""
+    if isinstance(value, Real) and not isinstance(value, (bool, Integral)):
+        steps = float(value)
+        if not steps.is_integer():
+            example = max(minimum, math.floor(steps)) if math.isfinite(steps) else minimum
+            raise TypeError(
+                f"{_where(owner, name, value)}; {name} must be an int; fix: write an integer, e.g. {example}"
+            )
+        value = int(steps)
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{_where(owner, name, value)}; {name} must be an int")
     if value < minimum:
@@ -79,7 +89,23 @@ def numbers(owner: str, name: str, value: Any) -> list[float]:
 
 
 def function(owner: str, name: str, value: Any) -> Any:
-    """A callable (a function of the step tensor)."""
-    if not callable(value):
+    """A callable (a function of the step tensor), or the dotted import path of one
+    (``module.function``: the form YAML can give)."""
+    found = _imported(owner, name, value) if isinstance(value, str) else value
+    if not callable(found):
         raise TypeError(f"{_where(owner, name, value)}; {name} must be a function of the step tensor")
-    return value
+    return found
+
+
+def _imported(owner: str, name: str, path: str) -> Any:
+    module_name, _, attribute = path.rpartition(".")
+    fix = "fix: give module.function, its module importable or its file listed under imports:"
+    if not module_name or not attribute.isidentifier():
+        raise ValueError(f"{_where(owner, name, path)}; {name} must be a function or its dotted import path; {fix}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"{_where(owner, name, path)}; {module_name!r} cannot be imported ({error}); {fix}") from None
+    if not hasattr(module, attribute):
+        raise ValueError(f"{_where(owner, name, path)}; module {module_name!r} has no {attribute!r}; {fix}")
+    return getattr(module, attribute)

@@ -21,7 +21,7 @@ import functools
 import inspect
 import math
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeGuard
 
 import torch
@@ -509,9 +509,23 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Resume exactly where ``state_dict`` was taken; ``state_dict`` is not modified."""
+        """Resume exactly where ``state_dict`` was taken; ``state_dict`` is not modified.
+
+        Its arguments replace this scheduler's, as in torch and cerebras.pytorch 2.10; a warning
+        names those that change (a config edited before resuming does not take effect)."""
+        configured = self.state_dict()
         self._load_state(state_dict)
         self._write(self._cursor.last)
+        if self._step_of_foreign_state(state_dict) is None:
+            changes = _changed_arguments(configured, state_dict)
+            if changes:
+                warnings.warn(
+                    f"{type(self).__name__}.load_state_dict: the checkpoint's arguments differ from the "
+                    f"configured ones ({', '.join(changes)}, configured -> checkpoint); the checkpoint's "
+                    "values are used",
+                    UserWarning,
+                    stacklevel=2,
+                )
 
     def _step_of_foreign_state(self, state_dict: dict[str, Any]) -> int | None:
         """The step in a state dict of another format that this scheduler resumes from
@@ -711,3 +725,28 @@ def _load_field(scheduler: Scheduler, name: str, saved: Any) -> None:
         scheduler.param_group_tags = _tag_set(type(scheduler).__name__, saved)
     else:
         setattr(scheduler, name, copy.deepcopy(saved))
+
+
+def _changed_arguments(configured: Mapping[str, Any], loaded: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``name=configured -> loaded`` for each argument, nested ones by their path (``schedulers[1].total_iters``),
+    that differs between two state dicts of one scheduler (the step is not an argument)."""
+    changes = []
+    for name, old in configured.items():
+        new = loaded[name]
+        if name == "last_epoch":
+            continue
+        if isinstance(old, Mapping):
+            changes += _changed_arguments(old, new, f"{prefix}{name}.")
+        elif isinstance(old, list) and old and all(isinstance(item, Mapping) for item in old):
+            for index, (child, child_new) in enumerate(zip(old, new)):
+                changes += _changed_arguments(child, child_new, f"{prefix}{name}[{index}].")
+        elif not _equal(old, new):
+            changes.append(f"{prefix}{name}={old!r} -> {new!r}")
+    return changes
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError, RuntimeError):  # arrays and tensors of several values have no truth value
+        return False

@@ -54,20 +54,6 @@ def _scheduler_list(owner: str, name: str, value: object) -> list[Scheduler]:
     return list(value)
 
 
-def _check_stage_lengths(owner: str, children: Sequence[Scheduler], milestones: Sequence[int]) -> None:
-    """A child with ``total_iters`` lasts that many steps: the milestone after it must say so
-    (the same rule as the YAML form, which infers missing milestones from these lengths)."""
-    starts = [0, *milestones]
-    for index, child in enumerate(children[:-1]):
-        length = child.total_iters
-        if length is not None and starts[index + 1] - starts[index] != length:
-            raise ValueError(
-                f"{owner}: got milestones={list(milestones)}, but schedulers[{index}] "
-                f"({type(child).__name__}) lasts total_iters={length} steps, so milestone {index} "
-                f"should be {starts[index] + length}; fix one or drop milestones to infer them"
-            )
-
-
 class _Composite(Scheduler):
     """A scheduler whose closed form evaluates other schedulers' closed forms."""
 
@@ -86,8 +72,12 @@ class _Sequential(_Composite, _PendingForm):
     .. math:: v_k = f_j(k - m_{j-1}) \quad \text{for } m_{j-1} \le k < m_j
         \quad (m_{-1} = 0, m_n = \infty)
 
-    :math:`f_j` = ``schedulers`` (each counts from its own step 0), :math:`m_j` =
-    ``milestones`` (strictly increasing, one fewer than the schedulers). Its
+    :math:`f_j` = ``schedulers`` (each counts from its own step 0, at its milestone),
+    :math:`m_j` = ``milestones`` (strictly increasing, one fewer than the schedulers). A
+    child's ``total_iters`` does not bound its stage, as in cerebras.pytorch 2.10 and torch:
+    a milestone may cut a warmup short, or come after a child reaches its end value (which
+    it then holds, or keeps decaying, as its closed form says); ExponentialLR's is a decay
+    period and ConstantLR ignores its own. Its
     ``total_iters`` is the last milestone plus the last child's, when that child has one,
     so a sequence nests in another whose milestones are inferred.
     """
@@ -108,7 +98,6 @@ class _Sequential(_Composite, _PendingForm):
                 f"{owner}: got {len(self.milestones)} milestones for {len(self.schedulers)} "
                 "schedulers; give one milestone fewer than schedulers"
             )
-        _check_stage_lengths(owner, self.schedulers, self.milestones)
         last = self.schedulers[-1].total_iters
         total = None if last is None else ([0, *self.milestones][-1] + last)
         super().__init__(optimizer, total_iters=total, last_epoch=last_epoch, param_group_tags=param_group_tags)

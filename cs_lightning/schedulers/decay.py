@@ -374,7 +374,10 @@ class _Lambda(Scheduler):
 
     :math:`v_0` = ``initial_learning_rate`` | ``initial_val``, :math:`f` = ``lr_lambda`` |
     ``wd_lambda``: your function of the step tensor, in torch ops (it also receives a 1-D
-    tensor of steps). cerebras.pytorch 2.10 hard-codes a demo function instead.
+    tensor of steps), or its dotted import path (``module.function``, as YAML gives it).
+    Left out, :math:`f` is the function cerebras.pytorch 2.10 hard-codes (its LambdaLR,
+    and Model Zoo's, takes none), :math:`f(k) = v_0 \, \frac{k}{30} \, 0.95^k`, so that
+    ``{LambdaLR: {initial_learning_rate: ...}}`` gives the reference's numbers.
 
     The steps are int64, so Python numbers meeting them compute in torch's default dtype
     (float32 unless you changed it). A schedule computing in float64 (converted from torch's,
@@ -387,12 +390,18 @@ class _Lambda(Scheduler):
         self,
         optimizer: torch.optim.Optimizer,
         initial_val: float,
-        wd_lambda: StepFunction,
+        wd_lambda: StepFunction | str | None = None,
         param_group_tags: Tags = None,
     ) -> None:
         self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
-        self.wd_lambda = self._arg(_checks.function, "wd_lambda", wd_lambda)
+        given = self._reference_lambda if wd_lambda is None else wd_lambda
+        self.wd_lambda = self._arg(_checks.function, "wd_lambda", given)
         super().__init__(optimizer, param_group_tags=param_group_tags)
+
+    def _reference_lambda(self, steps: Tensor) -> Tensor:
+        """cerebras.pytorch 2.10's fixed function: the initial value times k / 30 times 0.95 ** k
+        (a bound method, so it is not saved and reads the current initial value)."""
+        return torch.mul(torch.div(steps, 30), torch.pow(self._const(0.95), steps)) * self._const(self.initial_val)
 
     def _get_closed_form(self) -> Tensor:
         steps = self.last_epoch if self._dtype == torch.float32 else self._float_steps()
@@ -604,7 +613,7 @@ class LambdaLR(_Lambda, LRScheduler):
         self,
         optimizer: torch.optim.Optimizer,
         initial_learning_rate: float,
-        lr_lambda: StepFunction,
+        lr_lambda: StepFunction | str | None = None,
         param_group_tags: Tags = None,
     ) -> None:
         super().__init__(optimizer, initial_learning_rate, lr_lambda, param_group_tags)

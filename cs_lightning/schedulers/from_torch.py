@@ -395,16 +395,6 @@ def _sequential(s: torch_lr.SequentialLR) -> _Plan:
             )
     children = [_plan(child, f"schedulers[{i}]") for i, child in enumerate(s._schedulers)]
     _without_momentum(children)
-    starts = [0, *s._milestones]
-    for index, stage in enumerate(children[:-1]):
-        # torch lets a child stop changing before its stage ends; a closed-form stage lasts its total_iters
-        length = stage.args.get("total_iters")
-        if length is not None and starts[index + 1] - starts[index] != length:
-            raise NotConvertible(
-                f"schedulers[{index}] ({stage.name}) lasts total_iters={length} steps but its "
-                f"stage lasts {starts[index + 1] - starts[index]}; closed-form stages last their "
-                "schedulers' total_iters"
-            )
     return _Plan("SequentialLR", {"milestones": list(s._milestones)}, _common_scales(children), children)
 
 

@@ -12,7 +12,8 @@
     {class_path: cs_lightning.schedulers.LinearLR, init_args: {...}}
 
 Missing ``SequentialLR`` milestones are the running sum of the children's
-``total_iters``; given ones must agree with them. Errors name the YAML key path.
+``total_iters``; given ones may differ from them (a stage cut short, or held past its
+end), as in cerebras.pytorch 2.10. Errors name the YAML key path.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Any
 import torch
 
 from cs_lightning.config_blocks import parse_block
-from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath, ParamGroupTagsError
-from cs_lightning.schedulers.base import Scheduler, _has_closed_form
+from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath, ParamGroupTagsError, format_key_path
+from cs_lightning.schedulers.base import Scheduler, _group_tags, _has_closed_form
 from cs_lightning.schedulers.composite import _Sequential
 
 
@@ -100,8 +101,34 @@ def build(spec: Any, optimizer: torch.optim.Optimizer, key: KeyPath = ("schedule
     if _is_legacy(spec):
         return [_build_legacy(spec, optimizer, key)]
     if isinstance(spec, Sequence) and not isinstance(spec, str):
-        return [_build_one(item, optimizer, (*key, i)) for i, item in enumerate(spec)]
+        built = [_build_one(item, optimizer, (*key, i)) for i, item in enumerate(spec)]
+        _refuse_two_writers(built, key)
+        return built
     return [_build_one(spec, optimizer, key)]
+
+
+def _refuse_two_writers(built: list[Scheduler], key: KeyPath) -> None:
+    """Two schedulers of one list that set the same value of a param group: each step writes both,
+    so only the later one applies (in cerebras.pytorch 2.10 too), while a table would show both."""
+    for later_index, later in enumerate(built):
+        for index, earlier in enumerate(built[:later_index]):
+            shared = sorted(set(earlier._targets) & set(later._targets))
+            if earlier.param_group_key != later.param_group_key or not shared:
+                continue
+            groups = later.optimizer.param_groups
+            raise ConfigError(
+                (*key, later_index),
+                f"{type(later).__name__} sets {later.param_group_key!r} of "
+                f"{', '.join(_group_name(index, groups[index]) for index in shared)}, as "
+                f"{format_key_path((*key, index))} ({type(earlier).__name__}) does, so only the later "
+                "would apply; fix: compose them in one SequentialLR (one after the other) or "
+                "ChainedScheduler (multiplied), or give them param_group_tags of different param groups",
+            )
+
+
+def _group_name(index: int, group: dict) -> str:
+    tags = sorted(tag for tag in _group_tags(group) if tag is not None)
+    return f"param group {index} (" + (f"tagged {tags}" if tags else "untagged") + ")"
 
 
 def named_tags(spec: Any) -> list[Any]:
@@ -218,26 +245,15 @@ def _build_children(spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path
 
 
 def _milestones(children: list[Scheduler], given: Any, path: KeyPath) -> Any:
-    """The running sum of the children's ``total_iters``, checked against ``given``."""
+    """``given``, else the running sum of the children's ``total_iters`` (each child lasts its length)."""
+    if given is not None:  # any stage lengths, as in cerebras.pytorch 2.10: SequentialLR checks the list
+        return given
     lengths = [child.total_iters for child in children[:-1]]
-    if given is None:
-        for index, length in enumerate(lengths):
-            if length is None:
-                raise ConfigError(
-                    path,
-                    f"milestones are missing and schedulers[{index}] "
-                    f"({type(children[index]).__name__}) has no total_iters; give milestones",
-                )
-        return [sum(lengths[: i + 1]) for i in range(len(lengths))]
-    if isinstance(given, Sequence) and len(given) == len(lengths):
-        starts = [0, *given]
-        for index, length in enumerate(lengths):
-            if length is not None and starts[index + 1] - starts[index] != length:
-                raise ConfigError(
-                    path,
-                    f"got milestones={list(given)}, but schedulers[{index}] "
-                    f"({type(children[index]).__name__}) lasts total_iters={length} steps, so "
-                    f"milestone {index} should be {starts[index] + length}; fix one or drop "
-                    "milestones to infer them",
-                )
-    return given
+    for index, length in enumerate(lengths):
+        if length is None:
+            raise ConfigError(
+                path,
+                f"milestones are missing and schedulers[{index}] "
+                f"({type(children[index]).__name__}) has no total_iters; give milestones",
+            )
+    return [sum(lengths[: i + 1]) for i in range(len(lengths))]

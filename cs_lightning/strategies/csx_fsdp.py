@@ -199,6 +199,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     @override
     def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
         """Each rank takes its rows of the optimizer state; a state saved before the first step is empty."""
+        self._check_checkpoint_schedulers(checkpoint)
         source = checkpoint["state_dict"]
         for k, optimizer in enumerate(self.optimizers):
             if not isinstance(source, _ShardedFolder):

@@ -47,6 +47,7 @@ from cs_lightning import deferred, trace
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
+from cs_lightning.schedulers.resume import check_checkpoint
 from cs_lightning.step_closure import StepBoundary
 from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of
 from cs_lightning.trace_cache import TraceCache
@@ -253,6 +254,18 @@ class CSXSystemMixin(Strategy):
         else:
             checkpoint[_RNG_KEY] = [states]
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
+
+    @override
+    def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
+        """Refuse first a checkpoint whose schedulers the configured ones cannot resume from: Lightning
+        loads them next, paired by position, silently when their numbers differ."""
+        self._check_checkpoint_schedulers(checkpoint)
+        super().load_optimizer_state_dict(checkpoint)
+
+    def _check_checkpoint_schedulers(self, checkpoint: Mapping[str, Any]) -> None:
+        if "lr_schedulers" in checkpoint:  # else Lightning says the checkpoint holds weights only
+            schedulers = [config.scheduler for config in self.lr_scheduler_configs]
+            check_checkpoint(self._connected_module.trainer.ckpt_path, checkpoint["lr_schedulers"], schedulers)
 
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:

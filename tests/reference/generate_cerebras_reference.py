@@ -348,6 +348,53 @@ _CASES: list[tuple[str, dict, int, list[dict], str | None]] = [
         "child i counts from its milestone: step k - milestones[i-1]",
     ),
     (
+        "sequential_milestones_of_their_own",
+        {
+            "Sequential": {
+                "schedulers": [
+                    {"Linear": {"initial_val": 0.0, "end_val": 0.1, "total_iters": 100}},
+                    {"Exponential": {"initial_val": 0.1, "total_iters": 100, "decay_rate": 0.5}},
+                    {"Constant": {"val": 0.01}},
+                ],
+                "milestones": [100, 400],
+            }
+        },
+        500,
+        ONE_GROUP,
+        "Exponential's total_iters is a decay period, not its stage's length (300 steps here)",
+    ),
+    (
+        "sequential_warmup_cut_short",
+        {
+            "Sequential": {
+                "schedulers": [
+                    {"Linear": {"initial_val": 0.0, "end_val": 0.1, "total_iters": 10}},
+                    {"CosineDecay": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 10}},
+                ],
+                "milestones": [5],
+            }
+        },
+        25,
+        ONE_GROUP,
+        "the milestone ends the warmup at half its total_iters: no check against the lengths",
+    ),
+    (
+        "sequential_held_past_its_end",
+        {
+            "Sequential": {
+                "schedulers": [
+                    {"Linear": {"initial_val": 0.0, "end_val": 0.1, "total_iters": 3}},
+                    {"Constant": {"val": 0.05, "total_iters": 2}},
+                    {"CosineDecay": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 10}},
+                ],
+                "milestones": [6, 12],
+            }
+        },
+        30,
+        ONE_GROUP,
+        "Linear holds its end value from step 3 to its milestone; Constant ignores its total_iters",
+    ),
+    (
         "sequential_step_then_exponential",
         {
             "Sequential": {

@@ -1,0 +1,96 @@
+"""Resuming schedulers from a checkpoint whose schedulers may differ from the configured ones.
+
+A scheduler's state is its step and its arguments (``Scheduler.state_dict``). Loading one
+restores both, as torch and cerebras.pytorch 2.10 do (``__dict__.update``): so a state of
+another class cannot be loaded at all, and a state of the same class with other arguments
+replaces the configured arguments. ``mismatch`` finds the first, for an error that names
+both classes before anything is loaded (``check_checkpoint``); ``Scheduler.load_state_dict``
+warns of the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cs_lightning.errors import CheckpointSchedulersError
+from cs_lightning.schedulers.base import Scheduler, _children, _saved_fields, _state_fields
+from cs_lightning.schedulers.registry import _catalogue
+
+_PACKAGE = "cs_lightning.schedulers."
+
+
+def _expected_keys(scheduler: Scheduler) -> set[str]:
+    return {"last_epoch", *_saved_fields(scheduler)}
+
+
+def _saved_keys(cls: type[Scheduler]) -> set[str]:
+    """The keys of a state of ``cls``; a function argument (LambdaLR's ``lr_lambda``) is not saved."""
+    return {"last_epoch", *_state_fields(cls)} - {"lr_lambda", "wd_lambda"}
+
+
+def saved_class(state: Mapping[str, Any]) -> str:
+    """The class a scheduler state was taken from, as far as its keys tell (a state holds no class
+    name): ``LinearLR``, ``ChainedLR, ChainedScheduler or ChainedWD``, or its arguments when no class has them."""
+    keys = set(state)
+    classes = [cls for found in _catalogue().values() for cls in found if _saved_keys(cls) == keys]
+    # a subclass that keeps its parent's arguments has its parent's keys: name the catalogue's own
+    own = [cls for cls in classes if cls.__module__.startswith(_PACKAGE)]
+    names = sorted({cls.__name__ for cls in own or classes})
+    if not names:
+        return f"a scheduler with arguments {sorted(keys - {'last_epoch'})}"
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
+def mismatch(scheduler: Scheduler, state: Any, where: str) -> str | None:
+    """Why ``state`` cannot be loaded into ``scheduler`` (at ``where``, e.g. ``schedulers[0]``), or None."""
+    if not isinstance(state, Mapping):
+        return f"{where} is {type(scheduler).__name__} in the config but no scheduler state in the checkpoint"
+    if scheduler._step_of_foreign_state(dict(state)) is not None:
+        return None
+    if set(state) != _expected_keys(scheduler):
+        return f"{where} is {saved_class(state)} in the checkpoint but {type(scheduler).__name__} in the config"
+    for name in _saved_fields(scheduler):
+        current, saved = getattr(scheduler, name), state[name]
+        if isinstance(current, Scheduler):
+            found = mismatch(current, saved, f"{where}.{name}")
+        elif _children(current):
+            found = _list_mismatch(current, saved, f"{where}.{name}")
+        else:
+            continue
+        if found:
+            return found
+    return None
+
+
+def _list_mismatch(children: list[Scheduler] | tuple[Scheduler, ...], saved: Any, where: str) -> str | None:
+    if not isinstance(saved, list) or len(saved) != len(children):
+        count = len(saved) if isinstance(saved, list) else "no"
+        return f"{where} holds {count} schedulers in the checkpoint but {len(children)} in the config"
+    for index, (child, child_state) in enumerate(zip(children, saved)):
+        found = mismatch(child, child_state, f"{where}[{index}]")
+        if found:
+            return found
+    return None
+
+
+_FIX = "fix: resume with the schedulers it was trained with, or start a new run from its weights (without ckpt_path)"
+
+
+def check_checkpoint(ckpt_path: Any, saved: Any, schedulers: list[Any]) -> None:
+    """Refuse, before anything is loaded, scheduler states (a checkpoint's ``lr_schedulers``) that the
+    configured ``schedulers`` cannot resume from; torch schedulers are paired by position only."""
+    if not isinstance(saved, list) or len(saved) != len(schedulers):
+        count = len(saved) if isinstance(saved, list) else 0
+        raise CheckpointSchedulersError(
+            "ckpt_path",
+            f"{ckpt_path!r} holds {_count(count)}, the config {_count(len(schedulers))}; {_FIX}",
+        )
+    for index, (scheduler, state) in enumerate(zip(schedulers, saved)):
+        found = mismatch(scheduler, state, f"schedulers[{index}]") if isinstance(scheduler, Scheduler) else None
+        if found:
+            raise CheckpointSchedulersError("ckpt_path", f"{ckpt_path!r}: {found}; {_FIX}")
+
+
+def _count(number: int) -> str:
+    return f"{number} scheduler{'' if number == 1 else 's'}"

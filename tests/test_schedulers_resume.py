@@ -1,0 +1,120 @@
+"""Resuming schedulers from states that differ from them: other arguments warn, other classes are refused."""
+
+import re
+import warnings
+
+import pytest
+import torch
+
+from cs_lightning import schedulers as cs
+from cs_lightning.errors import CheckpointSchedulersError, ConfigError
+from cs_lightning.schedulers.resume import check_checkpoint
+
+
+def _optimizer():
+    return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+
+
+def _stepped(scheduler, steps):
+    for _ in range(steps):
+        scheduler.optimizer.step()
+        scheduler.step()
+    return scheduler.state_dict()
+
+
+def _sequence(optimizer, decay_iters):
+    return cs.SequentialLR(
+        optimizer,
+        [cs.LinearLR(optimizer, 0.0, 0.1, 4), cs.CosineDecayLR(optimizer, 0.1, 0.0, decay_iters)],
+        milestones=[4],
+    )
+
+
+def test_the_checkpoints_arguments_replace_the_configured_ones_with_a_warning():
+    """As torch and cerebras.pytorch 2.10 do (``__dict__.update``), said once, with each argument."""
+    saved = _stepped(cs.LinearLR(_optimizer(), 0.1, 0.0, 10), 5)
+    configured = cs.LinearLR(_optimizer(), 0.1, 0.0, 20)
+    message = (
+        "LinearLR.load_state_dict: the checkpoint's arguments differ from the configured ones "
+        "(total_iters=20 -> 10, configured -> checkpoint); the checkpoint's values are used"
+    )
+    with pytest.warns(UserWarning, match=f"^{re.escape(message)}$") as caught:
+        configured.load_state_dict(saved)
+    assert len(caught) == 1
+    assert configured.total_iters == 10
+    assert configured.optimizer.param_groups[0]["lr"] == pytest.approx(0.05)  # step 5 of 10
+
+
+def test_nested_arguments_are_named_by_their_path_in_one_warning():
+    saved = _stepped(_sequence(_optimizer(), 8), 3)
+    configured = _sequence(_optimizer(), 16)
+    configured.schedulers[0].end_val = 0.2
+    with pytest.warns(UserWarning) as caught:
+        configured.load_state_dict(saved)
+    (warning,) = caught
+    assert "(schedulers[0].end_learning_rate=0.2 -> 0.1, schedulers[1].total_iters=16 -> 8, configured" in str(
+        warning.message
+    )
+    assert configured.schedulers[1].total_iters == 8
+
+
+def test_the_same_arguments_load_without_a_warning():
+    saved = _stepped(_sequence(_optimizer(), 8), 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _sequence(_optimizer(), 8).load_state_dict(saved)
+
+
+FIX = "fix: resume with the schedulers it was trained with, or start a new run from its weights (without ckpt_path)"
+
+
+def test_a_checkpoint_with_another_number_of_schedulers_is_refused():
+    optimizer = _optimizer()
+    states = [cs.LinearLR(optimizer, 0.1, 0.0, 10).state_dict()]
+    two = [cs.LinearLR(optimizer, 0.1, 0.0, 10), cs.CosineDecayWD(optimizer, 0.1, 0.0, 10)]
+    with pytest.raises(CheckpointSchedulersError) as raised:
+        check_checkpoint("run.ckpt", states, two)
+    assert isinstance(raised.value, ConfigError)
+    assert str(raised.value) == f"ckpt_path: 'run.ckpt' holds 1 scheduler, the config 2 schedulers; {FIX}"
+
+
+@pytest.mark.parametrize(
+    ("saved", "configured", "found"),
+    [
+        (
+            lambda o: cs.LinearLR(o, 0.1, 0.0, 10),
+            lambda o: cs.CosineDecayLR(o, 0.1, 0.0, 10),
+            "schedulers[0] is LinearLR in the checkpoint but CosineDecayLR in the config",
+        ),
+        (
+            lambda o: cs.ChainedLR([cs.LinearLR(o, 0.1, 0.0, 10), cs.StepLR(o, 1.0, 3, 0.5)]),
+            lambda o: cs.LinearLR(o, 0.1, 0.0, 10),
+            "schedulers[0] is ChainedLR, ChainedScheduler or ChainedWD in the checkpoint but LinearLR in the config",
+        ),
+        (
+            lambda o: _sequence(o, 8),
+            lambda o: cs.SequentialLR(
+                o, [cs.LinearLR(o, 0.0, 0.1, 4), cs.ExponentialLR(o, 0.1, 8, 0.5)], milestones=[4]
+            ),
+            "schedulers[0].schedulers[1] is CosineDecayLR in the checkpoint but ExponentialLR in the config",
+        ),
+        (
+            lambda o: cs.SequentialLR(
+                o, [cs.LinearLR(o, 0.0, 0.1, 4), cs.ConstantLR(o, 0.1), cs.CosineDecayLR(o, 0.1, 0.0, 8)], [4, 8]
+            ),
+            lambda o: _sequence(o, 8),
+            "schedulers[0].schedulers holds 3 schedulers in the checkpoint but 2 in the config",
+        ),
+    ],
+)
+def test_a_checkpoint_with_another_scheduler_class_is_refused_naming_both(saved, configured, found):
+    optimizer = _optimizer()
+    with pytest.raises(CheckpointSchedulersError) as raised:
+        check_checkpoint("run.ckpt", [saved(optimizer).state_dict()], [configured(optimizer)])
+    assert str(raised.value) == f"ckpt_path: 'run.ckpt': {found}; {FIX}"
+
+
+def test_the_states_of_the_configured_schedulers_pass_the_check():
+    optimizer = _optimizer()
+    configured = [_sequence(optimizer, 8), cs.CosineDecayWD(optimizer, 0.1, 0.0, 10)]
+    check_checkpoint("run.ckpt", [s.state_dict() for s in configured], configured)
