@@ -47,3 +47,9 @@ _LIBRARIES = tuple(os.sep + folder + os.sep for folder in ("site-packages", "dis
 def is_library_file(file: str) -> bool:
     """Whether ``file`` belongs to an installed package (under site-packages or dist-packages)."""
     return any(folder in file for folder in _LIBRARIES)
+
+
+def is_own_file(file: str) -> bool:
+    """Whether ``file`` is the user's own code: neither torch, cs_lightning, the standard library nor
+    an installed package (Lightning's ``seed_everything`` is not the line a user can change)."""
+    return is_user_file(file) and not is_library_file(file)

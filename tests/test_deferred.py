@@ -906,26 +906,46 @@ class SeedsInside(nn.Module):
 
 
 @pytest.mark.parametrize("setter", ["manual_seed", "fork_rng"])
-def test_setting_the_generator_in_a_constructor_falls_back_to_eager(setter) -> None:
+def test_setting_the_generator_after_draws_runs_them_first_and_defers_the_rest(setter) -> None:
     torch.manual_seed(SEED)
     eager = SeedsInside(setter)
     eager_rng = torch.get_rng_state()
     torch.manual_seed(SEED)
-    with pytest.warns(DeferredInitWarning, match=r"SeedsInside.__init__ .*Falling back"):
+    with pytest.warns(DeferredInitWarning, match=r"after random numbers were recorded in SeedsInside.__init__ \("):
         lazy = deferred_init(SeedsInside, setter)
-    assert not is_deferred(lazy)
+    assert is_deferred(lazy.c)  # what comes after the setter is still recorded
+    materialize(lazy)
+    assert_same(eager, lazy)
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+
+
+class SeedsFirst(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(42)
+        self.a = nn.Linear(3, 3)
+
+
+def test_seeding_before_any_draw_is_recorded_is_honoured() -> None:
+    torch.manual_seed(SEED)
+    eager = SeedsFirst()
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        lazy = materialize(deferred_init(SeedsFirst))
     assert_same(eager, lazy)
     assert torch.equal(torch.get_rng_state(), eager_rng)
 
 
 def test_recording_restores_global_state_on_error() -> None:
-    hooked = (nn.init.trunc_normal_, torch.manual_seed, torch.random.set_rng_state)
+    hooked = (nn.init.trunc_normal_, torch.manual_seed, torch.random.set_rng_state, torch.get_rng_state)
     with pytest.raises(ZeroDivisionError), recording():
         nn.Linear(2, 2)
         assert torch.manual_seed is not hooked[1]
         1 / 0
     # the recording hooks are gone
-    assert (nn.init.trunc_normal_, torch.manual_seed, torch.random.set_rng_state) == hooked
+    assert (nn.init.trunc_normal_, torch.manual_seed, torch.random.set_rng_state, torch.get_rng_state) == hooked
     torch.manual_seed(SEED)
     layer = nn.Linear(2, 2)
     assert not is_deferred(layer)

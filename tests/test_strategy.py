@@ -78,7 +78,9 @@ def _materialized(init_mode: str, draws_in_between: int) -> list[torch.Tensor]:
 
 def test_init_module_records_and_the_init_mode_is_honoured() -> None:
     assert _equal(_materialized("independent", 0), _materialized("independent", 5))
-    assert not _equal(_materialized("exact", 0), _materialized("exact", 5))
+    # exact: the generator jumped past the recorded draws as the block ended, so draws made
+    # before fit change nothing (they changed the weights before)
+    assert _equal(_materialized("exact", 0), _materialized("exact", 5))
     assert not _equal(_materialized("exact", 0), _materialized("independent", 0))
 
 

@@ -42,13 +42,17 @@ _MODEL = textwrap.dedent("""
 @pytest.mark.parametrize(
     "folder, named",
     [
-        (TORCH_DIR + "vision", True),  # torchvision-like: not torch, so its line is named
+        (os.path.join(os.sep, "home", "user", "project"), True),  # the user's own code
+        # an installed library (torchvision, lightning): not a line the user can change, so the
+        # line in the user's code that called it is named instead
+        (os.path.join(os.sep, "env", "lib", "site-packages", "torchvision"), False),
         (str(Path(cs_lightning.schedulers.base.__file__).parent.parent), False),  # cs_lightning's own
     ],
 )
-def test_a_constructor_site_is_the_first_frame_outside_torch_and_cs_lightning(folder: str, named: bool) -> None:
+def test_a_constructor_site_is_the_first_frame_of_the_users_own_code(folder: str, named: bool) -> None:
     """The recorder's prefixes were its own: a folder merely starting like torch's counted as
-    torch, and cs_lightning's modules outside cs_lightning.deferred counted as the user's."""
+    torch, and cs_lightning's modules outside cs_lightning.deferred counted as the user's; then
+    installed packages counted as the user's (Lightning's seed.py was named)."""
     file = os.path.join(folder, "fake_models.py")
     namespace: dict = {}
     exec(compile(_MODEL, file, "exec"), namespace)

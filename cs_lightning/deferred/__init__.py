@@ -26,13 +26,19 @@ or, in the independent mode, per tensor on its own generator (``independent.py``
 Limits, each reported rather than hidden:
 
 * Replay draws from the global generator as it is at ``materialize``: draw no random
-  numbers between recording and materialize (a warning says when that happened).
-* A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop)
-  makes everything recorded so far run eagerly, with a warning naming the constructor;
-  the values stay eager's. ``nn.init.trunc_normal_`` is recorded as one call instead.
-* Writing random numbers into a tensor created outside the recording, setting the
-  global generator (``torch.manual_seed``, ``fork_rng``) inside the constructor, or an
-  in-place op without a meta kernel, cannot be deferred: ``recording()`` raises
+  numbers between recording and materialize (a warning says when that happened, naming
+  the line that opened the recording). The csx strategies instead jump the generator past
+  a block's draws as the block ends (``recorder.jump_past_draws``) when every draw's count
+  is known (float32/float64 ``normal_``/``uniform_``/``randn``/``rand`` on the CPU): draws
+  made before ``fit`` are then eager's, and so are the weights.
+* A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop),
+  or sets or reads the global generator (``torch.manual_seed``, ``seed_everything``,
+  ``fork_rng``) after random numbers were recorded, makes everything recorded so far run
+  eagerly, with a warning naming the constructor and the user's line; the values stay
+  eager's. Seeding before any draw is recorded (the top of ``configure_model``) keeps the
+  whole model deferred. ``nn.init.trunc_normal_`` is recorded as one call instead.
+* Writing random numbers into a tensor created outside the recording, or an in-place
+  op without a meta kernel, cannot be deferred: ``recording()`` raises
   :class:`~cs_lightning.errors.DeferredInitError` naming the constructor, and
   ``deferred_init`` falls back to eager construction with a warning.
 * Bit-identity is tested on the CPU; on other devices replay runs the same ops there,

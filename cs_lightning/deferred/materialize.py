@@ -23,7 +23,7 @@ from torch.nn.modules.instancenorm import _InstanceNorm
 
 from cs_lightning.deferred.independent import replay_independent
 from cs_lightning.deferred.oplog import Recording, Ref
-from cs_lightning.deferred.recorder import DeferredTensor, recording_paused
+from cs_lightning.deferred.recorder import DeferredTensor, recording_paused, user_stacklevel
 from cs_lightning.deferred.replay import Executor, replay_exact
 from cs_lightning.errors import DeferredInitUsageError, DeferredInitWarning
 
@@ -147,7 +147,8 @@ def materialize(
         for k, (recording, group) in enumerate(_by_recording(deferred)):
             if mode == "exact" and k == 0:  # later recordings draw after the earlier ones
                 _warn_if_rng_moved(recording)
-            finals.update(_materialize_recording(recording, group, device, dtype, mode, rng))
+            with recording.eager_generator():
+                finals.update(_materialize_recording(recording, group, device, dtype, mode, rng))
         _assign(slots, finals, device, dtype, state_dict)
     return module
 
@@ -340,8 +341,8 @@ def _warn_uninitialized(recording: Recording, targets: set[int], by_sid: dict[in
 
 def _warn_if_rng_moved(recording: Recording) -> None:
     """Warn when the generator is not where eager construction would have found it."""
-    if recording.done or not any(op.random for op in recording.ops):
-        return
+    if recording.done or recording.replay_from is not None or not any(op.random for op in recording.ops):
+        return  # (after a jump past its draws, replay draws from the saved state: later draws are fine)
     expected: torch.Tensor | None = recording.rng_state
     if recording.follows is not None:  # eager would have drawn after the earlier recording
         expected = recording.follows.rng_after
@@ -353,12 +354,14 @@ def _warn_if_rng_moved(recording: Recording) -> None:
     )
     if moved:
         warnings.warn(
-            "materialize: random numbers were drawn (or the seed was set) between "
-            "recording and materialize, from the global generator or one the constructor "
-            "used; the weights are those eager construction would give now, not at "
-            "recording time.",
+            "materialize: random numbers were drawn (or the seed was set) between recording and "
+            f"materialize (recorded at {recording.site}), from the global generator or one the "
+            "constructor used; the weights are those eager construction would give now, not at recording time, "
+            "and those draws differ from eager's too. Fix: build the model in configure_model "
+            "rather than under trainer.init_module() (or materialize before drawing), or draw "
+            "those numbers with your own torch.Generator.",
             DeferredInitWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
 

@@ -7,10 +7,11 @@ other for these types: they meet here.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,11 @@ class Recording:
         self.executor: Executor | None = None  # the replay state, kept across materialize calls
         self.rng_state = torch.get_rng_state()  # what eager would have drawn from
         self.rng_after: torch.Tensor | None = None  # set when its replay is complete
+        # Set when the global generator was jumped past the pending draws as the block ended
+        # (see recorder.jump_past_draws): the state those draws start from, and the jumped-to one.
+        self.replay_from: torch.Tensor | None = None
+        self.jumped_to: torch.Tensor | None = None
+        self.site = "unknown location"  # the user's line that opened the recording block
         # The caller's own generators, each with its state when the recording first used
         # it: like the global one, replay draws from them as they are at materialize.
         self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
@@ -103,6 +109,21 @@ class Recording:
         self.alive: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()  # its deferred tensors still held
         self._sids: dict[int, int] = {}  # meta storage address -> sid
         self._metas: dict[int, torch.Tensor] = {}  # wrapper storage address -> meta
+
+    @contextlib.contextmanager
+    def eager_generator(self) -> Iterator[None]:
+        """Replays in the block draw from the global generator as eager construction found it: as it is
+        now, or, once the generator was jumped past the draws, from the saved state, putting back
+        the present state afterwards (the draws made since the block are the user's)."""
+        if self.replay_from is None:
+            yield
+            return
+        now = torch.get_rng_state()
+        torch.set_rng_state(self.replay_from)
+        try:
+            yield
+        finally:
+            torch.set_rng_state(now)
 
     def pending(self) -> list[int]:
         """Indices of the ops no replay has run yet, in recording order."""

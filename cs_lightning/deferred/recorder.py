@@ -30,9 +30,9 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
-from cs_lightning.deferred.replay import Executor, live_ops, replay_exact
+from cs_lightning.deferred.replay import Executor, _skip, live_ops, replay_exact
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
-from cs_lightning.user_code import is_user_file
+from cs_lightning.user_code import is_own_file, is_user_file
 
 aten = torch.ops.aten
 T = TypeVar("T")
@@ -167,22 +167,48 @@ def _not_materialized(what: Any) -> str:
 def constructor_site() -> str:
     """Where in the user's constructors we are: ``A.__init__ > B.__init__ (file:line)``.
 
-    Lightning's ``configure_model`` counts as a constructor: it runs under recording too.
+    Lightning's ``configure_model`` counts as a constructor: it runs under recording too. The
+    line is the user's own (see :func:`user_site`), not that of a library they called.
     """
     chain: list[str] = []
-    site = None
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        file = frame.f_code.co_filename
-        if site is None and is_user_file(file):
-            site = f"{file}:{frame.f_lineno}"
         owner = frame.f_locals.get("self")
         name = frame.f_code.co_name
         if name in ("__init__", "configure_model") and isinstance(owner, torch.nn.Module):
             chain.append(f"{type(owner).__qualname__}.{name}")
         frame = frame.f_back
     path = " > ".join(reversed(chain)) or "<no module constructor>"
-    return f"{path} ({site or 'unknown location'})"
+    return f"{path} ({user_site()})"
+
+
+def _user_frame() -> tuple[FrameType, int] | None:
+    """The innermost frame of the user's own code, and how many frames out from the caller's
+    caller it is; failing that (all of the user's code is installed as a package), the
+    innermost frame outside torch, cs_lightning and the standard library."""
+    fallback = None
+    frame: FrameType | None = sys._getframe(2)
+    depth = 1
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if is_own_file(file):
+            return frame, depth
+        if fallback is None and is_user_file(file):
+            fallback = frame, depth
+        frame, depth = frame.f_back, depth + 1
+    return fallback
+
+
+def user_site() -> str:
+    """``file:line`` of the user's line that led here (see :func:`_user_frame`)."""
+    found = _user_frame()
+    return "unknown location" if found is None else f"{found[0].f_code.co_filename}:{found[0].f_lineno}"
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the caller point at the user's line."""
+    found = _user_frame()
+    return 1 if found is None else found[1]
 
 
 class Recorder(Recording):
@@ -194,6 +220,7 @@ class Recorder(Recording):
         self.active = True  # False once its block has exited (in-place init is still recorded)
         self._last_write: dict[int, int] = {}  # storage -> index of the last op writing it
         self._concrete: dict[int, tuple[int, torch.Tensor]] = {}  # values read by constructors, cached
+        self.site = user_site()
 
     def _wrap(self, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
         fake = DeferredTensor(meta, device)
@@ -402,6 +429,8 @@ class Recorder(Recording):
             self.uninitialized.discard(sid)
         if func.overloadpacket in _UNINITIALIZED:
             self.uninitialized.update(ref.sid for _, ref in creates)
+        if is_random and self.replay_from is not None:
+            self._drawn_after_jump(index)
 
     def _note_generators(self, logged: list[Any]) -> None:
         for x in logged:
@@ -465,23 +494,44 @@ class Recorder(Recording):
                 self._concrete[ref.sid] = cached
             return cached[1].as_strided(ref.size, ref.stride, ref.offset)
 
-    def flush(self, reason: str) -> None:
+    def flush(
+        self,
+        reason: str,
+        why: str = "Eager construction would branch on random numbers here",
+        fix: str = "Move the read out of the constructor to keep the whole model deferred.",
+    ) -> None:
         """Run every pending op for real, now, on the global generator, in order.
 
         This is eager construction, delayed: the values and the RNG stream are exactly
         eager's, but the memory of everything recorded so far is allocated now.
         """
         warnings.warn(
-            f"{reason} in {constructor_site()}. Eager construction would branch on random "
-            "numbers here, so everything recorded so far was run eagerly (its memory is "
-            "allocated now); weights stay exactly eager's. Move the read out of the "
-            "constructor to keep the whole model deferred.",
+            f"{reason} in {constructor_site()}. {why}, so everything recorded so far was run "
+            f"eagerly (its memory is allocated now); weights stay exactly eager's. {fix}",
             DeferredInitWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
         keep = {self.ref(f).sid for f in list(self.alive)}
-        with recording_paused():
+        with recording_paused(), self.eager_generator():
             replay_exact(self, set(), keep, None, True, lambda sid, executor: None)
+
+    def before_generator_use(self, function: str, use: str) -> None:
+        """``function`` (``torch.manual_seed``, ``torch.get_rng_state``...) is about to ``use`` ("set" or
+        "read") the global generator: eager drew the numbers recorded so far before that, so they are
+        drawn now (nothing to do if none is pending)."""
+        if any(self.ops[k].random for k in self.pending()):
+            fix = "seed" if use == "set" else "read the generator"
+            self.flush(
+                f"{function} after random numbers were recorded",
+                f"Eager construction drew them before the generator was {use}",
+                f"To keep the whole model deferred, {fix} before trainer.fit (or deferred_init), or at "
+                "the top of configure_model before building any layer.",
+            )
+
+    def generator_set(self) -> None:
+        """The global generator was just set: the draws recorded from now on start from its new state."""
+        self.rng_state = torch.get_rng_state()
+        self.follows = None  # eager would draw from the new state, not after an earlier recording
 
     def record_call(
         self, func: Callable[..., Any], tensor: DeferredTensor, args: tuple, kwargs: dict
@@ -507,7 +557,24 @@ class Recorder(Recording):
         )
         self._last_write[ref.sid] = index
         self.uninitialized.discard(ref.sid)
+        if self.replay_from is not None:
+            self._drawn_after_jump(index)
         return tensor
+
+    def _drawn_after_jump(self, index: int) -> None:
+        """A draw recorded after the generator was jumped past the block's (``model.apply(init_fn)``
+        after ``trainer.init_module()``): eager draws it next, so the generator jumps past it too.
+        When it cannot (its count is unknown, or numbers were drawn since the block), the generator
+        goes back to where it was and replay draws from it as it is at materialize, as without a jump."""
+        words = _global_words(self, [index])
+        unmoved = self.jumped_to is not None and torch.equal(torch.get_rng_state(), self.jumped_to)
+        if words is not None and unmoved:
+            _skip(torch.default_generator, words)
+            self.jumped_to = torch.get_rng_state()
+            return
+        if unmoved and self.replay_from is not None:
+            torch.set_rng_state(self.replay_from)
+        self.replay_from = self.jumped_to = None
 
 
 class _RecordingMode(TorchDispatchMode):
@@ -554,8 +621,10 @@ def recording_paused() -> Iterator[None]:
 
 # Init functions whose Python loops on random values; recorded as one call each.
 _WHOLE_CALLS = [(torch.nn.init, "trunc_normal_")]
-# Setters of the global CPU generator: the draws recorded before them happen only at
-# materialize, so a state set (or restored, as fork_rng does) now cannot be replayed.
+# Setters and getters of the global CPU generator: the draws recorded before one must
+# happen before it (fork_rng reads the state, then puts it back), and the draws recorded
+# after a setter start from the state it sets.
+_RNG_GETTERS = [(torch, "get_rng_state"), (torch.random, "get_rng_state")]
 _RNG_SETTERS = [
     (torch, "manual_seed"),
     (torch.random, "manual_seed"),
@@ -579,15 +648,26 @@ def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _refused_setter(original: Callable[..., Any]) -> Callable[..., Any]:
+def _setter(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if _recording_user_code() is not None:
-            raise DeferredInitError(
-                f"torch.{original.__name__} in {constructor_site()}: the random numbers "
-                "recorded so far are drawn only at materialize, so setting the global "
-                "generator here cannot be replayed. Seed before deferred_init/recording."
-            )
+        recorder = _recording_user_code()
+        if recorder is None:
+            return original(*args, **kwargs)
+        recorder.before_generator_use(f"torch.{original.__name__}", "set")
+        result = original(*args, **kwargs)
+        recorder.generator_set()
+        return result
+
+    return call
+
+
+def _getter(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        recorder = _recording_user_code()
+        if recorder is not None:
+            recorder.before_generator_use(f"torch.{original.__name__}", "read")
         return original(*args, **kwargs)
 
     return call
@@ -599,7 +679,8 @@ def _patched() -> Iterator[None]:
     each acts only on the thread that records."""
     global _patch_users
     patches = [(owner, name, _recorded_call) for owner, name in _WHOLE_CALLS]
-    patches += [(owner, name, _refused_setter) for owner, name in _RNG_SETTERS]
+    patches += [(owner, name, _setter) for owner, name in _RNG_SETTERS]
+    patches += [(owner, name, _getter) for owner, name in _RNG_GETTERS]
     with _patch_lock:
         if _patch_users == 0:
             for owner, name, wrap in patches:
@@ -680,3 +761,39 @@ def _deferred_call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def is_deferred(module: torch.nn.Module) -> bool:
     """True while any parameter or buffer of ``module`` is still a deferred tensor."""
     return any(isinstance(t, DeferredTensor) for t in (*module.parameters(), *module.buffers()))
+
+
+def jump_past_draws(recording: Recording) -> bool:
+    """Move the global CPU generator past the draws ``recording`` holds and has not run, to where
+    eager construction would have left it, so numbers drawn before materialize (a ``random_split``,
+    a ``torch.randn``) are eager's too; materialize then replays from the state saved here.
+
+    Only when every such draw's count of generator outputs is known without generating it
+    (float32/float64 ``normal_``, ``uniform_``, ``randn``, ``rand`` on the CPU; draws from the
+    user's own generators count none): returns whether the generator is where eager leaves it.
+    A jump over many outputs costs 10-30 ms whatever their count (``mt19937.advance``).
+    """
+    words = _global_words(recording, recording.pending())
+    if words is None:
+        return False
+    if words:
+        recording.replay_from = torch.get_rng_state()
+        _skip(torch.default_generator, words)
+        recording.jumped_to = torch.get_rng_state()
+    return True
+
+
+def _global_words(recording: Recording, indices: list[int]) -> int | None:
+    """Outputs of the global CPU generator the ops at ``indices`` take; None if one is unknown."""
+    counter = Executor(recording.storages, None)  # allocates nothing: global_draws reads metadata only
+    total = 0
+    for k in indices:
+        op = recording.ops[k]
+        own = any(isinstance(x, torch.Generator) and x is not torch.default_generator for x in op.flat)
+        if not op.random or own:
+            continue
+        words = counter.global_draws(op)
+        if words is None:
+            return None
+        total += words
+    return total

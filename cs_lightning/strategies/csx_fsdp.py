@@ -96,6 +96,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
 
     strategy_name = "csx_fsdp"
     description = "Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly."
+    jumps_generator = False  # its row replay (deferred.sharded) draws from the generator as it is at materialize
 
     def __init__(
         self,

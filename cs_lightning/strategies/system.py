@@ -3,6 +3,8 @@
 * Lazy model: ``configure_model()`` and ``trainer.init_module()`` record instead of allocating;
   the model is materialized once, on the root device in the precision's dtype, straight
   from the checkpoint when ``fit``/``validate``/... get a ``ckpt_path`` (no random init then).
+  As a block ends the global generator jumps to where eager construction leaves it (when the
+  recorded draws' counts are known), so random numbers drawn before ``fit`` are eager's.
 * Lazy factories: ``configure_optimizers()`` runs after materialization; a closed-form
   scheduler returned bare steps every optimizer step.
 * Traced execution: the first training step runs as a CS-X traces it (``trace.lazy_trace``):
@@ -42,6 +44,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning import deferred, trace
+from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.schedulers.resume import check_checkpoint
@@ -120,6 +123,8 @@ class CSXSystemMixin(Strategy):
 
     strategy_name: str
     description: str  # what Lightning's registry shows (not the docstring: ``python -OO`` strips those)
+    # whether materialize replays from the state saved when the generator jumped past a recording's draws
+    jumps_generator = True
 
     def __init__(self, **kwargs: Any) -> None:
         self.options = CSXOptions.take(kwargs)
@@ -130,6 +135,7 @@ class CSXSystemMixin(Strategy):
         self._first_loss: Any = None  # what the first training_step returned, for the driven clock
         self._step = StepBoundary()
         self._recorded = False
+        self._configuring_model = False  # set by model_sharded_context, which Lightning enters for configure_model
         self._check_pending = False
         self._capture: trace.Capture | None = None  # the compiled forwards, installed around each training step
 
@@ -217,10 +223,28 @@ class CSXSystemMixin(Strategy):
     def tensor_init_context(self, empty_init: bool | None = None) -> Generator[None, None, None]:
         """Record modules built here (``configure_model``, ``trainer.init_module``) instead of allocating them."""
         started = time.perf_counter()
+        outermost = current_recorder() is None  # an inner block joins the outer one, which ends later
+        if outermost:
+            self._configuring_model = False
         with deferred.recording(), self.precision_plugin.tensor_init_context():
+            block = current_recorder()
             yield
+        # after configure_model, materialize follows at once: nothing can draw in between
+        jumps = outermost and not self._configuring_model and self.options.init_mode == "exact"
+        if jumps and block is not None and self.jumps_generator:
+            # after trainer.init_module() the generator continues where eager construction leaves it:
+            # draws made before fit (random_split in a DataModule, torch.randn) are eager's
+            jump_past_draws(block)
         self._recorded = True
         self._add_phase("construct", time.perf_counter() - started)
+
+    @override
+    @contextmanager
+    def model_sharded_context(self) -> Generator[None, None, None]:
+        """Lightning enters this (inside ``tensor_init_context``) only to call ``configure_model``."""
+        self._configuring_model = True
+        with super().model_sharded_context():
+            yield
 
     @override
     def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:

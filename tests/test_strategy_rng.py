@@ -1,0 +1,204 @@
+"""Seeding and drawing around a recorded model under Lightning: the weights and the global generator
+are those of the default strategy (eager construction), and what cannot be kept deferred says where."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator
+
+import pytest
+import torch
+from lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
+from lightning_models import data, trainer
+from torch import nn
+from torch.utils.data import DataLoader, random_split
+
+from cs_lightning.errors import DeferredInitWarning
+
+_DISTRIBUTED_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK")
+
+
+@pytest.fixture(autouse=True)
+def _no_process_group_left() -> Iterator[None]:
+    """An in-process csx_ddp/csx_fsdp run starts a process group listening on MASTER_PORT, which
+    Lightning sets in this process's environment: both are ended here, or a later test's training
+    subprocesses would inherit that port and find it taken."""
+    saved = {name: os.environ.get(name) for name in _DISTRIBUTED_ENV}
+    yield
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+class _SeedsInConfigureModel(LightningModule):
+    """Seeds in ``configure_model``: first (nothing built yet) or between its two layers."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+        self.net: nn.Module | None = None
+
+    def configure_model(self) -> None:
+        if self.net is not None:
+            return
+        if self.where == "first":
+            seed_everything(1234, verbose=False)
+        first = nn.Linear(6, 16)
+        if self.where == "between":
+            seed_everything(1234, verbose=False)  # SEED_BETWEEN_LINE
+        self.net = nn.Sequential(first, nn.GELU(), nn.Linear(16, 1))
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class _AtFitStart(Callback):
+    """The weights and the global generator once the model is built (materialized, under csx)."""
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        tensors = pl_module.state_dict().values()  # csx_fsdp's are DTensors: gathered whole
+        self.weights = [getattr(t, "full_tensor", t.detach)().detach().clone() for t in tensors]
+        self.rng = torch.get_rng_state()
+
+
+# Each csx strategy is compared with a Lightning strategy that builds eagerly what it records; the
+# distributed ones with DDP: a second in-process distributed run draws differently from a first one
+# (Lightning's set-up, with or without csx), so "auto" is no twin for them within one test session.
+EAGER_TWIN = {"csx": "auto", "csx_ddp": "ddp", "csx_fsdp": "ddp"}
+
+
+def _built(model: LightningModule, strategy: str) -> _AtFitStart:
+    torch.manual_seed(0)  # not the seed configure_model sets
+    seen = _AtFitStart()
+    trainer(strategy, max_steps=0, accelerator="cpu", devices=1, callbacks=[seen]).fit(model, data())
+    return seen
+
+
+def _assert_same(a: _AtFitStart, b: _AtFitStart) -> None:
+    assert len(a.weights) == len(b.weights) == 4
+    assert all(torch.equal(x, y) for x, y in zip(a.weights, b.weights))
+    assert torch.equal(a.rng, b.rng)
+
+
+def _line_of(marker: str) -> int:
+    with open(__file__) as source:
+        return next(number for number, line in enumerate(source, 1) if marker in line and "_line_of" not in line)
+
+
+@pytest.mark.parametrize("strategy", ["csx", "csx_ddp", "csx_fsdp"])
+def test_seeding_at_the_top_of_configure_model_is_honoured(strategy: str) -> None:
+    """It was refused: the recording thought the seed came after draws it had deferred."""
+    eager = _built(_SeedsInConfigureModel("first"), EAGER_TWIN[strategy])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)  # nothing is run eagerly
+        csx = _built(_SeedsInConfigureModel("first"), strategy)
+    _assert_same(eager, csx)
+    seed_everything(1234, verbose=False)
+    plain = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 1))
+    assert all(torch.equal(x, y) for x, y in zip(csx.weights, plain.state_dict().values()))
+
+
+@pytest.mark.parametrize("strategy", ["csx", "csx_fsdp"])
+def test_seeding_between_layers_builds_what_was_recorded_before_eagerly_and_names_the_users_line(
+    strategy: str,
+) -> None:
+    """It stopped training, naming Lightning's seed.py and a fix for deferred_init users."""
+    eager = _built(_SeedsInConfigureModel("between"), EAGER_TWIN[strategy])
+    with pytest.warns(DeferredInitWarning) as caught:
+        csx = _built(_SeedsInConfigureModel("between"), strategy)
+    _assert_same(eager, csx)
+    [warning] = [w for w in caught if issubclass(w.category, DeferredInitWarning)]
+    message = str(warning.message)
+    site = f"{__file__}:{_line_of('SEED_BETWEEN_LINE')}"
+    assert (
+        f"torch.manual_seed after random numbers were recorded in _SeedsInConfigureModel.configure_model ({site})"
+        in message
+    )
+    assert "seed before trainer.fit" in message and "top of configure_model" in message
+    assert (warning.filename, warning.lineno) == (__file__, _line_of("SEED_BETWEEN_LINE"))
+
+
+class _Split(LightningDataModule):
+    """Splits its data with the global generator in ``setup``, as ``random_split`` users do."""
+
+    def setup(self, stage: str) -> None:
+        self.train, self.val = random_split(data(n=20).dataset, [0.8, 0.2])
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train, batch_size=4)
+
+
+class _Net(LightningModule):
+    def __init__(self, init: str = "default") -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 1))
+        if init == "trunc_normal":  # rejection sampling: how many numbers it draws is known only by drawing them
+            nn.init.trunc_normal_(self.net[0].weight, std=0.02)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _init_module_then_draws(strategy: str, init: str = "default", apply_init: str = "", draws: bool = True) -> tuple:
+    """``trainer.init_module()``, then (with ``draws``) draws from the global generator before and during ``fit``."""
+    torch.manual_seed(0)
+    seen = _AtFitStart()
+    run = trainer(strategy, max_steps=0, accelerator="cpu", devices=1, callbacks=[seen])
+    with run.init_module():  # INIT_MODULE_LINE
+        model = _Net(init)
+    if apply_init:  # in-place init of this parameter after the block: eager draws it next
+        nn.init.normal_(getattr(model.net[2], apply_init), std=0.5)
+    if not draws:
+        run.fit(model, data())
+        return seen, None, None
+    drawn = torch.randn(3)
+    split = _Split()
+    run.fit(model, datamodule=split)
+    return seen, drawn, list(split.val.indices)
+
+
+@pytest.mark.parametrize(("strategy", "apply_init"), [("csx", ""), ("csx_ddp", ""), ("csx", "weight")])
+def test_draws_after_init_module_are_eagers_and_so_are_the_weights(strategy: str, apply_init: str) -> None:
+    """They drew what the recorded construction had not drawn yet: the user's numbers and then the
+    weights (materialized from the moved generator) both differed from the default strategy's."""
+    eager, eager_drawn, eager_split = _init_module_then_draws(EAGER_TWIN[strategy], apply_init=apply_init)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        csx, drawn, split = _init_module_then_draws(strategy, apply_init=apply_init)
+    assert torch.equal(drawn, eager_drawn) and split == eager_split
+    _assert_same(eager, csx)
+
+
+def test_draws_after_init_module_that_cannot_be_jumped_are_reported_at_the_users_line() -> None:
+    """The warning named cs_lightning's system.py and no fix."""
+    _, eager_drawn, _ = _init_module_then_draws("auto", init="trunc_normal")
+    with pytest.warns(DeferredInitWarning, match="between recording and materialize") as caught:
+        _, drawn, _ = _init_module_then_draws("csx", init="trunc_normal")
+    assert not torch.equal(drawn, eager_drawn)  # as before: its construction had drawn nothing yet
+    [warning] = [w for w in caught if issubclass(w.category, DeferredInitWarning)]
+    assert f"(recorded at {__file__}:{_line_of('INIT_MODULE_LINE')})" in str(warning.message)
+    assert "build the model in configure_model" in str(warning.message)
+    assert "your own torch.Generator" in str(warning.message)
+    assert warning.filename == __file__
+
+
+def test_an_init_after_init_module_whose_draws_cannot_be_counted_puts_the_generator_back() -> None:
+    """The generator had jumped past the block's draws; a normal_ of under 16 numbers drawn next (torch
+    may keep a spare sample in the generator) cannot be jumped over, so the generator goes back and
+    materialize draws everything in order, as without a jump: exact."""
+    eager, _, _ = _init_module_then_draws("auto", apply_init="bias", draws=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        csx, _, _ = _init_module_then_draws("csx", apply_init="bias", draws=False)
+    _assert_same(eager, csx)
