@@ -28,7 +28,7 @@ Limits, each reported rather than hidden:
 * Replay draws from the global generator as it is at ``materialize``: draw no random
   numbers between recording and materialize (a warning says when that happened, naming
   the line that opened the recording). The csx strategies instead jump the generator past
-  a block's draws as the block ends (``recorder.jump_past_draws``) when every draw's count
+  a ``trainer.init_module()`` block's draws as it ends (``recorder.jump_past_draws``) when every draw's count
   is known (float32/float64 ``normal_``/``uniform_``/``randn``/``rand`` on the CPU): draws
   made before ``fit`` are then eager's, and so are the weights.
 * A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop),
