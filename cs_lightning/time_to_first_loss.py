@@ -100,8 +100,10 @@ class TimeToFirstLoss(Callback):
             self.metrics["ttfl/loss"] = float(loss)  # the one host read this callback makes
         rank_zero_info(self._line())
         if self.log_metrics:
+            # the row of this batch, as `self.log` writes it: Lightning's logging step, and the epoch
+            step = trainer.fit_loop.epoch_loop._batches_that_stepped
             for logger in trainer.loggers:
-                logger.log_metrics(self.metrics, step=trainer.global_step)
+                logger.log_metrics({**self.metrics, "epoch": trainer.current_epoch}, step=step)
 
     def _line(self) -> str:
         parts = {name.removeprefix("ttfl/"): value for name, value in self.metrics.items()}

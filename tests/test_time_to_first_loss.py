@@ -24,6 +24,8 @@ def test_with_the_default_strategy(caplog: pytest.LogCaptureFixture) -> None:
     assert len(lines) == 1 and f"first loss {losses.values[0].item():.6g}" in lines[0]
     rows = list(csv.DictReader(Path("logs/lightning_logs/version_0/metrics.csv").open()))
     assert float(rows[0]["ttfl/total"]) == pytest.approx(clock.metrics["ttfl/total"])
+    # the first batch's row, as `self.log` writes it (was step 1, no epoch)
+    assert (rows[0]["epoch"], rows[0]["step"]) == ("0", "0")
 
 
 def test_phases_a_strategy_adds_are_reported_and_logged(caplog: pytest.LogCaptureFixture) -> None:
