@@ -110,6 +110,10 @@ class GraphBreakError(CSLightningError, RuntimeError):
     """The training step does not run as one graph; the message names file, line and fix."""
 
 
+class ShardingError(CSLightningError, ValueError):
+    """``csx_fsdp`` cannot shard the model as written; the message names the parameters and the fix."""
+
+
 class NotConvertible(CSLightningError, ValueError):
     """A torch scheduler that has no closed-form equivalent: ``reason`` says why, ``where`` which
     one (outermost first, e.g. ``("schedulers[1] (StepLR)",)``); re-raise ``under`` a place to add one."""

@@ -368,3 +368,77 @@ def test_the_trace_check_refuses_a_host_read_on_every_rank(tmp_path: Path) -> No
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     line = next(k for k, text in enumerate(script.read_text().splitlines(), 1) if "if loss > 100:" in text)
     assert f'refused: File "{script}", line {line}, in training_step' in run.stdout, run.stderr[-3000:]
+
+
+def test_a_training_step_calling_a_submodule_directly_trains_as_one_calling_self(tmp_path: Path) -> None:
+    # Lightning users often skip forward (`self.net(x)` in training_step); FSDP2 gathers the
+    # root's parameters only around forward, so this failed with "mixed torch.Tensor and DTensor"
+    script = tmp_path / "direct.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        import torch
+        from lightning.pytorch import Trainer, seed_everything
+        from torch import nn
+        import cs_lightning
+        from sharded_models import Language, tokens
+
+        class Direct(Language):
+            def training_step(self, batch, batch_idx):
+                inputs, targets = batch
+                return nn.functional.cross_entropy(self.net(inputs).flatten(0, 1), targets.flatten())
+
+            def validation_step(self, batch, batch_idx):
+                self.log("val", self.training_step(batch, batch_idx))
+
+        losses = []
+        for model in (Language(), Direct()):
+            seed_everything(5)
+            trainer = Trainer(strategy="csx_fsdp", devices=2, accelerator="cpu", max_steps=2, logger=False,
+                              enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                              limit_val_batches=1)
+            trainer.fit(model, tokens(), tokens() if isinstance(model, Direct) else None)
+            with torch.no_grad():
+                losses.append(model.loss(next(iter(tokens()))).view(torch.int32).item())
+        with open(f"rank{{trainer.global_rank}}.json", "w") as file:
+            json.dump(losses, file)
+    """)
+    )
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+    assert ranks[0] == ranks[1]  # both ranks agree
+    direct, through_self = ranks[0]
+    assert direct == through_self  # bit for bit: the same steps
+
+
+def test_what_fsdp2_cannot_shard_is_refused_in_words_before_sharding() -> None:
+    from cs_lightning.errors import ShardingError
+    from cs_lightning.strategies.csx_fsdp import _blocks, _check_shardable
+
+    class Scalar(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(4, 4)])
+            self.scale = nn.Parameter(torch.tensor(2.0))
+
+    scalar = Scalar()
+    with pytest.raises(ShardingError, match=r"'scale' is a scalar .*fix: give it shape \(1,\)"):
+        _check_shardable(scalar, _blocks(scalar, None))
+
+    class Mixed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4).double()])
+            self.head = nn.Linear(4, 4)
+
+    mixed = Mixed()
+    _check_shardable(mixed, _blocks(mixed, None))  # each block in one dtype: fine
+    mixed.head.double()
+    mixed.blocks[1].weight.data = mixed.blocks[1].weight.data.float()
+    with pytest.raises(ShardingError, match=r"block 'blocks.1' mix dtypes \(blocks.1.weight \(float32\), "):
+        _check_shardable(mixed, _blocks(mixed, None))
+    mixed.blocks[1].double()
+    with pytest.raises(ShardingError, match=r"parameters no block holds mix dtypes .*fix: give the module"):
+        _check_shardable(mixed, [])

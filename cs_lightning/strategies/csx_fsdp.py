@@ -29,11 +29,12 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard, register_fsdp_forward_method
 from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
+from cs_lightning.errors import ShardingError
 from cs_lightning.strategies.system import _RNG_KEY, _WEIGHT_DTYPES, CSXSystemMixin, _check_keys
 
 STATE_DICT_TYPES = ("sharded", "full")
@@ -63,6 +64,9 @@ class _FSDP2(ModelParallelStrategy):
             _optimizers_to_device(self.optimizers, self.root_device)
 
 
+# The LightningModule methods Lightning calls for a step: each gathers the root's parameters as forward does.
+_STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
+
 # ModelParallelStrategy arguments this strategy decides: a value given for them would be ignored.
 _SET_HERE = {
     "data_parallel_size": "every rank is a data-parallel replica: the world size",
@@ -75,7 +79,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     """Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly.
 
     The model is sharded automatically: each block of every ``nn.ModuleList`` (or each module of
-    ``block_classes``), then the LightningModule as the root (call the model through ``self(...)``),
+    ``block_classes``), then the LightningModule as the root (its forward and step methods gather the rest),
     with ``fully_shard`` on a data-parallel mesh of all ranks (data-parallel size = world size:
     every rank gets its own batches). A model built in ``configure_model()`` or under
     ``trainer.init_module()`` is recorded and each rank generates only its rows of each
@@ -252,11 +256,17 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         return module
 
     def _shard(self, module: nn.Module) -> None:
-        """``fully_shard`` each block, then the LightningModule as the root (its forward gathers the rest)."""
+        """``fully_shard`` each block, then the LightningModule as the root, whose step methods
+        gather what no block holds, as its forward does: a ``training_step`` may call a
+        submodule directly (``self.encoder(x)``) instead of ``self(x)``."""
         mesh = self.device_mesh["data_parallel"]
-        for block in _blocks(module, self.block_classes):
+        blocks = _blocks(module, self.block_classes)
+        _check_shardable(module, blocks)
+        for block in blocks:
             fully_shard(block, mesh=mesh)
         fully_shard(module, mesh=mesh)
+        for method in _STEP_METHODS:
+            register_fsdp_forward_method(module, method)
 
     def _all_ranks(self, ok: bool) -> bool:
         """True when ``ok`` on every rank (one all-reduce of one number)."""
@@ -275,6 +285,32 @@ def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> l
     found = [m for m in found if next(m.parameters(), None) is not None]
     depth = {id(m): name.count(".") for name, m in module.named_modules()}
     return sorted(found, key=lambda m: -depth[id(m)])
+
+
+def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
+    """Refuse in words, before anything is sharded, what FSDP2 refuses later in a traceback
+    (a 0-dim parameter) or at the first forward (two dtypes in one sharded group)."""
+    names = {id(m): name for name, m in root.named_modules()}
+    seen: set[int] = set()
+    for group in [*blocks, root]:  # fully_shard's groups: a block's parameters, then the rest
+        prefix = f"{names[id(group)]}." if group is not root else ""
+        params = [(prefix + n, p) for n, p in group.named_parameters() if id(p) not in seen]
+        seen.update(id(p) for _, p in params)
+        for name, param in params:
+            if param.dim() == 0:
+                raise ShardingError(
+                    f"csx_fsdp: parameter {name!r} is a scalar (0-dim), which FSDP2 cannot shard by rows;"
+                    " fix: give it shape (1,), e.g. torch.tensor([2.0]) for torch.tensor(2.0)"
+                )
+        by_dtype = {p.dtype: name for name, p in params}
+        if len(by_dtype) > 1:
+            where = "the parameters no block holds" if group is root else f"block {names[id(group)]!r}"
+            listed = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for dtype, name in by_dtype.items())
+            raise ShardingError(
+                f"csx_fsdp: {where} mix dtypes ({listed}), and FSDP2 shards each group in one dtype;"
+                " fix: give the module of the other dtype its own block (CSXFSDPStrategy(block_classes=[...]))"
+                " or build the model in one dtype"
+            )
 
 
 def _block_class(spec: type[nn.Module] | str) -> type[nn.Module]:
