@@ -321,12 +321,16 @@ def _tiny_gpt(root: Path, **blocks: object) -> Path:
     return path
 
 
-def test_globs_on_a_model_built_in_configure_model_are_refused_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("devices", [1, 2])
+def test_globs_on_a_model_built_in_configure_model_are_refused_in_one_line(tmp_path: Path, devices: int) -> None:
     """The installed command: its names are known once configure_model() ran, so the refusal comes from
-    configure_optimizers, after Lightning's start-up lines, still as one line and exit 2."""
+    configure_optimizers, after Lightning's start-up lines, still as one line and exit 2 (said by rank 0
+    alone when every rank refuses it)."""
     block = _readme_block()
     block["param_groups"][0]["params"] = ["blocks.*.weight"]
-    _tiny_gpt(tmp_path, **block)
+    config = yaml.safe_load(_tiny_gpt(tmp_path, **block).read_text())
+    config["trainer"].update(accelerator="cpu", devices=devices)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     result = run_cli("fit", "--config", "run.yaml", cwd=tmp_path)
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if "error" in line] == [

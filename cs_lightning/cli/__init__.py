@@ -49,7 +49,7 @@ from cs_lightning.cli.config_files import _run_imports
 from cs_lightning.cli.error_lines import _parser_error
 from cs_lightning.cli.lightning_cli import CSLightningCLI
 from cs_lightning.cli.schedule_command import _schedule_command
-from cs_lightning.errors import CSLightningError, GraphBreakError
+from cs_lightning.errors import CSLightningError
 
 __all__ = ["CSLightningCLI", "main"]
 
@@ -90,11 +90,9 @@ def main(args: Sequence[str] | None = None) -> int:
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
             CSLightningCLI(args=argv, imported=imported)
-    except GraphBreakError as err:
-        # every rank checks the same step code on the same shapes, so rank 0 says it for all
+    except CSLightningError as err:  # the user's to fix (a config, a scheduler, a step): one line
+        # under devices=N every rank runs the same config and code into it, so rank 0 says it for all
         return _fail(str(err)) if getattr(rank_zero_only, "rank", 0) == 0 else 2  # Lightning sets .rank per process
-    except CSLightningError as err:  # the user's to fix (a config, a scheduler): one line
-        return _fail(str(err))
     except argparse.ArgumentError as err:
         return _fail(str(_parser_error(str(err), _OWN_COMMANDS)))
     except KeyboardInterrupt:
