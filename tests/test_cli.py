@@ -485,6 +485,23 @@ def test_imports_can_be_given_on_the_command_line(option: str, module: str, tmp_
     assert metrics(tmp_path)["lr-SGD"] == {0: 0.001, 1: 0.001}
 
 
+def test_print_config_gives_imports_that_work_from_any_folder(tmp_path: Path, capfd, monkeypatch) -> None:
+    """examples/custom_scheduler lists its .py files relative to its config; the printed config
+    names them by absolute path, so it runs saved anywhere (it kept the relative paths)."""
+    example = REPO / "examples" / "custom_scheduler"
+    assert main(["fit", "--config", str(example / "config.yaml"), "--print_config"]) == 0
+    printed = yaml.safe_load(capfd.readouterr().out)
+    assert printed["imports"] == [
+        str(example / "warmup_stable_decay.py"),
+        str(REPO / "examples/image_classifier/image_classifier.py"),
+    ]
+    (tmp_path / "elsewhere").mkdir()
+    saved = write(tmp_path / "elsewhere" / "full.yaml", printed)
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", "--config", str(saved), "--print_config"]) == 0
+    assert yaml.safe_load(capfd.readouterr().out) == printed
+
+
 def test_an_imports_file_never_replaces_a_loaded_module(tmp_path: Path, capfd) -> None:
     (tmp_path / "json.py").write_text("raise SystemExit('must not run')\n")
     config = digits_run(tmp_path, **CEREBRAS)

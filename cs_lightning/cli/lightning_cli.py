@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -19,7 +20,6 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
 from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _model_arguments
-from cs_lightning.cli.config_files import _entries
 from cs_lightning.cli.error_lines import _instantiation_error
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
@@ -102,7 +102,10 @@ class CSLightningCLI(LightningCLI):
         self.make_schedulers: SchedulersFactory | None = None
         self.tagged_groups: list[param_groups.TaggedGroup] = []
         self._seed_log: _HeldRecords | None = None
-        self._imported = dict(imported or {})
+        if imported and isinstance(args, list) and args[:1] and args[0] in self.subcommands():
+            # every entry as imported (a .py file by its absolute path), last on the command line:
+            # --print_config and the saved config.yaml then work from any folder
+            args = [*args, "--imports", json.dumps(list(dict.fromkeys(imported.values())))]
         super().__init__(args=args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -137,8 +140,6 @@ class CSLightningCLI(LightningCLI):
         """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
         super().parse_arguments(parser, args)
         config = self.config.get(str(self.config.get("subcommand")), self.config)
-        if config.get("imports"):
-            config["imports"] = [self._imported.get(e, e) for e in _entries(config["imports"])]
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
