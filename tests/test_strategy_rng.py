@@ -175,6 +175,8 @@ def test_draws_after_init_module_are_eagers_and_so_are_the_weights(strategy: str
     eager, eager_drawn, eager_split = _init_module_then_draws(EAGER_TWIN[strategy], apply_init=apply_init)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeferredInitWarning)
+        # Lightning's "init_module cannot fully support" warning (a strategy overriding model_sharded_context)
+        warnings.filterwarnings("error", message=".*cannot fully support proper instantiation")
         csx, drawn, split = _init_module_then_draws(strategy, apply_init=apply_init)
     assert torch.equal(drawn, eager_drawn) and split == eager_split
     _assert_same(eager, csx)

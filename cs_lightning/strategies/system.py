@@ -37,7 +37,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_warn
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.strategies import Strategy
-from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch import nn
 from torch.optim import Optimizer
@@ -135,7 +135,6 @@ class CSXSystemMixin(Strategy):
         self._first_loss: Any = None  # what the first training_step returned, for the driven clock
         self._step = StepBoundary()
         self._recorded = False
-        self._configuring_model = False  # set by model_sharded_context, which Lightning enters for configure_model
         self._check_pending = False
         self._capture: trace.Capture | None = None  # the compiled forwards, installed around each training step
 
@@ -224,13 +223,11 @@ class CSXSystemMixin(Strategy):
         """Record modules built here (``configure_model``, ``trainer.init_module``) instead of allocating them."""
         started = time.perf_counter()
         outermost = current_recorder() is None  # an inner block joins the outer one, which ends later
-        if outermost:
-            self._configuring_model = False
         with deferred.recording(), self.precision_plugin.tensor_init_context():
             block = current_recorder()
             yield
-        # after configure_model, materialize follows at once: nothing can draw in between
-        jumps = outermost and not self._configuring_model and self.options.init_mode == "exact"
+        # inside a run this block is configure_model's: materialize follows at once, nothing draws in between
+        jumps = outermost and not self._running() and self.options.init_mode == "exact"
         if jumps and block is not None and self.jumps_generator:
             # after trainer.init_module() the generator continues where eager construction leaves it:
             # draws made before fit (random_split in a DataModule, torch.randn) are eager's
@@ -238,13 +235,11 @@ class CSXSystemMixin(Strategy):
         self._recorded = True
         self._add_phase("construct", time.perf_counter() - started)
 
-    @override
-    @contextmanager
-    def model_sharded_context(self) -> Generator[None, None, None]:
-        """Lightning enters this (inside ``tensor_init_context``) only to call ``configure_model``."""
-        self._configuring_model = True
-        with super().model_sharded_context():
-            yield
+    def _running(self) -> bool:
+        """A fit/validate/test/predict is running (``trainer.init_module()`` is used before one)."""
+        module = self.lightning_module
+        trainer = module._trainer if module is not None else None
+        return trainer is not None and trainer.state.status == TrainerStatus.RUNNING
 
     @override
     def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
