@@ -23,7 +23,7 @@ import linecache
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import CodeType
@@ -151,7 +151,7 @@ class _UserCode:
             file = frame.f_code.co_filename
             if past_torch and file.startswith(_TORCH_MODULES):
                 return None
-            if file not in _PLUMBING and not (past_torch and file.startswith(_TORCH)):
+            if file not in _PLUMBING and not (past_torch and file.startswith(_TORCH)) and not _prints(frame):
                 break
             frame = frame.f_back
         if frame is None or not self._owns(frame):
@@ -277,6 +277,13 @@ _TORCH_MODULES = os.path.join(_TORCH + "nn", "modules") + os.sep
 # torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on, and one guard
 # runs the other's calls: look past them.
 _PLUMBING = frozenset({*(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py")), __file__})
+_LIGHTNING_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("lightning", "pytorch_lightning"))
+
+
+def _prints(frame: Any) -> bool:
+    """``self.print`` (and the progress bar's ``print`` it goes through): Lightning prints for its caller,
+    whose read it is."""
+    return frame.f_code.co_name == "print" and any(part in frame.f_code.co_filename for part in _LIGHTNING_DIRS)
 
 
 def _host_read_message(read: str, site: tuple[str, int, str]) -> str:
@@ -341,6 +348,7 @@ def fingerprint(module: nn.Module) -> str | None:
         with open(name, "rb") as source:
             digest.update(source.read())
     digest.update(repr(_settings(module)).encode())
+    digest.update(repr(_globals_read(classes)).encode())
     return digest.hexdigest()
 
 
@@ -372,6 +380,33 @@ def _settings(module: nn.Module) -> list[tuple[str, str, str]]:
             values["hparams"] = hparams
         settings.append((path, type(sub).__qualname__, _describe(values)))
     return settings
+
+
+def _globals_read(classes: Iterable[type]) -> list[tuple[str, str, str]]:
+    """The module globals of plain values that the classes' methods name: a step may branch on
+    them as on a setting (``if DEBUG:``, with ``DEBUG`` read from the environment or ``sys.argv``),
+    and the source file that holds the name does not hold its value."""
+    read = set()
+    for cls in classes:
+        module = sys.modules.get(cls.__module__)
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not is_user_file(file) or is_library_file(file):
+            continue  # torch's and Lightning's globals are constants
+        namespace = vars(module)
+        for code in _method_code(cls):
+            for name in _names(code):
+                value = namespace.get(name)
+                if isinstance(value, _SCALARS):
+                    read.add((cls.__module__, name, repr(value)))
+    return sorted(read)
+
+
+def _names(code: CodeType) -> Iterator[str]:
+    """The global (and attribute) names a function's code uses, with those of its nested functions."""
+    yield from code.co_names
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            yield from _names(constant)
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, torch.dtype, torch.device)

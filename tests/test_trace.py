@@ -209,6 +209,8 @@ class HostSyncInStep(LightningModule):
                 loss = loss * 0
         elif self.read == "mask":
             loss = loss + prediction[prediction > 0].sum()  # a value-dependent shape
+        elif self.read == "self.print":
+            self.print("loss", loss)  # the host read, made by Lightning for the user
         return loss
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
@@ -223,7 +225,9 @@ class HostSyncInStep(LightningModule):
         ("mask", "prediction[prediction > 0]", "keep shapes static"),
     ],
 )
-def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, line: str, fix: str) -> None:
+def test_a_host_read_in_training_step_is_refused_before_any_update(
+    read: str, line: str, fix: str, progress_bar: bool = False
+) -> None:
     model = HostSyncInStep(read)
     before = [p.detach().clone() for p in model.parameters()]
     data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
@@ -232,7 +236,7 @@ def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, li
         max_steps=2,
         logger=False,
         enable_checkpointing=False,
-        enable_progress_bar=False,
+        enable_progress_bar=progress_bar,
         enable_model_summary=False,
     )
     with pytest.raises(GraphBreakError) as error:
@@ -244,6 +248,14 @@ def test_a_host_read_in_training_step_is_refused_before_any_update(read: str, li
     assert chained is None  # no TorchDynamo traceback in front of the message
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))  # no update was applied
     assert trainer.global_step == 0
+
+
+@pytest.mark.parametrize("progress_bar", [False, True])
+def test_self_print_of_a_tensor_is_a_host_read_as_print_is(progress_bar: bool) -> None:
+    """Lightning formats the tensor (in LightningModule.print, or the progress bar's print): it passed."""
+    test_a_host_read_in_training_step_is_refused_before_any_update(
+        "self.print", 'self.print("loss", loss)', "step_closure", progress_bar
+    )
 
 
 def test_a_step_without_host_reads_trains_with_logging_and_metrics() -> None:

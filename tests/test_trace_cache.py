@@ -233,6 +233,17 @@ def test_trace_check_off_neither_reads_nor_writes_the_cache(tmp_path: Path) -> N
     assert not cache_dir().exists()
 
 
+def test_a_module_global_the_step_branches_on_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same source, a flag read from the environment at import: the source does not hold its value."""
+    path = _write_model(tmp_path, extra="if DEBUG:\n            y = y * float(y.sum())")
+    source = path.read_text().replace("import user_helper\n", "import user_helper\nimport os\n")
+    path.write_text(source + "\nDEBUG = os.environ.get('USER_MODEL_DEBUG') == '1'\n")
+    _fit(_load(path))
+    monkeypatch.setenv("USER_MODEL_DEBUG", "1")
+    with pytest.raises(GraphBreakError, match="user_model.py"):
+        _fit(_load(path))
+
+
 def test_a_changed_helper_module_misses(tmp_path: Path) -> None:
     _fit(_load(_write_model(tmp_path)))
     assert len(TraceCache().entries()) == 1
