@@ -26,8 +26,11 @@ class ResumableDataLoader(DataLoader):
     Takes DataLoader's arguments. Without a ``generator``, one is seeded from a draw of the
     global generator when first iterated (so ``seed_everything`` fixes the order; like
     DataLoader's own shuffling, building the loader draws nothing); the loader draws every
-    random number of its shuffling and worker seeding from it. Resuming skips the batches
-    already served by loading and dropping them (once, at the resume).
+    random number of its shuffling and worker seeding from it. A torch sampler given without a
+    generator of its own (``sampler=RandomSampler(ds)``, ``WeightedRandomSampler``) is given the
+    loader's; one with its own generator has that generator's state saved too. A sampler of your
+    own must draw from a ``generator`` attribute (or be deterministic) to resume exactly.
+    Resuming skips the batches already served by loading and dropping them (once, at the resume).
     """
 
     def __init__(self, dataset: Dataset, *args: Any, **kwargs: Any) -> None:
@@ -41,9 +44,27 @@ class ResumableDataLoader(DataLoader):
         if not self._seeded:
             kwargs["generator"] = torch.Generator()  # seeded by `_seed`
         super().__init__(dataset, *args, **kwargs)
+        self._samplers = self._sampler_generators()
         self._epoch_start = self.generator.get_state()  # the generator when this epoch's order was drawn
+        self._samplers_start = [g.get_state() for g in self._samplers]  # and the samplers' own ones
         self._served = 0  # batches handed out in this epoch
         self._skip = 0  # batches the next epoch starts after (set by load_state_dict)
+
+    def _sampler_generators(self) -> list[torch.Generator]:
+        """The generators of the given samplers that are not the loader's, which their state follows too.
+
+        A torch sampler given without one (``RandomSampler(ds)``, ``WeightedRandomSampler(w, n)``)
+        would draw its order from the global generator at each ``iter()``, which a resume cannot
+        replay: it is given the loader's, which the state holds.
+        """
+        own: list[torch.Generator] = []
+        for sampler in (self.sampler, self.batch_sampler, getattr(self.batch_sampler, "sampler", None)):
+            generator = getattr(sampler, "generator", False)  # False: a sampler without one (deterministic)
+            if generator is None:
+                sampler.generator = self.generator  # type: ignore[union-attr]
+            elif isinstance(generator, torch.Generator) and generator is not self.generator and generator not in own:
+                own.append(generator)
+        return own
 
     def _seed(self) -> None:
         """Seed the generator from the global one, once, when first needed. Not when built: a loader
@@ -57,8 +78,11 @@ class ResumableDataLoader(DataLoader):
         self._seed()
         if self._skip:  # resumed inside an epoch: that epoch's order again, after the served batches
             self.generator.set_state(self._epoch_start)
+            for generator, state in zip(self._samplers, self._samplers_start):
+                generator.set_state(state)
         else:
             self._epoch_start = self.generator.get_state()
+            self._samplers_start = [g.get_state() for g in self._samplers]
         skip, self._skip, self._served = self._skip, 0, 0
         return self._counted(super().__iter__(), skip)
 
@@ -71,19 +95,27 @@ class ResumableDataLoader(DataLoader):
             yield batch
 
     def state_dict(self) -> dict[str, Any]:
-        """The generator's state now and at the epoch's start, and the batches served since."""
+        """The generators' states now and at the epoch's start, and the batches served since."""
         self._seed()  # a state saved before the first epoch must hold the seed that epoch will use
-        return {"generator": self.generator.get_state(), "epoch_start": self._epoch_start, "served": self._served}
+        state = {"generator": self.generator.get_state(), "epoch_start": self._epoch_start, "served": self._served}
+        if self._samplers:
+            state["samplers"] = [g.get_state() for g in self._samplers]
+            state["samplers_start"] = list(self._samplers_start)
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """The next ``iter()`` goes on where ``state_dict`` was taken (the next epoch, at an epoch's end)."""
-        if set(state_dict) != {"generator", "epoch_start", "served"}:
+        keys = {"generator", "epoch_start", "served"} | ({"samplers", "samplers_start"} if self._samplers else set())
+        if set(state_dict) != keys:
             raise ValueError(
-                f"ResumableDataLoader.load_state_dict: got keys {sorted(state_dict)}, expected "
-                "['epoch_start', 'generator', 'served'] (a state of another dataloader?)"
+                f"ResumableDataLoader.load_state_dict: got keys {sorted(state_dict)}, expected {sorted(keys)}"
+                " (a state of another dataloader, or of one built with other samplers?)"
             )
         served = int(state_dict["served"])
         self._seeded = True
         self.generator.set_state(state_dict["generator"])
         self._epoch_start = state_dict["epoch_start"]
+        for generator, state in zip(self._samplers, state_dict.get("samplers", [])):
+            generator.set_state(state)
+        self._samplers_start = list(state_dict.get("samplers_start", []))
         self._skip = served if 0 < served < len(self) else 0

@@ -626,6 +626,39 @@ def test_resumable_dataloader_resumes_its_order_and_refuses_what_it_cannot_resum
         loader.load_state_dict({"position": 3})
 
 
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        lambda data: torch.utils.data.RandomSampler(data),
+        lambda data: torch.utils.data.WeightedRandomSampler(torch.rand(20), 20),
+        lambda data: torch.utils.data.SubsetRandomSampler(range(20)),
+        lambda data: torch.utils.data.RandomSampler(data, generator=torch.Generator().manual_seed(3)),
+    ],
+    ids=["RandomSampler", "WeightedRandomSampler", "SubsetRandomSampler", "own generator"],
+)
+def test_a_given_random_sampler_resumes_its_order(sampler: Any) -> None:
+    """Without a generator of its own a sampler drew its order from the global generator at each iter():
+    the resumed epoch was another permutation, some samples seen twice and some never (no warning)."""
+    dataset = TensorDataset(torch.arange(20))
+    def make() -> cs_lightning.ResumableDataLoader:
+        torch.manual_seed(7)  # the weights of WeightedRandomSampler: the same in both loaders
+        return cs_lightning.ResumableDataLoader(dataset, sampler=sampler(dataset), batch_size=3)
+
+    loader = make()
+    torch.manual_seed(0)
+    for _ in loader:  # a first epoch, so the one resumed is not the first
+        pass
+    batches = iter(loader)
+    served = [next(batches)[0].tolist() for _ in range(3)]
+    state = loader.state_dict()
+    rest = [batch[0].tolist() for batch in batches]
+    again = make()
+    torch.manual_seed(5)  # the global generator elsewhere
+    again.load_state_dict(state)
+    assert [batch[0].tolist() for batch in again] == rest
+    assert served + rest != [batch[0].tolist() for batch in again]  # the epoch after: a new order
+
+
 class _Stream(torch.utils.data.IterableDataset):
     def __iter__(self) -> Any:
         return iter(range(3))
