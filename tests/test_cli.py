@@ -641,6 +641,7 @@ def test_schedule_of_a_billion_steps_tabulates_samples_and_every_jump(tmp_path: 
         (1.0e9, "got 1000000000.0; fix: write it as an integer, max_steps: 1000000000"),
         (-1, "got -1; fix: pass --steps N or set trainer.max_steps, a positive integer"),
         (2.5, "got 2.5; fix: pass --steps N or set trainer.max_steps, a positive integer"),
+        (10**20, "got 100000000000000000000; fix: give at most 9223372036854775807"),  # was a traceback
     ],
 )
 def test_schedule_needs_an_integer_number_of_steps_and_says_how_to_write_it(
@@ -651,7 +652,7 @@ def test_schedule_needs_an_integer_number_of_steps_and_says_how_to_write_it(
     config["trainer"] = {"max_steps": max_steps}
     assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     assert capfd.readouterr().err == (
-        f"cs-lightning: error: trainer.max_steps: need a positive integer number of steps, {fix}\n"
+        f"cs-lightning: error: trainer.max_steps: need a positive integer number of steps that int64 holds, {fix}\n"
     )
 
 
@@ -660,10 +661,12 @@ def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_forc
     result = run_cli("schedule", "--config", "run.yaml", "--out", "myplot", cwd=tmp_path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "wrote myplot.png (1000000000 steps)\n", "")
     assert (tmp_path / "myplot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "plots").mkdir()
     before = snapshot(tmp_path)
     for out, problem in (
         ("myplot.png", "'myplot.png' already exists; fix: give another path, or pass --force to overwrite it"),
         ("run.yaml", "'run.yaml' is a --config file; fix: give another output path"),
+        ("plots", "'plots' is a folder; fix: give a file path such as 'plots/lr.png'"),  # wrote plots.png beside it
     ):
         force = ["--force"] if out == "run.yaml" else []  # --force never writes over a config
         result = run_cli("schedule", "--config", "run.yaml", "--out", out, *force, cwd=tmp_path)

@@ -640,6 +640,7 @@ def test_a_given_random_sampler_resumes_its_order(sampler: Any) -> None:
     """Without a generator of its own a sampler drew its order from the global generator at each iter():
     the resumed epoch was another permutation, some samples seen twice and some never (no warning)."""
     dataset = TensorDataset(torch.arange(20))
+
     def make() -> cs_lightning.ResumableDataLoader:
         torch.manual_seed(7)  # the weights of WeightedRandomSampler: the same in both loaders
         return cs_lightning.ResumableDataLoader(dataset, sampler=sampler(dataset), batch_size=3)

@@ -65,14 +65,16 @@ def _schedule_command(argv: Sequence[str]) -> None:
 def _steps_to_show(given: int | None, config: Mapping[str, Any]) -> int:
     """`--steps`, else `trainer.max_steps`: a positive integer, as Lightning's Trainer takes it."""
     steps = given if given is not None else (config.get("trainer") or {}).get("max_steps")
-    if isinstance(steps, int) and steps > 0:
+    if isinstance(steps, int) and 0 < steps < 2**63:  # steps are int64 tensors
         return steps
     if isinstance(steps, float) and steps.is_integer() and steps > 0:  # YAML reads 1.0e9 as a float
         fix = f"fix: write it as an integer, max_steps: {int(steps)}"
+    elif isinstance(steps, int) and steps >= 2**63:
+        fix = f"fix: give at most {2**63 - 1}"
     else:
         fix = "fix: pass --steps N or set trainer.max_steps, a positive integer"
     key = "--steps" if given is not None else ("trainer", "max_steps")
-    raise ConfigError(key, f"need a positive integer number of steps, got {steps!r}; {fix}")
+    raise ConfigError(key, f"need a positive integer number of steps that int64 holds, got {steps!r}; {fix}")
 
 
 def _constant_schedule(optimizer: torch.optim.Optimizer) -> list:
@@ -85,6 +87,8 @@ def _picture_path(given: str, configs: Sequence[Path], force: bool) -> Path:
     would write, said out loud); refused when it is a config, a folder, in no folder, or
     (without `force`) an existing file."""
     out = Path(given)
+    if out.is_dir():  # before a suffix is added: `--out runs` means the folder, not runs.png beside it
+        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'lr.png')!r}")
     if not out.suffix:
         out = out.with_name(out.name + ".png")
     if out.is_dir():
