@@ -502,6 +502,19 @@ def test_print_config_gives_imports_that_work_from_any_folder(tmp_path: Path, ca
     assert yaml.safe_load(capfd.readouterr().out) == printed
 
 
+def test_a_callback_that_needs_a_logger_without_one_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """tiny_gpt's LearningRateMonitor with --trainer.logger false: Lightning's traceback at the first
+    step, after config.yaml was written (which then refused the next run in that folder)."""
+    config = str(REPO / "examples" / "tiny_gpt" / "config.yaml")
+    result = run_cli("fit", "--config", config, "--trainer.logger", "false", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "cs-lightning: error: trainer.callbacks[0]: LearningRateMonitor writes to the logger, and trainer.logger"
+        " is false; fix: keep a logger, or remove the callback (e.g. --trainer.callbacks '[]' drops all of them)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_imports_file_never_replaces_a_loaded_module(tmp_path: Path, capfd) -> None:
     (tmp_path / "json.py").write_text("raise SystemExit('must not run')\n")
     config = digits_run(tmp_path, **CEREBRAS)

@@ -65,6 +65,24 @@ _EPILOG = (
 )
 
 
+# Lightning's callbacks that write to the Trainer's logger and refuse to start without one.
+_LOGGING_CALLBACKS = ("LearningRateMonitor", "DeviceStatsMonitor")
+
+
+def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
+    """Lightning refuses these at the first step, after the run has written its config.yaml."""
+    if trainer.get("logger") is not False:
+        return
+    for i, callback in enumerate(trainer.get("callbacks") or []):
+        name = str(getattr(callback, "class_path", type(callback).__name__)).rpartition(".")[2]
+        if name in _LOGGING_CALLBACKS:
+            raise ConfigError(
+                ("trainer", "callbacks", i),
+                f"{name} writes to the logger, and trainer.logger is false; fix: keep a logger, or remove the"
+                f" callback (e.g. --trainer.callbacks '[]' drops all of them)",
+            )
+
+
 class _SaveConfig(SaveConfigCallback):
     """Lightning's, with its refusal to write over an earlier run's config.yaml said in one line."""
 
@@ -140,6 +158,7 @@ class CSLightningCLI(LightningCLI):
         """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
         super().parse_arguments(parser, args)
         config = self.config.get(str(self.config.get("subcommand")), self.config)
+        _check_callbacks_have_a_logger(config.get("trainer") or {})
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
