@@ -7,7 +7,9 @@ earlier (when ``fit()`` hands it the model), adds its own phases (construct, mat
 trace), and prints the line without being asked: it drives a clock of its own from its hooks
 when the Trainer has no TimeToFirstLoss callback (so it costs no callback on every step).
 The ``ttfl/*`` metrics reach the loggers only when asked for, by adding the callback: a run
-under csx then logs exactly the metrics the same run logs under any other strategy.
+under csx then logs exactly the metrics the same run logs under any other strategy. Under
+other strategies the callback starts its clock at its ``setup`` hook, after Lightning launched
+and joined the ranks (``ddp``): ``start()`` before ``fit()`` counts those too.
 """
 
 from __future__ import annotations
@@ -46,7 +48,13 @@ class TimeToFirstLoss(Callback):
         self._reported = False
 
     def start(self, at: float | None = None) -> None:
-        """Start the clock (now, or at the ``time.perf_counter()`` value ``at``) unless it runs already."""
+        """Start the clock (now, or at the ``time.perf_counter()`` value ``at``) unless it runs already.
+
+        A clock that has reported starts over: each ``fit`` of a Trainer gets its own line.
+        """
+        if self._reported:
+            self.metrics, self._phases, self._first_step_start = {}, {}, None
+            self._start, self._reported = None, False
         if self._start is None:
             self._start = time.perf_counter() if at is None else at
 

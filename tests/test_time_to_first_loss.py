@@ -2,6 +2,7 @@
 
 import csv
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -38,15 +39,20 @@ def test_phases_a_strategy_adds_are_reported_and_logged(caplog: pytest.LogCaptur
     assert any("materialize 0.50 s" in record.getMessage() for record in caplog.records)
 
 
-def test_the_clock_starts_once_and_reports_once() -> None:
+@pytest.mark.parametrize("strategy", ["auto", "csx"])
+def test_the_clock_starts_once_and_reports_once_per_fit(strategy: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A second fit with the same callback reported nothing (its clock had reported once)."""
     clock = TimeToFirstLoss()
     clock.start(at=0.0)
     clock.start()  # already running: ignored
-    fit(Regressor(), "auto", steps=3, callbacks=[clock])
-    first = dict(clock.metrics)
-    assert first["ttfl/setup"] > 0  # measured from the given start
-    fit(Regressor(), "auto", steps=2, callbacks=[clock])
-    assert clock.metrics == first
+    with caplog.at_level(logging.INFO):
+        fit(Regressor(), strategy, steps=3, callbacks=[clock])
+        first = dict(clock.metrics)
+        assert first["ttfl/setup"] > time.perf_counter() - 3600  # measured from the given start, 0.0
+        fit(Regressor(), strategy, steps=2, callbacks=[clock])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
+    assert len(lines) == 2
+    assert 0 < clock.metrics["ttfl/setup"] < first["ttfl/setup"]  # the second fit's own clock
 
 
 def test_csx_reports_without_being_asked(caplog: pytest.LogCaptureFixture) -> None:
