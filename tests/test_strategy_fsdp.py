@@ -442,3 +442,33 @@ def test_what_fsdp2_cannot_shard_is_refused_in_words_before_sharding() -> None:
     mixed.blocks[1].double()
     with pytest.raises(ShardingError, match=r"parameters no block holds mix dtypes .*fix: give the module"):
         _check_shardable(mixed, [])
+
+
+def test_resuming_from_a_weights_only_sharded_checkpoint_says_it_holds_no_optimizer(tmp_path: Path) -> None:
+    """It said 'learning rate scheduler state' (the folder always claimed optimizer states), whatever the model."""
+    script = tmp_path / "weights_only.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        from lightning.pytorch import Trainer, seed_everything
+        import cs_lightning
+        from sharded_models import Language, tokens
+
+        def trainer():
+            return Trainer(strategy="csx_fsdp", devices=2, accelerator="cpu", max_steps=2, logger=False,
+                           enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+
+        seed_everything(5)
+        first = trainer()
+        first.fit(Language(), tokens())
+        first.save_checkpoint("weights", weights_only=True)
+        try:
+            trainer().fit(Language(), tokens(), ckpt_path="weights")
+        except KeyError as error:
+            print(f"rank {{first.global_rank}}: {{error}}")
+    """)
+    )
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Trying to restore optimizer state but checkpoint contains only the model" in run.stdout, run.stdout

@@ -166,7 +166,9 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         if path.is_dir() and (path / _METADATA_FILENAME).is_file():
             checkpoint = torch.load(path / _METADATA_FILENAME, weights_only=weights_only)
             checkpoint["state_dict"] = _ShardedFolder(path)
-            checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
+            saved = FileSystemReader(path).read_metadata().state_dict_metadata
+            if any(name.startswith("optimizer_") for name in saved):  # else saved with save_weights_only
+                checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
             return checkpoint
         return torch.load(path, map_location="cpu", mmap=True, weights_only=weights_only)
 
