@@ -12,12 +12,16 @@ batches it has served since.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 __all__ = ["ResumableDataLoader"]
+
+# The generators loaders made and gave to samplers: a loader re-made around such a sampler takes it over.
+_LOADER_GENERATORS: weakref.WeakSet[torch.Generator] = weakref.WeakSet()
 
 
 class ResumableDataLoader(DataLoader):
@@ -58,12 +62,14 @@ class ResumableDataLoader(DataLoader):
         replay: it is given the loader's, which the state holds.
         """
         own: list[torch.Generator] = []
-        for sampler in (self.sampler, self.batch_sampler, getattr(self.batch_sampler, "sampler", None)):
+        for sampler in _samplers_in(self.sampler, self.batch_sampler):
             generator = getattr(sampler, "generator", False)  # False: a sampler without one (deterministic)
-            if generator is None:
-                sampler.generator = self.generator  # type: ignore[union-attr]
-            elif isinstance(generator, torch.Generator) and generator is not self.generator and generator not in own:
+            if generator is None or any(generator is g for g in _LOADER_GENERATORS):
+                # (a loader's: Lightning re-made this loader around the sampler, e.g. for DDP)
+                sampler.generator = self.generator
+            elif isinstance(generator, torch.Generator) and not any(generator is g for g in (self.generator, *own)):
                 own.append(generator)
+        _LOADER_GENERATORS.add(self.generator)
         return own
 
     def _seed(self) -> None:
@@ -119,3 +125,18 @@ class ResumableDataLoader(DataLoader):
             generator.set_state(state)
         self._samplers_start = list(state_dict.get("samplers_start", []))
         self._skip = served if 0 < served < len(self) else 0
+
+
+def _samplers_in(*samplers: Any) -> list[Any]:
+    """The samplers given and those they wrap: a BatchSampler's ``sampler``, and the user's sampler
+    inside the ``DistributedSamplerWrapper`` Lightning puts around it under DDP (as ``dataset._sampler``)."""
+    found: list[Any] = []
+    todo = [s for s in samplers if s is not None]
+    while todo:
+        sampler = todo.pop()
+        if any(sampler is seen for seen in found):
+            continue
+        found.append(sampler)
+        inner = [getattr(sampler, "sampler", None), getattr(getattr(sampler, "dataset", None), "_sampler", None)]
+        todo += [s for s in inner if s is not None]
+    return found

@@ -660,6 +660,31 @@ def test_a_given_random_sampler_resumes_its_order(sampler: Any) -> None:
     assert served + rest != [batch[0].tolist() for batch in again]  # the epoch after: a new order
 
 
+def test_a_sampler_wrapped_for_ddp_follows_the_loader_lightning_makes_around_it() -> None:
+    """Under DDP Lightning makes the loader again, the user's sampler inside a DistributedSamplerWrapper:
+    the sampler must follow the new loader's generator (seeded from the global one), not the first's."""
+    from lightning.fabric.utilities.distributed import DistributedSamplerWrapper
+
+    dataset = TensorDataset(torch.arange(20))
+
+    def make(seed: int) -> cs_lightning.ResumableDataLoader:
+        torch.manual_seed(seed)
+        user = cs_lightning.ResumableDataLoader(dataset, sampler=torch.utils.data.RandomSampler(dataset), batch_size=3)
+        wrapped = DistributedSamplerWrapper(user.sampler, num_replicas=2, rank=0, shuffle=False)
+        return cs_lightning.ResumableDataLoader(dataset, sampler=wrapped, batch_size=3)
+
+    orders = [[batch[0].tolist() for batch in make(seed)] for seed in (0, 0, 1)]
+    assert orders[0] == orders[1] != orders[2]  # the seed picks the order
+    loader = make(0)
+    batches = iter(loader)
+    next(batches)
+    state = loader.state_dict()
+    rest = [batch[0].tolist() for batch in batches]
+    again = make(1)
+    again.load_state_dict(state)
+    assert [batch[0].tolist() for batch in again] == rest
+
+
 class _Stream(torch.utils.data.IterableDataset):
     def __iter__(self) -> Any:
         return iter(range(3))
