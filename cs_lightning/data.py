@@ -44,7 +44,9 @@ class ResumableDataLoader(DataLoader):
                 "only the dataset knows; give the dataset state_dict/load_state_dict (or use torchdata's "
                 "StatefulDataLoader), or use a map-style dataset"
             )
-        self._seeded = kwargs.get("generator") is not None
+        given = kwargs.get("generator")
+        # one a loader made (Lightning re-making this loader passes it on) is seeded from the global one too
+        self._seeded = given is not None and not any(given is g for g in _LOADER_GENERATORS)
         if not self._seeded:
             kwargs["generator"] = torch.Generator()  # seeded by `_seed`
         super().__init__(dataset, *args, **kwargs)

@@ -6,6 +6,7 @@ API only), runs under both strategies and asserts the same observable behaviour.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import warnings
@@ -660,18 +661,25 @@ def test_a_given_random_sampler_resumes_its_order(sampler: Any) -> None:
     assert served + rest != [batch[0].tolist() for batch in again]  # the epoch after: a new order
 
 
-def test_a_sampler_wrapped_for_ddp_follows_the_loader_lightning_makes_around_it() -> None:
-    """Under DDP Lightning makes the loader again, the user's sampler inside a DistributedSamplerWrapper:
-    the sampler must follow the new loader's generator (seeded from the global one), not the first's."""
+@pytest.mark.parametrize("in_hook", [False, True], ids=["given to fit", "made in train_dataloader"])
+def test_a_sampler_wrapped_for_ddp_follows_the_loader_lightning_makes_around_it(in_hook: bool) -> None:
+    """Under DDP Lightning makes the loader again (from its __init__ arguments when made in a hook, else
+    from its attributes, generator included), the user's sampler inside a DistributedSamplerWrapper: the
+    sampler followed the first loader's generator, never seeded, so the order was the same whatever the seed."""
+    from lightning.fabric.utilities.data import _replace_dunder_methods
     from lightning.fabric.utilities.distributed import DistributedSamplerWrapper
+    from lightning.pytorch.utilities.data import _update_dataloader
 
     dataset = TensorDataset(torch.arange(20))
 
     def make(seed: int) -> cs_lightning.ResumableDataLoader:
         torch.manual_seed(seed)
-        user = cs_lightning.ResumableDataLoader(dataset, sampler=torch.utils.data.RandomSampler(dataset), batch_size=3)
-        wrapped = DistributedSamplerWrapper(user.sampler, num_replicas=2, rank=0, shuffle=False)
-        return cs_lightning.ResumableDataLoader(dataset, sampler=wrapped, batch_size=3)
+        with _replace_dunder_methods(DataLoader, "dataset") if in_hook else contextlib.nullcontext():
+            user = cs_lightning.ResumableDataLoader(
+                dataset, sampler=torch.utils.data.RandomSampler(dataset), batch_size=3
+            )
+        # what Lightning's DDP setup does with it
+        return _update_dataloader(user, DistributedSamplerWrapper(user.sampler, num_replicas=2, rank=0, shuffle=False))
 
     orders = [[batch[0].tolist() for batch in make(seed)] for seed in (0, 0, 1)]
     assert orders[0] == orders[1] != orders[2]  # the seed picks the order
