@@ -12,6 +12,7 @@ batches it has served since.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any
 
@@ -114,7 +115,13 @@ class ResumableDataLoader(DataLoader):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """The next ``iter()`` goes on where ``state_dict`` was taken (the next epoch, at an epoch's end)."""
         keys = {"generator", "epoch_start", "served"} | ({"samplers", "samplers_start"} if self._samplers else set())
-        if set(state_dict) != keys:
+        if set(state_dict) == keys - {"samplers", "samplers_start"} and self._samplers:
+            warnings.warn(
+                "ResumableDataLoader.load_state_dict: the state holds no generator of the sampler (saved by"
+                " cs_lightning 0.1.0?), so the sampler's order is not restored: the resumed epoch may differ",
+                stacklevel=2,
+            )
+        elif set(state_dict) != keys:
             raise ValueError(
                 f"ResumableDataLoader.load_state_dict: got keys {sorted(state_dict)}, expected {sorted(keys)}"
                 " (a state of another dataloader, or of one built with other samplers?)"
@@ -125,7 +132,7 @@ class ResumableDataLoader(DataLoader):
         self._epoch_start = state_dict["epoch_start"]
         for generator, state in zip(self._samplers, state_dict.get("samplers", [])):
             generator.set_state(state)
-        self._samplers_start = list(state_dict.get("samplers_start", []))
+        self._samplers_start = list(state_dict.get("samplers_start", self._samplers_start))
         self._skip = served if 0 < served < len(self) else 0
 
 

@@ -513,6 +513,11 @@ def test_a_callback_that_needs_a_logger_without_one_is_one_line_and_writes_nothi
         " is false; fix: keep a logger, or remove the callback (e.g. --trainer.callbacks '[]' drops all of them)\n"
     )
     assert list(tmp_path.iterdir()) == []
+    # validate runs them without a logger, as Lightning does
+    result = run_cli(
+        "validate", "--config", config, "--trainer.logger", "false", "--trainer.limit_val_batches", "1", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_an_imports_file_never_replaces_a_loaded_module(tmp_path: Path, capfd) -> None:

@@ -442,6 +442,8 @@ def test_what_fsdp2_cannot_shard_is_refused_in_words_before_sharding() -> None:
     mixed.blocks[1].double()
     with pytest.raises(ShardingError, match=r"parameters no block holds mix dtypes .*fix: give the module"):
         _check_shardable(mixed, [])
+    mixed.double().blocks[0].bfloat16().requires_grad_(False)  # a frozen base of another dtype (LoRA): FSDP2 takes it
+    _check_shardable(mixed, [])
 
 
 def test_resuming_from_a_weights_only_sharded_checkpoint_says_it_holds_no_optimizer(tmp_path: Path) -> None:

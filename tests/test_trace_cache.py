@@ -320,3 +320,44 @@ def test_a_dataclass_module_keeps_its_fingerprint() -> None:
     assert trace.fingerprint(DataclassModule()) is not None
     assert trace.fingerprint(DataclassModule()) == trace.fingerprint(DataclassModule())
     assert trace.fingerprint(DataclassModule()) != trace.fingerprint(DataclassModule(width=8))
+
+
+SELF_PRINT_DDP = """
+import torch, cs_lightning
+from torch import nn
+from lightning.pytorch import Trainer, LightningModule, seed_everything
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class PrintsLoss(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        loss = nn.functional.mse_loss(self.lin(batch[0]), batch[1])
+        self.print("loss", loss)  # rank 0 alone formats it
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+seed_everything(0, verbose=False)
+data = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=4)
+Trainer(strategy="csx_ddp", devices=2, accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False).fit(PrintsLoss(), data)
+"""
+
+
+def test_a_read_only_rank_0_makes_is_refused_on_every_run(tmp_path: Path) -> None:
+    """Rank 1 passed the check and cached the verdict, so the next run skipped it on every rank."""
+    import subprocess
+
+    (tmp_path / "prints_loss.py").write_text(SELF_PRINT_DDP)
+    env = {**os.environ, "CS_LIGHTNING_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):
+        run = subprocess.run(
+            [sys.executable, "prints_loss.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert run.returncode != 0 and "GraphBreakError" in run.stderr, run.stderr[-2000:]

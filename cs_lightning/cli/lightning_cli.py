@@ -158,7 +158,8 @@ class CSLightningCLI(LightningCLI):
         """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
         super().parse_arguments(parser, args)
         config = self.config.get(str(self.config.get("subcommand")), self.config)
-        _check_callbacks_have_a_logger(config.get("trainer") or {})
+        if self.config.get("subcommand") == "fit":  # validate/test/predict run them without a logger
+            _check_callbacks_have_a_logger(config.get("trainer") or {})
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")

@@ -291,7 +291,7 @@ def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> l
 
 def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
     """Refuse in words, before anything is sharded, what FSDP2 refuses later in a traceback
-    (a 0-dim parameter) or at the first forward (two dtypes in one sharded group)."""
+    (a 0-dim parameter) or at the first forward (two dtypes among one sharded group's trainable parameters)."""
     names = {id(m): name for name, m in root.named_modules()}
     seen: set[int] = set()
     for group in [*blocks, root]:  # fully_shard's groups: a block's parameters, then the rest
@@ -304,12 +304,12 @@ def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
                     f"csx_fsdp: parameter {name!r} is a scalar (0-dim), which FSDP2 cannot shard by rows;"
                     " fix: give it shape (1,), e.g. torch.tensor([2.0]) for torch.tensor(2.0)"
                 )
-        by_dtype = {p.dtype: name for name, p in params}
+        by_dtype = {p.dtype: name for name, p in params if p.requires_grad}  # frozen ones may differ (LoRA)
         if len(by_dtype) > 1:
             where = "the parameters no block holds" if group is root else f"block {names[id(group)]!r}"
             listed = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for dtype, name in by_dtype.items())
             raise ShardingError(
-                f"csx_fsdp: {where} mix dtypes ({listed}), and FSDP2 shards each group in one dtype;"
+                f"csx_fsdp: {where} mix dtypes ({listed}), and FSDP2 needs one dtype per group's trainable parameters;"
                 " fix: give the module of the other dtype its own block (CSXFSDPStrategy(block_classes=[...]))"
                 " or build the model in one dtype"
             )

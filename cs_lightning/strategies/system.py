@@ -381,7 +381,8 @@ class CSXSystemMixin(Strategy):
         with trace.lazy_trace(module):
             output = super().training_step(*args, **kwargs)
         self._add_phase("trace", time.perf_counter() - started)
-        if key is not None:
+        if key is not None and self.global_rank == 0:
+            # rank 0 vouches for all: a read only rank 0 makes (self.print) fails there, after the others passed
             cache.store(key, {"model": type(module).__qualname__})
         return output
 
