@@ -38,7 +38,7 @@ from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 OptimizerFactory = Callable[[ParamsT], torch.optim.Optimizer]
 
 # Cerebras Model Zoo optimizer argument spellings -> torch.optim's (`fit` and `convert` read them alike).
-MODEL_ZOO_ALIASES = {"learning_rate": "lr", "weight_decay_rate": "weight_decay"}
+MODEL_ZOO_ALIASES = {"learning_rate": "lr", "weight_decay_rate": "weight_decay", "epsilon": "eps"}
 
 # Where cerebras.pytorch's optimizer defaults differ from torch.optim's, by lowercase class name.
 CEREBRAS_DEFAULTS = {"adam": {"eps": 1e-6}, "adamw": {"eps": 1e-6, "weight_decay": 0.0}}
