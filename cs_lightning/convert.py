@@ -18,13 +18,15 @@ The result is a LightningCLI config for ``cs-lightning fit``: ``seed_everything`
 learning-rate scales, `cs_lightning.mup`) and ``schedulers`` (Cerebras
 shapes, canonical class names, every SequentialLR's milestones written out) and
 ``ckpt_path``. Every leaf of the source is either mapped or listed as unmapped, with the
-reason, in the `Report` and in a comment block at the end of the written YAML (comments
-keep the file valid for ``cs-lightning fit``). Nothing is dropped silently.
+reason, in the `Report` and in a comment block at the end of the written YAML, followed by
+the report's notes (comments keep the file valid for ``cs-lightning fit``). Nothing is
+dropped silently.
 
 `convert` is a pure function of the parsed YAML; `convert_file` reads and writes files;
 `convert_command` is the command line. Mistakes (unknown scheduler, inconsistent milestones,
-not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path; `cs-lightning`
-prints that as one line and exits with code 2, writing nothing.
+a count out of range, an optimizer number that is not one, not a Model Zoo config) raise
+`ConfigError` naming the Model Zoo key path; `cs-lightning` prints that as one line and exits
+with code 2, writing nothing.
 """
 
 from __future__ import annotations
