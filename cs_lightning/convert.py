@@ -424,14 +424,16 @@ def _joined_betas(
 def _numeric(default: Any, value: Any, key: KeyPath, notes: list[str]) -> Any:
     """`value` checked as a number where torch's default (`default`) is one, element-wise for a tuple.
 
-    Text that reads as a number is that number, noted: YAML 1.1 reads `1e-6` (no dot) as text,
-    and Model Zoo float()s a learning rate given as text.
+    Text that reads as a number (`"2.0e-4"`) is that number, noted, as Model Zoo float()s a
+    learning rate given as text; other text, or a bool, is refused.
     """
     if isinstance(default, tuple) and isinstance(value, list) and len(value) == len(default):
         return [_numeric(part, item, (*key, i), notes) for i, (part, item) in enumerate(zip(default, value))]
-    if isinstance(default, bool) or not isinstance(default, (int, float)) or isinstance(value, (int, float)):
-        return value  # bool given for a number: the optimizer refuses it when `fit` builds it
-    number = _float_or_none(value)
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    number = _float_or_none(value)  # None for a bool too: torch would run lr=True as 1.0
     if number is None:
         raise ConfigError(key, f"expected a number, got {value!r}; fix: write a number such as 1.0e-4")
     notes.append(f"{format_key_path(key)}: the text {value!r} read as the number {number!r}")

@@ -570,6 +570,7 @@ def test_a_beta_left_out_is_said_to_take_the_default():
         ({"epsilon": 1e-8, "eps": 1e-6}, "optimizer.epsilon: Model Zoo's spelling of eps, which is given too"),
         ({"learning_rate": "fast"}, "optimizer.learning_rate: expected a number, got 'fast'; fix: write a number"),
         ({"beta1": "high"}, "optimizer.beta1: expected a number, got 'high'"),
+        ({"learning_rate": True}, "optimizer.learning_rate: expected a number, got True"),
     ],
 )
 def test_optimizer_arguments_that_cannot_be_read_are_refused(optimizer, message):
