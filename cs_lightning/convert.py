@@ -346,7 +346,7 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPa
     converted: dict[str, Any] = {}
     for arg, value in args.items():
         arg_key = (*args_key, arg)
-        target = MODEL_ZOO_ALIASES.get(arg, arg)
+        target = _RENAMED_BY_TORCH.get(torch_cls, {}).get(arg) or MODEL_ZOO_ALIASES.get(arg, arg)
         if arg == "adjust_learning_rate":
             _per_layer_scales(out, arg_key)
         elif arg == "correct_bias" and value is True and torch_cls in (torch.optim.Adam, torch.optim.AdamW):
@@ -378,6 +378,11 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPa
 
 # Model Zoo 1.x writes torch's `betas` pair as two keys.
 _BETAS = ("beta1", "beta2")
+
+# Arguments torch's class of the same name calls otherwise, with the same meaning.
+_RENAMED_BY_TORCH: dict[type, dict[str, str]] = {
+    torch.optim.Adafactor: {"decay_rate": "beta2_decay", "clip_threshold": "d"}
+}
 
 # Where torch's algorithm of the same name is not cerebras.pytorch's, for the notes (and so the file's comments).
 _DIFFERENT_ALGORITHM = {

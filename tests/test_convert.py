@@ -550,6 +550,10 @@ def _legacy(optimizer: dict, runconfig: dict | None = None) -> dict:
         ({"beta2": 0.95}, {"AdamW": {"betas": [0.9, 0.95], "eps": 1e-6, "weight_decay": 0.0}}),  # beta1's default
         ({"optimizer_type": "Adam", "beta1": 0.8}, {"Adam": {"betas": [0.8, 0.999], "eps": 1e-6}}),
         ({"optimizer_type": "SGD", "learning_rate": 0.1, "momentum": 0.9}, {"SGD": {"lr": 0.1, "momentum": 0.9}}),
+        (  # Cerebras' decay_rate and clip_threshold are torch's beta2_decay and d
+            {"optimizer_type": "AdaFactor", "learning_rate": 0.01, "decay_rate": -0.7, "clip_threshold": 1.0},
+            {"Adafactor": {"lr": 0.01, "beta2_decay": -0.7, "d": 1.0}},
+        ),
     ],
 )
 def test_model_zoo_optimizer_spellings_keep_the_configs_numbers(optimizer, expected):
