@@ -18,19 +18,22 @@ The result is a LightningCLI config for ``cs-lightning fit``: ``seed_everything`
 learning-rate scales, `cs_lightning.mup`) and ``schedulers`` (Cerebras
 shapes, canonical class names, every SequentialLR's milestones written out) and
 ``ckpt_path``. Every leaf of the source is either mapped or listed as unmapped, with the
-reason, in the `Report` and in a comment block at the end of the written YAML (comments
-keep the file valid for ``cs-lightning fit``). Nothing is dropped silently.
+reason, in the `Report` and in a comment block at the end of the written YAML, followed by
+the report's notes (comments keep the file valid for ``cs-lightning fit``). Nothing is
+dropped silently.
 
 `convert` is a pure function of the parsed YAML; `convert_file` reads and writes files;
 `convert_command` is the command line. Mistakes (unknown scheduler, inconsistent milestones,
-not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path; `cs-lightning`
-prints that as one line and exits with code 2, writing nothing.
+a count out of range, an optimizer number that is not one, not a Model Zoo config) raise
+`ConfigError` naming the Model Zoo key path; `cs-lightning` prints that as one line and exits
+with code 2, writing nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -212,6 +215,24 @@ class _Output:
         return value
 
 
+# torch and Lightning count steps in int64; Lightning's seed_everything takes a uint32 (else draws a random seed).
+_INT64_MAX = 2**63 - 1
+_SEED_MAX = 2**32 - 1
+
+
+def _take_count(out: _Output, src: KeyPath, dst: str, minimum: int = 1, maximum: int = _INT64_MAX) -> int | None:
+    """Copy the whole number at `src` (if present) to `dst` after checking it lies in [minimum, maximum]."""
+    value = out.source.get(src)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ConfigError(
+            src, f"expected a whole number from {minimum} to {maximum}, got {value!r}; fix: give one in that range"
+        )
+    out.set(dst, value, src)
+    return value
+
+
 def _type_names(check: type | tuple[type, ...]) -> str:
     types = check if isinstance(check, tuple) else (check,)
     return " or ".join(t.__name__ for t in types)
@@ -262,32 +283,45 @@ def _loop(out: _Output, keys: Mapping[str, KeyPath]) -> None:
     so an integer eval_frequency is multiplied by grad_accum_steps.
     """
     get = out.source.get
-    accum = out.take(keys["grad_accum_steps"], "trainer.accumulate_grad_batches", int) or 1
+    accum = _take_count(out, keys["grad_accum_steps"], "trainer.accumulate_grad_batches") or 1
     if accum > 1:
         out.report.notes.append(
             f"grad_accum_steps={accum}: Model Zoo's batch_size is the global batch, "
             f"a Lightning batch is one micro-batch: use batch_size / {accum} in your DataModule"
         )
-    if out.take(keys["max_steps"], "trainer.max_steps", int) is None:
-        out.take(keys["num_steps"], "trainer.max_steps", int)
-    out.take(keys["num_epochs"], "trainer.max_epochs", int)
+    if _take_count(out, keys["max_steps"], "trainer.max_steps") is None:
+        _take_count(out, keys["num_steps"], "trainer.max_steps")
+    _take_count(out, keys["num_epochs"], "trainer.max_epochs")
     frequency = get(keys["eval_frequency"])
     if isinstance(frequency, bool) or not isinstance(frequency, (int, float, type(None))):
         raise ConfigError(keys["eval_frequency"], f"expected a number of steps, got {frequency!r}")
+    if isinstance(frequency, int) and not 1 <= frequency * accum <= _INT64_MAX:
+        raise ConfigError(
+            keys["eval_frequency"],
+            f"expected a whole number of steps from 1 to {_INT64_MAX // accum}, got {frequency!r}; "
+            "fix: give one in that range",
+        )
+    if isinstance(frequency, float) and not 0 < frequency <= 1:
+        raise ConfigError(
+            keys["eval_frequency"],
+            f"a fraction of an epoch must lie in (0, 1], got {frequency!r}; fix: give one, or a whole number of steps",
+        )
     if isinstance(frequency, int):
         out.set("trainer.val_check_interval", frequency * accum, keys["eval_frequency"])
         out.set("trainer.check_val_every_n_epoch", None, None)
     elif isinstance(frequency, float):
         out.set("trainer.val_check_interval", frequency, keys["eval_frequency"])
-    out.take(keys["eval_steps"], "trainer.limit_val_batches", int)
+    _take_count(out, keys["eval_steps"], "trainer.limit_val_batches")
 
 
 def _checkpoint_every(out: _Output, key: KeyPath) -> None:
     steps = out.source.get(key)
     if steps is None:
         return
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
-        raise ConfigError(key, f"expected a positive number of steps, got {steps!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= _INT64_MAX:
+        raise ConfigError(
+            key, f"expected a whole number of steps from 1 to {_INT64_MAX}, got {steps!r}; fix: give one in that range"
+        )
     callback = {"class_path": _CHECKPOINT_CALLBACK, "init_args": {"every_n_train_steps": steps, "save_top_k": -1}}
     out.set("trainer.callbacks", [callback], key)
 
@@ -295,7 +329,9 @@ def _checkpoint_every(out: _Output, key: KeyPath) -> None:
 def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPath) -> None:
     """A Model Zoo optimizer -> `optimizer: {TorchName: {args}}`, argument by argument.
 
-    Arguments torch's class does not take stay unmapped, with that reason.
+    Model Zoo's spellings become torch's (`epsilon` is `eps`, `beta1`/`beta2` are `betas`); the
+    config's numbers always win over the cerebras.pytorch defaults written out where torch's
+    differ. Arguments torch's class does not take stay unmapped, with that reason.
     """
     torch_cls = torch_optimizers().get(name.lower())
     if torch_cls is None:
@@ -305,20 +341,29 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPa
             "counterpart: write an optimizer: block by hand",
         )
         return
-    accepted = set(inspect.signature(torch_cls).parameters) - {"params"}
+    params = inspect.signature(torch_cls).parameters
+    accepted = set(params) - {"params"}
     converted: dict[str, Any] = {}
     for arg, value in args.items():
         arg_key = (*args_key, arg)
-        target = MODEL_ZOO_ALIASES.get(arg, arg)
+        target = _RENAMED_BY_TORCH.get(torch_cls, {}).get(arg) or MODEL_ZOO_ALIASES.get(arg, arg)
         if arg == "adjust_learning_rate":
             _per_layer_scales(out, arg_key)
         elif arg == "correct_bias" and value is True and torch_cls in (torch.optim.Adam, torch.optim.AdamW):
             out.record(arg_key, "optimizer (torch's Adam always corrects the bias)")
+        elif arg in _BETAS and "betas" in accepted:
+            continue  # joined into betas below
         elif target in accepted:
-            converted[target] = value
+            if target != arg and target in args:
+                raise ConfigError(arg_key, f"Model Zoo's spelling of {target}, which is given too; fix: keep only one")
+            converted[target] = _numeric(params[target].default, value, arg_key, out.report.notes)
             out.record(arg_key, f"optimizer.{torch_cls.__name__}.{target}")
+        elif arg == "params" and isinstance(value, list):
+            _tagged_groups(out, value, arg_key)
         else:
             out.source.why(arg_key, f"torch.optim.{torch_cls.__name__} has no argument {target!r}")
+    if "betas" in accepted:
+        _joined_betas(out, torch_cls, args, args_key, converted)
     for arg, default in CEREBRAS_DEFAULTS.get(name.lower(), {}).items():  # written out: the config keeps its numbers
         if arg not in converted:
             converted[arg] = default
@@ -326,7 +371,99 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPa
                 f"optimizer {torch_cls.__name__}: {arg}={default} written out, "
                 "cerebras.pytorch's default, which differs from torch's"
             )
+    if torch_cls in _DIFFERENT_ALGORITHM:
+        out.report.notes.append(f"optimizer {torch_cls.__name__}: {_DIFFERENT_ALGORITHM[torch_cls]}")
     out.set("optimizer", {torch_cls.__name__: converted}, None)
+
+
+# Model Zoo 1.x writes torch's `betas` pair as two keys.
+_BETAS = ("beta1", "beta2")
+
+# Arguments torch's class of the same name calls otherwise, with the same meaning.
+_RENAMED_BY_TORCH: dict[type, dict[str, str]] = {
+    torch.optim.Adafactor: {"decay_rate": "beta2_decay", "clip_threshold": "d"}
+}
+
+# Where torch's algorithm of the same name is not cerebras.pytorch's, for the notes (and so the file's comments).
+_DIFFERENT_ALGORITHM = {
+    torch.optim.Adafactor: (
+        "not the same algorithm as cerebras.pytorch's (and Model Zoo's) Adafactor, which is HuggingFace's with "
+        "scale_parameter=True, relative_step=False: (1) Cerebras steps by lr * max(eps2, RMS(param)), torch by "
+        "min(lr, 1/sqrt(step)) * max(eps2, RMS(param)), so the two part once step > 1/lr**2; (2) Cerebras adds "
+        "eps1=1e-30 to the squared gradient, torch floors the variance estimates at its eps1 (None: the dtype's "
+        "machine epsilon), kept here since 1e-30 squared is 0 in float32; (3) weight decay: Cerebras subtracts "
+        "weight_decay * lr * max(eps2, RMS(param)) * param, torch multiplies by 1 - lr * weight_decay. Alike: "
+        "decay_rate is torch's beta2_decay (-0.8), clip_threshold its d (1.0), no first moment (beta1=None)"
+    )
+}
+
+
+def _joined_betas(
+    out: _Output, torch_cls: type, args: Mapping[str, Any], args_key: KeyPath, converted: dict[str, Any]
+) -> None:
+    """Model Zoo 1.x's `beta1`/`beta2` -> torch's `betas: [beta1, beta2]`; a missing one takes the
+    default, as cerebras.pytorch did (its betas default, (0.9, 0.999) for every class torch also has,
+    is torch's)."""
+    given = [beta for beta in _BETAS if beta in args]
+    if not given:
+        return
+    if "betas" in args:
+        raise ConfigError(
+            (*args_key, given[0]), "Model Zoo's spelling of a part of betas, which is given too; fix: keep only betas"
+        )
+    default = inspect.signature(torch_cls).parameters["betas"].default
+    betas = [
+        _numeric(fallback, args[beta], (*args_key, beta), out.report.notes) if beta in args else fallback
+        for beta, fallback in zip(_BETAS, default)
+    ]
+    converted["betas"] = betas
+    for beta in given:
+        out.record((*args_key, beta), f"optimizer.{torch_cls.__name__}.betas")
+    missing = [f"{beta}={fallback}" for beta, fallback in zip(_BETAS, default) if beta not in args]
+    if missing:
+        out.report.notes.append(
+            f"optimizer {torch_cls.__name__}: betas {betas}: {', '.join(missing)} not given, cerebras.pytorch's default"
+        )
+
+
+def _numeric(default: Any, value: Any, key: KeyPath, notes: list[str]) -> Any:
+    """`value` checked as a number where torch's default (`default`) is one, element-wise for a tuple.
+
+    Text that reads as a number (`"2.0e-4"`) is that number, noted, as Model Zoo float()s a
+    learning rate given as text; other text, or a bool, is refused.
+    """
+    if isinstance(default, tuple) and isinstance(value, list) and len(value) == len(default):
+        return [_numeric(part, item, (*key, i), notes) for i, (part, item) in enumerate(zip(default, value))]
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    number = _float_or_none(value)  # None for a bool too: torch would run lr=True as 1.0
+    if number is None:
+        raise ConfigError(key, f"expected a number, got {value!r}; fix: write a number such as 1.0e-4")
+    notes.append(f"{format_key_path(key)}: the text {value!r} read as the number {number!r}")
+    return number
+
+
+def _float_or_none(value: Any) -> float | None:
+    """A finite number read from text, else None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if isinstance(value, str) and math.isfinite(number) else None
+
+
+def _tagged_groups(out: _Output, groups: list[Any], key: KeyPath) -> None:
+    """Model Zoo 2.x's per-tag parameter groups (`params: [{params: [globs], tag: ...}]`): no `param_groups:` shape."""
+    tags = [group.get("tag") for group in groups if isinstance(group, Mapping)]
+    out.source.why(key, "Model Zoo parameter group: see the notes")
+    out.report.notes.append(
+        f"{format_key_path(key)}: {len(groups)} parameter groups by tag ({', '.join(map(str, tags))}) not converted: "
+        "in cerebras.pytorch a parameter takes every tag whose globs match it, and the tags pick the groups each "
+        "scheduler sets; cs-lightning's param_groups: put each parameter in one group, to scale one schedule "
+        "(ScalePerParamLR). Build these groups, tagged, in your LightningModule's configure_optimizers"
+    )
 
 
 # ------------------------------------------------------------------------ schedulers
@@ -450,7 +587,7 @@ def _trainer_layout(out: _Output) -> None:
             _INIT,
             "a Model Zoo Trainer config needs trainer: {init: {...}}; fix: check the file is a Trainer config",
         )
-    out.take((*_INIT, "seed"), "seed_everything", int)
+    _take_count(out, (*_INIT, "seed"), "seed_everything", 0, _SEED_MAX)
     out.take((*_INIT, "model_dir"), "trainer.default_root_dir", str)
     backend_type = (*_INIT, "backend", "backend_type")
     backend = src.get(backend_type)
@@ -461,7 +598,7 @@ def _trainer_layout(out: _Output) -> None:
             out.report.notes.append(
                 f"backend_type {backend}: cs-lightning emulates a CS-X on this machine's CPU or GPU either way"
             )
-    out.take((*_INIT, "backend", "cluster_config", "num_csx"), "trainer.devices", int)
+    _take_count(out, (*_INIT, "backend", "cluster_config", "num_csx"), "trainer.devices")
     precision = (*_INIT, "precision")
     _precision(out, (*precision, "enabled"), (*precision, "fp16_type"))
     _clipping(out, precision)
@@ -474,7 +611,7 @@ def _trainer_layout(out: _Output) -> None:
         },
     )
     _checkpoint_every(out, (*_INIT, "checkpoint", "steps"))
-    out.take((*_INIT, "logging", "log_steps"), "trainer.log_every_n_steps", int)
+    _take_count(out, (*_INIT, "logging", "log_steps"), "trainer.log_every_n_steps")
     _model_scales(out, (*_INIT, "model"))
     optimizer = src.get((*_INIT, "optimizer"))
     if optimizer is not None:
@@ -497,9 +634,9 @@ def _trainer_layout(out: _Output) -> None:
 
 def _legacy_layout(out: _Output) -> None:
     src = out.source
-    out.take(("runconfig", "seed"), "seed_everything", int)
+    _take_count(out, ("runconfig", "seed"), "seed_everything", 0, _SEED_MAX)
     out.take(("runconfig", "model_dir"), "trainer.default_root_dir", str)
-    out.take(("runconfig", "num_csx"), "trainer.devices", int)
+    _take_count(out, ("runconfig", "num_csx"), "trainer.devices")
     out.take(("runconfig", "checkpoint_path"), "ckpt_path", str)
     if src.get(("model", "use_bfloat16")) is True and src.get(("model", "fp16_type")) is None:
         out.set("trainer.precision", "bf16-mixed", ("model", "use_bfloat16"))
@@ -517,7 +654,7 @@ def _legacy_layout(out: _Output) -> None:
     )
     every = "checkpoint_steps" if src.get(("runconfig", "checkpoint_steps")) is not None else "save_checkpoint_steps"
     _checkpoint_every(out, ("runconfig", every))
-    out.take(("runconfig", "log_steps"), "trainer.log_every_n_steps", int)
+    _take_count(out, ("runconfig", "log_steps"), "trainer.log_every_n_steps")
     optimizer = src.get(("optimizer",))
     if not isinstance(optimizer, Mapping) or not isinstance(optimizer.get("optimizer_type"), str):
         raise ConfigError(
@@ -536,10 +673,11 @@ def _legacy_layout(out: _Output) -> None:
         "adjust_learning_rate",
         "log_summaries",
         "disable_lr_steps_reset",
+        *_LOSS_SCALING,
     }
     args = {k: v for k, v in optimizer.items() if k not in handled}
-    if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):
-        args["learning_rate"] = learning_rate
+    if learning_rate is not None and not isinstance(learning_rate, (Mapping, list)):
+        args["learning_rate"] = learning_rate  # a number, or text Model Zoo float()ed: checked as the optimizer's lr
     _optimizer(out, optimizer["optimizer_type"], args, ("optimizer",))
     _per_layer_scales(out, ("optimizer", "adjust_learning_rate"))
     if isinstance(learning_rate, (Mapping, list)):
@@ -557,6 +695,16 @@ def _legacy_layout(out: _Output) -> None:
             "at its milestone, as 2.x does"
         )
     src.why(("optimizer", "log_summaries"), "Model Zoo summaries: use Lightning loggers")
+    for key in _LOSS_SCALING:
+        src.why(
+            ("optimizer", key),
+            "Cerebras dynamic loss scaling: Lightning's 16-mixed scales with torch's GradScaler and its own "
+            "settings; bf16-mixed needs no scaling",
+        )
+
+
+# Model Zoo 1.x's dynamic loss scaling settings, read by its GradScaler, not by the optimizer.
+_LOSS_SCALING = ("initial_loss_scale", "min_loss_scale", "max_loss_scale", "steps_per_increase")
 
 
 def _per_layer_scales(out: _Output, key: KeyPath) -> None:
@@ -666,6 +814,9 @@ def dump(config: Mapping[str, Any], report: Report) -> str:
     if report.unmapped:
         lines.append("# ---- unmapped: Model Zoo keys with no cs-lightning counterpart (not used) ----")
         lines += [f"# {format_key_path(key)}: {_flow(value)}  ({why})" for key, value, why in report.unmapped]
+    if report.notes:  # what differs from the Model Zoo run, next to the numbers it concerns
+        lines.append("# ---- notes ----")
+        lines += ["# - " + note.replace("\n", " ") for note in report.notes]
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,7 @@ model is materialized: binding parameters at parse time, as Lightning's own
 auto-configured optimizer does, would bind placeholders of a deferred model.
 
 A block pasted from a Cerebras Model Zoo config runs as written where torch can do what it
-asks (`learning_rate` is `lr`; `correct_bias: true` is what Adam/AdamW always do), with a
+asks (`learning_rate` is `lr`, `epsilon` is `eps`; `correct_bias: true` is what Adam/AdamW always do), with a
 warning where it leaves a default that torch sets differently; the rest is refused, pointing
 to ``cs-lightning convert``. `merge_optimizer_blocks` says how a later block (a second
 ``--config``, a command-line key) combines with an earlier one.
@@ -38,7 +38,7 @@ from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 OptimizerFactory = Callable[[ParamsT], torch.optim.Optimizer]
 
 # Cerebras Model Zoo optimizer argument spellings -> torch.optim's (`fit` and `convert` read them alike).
-MODEL_ZOO_ALIASES = {"learning_rate": "lr", "weight_decay_rate": "weight_decay"}
+MODEL_ZOO_ALIASES = {"learning_rate": "lr", "weight_decay_rate": "weight_decay", "epsilon": "eps"}
 
 # Where cerebras.pytorch's optimizer defaults differ from torch.optim's, by lowercase class name.
 CEREBRAS_DEFAULTS = {"adam": {"eps": 1e-6}, "adamw": {"eps": 1e-6, "weight_decay": 0.0}}

@@ -105,6 +105,13 @@ def test_model_zoo_learning_rate_is_lr(args: dict, expected: float) -> None:
         assert optimizer.param_groups[0]["lr"] == expected
 
 
+def test_model_zoo_epsilon_is_eps() -> None:
+    optimizer = optimizer_factory({"AdamW": {"lr": 0.1, "epsilon": 1e-8, "weight_decay": 0.0}})(
+        [torch.nn.Parameter(torch.ones(1))]
+    )
+    assert optimizer.param_groups[0]["eps"] == 1e-8
+
+
 @pytest.mark.parametrize(
     ("spec", "key", "words"),
     [

@@ -530,3 +530,119 @@ def test_convert_and_schedule_word_the_same_mistake_the_same_way(child, tmp_path
     assert converted.startswith("cs-lightning: error: trainer.init.schedulers[0].SequentialLR.schedulers[1].")
     assert converted.replace("error: trainer.init.", "error: ") == scheduled
     assert sorted(snapshot(tmp_path)) == ["mz.yaml", "run.yaml"]
+
+
+def _legacy(optimizer: dict, runconfig: dict | None = None) -> dict:
+    return {"optimizer": {"optimizer_type": "AdamW", **optimizer}, "runconfig": runconfig or {"max_steps": 10}}
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "expected"),
+    [
+        (  # Model Zoo 1.9.1 llama 7b: betas from beta1/beta2, eps the Cerebras default it leaves out
+            {"beta1": 0.9, "beta2": 0.95, "weight_decay_rate": 0.1, "learning_rate": 3e-4},
+            {"AdamW": {"betas": [0.9, 0.95], "weight_decay": 0.1, "lr": 3e-4, "eps": 1e-6}},
+        ),
+        (  # gpt2 small: its epsilon, not the Cerebras default, is the eps
+            {"epsilon": 1e-8, "beta1": 0.9, "beta2": 0.98},
+            {"AdamW": {"betas": [0.9, 0.98], "eps": 1e-8, "weight_decay": 0.0}},
+        ),
+        ({"beta2": 0.95}, {"AdamW": {"betas": [0.9, 0.95], "eps": 1e-6, "weight_decay": 0.0}}),  # beta1's default
+        ({"optimizer_type": "Adam", "beta1": 0.8}, {"Adam": {"betas": [0.8, 0.999], "eps": 1e-6}}),
+        ({"optimizer_type": "SGD", "learning_rate": 0.1, "momentum": 0.9}, {"SGD": {"lr": 0.1, "momentum": 0.9}}),
+        (  # Cerebras' decay_rate and clip_threshold are torch's beta2_decay and d
+            {"optimizer_type": "AdaFactor", "learning_rate": 0.01, "decay_rate": -0.7, "clip_threshold": 1.0},
+            {"Adafactor": {"lr": 0.01, "beta2_decay": -0.7, "d": 1.0}},
+        ),
+    ],
+)
+def test_model_zoo_optimizer_spellings_keep_the_configs_numbers(optimizer, expected):
+    converted, report = convert(_legacy(optimizer))
+    assert converted["optimizer"] == expected
+    assert not [key for key, _, _ in report.unmapped if key[0] == "optimizer"]
+
+
+def test_a_beta_left_out_is_said_to_take_the_default():
+    _, report = convert(_legacy({"beta2": 0.95}))
+    assert "optimizer AdamW: betas [0.9, 0.95]: beta1=0.9 not given, cerebras.pytorch's default" in report.notes
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "message"),
+    [
+        ({"beta1": 0.9, "betas": [0.9, 0.99]}, "optimizer.beta1: Model Zoo's spelling of a part of betas, which is"),
+        ({"epsilon": 1e-8, "eps": 1e-6}, "optimizer.epsilon: Model Zoo's spelling of eps, which is given too"),
+        ({"learning_rate": "fast"}, "optimizer.learning_rate: expected a number, got 'fast'; fix: write a number"),
+        ({"beta1": "high"}, "optimizer.beta1: expected a number, got 'high'"),
+        ({"learning_rate": True}, "optimizer.learning_rate: expected a number, got True"),
+    ],
+)
+def test_optimizer_arguments_that_cannot_be_read_are_refused(optimizer, message):
+    with pytest.raises(ConfigError) as err:
+        convert(_legacy(optimizer))
+    assert str(err.value).startswith(message)
+
+
+def test_a_quoted_learning_rate_is_the_number_as_model_zoo_reads_it(tmp_path, capsys):
+    """Model Zoo float()s a learning rate given as text; before, it was dropped and torch's 1e-3 ran."""
+    (tmp_path / "mz.yaml").write_text('optimizer: {optimizer_type: AdamW, learning_rate: "2.0e-4"}\n')
+    assert main(["convert", str(tmp_path / "mz.yaml"), "-o", str(tmp_path / "run.yaml")]) == 0
+    text = (tmp_path / "run.yaml").read_text()
+    assert yaml.safe_load(text)["optimizer"] == {"AdamW": {"lr": 2e-4, "eps": 1e-6, "weight_decay": 0.0}}
+    assert "# - optimizer.learning_rate: the text '2.0e-4' read as the number 0.0002" in text
+    assert "# ---- unmapped" not in text  # nothing left out: before, the rate was, and torch's 1e-3 ran
+
+
+@pytest.mark.parametrize(
+    ("runconfig", "key", "value"),
+    [
+        ({"max_steps": -5}, "runconfig.max_steps", "-5"),
+        ({"max_steps": 10**20}, "runconfig.max_steps", str(10**20)),
+        ({"num_steps": 0}, "runconfig.num_steps", "0"),
+        ({"max_steps": 10, "eval_steps": -1}, "runconfig.eval_steps", "-1"),
+        ({"max_steps": 10, "seed": 2**32}, "runconfig.seed", str(2**32)),
+        ({"max_steps": 10, "eval_frequency": 2**62, "grad_accum_steps": 4}, "runconfig.eval_frequency", str(2**62)),
+        ({"max_steps": 10, "checkpoint_steps": 2**63}, "runconfig.checkpoint_steps", str(2**63)),
+    ],
+)
+def test_counts_out_of_range_are_one_line_errors_and_nothing_is_written(runconfig, key, value, tmp_path, capsys):
+    (tmp_path / "mz.yaml").write_text(yaml.safe_dump(_legacy({"learning_rate": 1e-4}, runconfig)))
+    assert main(["convert", str(tmp_path / "mz.yaml"), "-o", str(tmp_path / "run.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"cs-lightning: error: {key}: expected a whole number")
+    assert f"got {value}; fix: give one in that range" in err
+    assert not (tmp_path / "run.yaml").exists()
+
+
+def test_adafactor_differences_are_in_the_output_file(tmp_path):
+    source = {"optimizer": {"optimizer_type": "AdaFactor", "learning_rate": 0.01}, "runconfig": {"max_steps": 10}}
+    (tmp_path / "mz.yaml").write_text(yaml.safe_dump(source))
+    convert_file(tmp_path / "mz.yaml", tmp_path / "run.yaml")
+    text = (tmp_path / "run.yaml").read_text()
+    assert yaml.safe_load(text)["optimizer"] == {"Adafactor": {"lr": 0.01}}
+    notes = text.split("# ---- notes ----\n")[1]
+    assert notes.startswith("# - optimizer Adafactor: not the same algorithm as cerebras.pytorch's")
+    assert "torch by min(lr, 1/sqrt(step)) * max(eps2, RMS(param))" in notes
+
+
+def test_model_zoo_loss_scaling_settings_are_said_to_be_lightnings():
+    _, report = convert(_legacy({"initial_loss_scale": 2.0**31, "steps_per_increase": 2000}))
+    reasons = {format_key_path(key): why for key, _, why in report.unmapped}
+    assert set(reasons) == {"optimizer.initial_loss_scale", "optimizer.steps_per_increase"}
+    assert all(why.startswith("Cerebras dynamic loss scaling: Lightning's 16-mixed") for why in reasons.values())
+
+
+def test_per_tag_parameter_groups_are_reported_as_such():
+    groups = [
+        {"params": ["*.mask_token", "*.mlp.*.weight"], "tag": "wd_params"},
+        {"params": ["*.mask_token*"], "tag": "emb"},
+    ]
+    source = {"trainer": {"init": {"optimizer": {"AdamW": {"eps": 1e-8, "params": groups}}, "loop": {"max_steps": 5}}}}
+    converted, report = convert(source)
+    assert converted["optimizer"] == {"AdamW": {"eps": 1e-8, "weight_decay": 0.0}}
+    assert {why for _, _, why in report.unmapped} == {"Model Zoo parameter group: see the notes"}
+    assert len(report.unmapped) == 4
+    note = next(note for note in report.notes if note.startswith("trainer.init.optimizer.AdamW.params: "))
+    assert "2 parameter groups by tag (wd_params, emb) not converted" in note
+    assert "configure_optimizers" in note

@@ -17,7 +17,8 @@ from conftest import REPO
 
 from cs_lightning.cli import main
 from cs_lightning.config_blocks import read_yaml
-from cs_lightning.errors import ConfigError
+from cs_lightning.convert import convert, dump
+from cs_lightning.errors import ConfigError, format_key_path
 from cs_lightning.optimizers import optimizer_factory
 
 CONFIGS_DIR = REPO.parent / "shared" / "modelzoo_configs"
@@ -131,3 +132,62 @@ def test_model_zoo_optimizer_blocks_pasted_into_fit_are_accepted_or_refused_poin
     assert {name: err.path[-1] for name, err in refused.items()} == REFUSED_OPTIMIZER_ARGUMENTS
     assert all("`cs-lightning convert" in str(err) for err in refused.values())
     assert len(accepted) == 112
+
+
+# Model Zoo's optimizer argument spellings -> (torch's argument, index in it), written from the Model Zoo docs,
+# apart from the code under test: the converted optimizer must hold the source's number there.
+TORCH_ARGUMENT = {
+    "learning_rate": ("lr", None),
+    "lr": ("lr", None),
+    "eps": ("eps", None),
+    "epsilon": ("eps", None),
+    "weight_decay": ("weight_decay", None),
+    "weight_decay_rate": ("weight_decay", None),
+    "momentum": ("momentum", None),
+    "betas": ("betas", None),
+    "beta1": ("betas", 0),
+    "beta2": ("betas", 1),
+}
+
+
+def _optimizer_block(config: dict) -> tuple[tuple[str, ...], dict]:
+    """(key path, arguments) of a config's optimizer block, in either layout."""
+    if "trainer" in config:
+        ((name, args),) = config["trainer"]["init"]["optimizer"].items()
+        return ("trainer", "init", "optimizer", name), args or {}
+    return ("optimizer",), {k: v for k, v in config["optimizer"].items() if k != "optimizer_type"}
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@pytest.mark.skipif(not CONFIGS, reason=f"no Model Zoo configs at {CONFIGS_DIR} (only on the team's machines)")
+def test_no_numeric_optimizer_setting_is_lost_without_a_comment() -> None:
+    """Every number of every optimizer block is in the converted optimizer where torch has the argument
+    (the source's value, never a default), else mapped elsewhere (trainer.*) or in the file's comments."""
+    lost, checked = [], 0
+    for path in CONFIGS:
+        config, _ = read_yaml(path, "source", same_value_ok=True)
+        if isinstance(config.get("trainer"), list):
+            continue  # multi-phase: refused as a whole
+        converted, report = convert(config, source=str(path))
+        text = dump(converted, report)
+        comments = "\n".join(line for line in text.splitlines() if line.startswith("# "))
+        mapped = {tuple(src) for src, _ in report.mapped}
+        prefix, args = _optimizer_block(config)
+        ((_torch_name, torch_args),) = converted["optimizer"].items()
+        for arg, value in args.items():
+            if not (_is_number(value) or (isinstance(value, list) and value and all(map(_is_number, value)))):
+                continue
+            checked += 1
+            target, index = TORCH_ARGUMENT.get(arg, (None, None))
+            key = format_key_path((*prefix, arg))
+            if target in torch_args:
+                got = torch_args[target] if index is None else torch_args[target][index]
+                if got != value:
+                    lost.append(f"{path.relative_to(CONFIGS_DIR)}: {key}: {value!r} became {target}={got!r}")
+            elif (*prefix, arg) not in mapped and f"# {key}: " not in comments:
+                lost.append(f"{path.relative_to(CONFIGS_DIR)}: {key}: {value!r} neither converted nor in a comment")
+    assert lost == []
+    assert checked == 891  # every number of the 294 blocks was seen
