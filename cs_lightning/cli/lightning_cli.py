@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
 from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _model_arguments
-from cs_lightning.cli.error_lines import _instantiation_error
+from cs_lightning.cli.error_lines import _instantiation_error, _unknown_key
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
@@ -138,7 +139,15 @@ class CSLightningCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
-        super().parse_arguments(parser, args)
+        try:
+            super().parse_arguments(parser, args)
+        except argparse.ArgumentError as err:
+            # the keys each level takes are the parser's to say: an unknown key is named here, the rest by main
+            command = next((arg for arg in args if arg in self.subcommands()), None) if isinstance(args, list) else None
+            unknown = _unknown_key(str(err), self._parser(command), command)
+            if unknown is None:
+                raise
+            raise unknown from None
         config = self.config.get(str(self.config.get("subcommand")), self.config)
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
