@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,8 @@ import torch
 import yaml
 from conftest import REPO, snapshot
 
-from cs_lightning.cli import main
+from cs_lightning.cli import CSLightningCLI, main
+from cs_lightning.errors import ConfigError
 from cs_lightning.schedulers import build
 
 EXAMPLE = REPO / "examples" / "image_classifier"
@@ -137,3 +139,12 @@ def test_the_closed_form_named_gives_the_torch_schedulers_learning_rates() -> No
         assert ours.param_groups[0]["lr"] == pytest.approx(theirs.param_groups[0]["lr"], rel=1e-6)
         ours_scheduler.step()
         theirs_scheduler.step()
+
+
+def test_the_cli_class_names_the_closest_key_of_the_command_line_it_reads(tmp_path: Path, monkeypatch) -> None:
+    """CSLightningCLI() in a user's script parses sys.argv: the subcommand's keys are still the ones searched."""
+    path = _config(tmp_path, _misspelt_trainer_key)
+    monkeypatch.setattr(sys, "argv", ["train.py", "fit", "--config", str(path)])
+    with pytest.raises(ConfigError) as refused:
+        CSLightningCLI()
+    assert str(refused.value) == "trainer.max_step: " + MISSPELT.format("max_steps")

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import time
 import warnings
 from collections.abc import Mapping
@@ -143,7 +144,7 @@ class CSLightningCLI(LightningCLI):
             super().parse_arguments(parser, args)
         except argparse.ArgumentError as err:
             # the keys each level takes are the parser's to say: an unknown key is named here, the rest by main
-            command = next((arg for arg in args if arg in self.subcommands()), None) if isinstance(args, list) else None
+            command = self._command_given(args)
             unknown = _unknown_key(str(err), self._parser(command), command)
             if unknown is None:
                 raise
@@ -152,6 +153,12 @@ class CSLightningCLI(LightningCLI):
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
+
+    def _command_given(self, args: Any) -> str | None:
+        """The subcommand in `args` (a list, or a dict keyed by it; None: the command line), before parsing."""
+        given = sys.argv[1:] if args is None else args
+        names = given if isinstance(given, (list, dict)) else []
+        return next((name for name in names if isinstance(name, str) and name in self.subcommands()), None)
 
     def _parse_ckpt_path(self) -> None:
         """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.

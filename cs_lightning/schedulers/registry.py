@@ -265,7 +265,7 @@ def _refuse_torch_scheduler(name: str, args: dict[str, Any], optimizer: torch.op
         fix = f"fix: write its closed form instead, {blocks}"
     except NotConvertible as err:
         fix = f"it has no closed form ({err.reason}); fix: keep it in the model's configure_optimizers, or {generic}"
-    except Exception:  # noqa: BLE001 - torch refused the arguments: only the closed form is not named
+    except Exception:  # noqa: BLE001 - torch refused the arguments (or the optimizer's copy): only the hint is lost
         fix = f"fix: {generic}, e.g. {{StepLR: {{initial_learning_rate: 0.001, step_size: 3, gamma: 0.5}}}}"
     raise ConfigTypeError(
         path,
