@@ -145,6 +145,7 @@ def test_the_cli_class_names_the_closest_key_of_the_command_line_it_reads(tmp_pa
     """CSLightningCLI() in a user's script parses sys.argv: the subcommand's keys are still the ones searched."""
     path = _config(tmp_path, _misspelt_trainer_key)
     monkeypatch.setattr(sys, "argv", ["train.py", "fit", "--config", str(path)])
+    monkeypatch.syspath_prepend(str(EXAMPLE))  # the script imports its model module itself (main reads imports:)
     with pytest.raises(ConfigError) as refused:
         CSLightningCLI()
     assert str(refused.value) == "trainer.max_step: " + MISSPELT.format("max_steps")
