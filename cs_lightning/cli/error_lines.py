@@ -28,15 +28,8 @@ def _flatten(message: str) -> str:
 
 def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     """An argparse/jsonargparse error message -> a `ConfigError` at the key it names, with a fix
-    (`own_commands`: those `cs-lightning` runs besides Lightning's, for the hint on a wrong one)."""
-    unknown = re.search(r"does not accept option '([^']+)'", message) or re.search(
-        r"[Uu]nrecognized arguments: (\S+)", message
-    )
-    if unknown:
-        return ConfigError(
-            _dotted(unknown.group(1)),
-            "unknown key; fix: remove it or correct its spelling (see cs-lightning fit --help)",
-        )
+    (`own_commands`: those `cs-lightning` runs besides Lightning's, for the hint on a wrong one).
+    An unknown key is `_unknown_key`'s: naming the closest key takes the parser."""
     required = re.search(r"arguments are required: (?:\w+\.)?(\S+)", message)
     if required:
         return ConfigError(
@@ -79,6 +72,73 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
         f"cannot load {class_path!r} ({problem}); "
         "fix: check the dotted path, and list the module or .py file under imports:",
     )
+
+
+# jsonargparse's reports of a key no parser level takes, with the key as written
+_UNKNOWN_KEY = (
+    re.compile(r"does not accept option '(?P<key>[^']+)'"),  # "Subcommand 'fit' ...", "Group 'trainer' ..."
+    re.compile(r"^Option '(?P<key>[^']+)' is not accepted"),  # the same mistake, under --print_config
+    re.compile(r"[Uu]nrecognized arguments: (?P<key>[^\s=]+)"),  # on the command line
+)
+# Where Lightning's configs put a learning-rate scheduler; cs-lightning has a list of closed-form ones
+_LIGHTNING_SCHEDULER_KEYS = ("lr_scheduler", "lr_schedulers", "scheduler")
+
+
+def _unknown_key(message: str, parser: ArgumentParser, command: str | None) -> ConfigError | None:
+    """A report of a key `parser` does not take -> a `ConfigError` at the outermost such key, with
+    the closest name at its level (None for any other report; `command`: the subcommand run).
+
+    jsonargparse names the innermost key of an unknown block (`lr_scheduler.init_args.step_size`),
+    and a key under a group relative to it under --print_config (`Group 'trainer' ... 'max_step'`).
+    """
+    found = next(filter(None, (pattern.search(message) for pattern in _UNKNOWN_KEY)), None)
+    if found is None:
+        return None
+    group = re.match(r"Group '([^']+)'", message)
+    dashes = "--" if found["key"].startswith("--") else ""  # as given: a command-line option or a YAML key
+    parts = [*(group.group(1).split(".") if group else []), *found["key"].removeprefix("--").split(".")]
+    depth, names = _first_unknown(parts, _config_keys(parser))
+    key = dashes + ".".join(parts[: depth + 1])
+    if depth == 0 and parts[0] in _LIGHTNING_SCHEDULER_KEYS:
+        return ConfigError(
+            key,
+            "unknown key: cs-lightning takes a schedulers: list instead, of closed-form schedulers (Cerebras or "
+            "Lightning spelling), each stepping every optimizer step; fix: e.g. schedulers: [{StepLR: "
+            "{initial_learning_rate: 0.001, step_size: 3, gamma: 0.5}}], or the same as class_path: "
+            "cs_lightning.schedulers.StepLR with init_args",
+        )
+    close = difflib.get_close_matches(parts[depth], names, n=1)
+    hint = f"did you mean {dashes + close[0]!r}? " if close else ""
+    help_command = " ".join(filter(None, ("cs-lightning", command, "--help")))
+    return ConfigError(key, f"unknown key; {hint}fix: remove it or correct its spelling (see {help_command})")
+
+
+def _first_unknown(parts: list[str], known: list[str]) -> tuple[int, list[str]]:
+    """The index of the first of the dotted key's `parts` that no `known` key has at its level, and
+    the names at that level; the last index and none when the key is unknown inside a value (a
+    class's init_args), where jsonargparse's key is the one to name."""
+    for depth, part in enumerate(parts):
+        names = _names_under(parts[:depth], known)
+        if not names:
+            break
+        if part not in names:
+            return depth, names
+    return len(parts) - 1, []
+
+
+def _names_under(prefix: list[str], known: list[str]) -> list[str]:
+    """The names one level below the dotted `prefix` among the `known` keys."""
+    start = "".join(f"{part}." for part in prefix)
+    return sorted({key[len(start) :].split(".")[0] for key in known if key.startswith(start)})
+
+
+def _config_keys(parser: ArgumentParser) -> list[str]:
+    """The keys, dotted, that `parser` takes in a config file: its options but help and the config files."""
+    return [
+        action.dest
+        for action in parser._actions
+        if action.dest not in ("help", "config", "print_config") and not action.dest.endswith(".help")
+    ]
 
 
 def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> ConfigError:

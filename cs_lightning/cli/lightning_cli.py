@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
+import sys
 import time
 import warnings
 from collections.abc import Mapping
@@ -20,7 +22,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
 from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _model_arguments
-from cs_lightning.cli.error_lines import _instantiation_error
+from cs_lightning.cli.error_lines import _instantiation_error, _unknown_key
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
@@ -156,13 +158,27 @@ class CSLightningCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check the optimizer and scheduler blocks before anything is built or written."""
-        super().parse_arguments(parser, args)
+        try:
+            super().parse_arguments(parser, args)
+        except argparse.ArgumentError as err:
+            # the keys each level takes are the parser's to say: an unknown key is named here, the rest by main
+            command = self._command_given(args)
+            unknown = _unknown_key(str(err), self._parser(command), command)
+            if unknown is None:
+                raise
+            raise unknown from None
         config = self.config.get(str(self.config.get("subcommand")), self.config)
         if self.config.get("subcommand") == "fit":  # validate/test/predict run them without a logger
             _check_callbacks_have_a_logger(config.get("trainer") or {})
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
+
+    def _command_given(self, args: Any) -> str | None:
+        """The subcommand in `args` (a list, or a dict keyed by it; None: the command line), before parsing."""
+        given = sys.argv[1:] if args is None else args
+        names = given if isinstance(given, (list, dict)) else []
+        return next((name for name in names if isinstance(name, str) and name in self.subcommands()), None)
 
     def _parse_ckpt_path(self) -> None:
         """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.

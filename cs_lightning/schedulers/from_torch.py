@@ -473,6 +473,35 @@ def _plan(scheduler: Any, where: str = "") -> _Plan:
         raise err.under(f"{where} ({type(scheduler).__name__})") from None
 
 
+def _yaml_blocks(scheduler: Any) -> list[dict[str, Any]]:
+    """The YAML scheduler blocks, in the Cerebras spelling, of the catalogue schedules that compute
+    a torch scheduler's values: its learning rate's, then its momentum's if it cycles one.
+
+    Raises `NotConvertible` when there is none, or when a block cannot say it (a schedule scaled
+    per param group, a Python function).
+    """
+    plan = _plan(scheduler)
+    if any(scale != 1.0 for scale in plan.scales):
+        raise NotConvertible(f"its param groups start from different learning rates (scaled {plan.scales})")
+    return [_yaml_block(part) for part in (plan, plan.momentum) if part is not None]
+
+
+def _yaml_block(plan: _Plan) -> dict[str, Any]:
+    if any(callable(value) for value in plan.args.values()):
+        raise NotConvertible(f"its closed form, {plan.name}, takes the Python function it was given")
+    args = {key: _readable(value) for key, value in plan.args.items()}
+    children = [_yaml_block(child) for child in plan.children]
+    return {plan.name: {"schedulers": children, **args} if children else args}
+
+
+def _readable(value: Any) -> Any:
+    """A float as 12 digits (``0.001``, not ``b * factor``'s ``0.0009999999999999998``): far below
+    the catalogue's float32."""
+    if isinstance(value, list):
+        return [_readable(item) for item in value]
+    return float(f"{value:.12g}") if isinstance(value, float) else value
+
+
 # -------------------------------------------------------------------------------- public
 
 

@@ -25,9 +25,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+import yaml
 
 from cs_lightning.config_blocks import parse_block
-from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath, ParamGroupTagsError, format_key_path
+from cs_lightning.errors import (
+    ConfigError,
+    ConfigTypeError,
+    KeyPath,
+    NotConvertible,
+    ParamGroupTagsError,
+    format_key_path,
+)
 from cs_lightning.schedulers.base import Scheduler, _group_tags, _has_closed_form
 from cs_lightning.schedulers.composite import _Sequential
 
@@ -186,7 +194,10 @@ def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath) ->
 
 def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags: Any = None) -> Scheduler:
     """One block; ``tags``: the parent's ``param_group_tags``, the default of a child's."""
+    block_path = path
     name, args, path = parse_block(spec, path, "scheduler")
+    if "." in name:
+        _refuse_torch_scheduler(name, args, optimizer, block_path)
     if tags is not None:
         args.setdefault("param_group_tags", tags)
     cls = _resolve_at(name, path)
@@ -228,6 +239,52 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
         raise ConfigError(path, str(error)) from error
     except TypeError as error:
         raise ConfigTypeError(path, str(error)) from error
+
+
+def _refuse_torch_scheduler(name: str, args: dict[str, Any], optimizer: torch.optim.Optimizer, path: KeyPath) -> None:
+    """Refuse a torch scheduler's class path, naming the catalogue block that computes the same values.
+
+    Not converted, as one that ``configure_optimizers`` returns is: a block's schedule counts
+    optimizer steps, while Lightning steps a torch scheduler (its own ``lr_scheduler:`` key) each
+    epoch unless told otherwise, so a silent conversion could change what its numbers mean. The
+    refusal shows the closed form, whose step counts the user then reads and keeps or scales.
+    """
+    try:
+        cls = _import(name)
+    except ConfigError:
+        return  # `resolve` says it
+    torch_style = isinstance(cls, type) and issubclass(cls, torch.optim.lr_scheduler.LRScheduler)
+    if not torch_style or issubclass(cls, Scheduler):
+        return
+    # imported here: from_torch builds on this package's classes, which import this module first
+    from cs_lightning.schedulers.from_torch import _yaml_blocks
+
+    generic = "write a closed-form scheduler of cs_lightning.schedulers (torch's class names, Cerebras arguments)"
+    try:
+        blocks = " and ".join(_flow_yaml(block) for block in _yaml_blocks(cls(_twin(optimizer), **args)))
+        fix = f"fix: write its closed form instead, {blocks}"
+    except NotConvertible as err:
+        fix = f"it has no closed form ({err.reason}); fix: keep it in the model's configure_optimizers, or {generic}"
+    except Exception:  # noqa: BLE001 - torch refused the arguments (or the optimizer's copy): only the hint is lost
+        fix = f"fix: {generic}, e.g. {{StepLR: {{initial_learning_rate: 0.001, step_size: 3, gamma: 0.5}}}}"
+    raise ConfigTypeError(
+        path,
+        f"{name!r} is a torch scheduler, and a scheduler block takes closed-form ones, which count optimizer steps "
+        f"(Lightning steps a torch scheduler each epoch unless told interval: step); {fix}",
+    )
+
+
+def _twin(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """An optimizer of the same class and groups on throwaway parameters: a torch scheduler writes
+    into the groups it is built on, and this one is built only to be read."""
+    throwaway = [{**group, "params": [torch.zeros(1, requires_grad=True)]} for group in optimizer.param_groups]
+    # torch's optimizers take their groups alone; Optimizer itself, which mypy sees, is never built
+    return type(optimizer)(throwaway)  # type: ignore[call-arg]
+
+
+def _flow_yaml(block: dict[str, Any]) -> str:
+    """A block as one line of YAML, as a config file would hold it."""
+    return str(yaml.safe_dump(block, default_flow_style=True, sort_keys=False, width=2**31 - 1)).strip()
 
 
 def _resolve_at(name: str, path: KeyPath) -> type[Scheduler]:
