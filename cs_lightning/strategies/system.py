@@ -3,8 +3,8 @@
 * Lazy model: ``configure_model()`` and ``trainer.init_module()`` record instead of allocating;
   the model is materialized once, on the root device in the precision's dtype, straight
   from the checkpoint when ``fit``/``validate``/... get a ``ckpt_path`` (no random init then).
-  As a block ends the global generator jumps to where eager construction leaves it (when the
-  recorded draws' counts are known), so random numbers drawn before ``fit`` are eager's.
+  As a ``trainer.init_module()`` block ends the global generator jumps to where eager construction
+  leaves it (when the recorded draws' counts are known), so random numbers drawn before ``fit`` are eager's.
 * Lazy factories: ``configure_optimizers()`` runs after materialization; a closed-form
   scheduler returned bare steps every optimizer step.
 * Traced execution: the first training step runs as a CS-X traces it (``trace.lazy_trace``):
