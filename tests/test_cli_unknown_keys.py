@@ -54,7 +54,7 @@ UNKNOWN_KEYS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a scheduler key in the Cerebras spelling": (_cerebras_scheduler_key, f"scheduler: {SCHEDULERS_INSTEAD}"),
     "a list of lr_schedulers": (_lr_schedulers, f"lr_schedulers: {SCHEDULERS_INSTEAD}"),
     "a misspelt top-level key": (_misspelt_top_level, "schedulrs: " + MISSPELT.format("schedulers")),
-    "a misspelt trainer key": (_misspelt_trainer_key, "trainer.max_step: " + MISSPELT.format("max_steps")),
+    "a misspelt trainer key": (_misspelt_trainer_key, "trainer.max_step: " + MISSPELT.format("trainer.max_steps")),
 }
 
 
@@ -92,6 +92,13 @@ def test_an_unknown_command_line_option_names_the_closest_one(tmp_path: Path, ca
     path = _config(tmp_path)
     line = "--schedulrs: " + MISSPELT.format("--schedulers")
     _fails_with(tmp_path, ["fit", "--config", str(path), "--schedulrs", "[]"], line, capfd)
+
+
+def test_an_abbreviated_option_is_refused_not_expanded(tmp_path: Path, capfd) -> None:
+    """argparse expanded `--trainer.max_step 5` to max_steps silently (jsonargparse v5 stops that too)."""
+    path = _config(tmp_path)
+    line = "--trainer.max_step: " + MISSPELT.format("--trainer.max_steps")
+    _fails_with(tmp_path, ["fit", "--config", str(path), "--trainer.max_step", "5"], line, capfd)
 
 
 TORCH_REFUSAL = (
@@ -148,4 +155,4 @@ def test_the_cli_class_names_the_closest_key_of_the_command_line_it_reads(tmp_pa
     monkeypatch.syspath_prepend(str(EXAMPLE))  # the script imports its model module itself (main reads imports:)
     with pytest.raises(ConfigError) as refused:
         CSLightningCLI()
-    assert str(refused.value) == "trainer.max_step: " + MISSPELT.format("max_steps")
+    assert str(refused.value) == "trainer.max_step: " + MISSPELT.format("trainer.max_steps")

@@ -108,7 +108,7 @@ def _unknown_key(message: str, parser: ArgumentParser, command: str | None) -> C
             "cs_lightning.schedulers.StepLR with init_args",
         )
     close = difflib.get_close_matches(parts[depth], names, n=1)
-    hint = f"did you mean {dashes + close[0]!r}? " if close else ""
+    hint = f"did you mean {dashes + '.'.join([*parts[:depth], close[0]])!r}? " if close else ""
     help_command = " ".join(filter(None, ("cs-lightning", command, "--help")))
     return ConfigError(key, f"unknown key; {hint}fix: remove it or correct its spelling (see {help_command})")
 

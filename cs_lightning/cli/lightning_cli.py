@@ -117,7 +117,10 @@ class CSLightningCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", _SaveConfig)
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
-        kwargs.setdefault("parser_kwargs", {"exit_on_error": False, "description": _DESCRIPTION, "epilog": _EPILOG})
+        kwargs.setdefault(
+            "parser_kwargs",
+            {"exit_on_error": False, "allow_abbrev": False, "description": _DESCRIPTION, "epilog": _EPILOG},
+        )
         self.make_optimizer: OptimizerFactory | None = None
         self.make_schedulers: SchedulersFactory | None = None
         self.tagged_groups: list[param_groups.TaggedGroup] = []
