@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cs_lightning.errors import GraphBreakError
-from cs_lightning.user_code import is_library_file, is_user_file
+from cs_lightning.user_code import is_library_file, is_own_file, is_user_file
 
 __all__ = ["Capture", "GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace"]
 
@@ -361,8 +361,7 @@ def _user_files() -> set[str]:
         if (  # string tests first: of the thousands of modules loaded only the user's are stat-ed (~20 ms for all)
             isinstance(file, str)
             and file.endswith(".py")
-            and is_user_file(file)
-            and not is_library_file(file)
+            and is_own_file(file)
             and os.path.isfile(file)
         ):
             files.add(file)
@@ -390,7 +389,7 @@ def _globals_read(classes: Iterable[type]) -> list[tuple[str, str, str]]:
     for cls in classes:
         module = sys.modules.get(cls.__module__)
         file = getattr(module, "__file__", None)
-        if not isinstance(file, str) or not is_user_file(file) or is_library_file(file):
+        if not isinstance(file, str) or not is_own_file(file):
             continue  # torch's and Lightning's globals are constants
         namespace = vars(module)
         for code in _method_code(cls):
