@@ -359,10 +359,7 @@ def _user_files() -> set[str]:
     for loaded in list(sys.modules.values()):
         file = getattr(loaded, "__file__", None)
         if (  # string tests first: of the thousands of modules loaded only the user's are stat-ed (~20 ms for all)
-            isinstance(file, str)
-            and file.endswith(".py")
-            and is_own_file(file)
-            and os.path.isfile(file)
+            isinstance(file, str) and file.endswith(".py") and is_own_file(file) and os.path.isfile(file)
         ):
             files.add(file)
     return files
