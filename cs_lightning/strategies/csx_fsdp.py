@@ -45,6 +45,7 @@ class _ShardedFolder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.keys = set(FileSystemReader(path).read_metadata().state_dict_metadata)  # what the shards hold
 
 
 class _FSDP2(ModelParallelStrategy):
@@ -165,9 +166,8 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         path = Path(self.broadcast(checkpoint_path))
         if path.is_dir() and (path / _METADATA_FILENAME).is_file():
             checkpoint = torch.load(path / _METADATA_FILENAME, weights_only=weights_only)
-            checkpoint["state_dict"] = _ShardedFolder(path)
-            saved = FileSystemReader(path).read_metadata().state_dict_metadata
-            if any(name.startswith("optimizer_") for name in saved):  # else saved with save_weights_only
+            folder = checkpoint["state_dict"] = _ShardedFolder(path)
+            if any(name.startswith("optimizer_") for name in folder.keys):  # else saved with save_weights_only
                 checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
             return checkpoint
         return torch.load(path, map_location="cpu", mmap=True, weights_only=weights_only)
@@ -212,8 +212,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
                 optimizer.load_state_dict(sharded_optimizer_state(optimizer, checkpoint["optimizer_states"][k]))
                 continue
             key = f"optimizer_{k}"
-            saved = FileSystemReader(source.path).read_metadata().state_dict_metadata
-            if not any(name.startswith(f"{key}.state.") for name in saved):
+            if not any(name.startswith(f"{key}.state.") for name in source.keys):
                 continue  # saved before the first step: nothing to load
             # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten)
             state = {key: get_optimizer_state_dict(self._module(), optimizer)}
