@@ -47,7 +47,7 @@ class ResumableDataLoader(DataLoader):
             )
         given = kwargs.get("generator")
         # one a loader made (Lightning re-making this loader passes it on) is seeded from the global one too
-        self._seeded = given is not None and not any(given is g for g in _LOADER_GENERATORS)
+        self._seeded = given is not None and given not in _LOADER_GENERATORS
         if not self._seeded:
             kwargs["generator"] = torch.Generator()  # seeded by `_seed`
         super().__init__(dataset, *args, **kwargs)
@@ -67,7 +67,7 @@ class ResumableDataLoader(DataLoader):
         own: list[torch.Generator] = []
         for sampler in _samplers_in(self.sampler, self.batch_sampler):
             generator = getattr(sampler, "generator", False)  # False: a sampler without one (deterministic)
-            if generator is None or any(generator is g for g in _LOADER_GENERATORS):
+            if generator is None or generator in _LOADER_GENERATORS:
                 # (a loader's: Lightning re-made this loader around the sampler, e.g. for DDP)
                 sampler.generator = self.generator
             elif isinstance(generator, torch.Generator) and not any(generator is g for g in (self.generator, *own)):

@@ -87,9 +87,7 @@ def _picture_path(given: str, configs: Sequence[Path], force: bool) -> Path:
     would write, said out loud); refused when it is a config, a folder, in no folder, or
     (without `force`) an existing file."""
     out = Path(given)
-    if out.is_dir():  # before a suffix is added: `--out runs` means the folder, not runs.png beside it
-        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'lr.png')!r}")
-    if not out.suffix:
+    if not out.suffix and not out.is_dir():  # `--out runs`, a folder, means it, not runs.png beside it
         out = out.with_name(out.name + ".png")
     if out.is_dir():
         raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'lr.png')!r}")
