@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import inspect
 import os
@@ -307,6 +308,14 @@ class CSXSystemMixin(Strategy):
         _restore_rng_states(saved[self.global_rank] if len(saved) == self.world_size else saved[0])
 
     @override
+    def setup_environment(self) -> None:
+        super().setup_environment()
+        if torch.distributed.is_initialized():
+            # registered again rather than twice: once per process, whatever the number of fits
+            atexit.unregister(_let_collectives_finish)
+            atexit.register(_let_collectives_finish)
+
+    @override
     def setup(self, trainer: Trainer) -> None:
         """Materialize a recorded model (if no checkpoint did) before Lightning moves and wraps it."""
         module = self._connected_module
@@ -519,6 +528,15 @@ def _own_keyword_names(cls: type) -> set[str]:
     """The named keyword arguments of the ``__init__`` that ``cls`` itself defines (none if it defines none)."""
     init = cls.__dict__.get("__init__")
     return _keyword_names(init)[0] if init is not None else set()
+
+
+def _let_collectives_finish() -> None:
+    """Give gloo's worker threads the GIL before the interpreter exits. A worker drops a finished collective's
+    tensors after the caller's ``wait()`` returns, and needs the GIL for that: one still waiting for it when
+    the interpreter finalizes is ended mid-release, and the process aborts ("terminate called without an
+    active exception", SIGABRT after a finished fit). Seen in a core dump of a csx_fsdp rank on CPU."""
+    if torch.distributed.is_initialized() and "gloo" in torch.distributed.get_backend():
+        time.sleep(0.05)
 
 
 def _rng_states() -> dict[str, Any]:
