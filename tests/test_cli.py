@@ -703,6 +703,8 @@ def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_forc
         (["--table", "--out", "x.png"], {}, "schedule"),
         ([], {"schedulers": None, "optimizer": None}, "optimizer"),
         ([], {"schedulers": [{"LinearLR": {"initial_learning_rate": 0.0}}]}, "schedulers[0].LinearLR"),
+        ([], {"schedulres": [{"LinearLR": {"initial_learning_rate": 0.1}}]}, "schedulres"),  # not a constant lr
+        ([], {"lr_scheduler": {"class_path": "torch.optim.lr_scheduler.StepLR"}}, "lr_scheduler"),
     ],
 )
 def test_schedule_mistakes_are_one_line(extra, config_change, key, tmp_path: Path, capfd) -> None:
@@ -712,6 +714,14 @@ def test_schedule_mistakes_are_one_line(extra, config_change, key, tmp_path: Pat
     assert out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith(f"cs-lightning: error: {key}: ")
     assert _files(tmp_path) == {Path("run.yaml")}
+
+
+def test_schedule_takes_the_top_level_keys_fit_takes(capsys) -> None:
+    from cs_lightning.cli.schedule_command import RUN_KEYS
+
+    assert main(["fit", "--help"]) == 0
+    options = re.findall(r"^  --(\w+)[ ,\n]", capsys.readouterr().out, re.MULTILINE)
+    assert set(RUN_KEYS) == set(options) - {"print_config"}
 
 
 # ------------------------------------------------------------- Lightning's own options

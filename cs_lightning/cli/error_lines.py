@@ -98,6 +98,13 @@ def _unknown_key(message: str, parser: ArgumentParser, command: str | None) -> C
     dashes = "--" if found["key"].startswith("--") else ""  # as given: a command-line option or a YAML key
     parts = [*(group.group(1).split(".") if group else []), *found["key"].removeprefix("--").split(".")]
     depth, names = _first_unknown(parts, _config_keys(parser))
+    return unknown_key_error(parts, depth, names, command, dashes)
+
+
+def unknown_key_error(
+    parts: list[str], depth: int, names: list[str], command: str | None, dashes: str = ""
+) -> ConfigError:
+    """The dotted key `parts`, unknown at `depth` where `names` are taken, named with the closest of them."""
     key = dashes + ".".join(parts[: depth + 1])
     if depth == 0 and parts[0] in _LIGHTNING_SCHEDULER_KEYS:
         return ConfigError(

@@ -14,10 +14,16 @@ from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cache import write_atomic
 from cs_lightning.cli.config_files import _load_yaml, _merged, _run_imports
-from cs_lightning.cli.error_lines import _OneLineParser
+from cs_lightning.cli.error_lines import _OneLineParser, unknown_key_error
 from cs_lightning.cli.optimization import _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.schedulers.registry import named_tags
+
+# The top-level keys of a run config (what `fit` takes): `schedule` reads some and passes over the others
+RUN_KEYS = (
+    "seed_everything", "trainer", "model", "data", "optimizer", "schedulers", "param_groups", "imports", "ckpt_path",
+    "weights_only",
+)  # fmt: skip
 
 
 def _schedule_command(argv: Sequence[str]) -> None:
@@ -38,6 +44,9 @@ def _schedule_command(argv: Sequence[str]) -> None:
         _load_yaml(path, key=("config", i))
     _run_imports(argv)
     config = _merged(paths)
+    for key in config:  # a misspelt schedulers: would draw a constant learning rate
+        if key not in RUN_KEYS:
+            raise unknown_key_error([key], 0, sorted(RUN_KEYS), "fit")
     make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
     if make_optimizer is None:
         raise ConfigError(
