@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lightning.fabric.utilities.rank_zero import rank_zero_only
+from tqdm import tqdm
 
 from cs_lightning.cli.cache_command import _cache_command
 from cs_lightning.cli.config_files import _run_imports
@@ -91,6 +92,7 @@ def main(args: Sequence[str] | None = None) -> int:
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
             CSLightningCLI(args=argv, imported=imported)
     except CSLightningError as err:  # the user's to fix (a config, a scheduler, a step): one line
+        _close_progress_bars()
         # under devices=N every rank runs the same config and code into it, so rank 0 says it for all
         return _fail(str(err)) if getattr(rank_zero_only, "rank", 0) == 0 else 2  # Lightning sets .rank per process
     except argparse.ArgumentError as err:
@@ -128,6 +130,12 @@ def _interrupted() -> int:
     """Ctrl-C: one line and the shell's code for it (128 + SIGINT); files are written atomically."""
     print("cs-lightning: interrupted", file=sys.stderr)
     return 130
+
+
+def _close_progress_bars() -> None:
+    """End the lines of the progress bars a refused step left drawn: the error then starts a line."""
+    for bar in list(getattr(tqdm, "_instances", ())):  # tqdm's own registry of open bars
+        bar.close()
 
 
 def _fail(line: str) -> int:
