@@ -20,6 +20,7 @@ from cs_lightning.schedulers.from_torch import (
     closed_form_of,
     convert_lightning_configs,
     convert_scheduler,
+    drive,
 )
 
 STEPS = 1000
@@ -463,6 +464,55 @@ def test_resumes_from_the_torch_schedulers_state_dict(name):
     _assert_relative(torch.tensor(got, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64))
     with pytest.raises(ValueError, match="another scheduler class"):
         converted.load_state_dict({"last_epoch": 3})
+
+
+EDITED_BEFORE_RESUMING = {  # (scheduler in the checkpoint, the code's after an edit, the code's learning rate)
+    "CosineAnnealingLR T_max": (
+        lambda o: L.CosineAnnealingLR(o, T_max=20),
+        lambda o: L.CosineAnnealingLR(o, T_max=40),
+        0.1,
+    ),
+    "StepLR step_size": (lambda o: L.StepLR(o, 4, 0.5), lambda o: L.StepLR(o, 8, 0.5), 0.1),
+    "OneCycleLR total_steps": (
+        lambda o: L.OneCycleLR(o, 0.5, total_steps=20),
+        lambda o: L.OneCycleLR(o, 0.5, total_steps=40),
+        0.1,
+    ),
+    "optimizer lr": (lambda o: L.ExponentialLR(o, 0.8), lambda o: L.ExponentialLR(o, 0.8), 0.05),
+    "SequentialLR milestones": (
+        lambda o: L.SequentialLR(o, [L.LinearLR(o, 0.1, total_iters=4), L.ExponentialLR(o, 0.9)], milestones=[4]),
+        lambda o: L.SequentialLR(o, [L.LinearLR(o, 0.1, total_iters=8), L.ExponentialLR(o, 0.9)], milestones=[8]),
+        0.1,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", EDITED_BEFORE_RESUMING)
+def test_a_driven_scheduler_resumes_with_the_checkpoints_arguments_as_torch_does(name):
+    """torch's load_state_dict takes the saved arguments and base learning rates, whatever the code
+    says now (a resume after editing max_steps): the closed forms driving it must follow them."""
+    saved, edited, edited_lr = EDITED_BEFORE_RESUMING[name]
+    optimizer = _optimizer(0.1)
+    scheduler = saved(optimizer)
+    for _ in range(10):
+        optimizer.step()
+        scheduler.step()
+    checkpoint = (optimizer.state_dict(), scheduler.state_dict())
+
+    def resumed(driven: bool) -> list[float]:
+        optimizer = _optimizer(edited_lr)
+        scheduler = edited(optimizer)
+        assert not driven or drive(scheduler, strict=True)
+        optimizer.load_state_dict(checkpoint[0])  # Lightning's order: the optimizers, then the schedulers
+        scheduler.load_state_dict(checkpoint[1])
+        seen = []
+        for _ in range(8):  # OneCycleLR's 20 steps are then not over
+            optimizer.step()
+            scheduler.step()
+            seen.append(float(optimizer.param_groups[0]["lr"]))
+        return seen
+
+    _assert_relative(torch.tensor(resumed(driven=True)), torch.tensor(resumed(driven=False)))
 
 
 def test_a_nested_reason_says_which_child_as_structured_places():

@@ -490,3 +490,12 @@ def test_a_fractional_float_is_refused_with_an_integer_to_write(name, args, mess
         TypeError, match=f"^{name}: got {message}; .* must be an int; fix: write an integer, e.g. {fix}$"
     ):
         getattr(cs, name)(_optimizer(), **args)
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.Rprop, torch.optim.LBFGS])
+def test_a_weight_decay_schedule_of_an_optimizer_without_weight_decay_is_refused(optimizer):
+    # the value would be written into a key the optimizer never reads: a schedule doing nothing
+    plain = optimizer([torch.nn.Parameter(torch.ones(2))], lr=0.1)
+    with pytest.raises(ValueError, match=rf"LinearWD: param_groups\[0\] has no weight_decay \({optimizer.__name__}"):
+        cs.LinearWD(plain, initial_val=0.1, end_val=0.0, total_iters=10)
+    assert "weight_decay" not in plain.param_groups[0]

@@ -584,6 +584,17 @@ class WeightDecayScheduler(Scheduler):
 
     param_group_key: ClassVar[str] = "weight_decay"
 
+    def _bind_groups(self) -> None:
+        super()._bind_groups()
+        groups = self.optimizer.param_groups
+        for index in self._targets:
+            if "weight_decay" not in groups[index]:  # the value written would be read by no one
+                raise ValueError(
+                    f"{type(self).__name__}: param_groups[{index}] has no weight_decay "
+                    f"({type(self.optimizer).__name__} does not decay weights); schedule the weight decay of an "
+                    "optimizer that has one (SGD, Adam, AdamW, ...)"
+                )
+
 
 class MomentumScheduler(Scheduler):
     """A closed-form schedule of the momentum: ``param_group["momentum"]`` (SGD, RMSprop), or

@@ -460,7 +460,8 @@ _CONVERTERS: dict[type, Callable[[Any], _Plan]] = {
 
 
 def _plan(scheduler: Any, where: str = "") -> _Plan:
-    converter = _CONVERTERS.get(type(scheduler))  # exact type: a subclass may change the formula
+    # exact type: a subclass may change the formula (but `drive`'s own subclass does not)
+    converter = _CONVERTERS.get(type(scheduler).__bases__[0] if scheduler in _DRIVERS else type(scheduler))
     if converter is None:
         if isinstance(scheduler, torch_lr.ReduceLROnPlateau):
             raise NotConvertible("it reacts to a monitored metric, which no function of the step can")
@@ -657,6 +658,28 @@ def _follow(scheduler: Any, drivers: list[Scheduler], touched: Sequence[int] = (
     ]
 
 
+def _settings(scheduler: Any) -> str | None:
+    """What the closed forms of a torch scheduler are built from (its arguments, base values, group scales)."""
+    try:
+        plan = _plan(scheduler)
+    except NotConvertible:
+        return None
+    return f"{plan.describe()} {plan.scales} {plan.momentum and plan.momentum.describe()}"
+
+
+def _follow_loaded(scheduler: Any, settings: str | None) -> None:
+    """Follow a state dict just loaded. torch takes a checkpoint's arguments too (``T_max``, ``base_lrs``,
+    ``total_steps``: a resume after editing them goes on with the checkpoint's), so closed forms built from
+    other settings are built again, from the loaded ones."""
+    if _settings(scheduler) != settings:
+        converted = _convert(scheduler, strict=False, with_momentum=True)
+        if converted is None:  # warned: torch's own steps go on
+            del _DRIVERS[scheduler]
+            return
+        _DRIVERS[scheduler] = [closed for closed in converted if closed is not None]
+    _follow(scheduler, _DRIVERS[scheduler])
+
+
 def _touched(closed: Scheduler) -> list[int]:
     """The groups whose learning rate is no longer the one the closed form wrote last."""
     groups = closed.optimizer.param_groups
@@ -682,10 +705,10 @@ def _driven(cls: type[torch_lr.LRScheduler]) -> type[torch_lr.LRScheduler]:
         _follow(self, drivers, touched)
 
     def load_state_dict(self: Any, state_dict: dict[str, Any]) -> None:
+        settings = _settings(self)
         cls.load_state_dict(self, state_dict)
-        drivers = _DRIVERS.get(self)
-        if drivers is not None:
-            _follow(self, drivers)
+        if self in _DRIVERS:
+            _follow_loaded(self, settings)
 
     def __reduce_ex__(self: Any, protocol: Any) -> Any:
         # a copy or a pickle is the plain torch scheduler: the driver lives in this process only
