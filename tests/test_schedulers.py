@@ -9,6 +9,7 @@ import io
 import json
 import math
 
+import numpy
 import pytest
 import torch
 from conftest import REPO
@@ -334,6 +335,12 @@ def test_values_refuses_what_is_not_steps(steps):
     scheduler = LinearLR(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0), 0.0, 1.0, 10)
     with pytest.raises(TypeError, match=r"LinearLR\.values: got steps=.*1-D sequence of int steps"):
         scheduler.values(steps)
+
+
+@pytest.mark.parametrize("n", [numpy.int64(7), numpy.int32(7), numpy.uint8(7)])
+def test_values_takes_a_numpy_integer_as_an_int(n):
+    scheduler = LinearLR(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0), 0.0, 1.0, 10)
+    assert torch.equal(scheduler.values(n), scheduler.values(7))
 
 
 def test_tensor_values_update_one_tensor_in_place():

@@ -30,6 +30,7 @@ import math
 import os
 import reprlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 import torch
@@ -460,7 +461,7 @@ def _available_memory() -> int | None:
 
 def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> range | Tensor:
     """Validated steps: a range (made into tensors a chunk at a time) or a 1-D int64 tensor."""
-    if isinstance(steps, int) and not isinstance(steps, bool):
+    if isinstance(steps, Integral) and not isinstance(steps, bool):  # numpy's integers too
         steps = range(_checks.integer(owner, "steps", steps, 0))
     chosen: range | Tensor
     if isinstance(steps, range):
