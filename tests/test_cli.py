@@ -790,15 +790,15 @@ def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path
 
 
 def test_a_step_refused_under_a_progress_bar_ends_the_bars_line_first(tmp_path: Path, capfd) -> None:
-    (tmp_path / "reads_loss.py").write_text(HOST_READ_MODEL)
+    (tmp_path / "reads_under_bar.py").write_text(HOST_READ_MODEL)  # a module name of its own
     config = {
-        "imports": [str(tmp_path / "reads_loss.py")],
-        "model": {"class_path": "reads_loss.ReadsLoss"},
+        "imports": [str(tmp_path / "reads_under_bar.py")],
+        "model": {"class_path": "reads_under_bar.ReadsLoss"},
         "trainer": {"max_steps": 2, "logger": False, "enable_checkpointing": False, "default_root_dir": str(tmp_path)},
     }
     assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     out, err = capfd.readouterr()
-    assert "Epoch 0:" in out and out.endswith("\n")  # in a terminal the error line would follow the bar's
+    assert "Epoch 0:" in out and out.endswith("\n"), err  # in a terminal the error line would follow the bar's
     assert err.splitlines()[-1].startswith("cs-lightning: error: The training step reads")
 
 
