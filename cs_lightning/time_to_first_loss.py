@@ -22,6 +22,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.types import STEP_OUTPUT
+from tqdm import tqdm
 from typing_extensions import override
 
 __all__ = ["TimeToFirstLoss"]
@@ -106,7 +107,10 @@ class TimeToFirstLoss(Callback):
         }
         if loss is not None:
             self.metrics["ttfl/loss"] = float(loss)  # the one host read this callback makes
-        rank_zero_info(self._line())
+        # the progress bar is drawn on stdout, the line logged to stderr: on a terminal it would land
+        # at the end of the bar's line. Clear the bar, write the line, draw the bar again below it.
+        with tqdm.external_write_mode():
+            rank_zero_info(self._line())
         if self.log_metrics:
             # the row of this batch, as `self.log` writes it: Lightning's logging step, and the epoch
             step = trainer.fit_loop.epoch_loop._batches_that_stepped

@@ -2,6 +2,10 @@
 
 import csv
 import logging
+import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -95,3 +99,26 @@ def test_csx_prints_the_loss_training_step_returned(caplog: pytest.LogCaptureFix
         fit(model, "csx", steps=2, accumulate_grad_batches=accumulate)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
     assert len(lines) == 1 and lines[0].endswith(f"first loss {model.returned[0].item():.6g}")
+
+
+def test_the_line_is_not_written_onto_the_progress_bar(tmp_path: Path) -> None:
+    """Lightning draws its bar on stdout, the line goes to stderr: a terminal shows both in one stream,
+    where the line must start a line of its own, not continue the bar's."""
+    script = (
+        "from lightning.pytorch import Trainer; from lightning_models import Regressor, data; "
+        "Trainer(strategy='csx', max_steps=3, logger=False, enable_checkpointing=False,"
+        " enable_model_summary=False).fit(Regressor(), data())"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout
+    before, line, _ = done.stdout.partition("Time to first loss:")
+    assert line and "Epoch 0:" in before  # the bar was drawn before the line was written
+    assert re.split(r"[\r\n]", before)[-1].strip() == ""  # ... and cleared: the line starts the row

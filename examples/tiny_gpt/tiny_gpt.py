@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from tqdm import tqdm
 
 from cs_lightning import ResumableDataLoader
 
@@ -173,4 +174,4 @@ class LRPlot(L.Callback):
         ax.set_ylabel("learning rate")
         ax.set_title("learning rate used, per step")
         figure.savefig(out)
-        print(f"learning-rate plot: {out}")
+        tqdm.write(f"learning-rate plot: {out}")  # on a line of its own, not after the progress bar
