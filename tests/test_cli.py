@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import math
+import os
 import re
 import signal
 import subprocess
@@ -933,9 +934,11 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     assert snapshot(tmp_path) == before
 
 
-def test_ctrl_c_during_training_exits_130_without_a_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("devices", [1, 2])
+def test_ctrl_c_during_training_exits_130_without_a_traceback(devices: int, tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches every process of the group (each rank of devices=2): one line for all."""
     config = digits_run(tmp_path, **CEREBRAS)
-    config["trainer"]["max_steps"] = 10**6
+    config["trainer"].update(max_steps=10**6, devices=devices)
     write(tmp_path / "run.yaml", config)
     run = subprocess.Popen(
         [str(Path(sys.executable).with_name("cs-lightning")), "fit", "--config", "run.yaml"],
@@ -943,15 +946,17 @@ def test_ctrl_c_during_training_exits_130_without_a_traceback(tmp_path: Path) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # a process group of its own, as the shell gives a command
     )
     metrics_csv = tmp_path / "lightning_logs" / "version_0" / "metrics.csv"
     deadline = time.monotonic() + 120
     while not metrics_csv.exists() and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.2)  # training has logged its first steps
-    run.send_signal(signal.SIGINT)
+    os.killpg(run.pid, signal.SIGINT)
     out, err = run.communicate(timeout=120)
     assert run.returncode == 130
     assert err.endswith("cs-lightning: interrupted\n") and "Traceback" not in err
+    assert err.count("interrupted") == 1
     assert "Done:" not in out  # no summary of a run that did not finish
 
 

@@ -94,7 +94,7 @@ def main(args: Sequence[str] | None = None) -> int:
     except CSLightningError as err:  # the user's to fix (a config, a scheduler, a step): one line
         _close_progress_bars()
         # under devices=N every rank runs the same config and code into it, so rank 0 says it for all
-        return _fail(str(err)) if getattr(rank_zero_only, "rank", 0) == 0 else 2  # Lightning sets .rank per process
+        return _fail(str(err)) if _is_rank_zero() else 2
     except argparse.ArgumentError as err:
         return _fail(str(_parser_error(str(err), _OWN_COMMANDS)))
     except KeyboardInterrupt:
@@ -128,8 +128,13 @@ def _note_interrupts(seen: list[int]) -> Any:
 
 def _interrupted() -> int:
     """Ctrl-C: one line and the shell's code for it (128 + SIGINT); files are written atomically."""
-    print("cs-lightning: interrupted", file=sys.stderr)
+    if _is_rank_zero():  # the terminal interrupts every rank of devices=N: rank 0 says it for all
+        print("cs-lightning: interrupted", file=sys.stderr)
     return 130
+
+
+def _is_rank_zero() -> bool:
+    return getattr(rank_zero_only, "rank", 0) == 0  # Lightning sets .rank per process
 
 
 def _close_progress_bars() -> None:
