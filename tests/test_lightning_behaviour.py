@@ -498,7 +498,7 @@ def test_momentum_schedules_name_what_they_cannot_do() -> None:
 
     adagrad = torch.optim.Adagrad([nn.Parameter(torch.ones(1))], lr=0.1)  # no momentum, no betas
     with pytest.raises(
-        ValueError, match=r"OneCycleMomentum: param_groups\[0\] has neither momentum nor betas \(Adagrad\)"
+        ValueError, match=r"OneCycleMomentum: param_groups\[0\] has no momentum or betas \(Adagrad has no momentum\)"
     ):
         cs.OneCycleMomentum(adagrad, initial_val=0.95, max_val=0.85, total_steps=10)
     sgd = torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.1, momentum=0.9)

@@ -496,6 +496,9 @@ def test_a_fractional_float_is_refused_with_an_integer_to_write(name, args, mess
 def test_a_weight_decay_schedule_of_an_optimizer_without_weight_decay_is_refused(optimizer):
     # the value would be written into a key the optimizer never reads: a schedule doing nothing
     plain = optimizer([torch.nn.Parameter(torch.ones(2))], lr=0.1)
-    with pytest.raises(ValueError, match=rf"LinearWD: param_groups\[0\] has no weight_decay \({optimizer.__name__}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"LinearWD: param_groups\[0\] has no weight_decay \({optimizer.__name__} has no weight decay\)",
+    ):
         cs.LinearWD(plain, initial_val=0.1, end_val=0.0, total_iters=10)
     assert "weight_decay" not in plain.param_groups[0]

@@ -127,6 +127,10 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     """
 
     param_group_key: ClassVar[str] = ""
+    # Keys of which a scheduled group must have one, or the value written is read by no one
+    # (an optimizer without weight decay, say), and optimizers that have them, for the error.
+    _group_needs: ClassVar[tuple[str, ...]] = ()
+    _optimizers_with_them: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # A public class (LinearLR) shows the formula of the closed form it inherits from
@@ -344,6 +348,20 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         scales += [own[index] for index in joined]
         self._scales = torch.tensor(scales, dtype=torch.float64)
         self._unscaled = bool((self._scales == 1.0).all())
+        self._check_groups_read_the_value()
+
+    def _check_groups_read_the_value(self) -> None:
+        if not self._group_needs:
+            return
+        groups = self.optimizer.param_groups
+        for index in self._targets:
+            if not any(key in groups[index] for key in self._group_needs):
+                what = self.param_group_key.replace("_", " ")
+                raise ValueError(
+                    f"{type(self).__name__}: param_groups[{index}] has no {' or '.join(self._group_needs)} "
+                    f"({type(self.optimizer).__name__} has no {what}); schedule the {what} of an optimizer "
+                    f"that has one ({self._optimizers_with_them}, ...)"
+                )
 
     def _adopt_new_groups(self) -> None:
         r"""Schedule the param groups added to the optimizer since the last step (e.g. by
@@ -583,17 +601,8 @@ class WeightDecayScheduler(Scheduler):
     """A closed-form schedule of the weight decay (``param_group["weight_decay"]``)."""
 
     param_group_key: ClassVar[str] = "weight_decay"
-
-    def _bind_groups(self) -> None:
-        super()._bind_groups()
-        groups = self.optimizer.param_groups
-        for index in self._targets:
-            if "weight_decay" not in groups[index]:  # the value written would be read by no one
-                raise ValueError(
-                    f"{type(self).__name__}: param_groups[{index}] has no weight_decay "
-                    f"({type(self.optimizer).__name__} does not decay weights); schedule the weight decay of an "
-                    "optimizer that has one (SGD, Adam, AdamW, ...)"
-                )
+    _group_needs = ("weight_decay",)
+    _optimizers_with_them = "SGD, Adam, AdamW"
 
 
 class MomentumScheduler(Scheduler):
@@ -603,17 +612,8 @@ class MomentumScheduler(Scheduler):
     refused: torch optimizers take betas as floats)."""
 
     param_group_key: ClassVar[str] = "momentum"
-
-    def _bind_groups(self) -> None:
-        super()._bind_groups()
-        groups = self.optimizer.param_groups
-        for index in self._targets:
-            if "momentum" not in groups[index] and "betas" not in groups[index]:
-                raise ValueError(
-                    f"{type(self).__name__}: param_groups[{index}] has neither momentum nor betas "
-                    f"({type(self.optimizer).__name__}); schedule the momentum of an optimizer "
-                    "that has one (SGD, RMSprop, Adam, AdamW, ...)"
-                )
+    _group_needs = ("momentum", "betas")
+    _optimizers_with_them = "SGD, RMSprop, Adam, AdamW"
 
     def _write(self, row: list[float]) -> None:
         self._cursor.last = row
