@@ -219,6 +219,43 @@ def test_resuming_with_other_arguments_warns_and_keeps_the_checkpoints(tmp_path:
     assert metrics(tmp_path, version=1)["lr-AdamW"] == {k: trained_with[k] for k in range(5, STEPS)}
 
 
+CLASS_MODELS = """
+from image_classifier import DigitClassifier
+from image_classifier import DigitClassifier as Renamed  # the same class by another import path
+
+
+class Wider(DigitClassifier):
+    pass
+"""
+
+
+@pytest.mark.parametrize(("model", "code"), [("Wider", 2), ("Renamed", 0)], ids=["a subclass", "a re-export"])
+def test_resuming_a_checkpoint_of_another_model_class_is_refused(model: str, code: int, tmp_path: Path, capfd) -> None:
+    """LightningCLI would build the checkpoint's class in place of the configured one and train it silently;
+    the same class by another import path is the configured model."""
+    module = f"ckpt_class_{model.lower()}"  # a module of its own: one test process imports each name once
+    (tmp_path / f"{module}.py").write_text(CLASS_MODELS)
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["imports"].append(str(tmp_path / f"{module}.py"))
+    path = write(tmp_path / "run.yaml", config)
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "2"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    before = snapshot(tmp_path)
+    capfd.readouterr()
+    resume = ["fit", "--config", str(path), "--ckpt_path", str(checkpoint), "--trainer.max_steps", "3"]
+    assert main([*resume, "--model", f"{module}.{model}"]) == code
+    if code == 0:
+        assert metrics(tmp_path, version=1)["train_loss"].keys() == {2}  # resumed at step 2
+        return
+    assert capfd.readouterr().err == (
+        f"cs-lightning: error: ckpt_path: {str(checkpoint)!r} was written by model image_classifier.DigitClassifier, "
+        f"but the config's model is {module}.Wider; fix: set model.class_path to "
+        "image_classifier.DigitClassifier to resume that model, or leave ckpt_path out to start "
+        f"{module}.Wider from its own initial weights\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
 def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -8,6 +8,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import torch
+from jsonargparse.typing import import_object
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 
 from cs_lightning.errors import ConfigError
@@ -87,6 +89,34 @@ def _pickled_names(path: Path, fix: str) -> set[str]:
             "ckpt_path",
             f"{str(path)!r} is not a checkpoint, or is cut short: it is not the zip archive torch.save writes; {fix}",
         ) from None
+
+
+def _check_model_class(value: str, saved_in: Path, configured: str) -> None:
+    """Refuse a checkpoint that another LightningModule class wrote (``value`` as given, ``saved_in``
+    the file holding its hyperparameters): LightningCLI would build the checkpoint's class in place
+    of the configured one, so the run would silently train a model the config does not name.
+
+    The same class reached by another import path (a re-export) is the configured model: accepted.
+    A checkpoint without a saved class (not written through a LightningCLI) has nothing to compare.
+    """
+    saved = torch.load(saved_in, map_location="cpu", mmap=True, weights_only=True).get("hyper_parameters", {})
+    written_by = saved.get("_class_path") if isinstance(saved, dict) else None
+    if written_by is None or written_by == configured or _imported(written_by) is import_object(configured):
+        return
+    raise ConfigError(
+        "ckpt_path",
+        f"{value!r} was written by model {written_by}, but the config's model is {configured}; fix: set "
+        f"model.class_path to {written_by} to resume that model, or leave ckpt_path out to start {configured} "
+        "from its own initial weights",
+    )
+
+
+def _imported(class_path: str) -> Any:
+    """The object a dotted path names, or None when it cannot be imported (a checkpoint's module may be gone)."""
+    try:
+        return import_object(class_path)
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 def _model_arguments(config: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
-from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _model_arguments
+from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _check_model_class, _model_arguments
 from cs_lightning.cli.error_lines import _instantiation_error, _unknown_key
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
@@ -186,9 +186,10 @@ class CSLightningCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.
 
-        Checks the checkpoint first (one line, not torch.load's traceback), reads a sharded folder's
-        hyperparameters from its meta.pt, and warns with each model argument the checkpoint
-        changes: the checkpoint wins, as in LightningCLI, but not silently.
+        Checks the checkpoint first (one line, not torch.load's traceback) and that the configured
+        model class wrote it, reads a sharded folder's hyperparameters from its meta.pt, and warns with
+        each model argument the checkpoint changes: the checkpoint wins, as in LightningCLI, but not
+        silently.
         """
         config = self.config.get(str(self.config.get("subcommand")))
         if config is None:
@@ -202,6 +203,8 @@ class CSLightningCLI(LightningCLI):
             # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt
             config["ckpt_path"] = str(Path(str(ckpt_path)) / _SHARDED_REST)
         try:
+            if ckpt_path and Path(config["ckpt_path"]).is_file():
+                _check_model_class(str(ckpt_path), Path(config["ckpt_path"]), config.get("model").class_path)
             super()._parse_ckpt_path()
         finally:
             config = self.config.get(str(self.config.get("subcommand")))
