@@ -921,6 +921,27 @@ ONE_LINE_FAILURES = {
         "with trainer.strategy: csx_fsdp, or give a single-file checkpoint (csx_fsdp writes one with "
         "state_dict_type='full')",
     ),
+    "best, which a fresh Trainer has not": (
+        ["fit", "--ckpt_path", "best"],
+        "ckpt_path: 'best' is the best checkpoint of an earlier fit by the same Trainer, and each cs-lightning run "
+        "makes a new Trainer, which has none; fix: give that checkpoint's file (under the earlier run's checkpoints "
+        "folder), or leave ckpt_path out",
+    ),
+    "hpc without an hpc checkpoint": (
+        ["validate", "--ckpt_path", "hpc"],
+        "ckpt_path: 'hpc' resumes the newest hpc_ckpt_N.ckpt that Lightning saved in trainer.default_root_dir when "
+        "SLURM requeued the job, and '{tmp}' holds none; fix: give a checkpoint's path, or leave ckpt_path out",
+    ),
+    "a precision whose package is missing": (
+        ["fit", "--trainer.precision", "transformer-engine"],
+        "trainer.precision: 'transformer-engine' needs transformer_engine>=0.11.0, which is not installed; fix: "
+        "pip install -U 'transformer_engine>=0.11.0', or choose another trainer.precision",
+    ),
+    "an accelerator whose package is missing": (
+        ["fit", "--trainer.accelerator", "tpu"],
+        "trainer.accelerator: 'tpu' needs torch_xla>=1.13, which is not installed; fix: "
+        "pip install -U 'torch_xla>=1.13', or choose another trainer.accelerator",
+    ),
     "test without test_step": (
         ["test"],
         "test: DigitClassifier has no test_step(); fix: define "

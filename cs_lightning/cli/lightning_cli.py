@@ -22,7 +22,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
 from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _check_model_class, _model_arguments
-from cs_lightning.cli.error_lines import _instantiation_error, _unknown_key
+from cs_lightning.cli.error_lines import _instantiation_error, _missing_package, _unknown_key
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
@@ -196,8 +196,7 @@ class CSLightningCLI(LightningCLI):
             return
         ckpt_path = config.get("ckpt_path")
         if ckpt_path:
-            trainer = config.get("trainer")
-            _check_checkpoint(str(ckpt_path), trainer.get("strategy") if trainer is not None else None)
+            _check_checkpoint(str(ckpt_path), config.get("trainer") or {})
         given = _model_arguments(config)
         if ckpt_path and Path(str(ckpt_path)).is_dir():
             # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt
@@ -255,7 +254,11 @@ class CSLightningCLI(LightningCLI):
             # does not (running those hooks early would run the user's code twice): configure_optimizers
             # refuses its globs, after the Trainer's start
             param_groups.split(param_groups.trainable(self.model), self.tagged_groups)
-        return super().instantiate_trainer(**kwargs)
+        try:
+            return super().instantiate_trainer(**kwargs)
+        except ModuleNotFoundError as err:  # Lightning's way of saying an optional package is missing
+            config = self.config.get(str(self.subcommand), self.config)
+            raise _missing_package(err, config.get("trainer") or {}) from err
 
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
