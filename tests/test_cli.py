@@ -6,6 +6,7 @@ import copy
 import csv
 import math
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -254,6 +255,20 @@ def test_resuming_a_checkpoint_of_another_model_class_is_refused(model: str, cod
         f"{module}.Wider from its own initial weights\n"
     )
     assert snapshot(tmp_path) == before
+
+
+def test_ckpt_path_hpc_and_last_keep_lightnings_meaning(tmp_path: Path) -> None:
+    """`hpc` resumes the newest hpc_ckpt_N.ckpt in trainer.default_root_dir; `last` with no last checkpoint
+    starts fresh with Lightning's warning (the first run of a job resubmitted with the same command)."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "2"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    shutil.copy(checkpoint, tmp_path / "hpc_ckpt_1.ckpt")  # digits_run's default_root_dir is tmp_path
+    assert main(["fit", "--config", str(path), "--ckpt_path", "hpc", "--trainer.max_steps", "3"]) == 0
+    assert metrics(tmp_path, version=1)["train_loss"].keys() == {2}
+    with pytest.warns(UserWarning, match=r'ckpt_path="last"\) is set, but there is no last checkpoint available'):
+        assert main(["fit", "--config", str(path), "--ckpt_path", "last", "--trainer.max_steps", "1"]) == 0
+    assert metrics(tmp_path, version=2)["train_loss"].keys() == {0}
 
 
 def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(
