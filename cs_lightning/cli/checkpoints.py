@@ -69,7 +69,7 @@ def _check_checkpoint(value: str, trainer: Mapping[str, Any]) -> None:
 
 
 def _check_lightning_name(value: str, root: str) -> None:
-    """Lightning raises, at the start of fit, for `best` and `hpc` with nothing to find; `last` it allows
+    """Lightning raises, as a run starts, for `best` and `hpc` with nothing to find; `last` it allows
     without a checkpoint (the first run of a job resubmitted with the same command), and so do we."""
     if value == "best":
         raise ConfigError(
