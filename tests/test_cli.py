@@ -7,6 +7,7 @@ import csv
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -218,6 +219,57 @@ def test_resuming_with_other_arguments_warns_and_keeps_the_checkpoints(tmp_path:
     probe = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=PEAK)
     trained_with = schedulers.build(CEREBRAS["schedulers"], probe)[0].values(range(STEPS))[:, 0].tolist()
     assert metrics(tmp_path, version=1)["lr-AdamW"] == {k: trained_with[k] for k in range(5, STEPS)}
+
+
+CLASS_MODELS = """
+from image_classifier import DigitClassifier
+from image_classifier import DigitClassifier as Renamed  # the same class by another import path
+
+
+class Wider(DigitClassifier):
+    pass
+"""
+
+
+@pytest.mark.parametrize(("model", "code"), [("Wider", 2), ("Renamed", 0)], ids=["a subclass", "a re-export"])
+def test_resuming_a_checkpoint_of_another_model_class_is_refused(model: str, code: int, tmp_path: Path, capfd) -> None:
+    """LightningCLI would build the checkpoint's class in place of the configured one and train it silently;
+    the same class by another import path is the configured model."""
+    module = f"ckpt_class_{model.lower()}"  # a module of its own: one test process imports each name once
+    (tmp_path / f"{module}.py").write_text(CLASS_MODELS)
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["imports"].append(str(tmp_path / f"{module}.py"))
+    path = write(tmp_path / "run.yaml", config)
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "2"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    before = snapshot(tmp_path)
+    capfd.readouterr()
+    resume = ["fit", "--config", str(path), "--ckpt_path", str(checkpoint), "--trainer.max_steps", "3"]
+    assert main([*resume, "--model", f"{module}.{model}"]) == code
+    if code == 0:
+        assert metrics(tmp_path, version=1)["train_loss"].keys() == {2}  # resumed at step 2
+        return
+    assert capfd.readouterr().err == (
+        f"cs-lightning: error: ckpt_path: {str(checkpoint)!r} was written by model image_classifier.DigitClassifier, "
+        f"but the config's model is {module}.Wider; fix: set model.class_path to "
+        "image_classifier.DigitClassifier to resume that model, or leave ckpt_path out to start "
+        f"{module}.Wider from its own initial weights\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
+def test_ckpt_path_hpc_and_last_keep_lightnings_meaning(tmp_path: Path) -> None:
+    """`hpc` resumes the newest hpc_ckpt_N.ckpt in trainer.default_root_dir; `last` with no last checkpoint
+    starts fresh with Lightning's warning (the first run of a job resubmitted with the same command)."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    assert main(["fit", "--config", str(path), "--trainer.max_steps", "2"]) == 0
+    (checkpoint,) = tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt")
+    shutil.copy(checkpoint, tmp_path / "hpc_ckpt_1.ckpt")  # digits_run's default_root_dir is tmp_path
+    assert main(["fit", "--config", str(path), "--ckpt_path", "hpc", "--trainer.max_steps", "3"]) == 0
+    assert metrics(tmp_path, version=1)["train_loss"].keys() == {2}
+    with pytest.warns(UserWarning, match=r'ckpt_path="last"\) is set, but there is no last checkpoint available'):
+        assert main(["fit", "--config", str(path), "--ckpt_path", "last", "--trainer.max_steps", "1"]) == 0
+    assert metrics(tmp_path, version=2)["train_loss"].keys() == {0}
 
 
 def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(
@@ -884,6 +936,27 @@ ONE_LINE_FAILURES = {
         "ckpt_path: 'sharded' is a sharded checkpoint, which trainer.strategy 'csx' cannot read; fix: resume it "
         "with trainer.strategy: csx_fsdp, or give a single-file checkpoint (csx_fsdp writes one with "
         "state_dict_type='full')",
+    ),
+    "best, which a fresh Trainer has not": (
+        ["fit", "--ckpt_path", "best"],
+        "ckpt_path: 'best' is the best checkpoint of an earlier fit by the same Trainer, and each cs-lightning run "
+        "makes a new Trainer, which has none; fix: give that checkpoint's file (under the earlier run's checkpoints "
+        "folder), or leave ckpt_path out",
+    ),
+    "hpc without an hpc checkpoint": (
+        ["validate", "--ckpt_path", "hpc"],
+        "ckpt_path: 'hpc' resumes the newest hpc_ckpt_N.ckpt that Lightning saved in trainer.default_root_dir when "
+        "SLURM requeued the job, and '{tmp}' holds none; fix: give a checkpoint's path, or leave ckpt_path out",
+    ),
+    "a precision whose package is missing": (
+        ["fit", "--trainer.precision", "transformer-engine"],
+        "trainer.precision: 'transformer-engine' needs transformer_engine>=0.11.0, which is not installed; fix: "
+        "pip install -U 'transformer_engine>=0.11.0', or choose another trainer.precision",
+    ),
+    "an accelerator whose package is missing": (
+        ["fit", "--trainer.accelerator", "tpu"],
+        "trainer.accelerator: 'tpu' needs torch_xla>=1.13, which is not installed; fix: "
+        "pip install -U 'torch_xla>=1.13', or choose another trainer.accelerator",
     ),
     "test without test_step": (
         ["test"],

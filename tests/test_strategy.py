@@ -1,6 +1,7 @@
 """CSXStrategy on one system: lazy model, lazy factories, precision, logging, time to first loss."""
 
 import importlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from lightning_models import Regressor, data, fit, trainer
 
 from cs_lightning import CSXDDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
+from cs_lightning.errors import ConfigError
 
 
 def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
@@ -284,3 +286,34 @@ def test_code_that_passed_the_trace_check_is_not_checked_again_on_resume(
     module = importlib.reload(sys.modules["checked_model"])
     with pytest.raises(GraphBreakError, match="checked_model.py"):
         fit(module.Checked(build_in="configure_model"), "csx", steps=4, ckpt_path="ckpt/last.ckpt")
+
+
+SHARDED_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning_models import Regressor, fit
+fit(Regressor(build_in="configure_model"), "csx_fsdp", steps=2, devices=1, enable_checkpointing=True,
+    callbacks=[ModelCheckpoint(dirpath="ckpt")])
+"""
+
+
+@pytest.mark.parametrize("strategy", ["csx", "csx_ddp"])
+def test_a_sharded_checkpoint_folder_is_refused_by_strategies_that_read_files(strategy: str, tmp_path: Path) -> None:
+    """torch.load's IsADirectoryError said nothing of what the folder is, nor how to use it."""
+    script = tmp_path / "sharded.py"
+    script.write_text(SHARDED_SCRIPT.format(tests=str(Path(__file__).parent)))  # csx_fsdp's process group: its own
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    folder = "ckpt/epoch=0-step=2.ckpt"
+    assert {".metadata", "meta.pt"} <= {p.name for p in (tmp_path / folder).iterdir()}
+    line = (
+        f"ckpt_path: {folder!r} is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp "
+        f"writes by default), which strategy {strategy!r} cannot read; fix: resume it with strategy='csx_fsdp', or save "
+        "single-file checkpoints, which every strategy reads, with CSXFSDPStrategy(state_dict_type='full')"
+    )
+    with pytest.raises(ConfigError) as refused:
+        fit(Regressor(build_in="configure_model"), strategy, steps=4, ckpt_path=folder, devices=1)
+    assert str(refused.value) == line
+    with pytest.raises(ConfigError, match=r"^ckpt_path: 'ckpt' is a folder, not a checkpoint file; fix: give a \.ckpt"):
+        fit(Regressor(build_in="configure_model"), strategy, steps=4, ckpt_path="ckpt", devices=1)

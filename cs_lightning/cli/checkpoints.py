@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pickletools
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
+from jsonargparse.typing import import_object
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 
 from cs_lightning.errors import ConfigError
@@ -21,16 +24,21 @@ _LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
 _SHARD_INDEX, _SHARDED_REST = ".metadata", _METADATA_FILENAME
 
 
-def _check_checkpoint(value: str, strategy: Any = None) -> None:
+def _check_checkpoint(value: str, trainer: Mapping[str, Any]) -> None:
     """Refuse a `ckpt_path` that is no Lightning checkpoint, before anything is built or written.
 
     A file is read as far as the archive's index and its small pickle of names (torch.save
     writes a zip archive whose tensors are separate members), never the tensors: cheap for any
     size. A folder must be a sharded checkpoint (csx_fsdp's default): the same reading of its
-    `meta.pt`, the shards' index and shards next to it, and a ``strategy`` that reads one.
+    `meta.pt`, the shards' index and shards next to it, and a ``trainer.strategy`` that reads one.
+    Lightning's names (`best`, `hpc`) must name a checkpoint a fresh Trainer can find.
     """
-    if value in _LIGHTNING_CHECKPOINTS or value.startswith("registry") or "://" in value:
+    if value in _LIGHTNING_CHECKPOINTS:
+        _check_lightning_name(value, trainer.get("default_root_dir") or ".")
         return
+    if value.startswith("registry") or "://" in value:
+        return
+    strategy = trainer.get("strategy")
     fix = (
         "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
         f"{_SHARD_INDEX} and {_SHARDED_REST}), or leave ckpt_path out"
@@ -60,6 +68,24 @@ def _check_checkpoint(value: str, strategy: Any = None) -> None:
         raise ConfigError("ckpt_path", f"{value!r} is not a Lightning checkpoint (it has no 'state_dict'); {fix}")
 
 
+def _check_lightning_name(value: str, root: str) -> None:
+    """Lightning raises, as a run starts, for `best` and `hpc` with nothing to find; `last` it allows
+    without a checkpoint (the first run of a job resubmitted with the same command), and so do we."""
+    if value == "best":
+        raise ConfigError(
+            "ckpt_path",
+            "'best' is the best checkpoint of an earlier fit by the same Trainer, and each cs-lightning run makes "
+            "a new Trainer, which has none; fix: give that checkpoint's file (under the earlier run's "
+            "checkpoints folder), or leave ckpt_path out",
+        )
+    if value == "hpc" and "://" not in root and not any(Path(root).glob("hpc_ckpt_*.ckpt")):
+        raise ConfigError(
+            "ckpt_path",
+            f"'hpc' resumes the newest hpc_ckpt_N.ckpt that Lightning saved in trainer.default_root_dir when SLURM "
+            f"requeued the job, and {root!r} holds none; fix: give a checkpoint's path, or leave ckpt_path out",
+        )
+
+
 def _strategy_name(strategy: Any) -> str:
     """How the config names its strategy: "csx_fsdp", a class path, or the object's class."""
     if strategy is None or isinstance(strategy, str):
@@ -87,6 +113,34 @@ def _pickled_names(path: Path, fix: str) -> set[str]:
             "ckpt_path",
             f"{str(path)!r} is not a checkpoint, or is cut short: it is not the zip archive torch.save writes; {fix}",
         ) from None
+
+
+def _check_model_class(value: str, saved_in: Path, configured: str) -> None:
+    """Refuse a checkpoint that another LightningModule class wrote (``value`` as given, ``saved_in``
+    the file holding its hyperparameters): LightningCLI would build the checkpoint's class in place
+    of the configured one, so the run would silently train a model the config does not name.
+
+    The same class reached by another import path (a re-export) is the configured model: accepted.
+    A checkpoint without a saved class (not written through a LightningCLI) has nothing to compare.
+    """
+    saved = torch.load(saved_in, map_location="cpu", mmap=True, weights_only=True).get("hyper_parameters", {})
+    written_by = saved.get("_class_path") if isinstance(saved, dict) else None
+    if written_by is None or written_by == configured or _imported(written_by) is import_object(configured):
+        return
+    raise ConfigError(
+        "ckpt_path",
+        f"{value!r} was written by model {written_by}, but the config's model is {configured}; fix: set "
+        f"model.class_path to {written_by} to resume that model, or leave ckpt_path out to start {configured} "
+        "from its own initial weights",
+    )
+
+
+def _imported(class_path: str) -> Any:
+    """The object a dotted path names, or None when it cannot be imported (a checkpoint's module may be gone)."""
+    try:
+        return import_object(class_path)
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 def _model_arguments(config: Any) -> dict[str, Any]:

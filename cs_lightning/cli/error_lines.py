@@ -7,7 +7,9 @@ import contextlib
 import difflib
 import re
 import sys
+import traceback
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, NoReturn
 
 from jsonargparse import ArgumentParser
@@ -215,6 +217,28 @@ def _instantiation_error(config: Mapping[str, Any], err: Exception) -> ConfigErr
                 f"fix: correct {key}.init_args",
             )
     return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")
+
+
+# The Trainer arguments Lightning turns into an object that may need a package, by the folder of
+# Lightning's code that builds it (lightning/fabric/plugins/precision/transformer_engine.py: precision).
+_BUILT_IN = {"precision": "precision", "accelerators": "accelerator", "strategies": "strategy"}
+
+
+def _missing_package(err: ModuleNotFoundError, trainer: Mapping[str, Any]) -> ConfigError:
+    """Lightning's refusal, while making the Trainer, of a value that needs a package not installed
+    (``precision: transformer-engine``, ``accelerator: tpu``): the argument, its value, what to install.
+    Raised elsewhere, it is not a value's fault: re-raised as it is."""
+    folders = Path(traceback.extract_tb(err.__traceback__)[-1].filename).parts
+    key = next((key for folder, key in _BUILT_IN.items() if folder in folders), None)
+    if key is None:
+        raise err
+    required = re.search(r"Requirement '([^']+)' not met", str(err))  # Lightning's RequirementCache says so
+    package = required.group(1) if required else str(err)
+    install = f"pip install -U {package!r}, or " if required else ""
+    return ConfigError(
+        ("trainer", key),
+        f"{trainer.get(key)!r} needs {package}, which is not installed; fix: {install}choose another trainer.{key}",
+    )
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -21,8 +21,8 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
-from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _model_arguments
-from cs_lightning.cli.error_lines import _instantiation_error, _unknown_key
+from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _check_model_class, _model_arguments
+from cs_lightning.cli.error_lines import _instantiation_error, _missing_package, _unknown_key
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
@@ -186,22 +186,24 @@ class CSLightningCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.
 
-        Checks the checkpoint first (one line, not torch.load's traceback), reads a sharded folder's
-        hyperparameters from its meta.pt, and warns with each model argument the checkpoint
-        changes: the checkpoint wins, as in LightningCLI, but not silently.
+        Checks the checkpoint first (one line, not torch.load's traceback) and that the configured
+        model class wrote it, reads a sharded folder's hyperparameters from its meta.pt, and warns with
+        each model argument the checkpoint changes: the checkpoint wins, as in LightningCLI, but not
+        silently.
         """
         config = self.config.get(str(self.config.get("subcommand")))
         if config is None:
             return
         ckpt_path = config.get("ckpt_path")
         if ckpt_path:
-            trainer = config.get("trainer")
-            _check_checkpoint(str(ckpt_path), trainer.get("strategy") if trainer is not None else None)
+            _check_checkpoint(str(ckpt_path), config.get("trainer") or {})
         given = _model_arguments(config)
         if ckpt_path and Path(str(ckpt_path)).is_dir():
             # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt
             config["ckpt_path"] = str(Path(str(ckpt_path)) / _SHARDED_REST)
         try:
+            if ckpt_path and Path(config["ckpt_path"]).is_file():
+                _check_model_class(str(ckpt_path), Path(config["ckpt_path"]), config.get("model").class_path)
             super()._parse_ckpt_path()
         finally:
             config = self.config.get(str(self.config.get("subcommand")))
@@ -252,7 +254,11 @@ class CSLightningCLI(LightningCLI):
             # does not (running those hooks early would run the user's code twice): configure_optimizers
             # refuses its globs, after the Trainer's start
             param_groups.split(param_groups.trainable(self.model), self.tagged_groups)
-        return super().instantiate_trainer(**kwargs)
+        try:
+            return super().instantiate_trainer(**kwargs)
+        except ModuleNotFoundError as err:  # Lightning's way of saying an optional package is missing
+            config = self.config.get(str(self.subcommand), self.config)
+            raise _missing_package(err, config.get("trainer") or {}) from err
 
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:

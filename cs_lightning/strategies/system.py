@@ -34,6 +34,7 @@ import torch
 from lightning import __version__ as lightning_version
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.strategies import _StrategyRegistry
+from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.rank_zero import rank_zero_warn
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
@@ -46,6 +47,7 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
+from cs_lightning.errors import ConfigError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.schedulers.resume import check_checkpoint
@@ -245,6 +247,8 @@ class CSXSystemMixin(Strategy):
     @override
     def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
         """Memory-map a local checkpoint, so weights are read once, straight into the model."""
+        if os.path.isdir(checkpoint_path):  # torch.load's IsADirectoryError would not say what the folder is
+            raise _folder_refused(str(checkpoint_path), str(self.strategy_name))
         if type(self.checkpoint_io) is not TorchCheckpointIO or not os.path.isfile(checkpoint_path):
             return super().load_checkpoint(checkpoint_path, weights_only=weights_only)
         return torch.load(checkpoint_path, map_location="cpu", mmap=True, weights_only=weights_only)
@@ -537,6 +541,19 @@ def _let_collectives_finish() -> None:
     active exception", SIGABRT after a finished fit). Seen in a core dump of a csx_fsdp rank on CPU."""
     if torch.distributed.is_initialized() and "gloo" in torch.distributed.get_backend():
         time.sleep(0.05)
+
+
+def _folder_refused(path: str, strategy: str) -> ConfigError:
+    """A folder given as ``ckpt_path`` to a strategy that reads checkpoint files: a sharded checkpoint
+    (``csx_fsdp``'s default, holding Lightning's meta.pt) is said to be one, with the two ways to use it."""
+    if not os.path.isfile(os.path.join(path, _METADATA_FILENAME)):
+        return ConfigError("ckpt_path", f"{path!r} is a folder, not a checkpoint file; fix: give a .ckpt file")
+    return ConfigError(
+        "ckpt_path",
+        f"{path!r} is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp writes by "
+        f"default), which strategy {strategy!r} cannot read; fix: resume it with strategy='csx_fsdp', or save "
+        "single-file checkpoints, which every strategy reads, with CSXFSDPStrategy(state_dict_type='full')",
+    )
 
 
 def _rng_states() -> dict[str, Any]:
