@@ -258,6 +258,24 @@ def test_resuming_a_checkpoint_of_another_model_class_is_refused(model: str, cod
     assert snapshot(tmp_path) == before
 
 
+def test_a_checkpoints_hyperparameters_are_read_without_its_weights(tmp_path: Path) -> None:
+    """LightningCLI loads a whole checkpoint to read its hyperparameters, before training: a second
+    full read and a copy in memory of a big model. cs-lightning maps the file: 400 MB of weights stay on disk."""
+    path = tmp_path / "big.ckpt"
+    saved = {"_class_path": "image_classifier.DigitClassifier", "channels": 4}
+    torch.save({"state_dict": {"w": torch.ones(100 * 2**20)}, "hyper_parameters": saved}, path)
+    # the peak resident memory of this process (ru_maxrss would start from its parent's, pytest's)
+    peak_mib = "int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1]) // 1024"
+    script = (
+        "import re, sys; from pathlib import Path; from cs_lightning.cli.checkpoints import saved_hyperparameters; "
+        f"before = {peak_mib}; read = saved_hyperparameters(Path(sys.argv[1])); print(read, {peak_mib} - before)"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True)
+    read, grown_mib = done.stdout.rsplit(" ", 1)
+    assert read == repr(saved)
+    assert int(grown_mib) < 40
+
+
 def test_ckpt_path_hpc_and_last_keep_lightnings_meaning(tmp_path: Path) -> None:
     """`hpc` resumes the newest hpc_ckpt_N.ckpt in trainer.default_root_dir; `last` with no last checkpoint
     starts fresh with Lightning's warning (the first run of a job resubmitted with the same command)."""

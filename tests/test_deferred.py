@@ -1049,24 +1049,28 @@ def test_any_small_stack_materializes_to_eager(kinds, width, reinit, seed) -> No
 
 def test_bfloat16_never_holds_the_float32_model() -> None:
     """Peak memory of a bf16 materialize stays far below the float32 model's size."""
+    # VmHWM: this process's peak (ru_maxrss would start from its parent's, pytest's, and hide the growth)
     script = """
-import resource, torch
+import re, torch
 from torch import nn
 from cs_lightning.deferred import deferred_init, materialize
+
+def peak():
+    return int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read())[1]) * 1024
 
 def build():
     model = nn.Sequential(*[nn.Linear(1024, 1024, bias=False) for _ in range(16)])
     return model.apply(lambda m: nn.init.normal_(m.weight) if isinstance(m, nn.Linear) else None)
 
 lazy = deferred_init(build)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak()
 materialize(lazy, dtype=torch.bfloat16)
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+print(peak() - before)
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     grew = int(done.stdout.strip())
     float32_model = 16 * 1024 * 1024 * 4
-    assert grew < 0.75 * float32_model, f"peak grew by {grew / 2**20:.0f} MiB"
+    assert 0.4 * float32_model < grew < 0.75 * float32_model, f"peak grew by {grew / 2**20:.0f} MiB"  # the bf16 model
 
 
 def test_tensors_in_module_dicts_and_lists_are_materialized() -> None:

@@ -115,16 +115,22 @@ def _pickled_names(path: Path, fix: str) -> set[str]:
         ) from None
 
 
-def _check_model_class(value: str, saved_in: Path, configured: str) -> None:
-    """Refuse a checkpoint that another LightningModule class wrote (``value`` as given, ``saved_in``
-    the file holding its hyperparameters): LightningCLI would build the checkpoint's class in place
-    of the configured one, so the run would silently train a model the config does not name.
+def saved_hyperparameters(path: Path) -> dict[str, Any]:
+    """The hyperparameters a checkpoint file holds. The file is memory-mapped, so none of its
+    tensors is read (LightningCLI's own reading loads them all: seconds and gigabytes for a big model)."""
+    saved = torch.load(path, map_location="cpu", mmap=True, weights_only=True).get("hyper_parameters")
+    return dict(saved) if isinstance(saved, Mapping) else {}
+
+
+def check_model_class(value: str, hyperparameters: Mapping[str, Any], configured: str) -> None:
+    """Refuse a checkpoint (``value`` as given) that another LightningModule class wrote: LightningCLI
+    would build the class in its ``hyperparameters`` in place of the configured one, so the run would
+    silently train a model the config does not name.
 
     The same class reached by another import path (a re-export) is the configured model: accepted.
     A checkpoint without a saved class (not written through a LightningCLI) has nothing to compare.
     """
-    saved = torch.load(saved_in, map_location="cpu", mmap=True, weights_only=True).get("hyper_parameters", {})
-    written_by = saved.get("_class_path") if isinstance(saved, dict) else None
+    written_by = hyperparameters.get("_class_path")
     if written_by is None or written_by == configured or _imported(written_by) is import_object(configured):
         return
     raise ConfigError(

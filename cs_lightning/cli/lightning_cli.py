@@ -21,7 +21,13 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
-from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _check_model_class, _model_arguments
+from cs_lightning.cli.checkpoints import (
+    _SHARDED_REST,
+    _check_checkpoint,
+    _model_arguments,
+    check_model_class,
+    saved_hyperparameters,
+)
 from cs_lightning.cli.error_lines import _instantiation_error, _missing_package, _unknown_key
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
@@ -187,9 +193,9 @@ class CSLightningCLI(LightningCLI):
         """Lightning's: the checkpoint's hyperparameters replace the model arguments of the config.
 
         Checks the checkpoint first (one line, not torch.load's traceback) and that the configured
-        model class wrote it, reads a sharded folder's hyperparameters from its meta.pt, and warns with
-        each model argument the checkpoint changes: the checkpoint wins, as in LightningCLI, but not
-        silently.
+        model class wrote it, reads the hyperparameters without reading the weights (from a sharded
+        folder's meta.pt), and warns with each model argument the checkpoint changes: the checkpoint
+        wins, as in LightningCLI, but not silently.
         """
         config = self.config.get(str(self.config.get("subcommand")))
         if config is None:
@@ -203,8 +209,7 @@ class CSLightningCLI(LightningCLI):
             config["ckpt_path"] = str(Path(str(ckpt_path)) / _SHARDED_REST)
         try:
             if ckpt_path and Path(config["ckpt_path"]).is_file():
-                _check_model_class(str(ckpt_path), Path(config["ckpt_path"]), config.get("model").class_path)
-            super()._parse_ckpt_path()
+                self._take_hyperparameters(str(ckpt_path), Path(config["ckpt_path"]), config.get("model").class_path)
         finally:
             config = self.config.get(str(self.config.get("subcommand")))
             config["ckpt_path"] = ckpt_path
@@ -217,6 +222,17 @@ class CSLightningCLI(LightningCLI):
                 f"config or command line: {listed}",
                 stacklevel=2,
             )
+
+    def _take_hyperparameters(self, value: str, path: Path, configured_model: str) -> None:
+        """Parse the hyperparameters saved in ``path`` into the config's model block, as LightningCLI
+        does, once the configured model class is known to have written them."""
+        saved = saved_hyperparameters(path)
+        saved.pop("_instantiator", None)  # Lightning's record of how the model was built, not an argument
+        if not saved:
+            return
+        check_model_class(value, saved, configured_model)
+        model = {"class_path": saved.pop("_class_path"), "dict_kwargs": saved} if "_class_path" in saved else saved
+        self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
 
     def instantiate_classes(self) -> None:
         seed_log = self._seed_log
