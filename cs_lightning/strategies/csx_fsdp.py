@@ -116,7 +116,15 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         if decided:
             name = decided[0]
             raise ValueError(f"CSXFSDPStrategy sets {name} itself ({_SET_HERE[name]}); remove {name}={kwargs[name]!r}.")
-        super().__init__(save_distributed_checkpoint=state_dict_type == "sharded", **kwargs)
+        # Passed by name, so that jsonargparse, which follows **kwargs into this call, does not offer them under
+        # trainer.strategy.init_args with the parent's defaults (which the check above would refuse).
+        # The data-parallel size is the world size, known in setup_environment.
+        super().__init__(
+            data_parallel_size="auto",
+            tensor_parallel_size=1,
+            save_distributed_checkpoint=state_dict_type == "sharded",
+            **kwargs,
+        )
         self.block_classes = tuple(_block_class(c) for c in block_classes) if block_classes is not None else None
         self.state_dict_type = state_dict_type
         self.sharded_whole: dict[str, str] = {}  # parameters generated whole (rows kept), with the op why
@@ -127,7 +135,6 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         rank runs on its share of the cores, as under DDP (ModelParallelStrategy sets it only on the rank that
         starts the others: the rest ran on all cores, each thread competing with the other ranks')."""
         self._data_parallel_size = self.num_nodes * self.num_processes
-        self._tensor_parallel_size = 1
         _set_num_threads_if_needed(num_processes=self.num_processes)
         super().setup_environment()
 
