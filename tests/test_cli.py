@@ -493,6 +493,11 @@ BAD = {
         "model.init_args.colour",
         "correct its spelling",
     ),
+    "model argument of the wrong type": (
+        {"model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"channels": "four"}}},
+        "model.init_args.channels",
+        "expected an integer, got 'four'; fix: write an integer",
+    ),
     "model missing": ({"model": None}, "model", "add a model: block"),
     "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer", "invalid strategy name"),
     "data constructor rejects a value": (
@@ -999,6 +1004,27 @@ ONE_LINE_FAILURES = {
         ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_chek", "false"],
         "trainer.strategy.init_args.trace_chek: cs_lightning.CSXDDPStrategy has no such argument; "
         "did you mean 'trace_check'? fix: remove it or correct its spelling",
+    ),
+    "a strategy option of the wrong type": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXStrategy", "--trainer.strategy.init_args.trace_check", "maybe"],
+        "trainer.strategy.init_args.trace_check: expected true or false, got 'maybe'; fix: write true or false",
+    ),
+    "a strategy option its constructor refuses": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.init_mode", "lazy"],
+        "trainer.strategy.init_args: CSXDDPStrategy failed to build: init_mode='lazy' is not supported; use one of "
+        "('exact', 'independent'); fix: correct trainer.strategy.init_args",
+    ),
+    "a ModelParallelStrategy argument that csx_fsdp sets itself": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.data_parallel_size", "2"],
+        "trainer.strategy.init_args.data_parallel_size: cs_lightning.CSXFSDPStrategy sets data_parallel_size itself "
+        "(every rank is a data-parallel replica: the world size); fix: remove it",
+    ),
+    "a strategy given as a class path string": (
+        ["validate", "--trainer.strategy", "cs_lightning.strategies.CSXFSDPStrategy"],
+        "trainer.strategy: 'cs_lightning.strategies.CSXFSDPStrategy' is a class path, and a strategy given as a "
+        "string must be a registered name; fix: give its registered name csx_fsdp (--trainer.strategy csx_fsdp), or "
+        "the class as class_path: --trainer.strategy.class_path cs_lightning.strategies.CSXFSDPStrategy (in YAML, "
+        "strategy: {{class_path: cs_lightning.strategies.CSXFSDPStrategy}})",  # format() reads the braces
     ),
 }
 
