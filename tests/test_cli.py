@@ -498,6 +498,17 @@ BAD = {
         "model.init_args.channels",
         "expected an integer, got 'four'; fix: write an integer",
     ),
+    "model argument beside class_path": (
+        {"model": {"class_path": "image_classifier.DigitClassifier", "channels": 4}},
+        "model.channels",
+        "'channels' is beside class_path:, and a class's arguments are read under init_args: only; "
+        "fix: move it to model.init_args.channels",
+    ),
+    "strategy option beside class_path": (
+        {"trainer": {"strategy": {"class_path": "cs_lightning.CSXStrategy", "trace_check": False}}},
+        "trainer.strategy.trace_check",
+        "fix: move it to trainer.strategy.init_args.trace_check",
+    ),
     "model missing": ({"model": None}, "model", "add a model: block"),
     "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer", "invalid strategy name"),
     "data constructor rejects a value": (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import difflib
 import itertools
@@ -57,6 +58,13 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     named = re.search(r"Expected a dot import path string: (\S+)", keyed.group(2))
     if nested and named:
         return _option_of_a_name(key, named.group(1), *nested.groups())
+    beside = _beside_class_path(keyed.group(2))
+    if beside:  # jsonargparse blames the class (or its base class) for it
+        return ConfigError(
+            (*key, beside),
+            f"{beside!r} is beside class_path:, and a class's arguments are read under init_args: only; "
+            f"fix: move it to {'.'.join(map(str, key))}.init_args.{beside}",
+        )
     class_problem = re.search(r"Problem with given class_path '([^']+)':\s*(.*)", detail)
     if not class_problem:
         return _type_error(key, keyed.group(2)) or ConfigError(key, f"{detail}; fix: correct this value")
@@ -155,6 +163,19 @@ def _config_keys(parser: ArgumentParser) -> list[str]:
         for action in parser._actions
         if action.dest not in ("help", "config", "print_config") and not action.dest.endswith(".help")
     ]
+
+
+def _beside_class_path(report: str) -> str | None:
+    """The first key written next to class_path: instead of under init_args:, read from the value the
+    report shows (a Python literal; the last one shown is the reported key's, after its nested reports), or None."""
+    given = re.findall(r"^\s*Given value: (\{.*\})$", report, flags=re.MULTILINE)
+    try:
+        value = ast.literal_eval(given[-1]) if given else None
+    except (ValueError, SyntaxError):  # a value holding objects: no literal
+        return None
+    if not isinstance(value, dict) or "class_path" not in value:
+        return None
+    return next((name for name in value if name not in ("class_path", "init_args", "dict_kwargs", "__path__")), None)
 
 
 def _init_arg_error(key: KeyPath, report: str, header: str) -> ConfigError:
