@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
 import math
 import os
 import re
@@ -371,6 +372,91 @@ def test_optimizer_is_built_on_the_materialized_parameters_of_a_deferred_model(t
     assert RecordOptimizer.seen == [{"same_objects": True, "devices": {"cpu"}, "strategy": "CSXStrategy"}]
 
 
+# A callback, imported by the run, printing what strategy the Trainer got and what the model's forward gathers
+SHOW_STRATEGY = """
+import json
+from lightning.pytorch import Callback
+from torch.distributed.fsdp import FSDPModule
+
+
+class ShowStrategy(Callback):
+    def on_train_start(self, trainer, pl_module):
+        strategy = trainer.strategy
+        shown = {
+            "class": type(strategy).__name__,
+            **strategy.csx_options,
+            "state_dict_type": getattr(strategy, "state_dict_type", None),
+            "sharded": [name for name, module in pl_module.named_modules() if isinstance(module, FSDPModule)],
+        }
+        print("strategy:", json.dumps(shown))
+"""
+CSX_DEFAULTS = {"trace_check": True, "compile": False, "compile_backend": "inductor", "strict_schedulers": False}
+# case -> (trainer.strategy, what the run's Trainer holds)
+CLASS_PATH_STRATEGIES = {
+    "csx with an option": (
+        {"class_path": "cs_lightning.CSXStrategy", "init_args": {"trace_check": False}},
+        {"class": "CSXStrategy", **CSX_DEFAULTS, "trace_check": False, "init_mode": "exact"},
+    ),
+    "csx_ddp with an option": (
+        {"class_path": "cs_lightning.CSXDDPStrategy", "init_args": {"init_mode": "independent"}},
+        {"class": "CSXDDPStrategy", **CSX_DEFAULTS, "init_mode": "independent"},
+    ),
+    "csx_fsdp without init_args": (
+        {"class_path": "cs_lightning.strategies.CSXFSDPStrategy"},
+        {
+            "class": "CSXFSDPStrategy",
+            **CSX_DEFAULTS,
+            "init_mode": "exact",
+            "state_dict_type": "sharded",
+            "sharded": [""],
+        },
+    ),
+    "csx_fsdp with block classes and options": (
+        {
+            "class_path": "cs_lightning.CSXFSDPStrategy",
+            "init_args": {"block_classes": ["tiny_gpt.Block"], "init_mode": "independent", "state_dict_type": "full"},
+        },
+        {
+            "class": "CSXFSDPStrategy",
+            **CSX_DEFAULTS,
+            "init_mode": "independent",
+            "state_dict_type": "full",
+            "sharded": ["", "body.0"],
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLASS_PATH_STRATEGIES))
+def test_a_strategy_given_by_class_path_is_built_with_its_init_args_and_trains(case: str, tmp_path: Path) -> None:
+    """csx_fsdp's class_path used to fail on the data_parallel_size/tensor_parallel_size defaults that jsonargparse
+    filled in from ModelParallelStrategy. The installed command: csx_ddp and csx_fsdp start a process group."""
+    strategy, expected = CLASS_PATH_STRATEGIES[case]
+    (tmp_path / "show_strategy.py").write_text(SHOW_STRATEGY)
+    config = {
+        "imports": [str(REPO / "examples" / "tiny_gpt" / "tiny_gpt.py"), str(tmp_path / "show_strategy.py")],
+        "model": {"class_path": "tiny_gpt.TinyGPT", "init_args": {"n_layer": 1, "n_embd": 32}},
+        "data": {"class_path": "tiny_gpt.MacbethData"},
+        "optimizer": {"AdamW": {"lr": 1e-3}},
+        "trainer": {
+            "strategy": strategy,
+            "devices": 1,
+            "max_steps": 1,
+            "limit_val_batches": 0,
+            "enable_progress_bar": False,
+            "logger": False,
+            "enable_checkpointing": False,
+            "callbacks": [{"class_path": "show_strategy.ShowStrategy"}],
+        },
+    }
+    write(tmp_path / "run.yaml", config)
+    result = run_cli("fit", "--config", "run.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (shown,) = [line.removeprefix("strategy: ") for line in result.stdout.splitlines() if line.startswith("strategy:")]
+    assert json.loads(shown) == {"state_dict_type": None, "sharded": [], **expected}
+    assert result.stdout.splitlines()[-1].startswith("Done: final train_loss ")
+
+
 # --------------------------------------------------------------------------- bad YAML
 
 SEQ_OK = [{"LinearLR": LINEAR}, {"CosineDecayLR": COSINE}]
@@ -477,6 +563,22 @@ BAD = {
         {"model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"colour": 1}}},
         "model.init_args.colour",
         "correct its spelling",
+    ),
+    "model argument of the wrong type": (
+        {"model": {"class_path": "image_classifier.DigitClassifier", "init_args": {"channels": "four"}}},
+        "model.init_args.channels",
+        "expected an integer, got 'four'; fix: write an integer",
+    ),
+    "model argument beside class_path": (
+        {"model": {"class_path": "image_classifier.DigitClassifier", "channels": 4}},
+        "model.channels",
+        "'channels' is beside class_path:, and a class's arguments are read under init_args: only; "
+        "fix: move it to model.init_args.channels",
+    ),
+    "strategy option beside class_path": (
+        {"trainer": {"strategy": {"class_path": "cs_lightning.CSXStrategy", "trace_check": False}}},
+        "trainer.strategy.trace_check",
+        "fix: move it to trainer.strategy.init_args.trace_check",
     ),
     "model missing": ({"model": None}, "model", "add a model: block"),
     "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer", "invalid strategy name"),
@@ -1005,6 +1107,27 @@ ONE_LINE_FAILURES = {
         ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_chek", "false"],
         "trainer.strategy.init_args.trace_chek: cs_lightning.CSXDDPStrategy has no such argument; "
         "did you mean 'trace_check'? fix: remove it or correct its spelling",
+    ),
+    "a strategy option of the wrong type": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXStrategy", "--trainer.strategy.init_args.trace_check", "maybe"],
+        "trainer.strategy.init_args.trace_check: expected true or false, got 'maybe'; fix: write true or false",
+    ),
+    "a strategy option its constructor refuses": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.init_mode", "lazy"],
+        "trainer.strategy.init_args: CSXDDPStrategy failed to build: init_mode='lazy' is not supported; use one of "
+        "('exact', 'independent'); fix: correct trainer.strategy.init_args",
+    ),
+    "a ModelParallelStrategy argument that csx_fsdp sets itself": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.data_parallel_size", "2"],
+        "trainer.strategy.init_args.data_parallel_size: cs_lightning.CSXFSDPStrategy sets data_parallel_size itself "
+        "(every rank is a data-parallel replica: the world size); fix: remove it",
+    ),
+    "a strategy given as a class path string": (
+        ["validate", "--trainer.strategy", "cs_lightning.strategies.CSXFSDPStrategy"],
+        "trainer.strategy: 'cs_lightning.strategies.CSXFSDPStrategy' is a class path, and a strategy given as a "
+        "string must be a registered name; fix: give its registered name csx_fsdp (--trainer.strategy csx_fsdp), or "
+        "the class as class_path: --trainer.strategy.class_path cs_lightning.strategies.CSXFSDPStrategy (in YAML, "
+        "strategy: {{class_path: cs_lightning.strategies.CSXFSDPStrategy}})",  # format() reads the braces
     ),
 }
 

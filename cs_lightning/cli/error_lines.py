@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import difflib
+import itertools
 import re
 import sys
 import traceback
@@ -12,14 +14,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from jsonargparse import ArgumentParser
+from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.errors import ConfigError, KeyPath
 
-_NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class 'NoneType'>|Given value)")
+# A union's report: its frame, and the bare "Expected a <class 'str'>" of each member that is not the one meant
+_NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class '[\w.]+'>$|Given value)")
 
 
 def _flatten(message: str) -> str:
@@ -57,16 +60,30 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     named = re.search(r"Expected a dot import path string: (\S+)", keyed.group(2))
     if nested and named:
         return _option_of_a_name(key, named.group(1), *nested.groups())
+    beside = _beside_class_path(keyed.group(2))
+    if beside:  # jsonargparse blames the class (or its base class) for it
+        return ConfigError(
+            (*key, beside),
+            f"{beside!r} is beside class_path:, and a class's arguments are read under init_args: only; "
+            f"fix: move it to {'.'.join(map(str, key))}.init_args.{beside}",
+        )
     class_problem = re.search(r"Problem with given class_path '([^']+)':\s*(.*)", detail)
     if not class_problem:
         return _type_error(key, keyed.group(2)) or ConfigError(key, f"{detail}; fix: correct this value")
     class_path, problem = class_problem.groups()
+    init_arg = re.match(r'Parser key "([^"]+)":', problem)
+    if init_arg:  # the class loaded; one of its init_args has a value of the wrong type
+        return _init_arg_error((*key, "init_args", *_dotted(init_arg.group(1))), keyed.group(2), init_arg.group(0))
     option = re.search(r"Option '([^']+)' is not accepted", problem)
     if option:
-        close = difflib.get_close_matches(option.group(1), _arguments_of(class_path), n=1)
+        name = option.group(1)
+        why = _decided_by(class_path).get(name)
+        if why:
+            return ConfigError((*key, "init_args", name), f"{class_path} sets {name} itself ({why}); fix: remove it")
+        close = difflib.get_close_matches(name, _arguments_of(class_path), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         return ConfigError(
-            (*key, "init_args", option.group(1)),
+            (*key, "init_args", name),
             f"{class_path} has no such argument; {hint}fix: remove it or correct its spelling",
         )
     return ConfigError(
@@ -150,6 +167,29 @@ def _config_keys(parser: ArgumentParser) -> list[str]:
     ]
 
 
+def _beside_class_path(report: str) -> str | None:
+    """The first key written next to class_path: instead of under init_args:, read from the value the
+    report shows (a Python literal; the last one shown is the reported key's, after its nested reports), or None."""
+    given = re.findall(r"^\s*Given value: (\{.*\})$", report, flags=re.MULTILINE)
+    try:
+        value = ast.literal_eval(given[-1]) if given else None
+    except (ValueError, SyntaxError):  # a value holding objects: no literal
+        return None
+    if not isinstance(value, dict) or "class_path" not in value:
+        return None
+    return next((name for name in value if name not in ("class_path", "init_args", "dict_kwargs", "__path__")), None)
+
+
+def _init_arg_error(key: KeyPath, report: str, header: str) -> ConfigError:
+    """A class's init_arg refused by its type: the report nested under `header` (jsonargparse indents
+    it) said at the init_arg's key, not the class path's."""
+    lines = report.splitlines()
+    at = next(i for i, line in enumerate(lines) if header in line)
+    depth = len(lines[at]) - len(lines[at].lstrip())
+    nested = "\n".join(itertools.takewhile(lambda line: len(line) - len(line.lstrip()) > depth, lines[at + 1 :]))
+    return _type_error(key, nested) or ConfigError(key, f"{_flatten(nested)}; fix: correct this value")
+
+
 def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> ConfigError:
     """`--trainer.strategy.trace_check false` while the strategy is given by name (`csx`): options
     are set on a class, so say which one to give."""
@@ -175,6 +215,16 @@ def _arguments_of(class_path: str) -> list[str]:
     except Exception:  # noqa: BLE001 - only a hint in an error line: without it the line stands
         return []
     return [action.dest.removeprefix("of.") for action in parser._actions if action.dest.startswith("of.")]
+
+
+def _decided_by(class_path: str) -> Mapping[str, str]:
+    """The arguments of its parent class that a class sets itself, with how (``decided_arguments``: csx_fsdp's
+    data_parallel_size...): correctly spelt, they are not in its signature, so jsonargparse does not take them."""
+    try:
+        decided = getattr(import_object(class_path), "decided_arguments", None)
+    except (ImportError, AttributeError, ValueError):  # only a reason in an error line: without it the line stands
+        return {}
+    return decided if isinstance(decided, Mapping) else {}
 
 
 _TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
@@ -205,15 +255,20 @@ def _dotted(key: str) -> KeyPath:
     return tuple(key.split("."))
 
 
-def _instantiation_error(config: Mapping[str, Any], err: Exception) -> ConfigError:
-    """A model/data constructor failed: say which key, from the class_path in the report."""
+# The keys given as a class_path whose constructor's refusal is said at their init_args.
+_BUILT_KEYS = ("model", "data", "trainer.strategy")
+
+
+def _instantiation_error(config: Namespace, err: Exception) -> ConfigError:
+    """A model/data/strategy constructor failed: say which key, from the class_path in the report."""
     text = _flatten(str(err))
-    for key in ("model", "data"):
-        class_path = config.get(f"{key}.class_path") if config.get(key) else None  # jsonargparse Namespace
+    for key in _BUILT_KEYS:
+        value = config.get(key)  # a strategy may be a name instead
+        class_path = value.get("class_path") if isinstance(value, Namespace) else None
         if class_path and class_path in str(err):
             return ConfigError(
-                (key, "init_args"),
-                f"{class_path.rsplit('.', 1)[-1]} failed to build: {text.split(' Given value')[0]}; "
+                (*_dotted(key), "init_args"),
+                f"{class_path.rsplit('.', 1)[-1]} failed to build: {text.split(' Given value')[0].removesuffix('.')}; "
                 f"fix: correct {key}.init_args",
             )
     return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 import warnings
@@ -13,9 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from jsonargparse.typing import import_object
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.strategies import StrategyRegistry
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
@@ -89,6 +92,27 @@ def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
                 f"{name} writes to the logger, and trainer.logger is false; fix: keep a logger, or remove the"
                 f" callback (e.g. --trainer.callbacks '[]' drops all of them)",
             )
+
+
+def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
+    """A class path given as trainer.strategy's string: jsonargparse keeps it a string (Union[str, Strategy]
+    tries str first), which Lightning takes as a registered name only, and refuses as an invalid name."""
+    strategy = trainer.get("strategy")
+    if not isinstance(strategy, str) or not re.fullmatch(r"\w+(\.\w+)+", strategy):  # registered names have no dot
+        return
+    try:
+        cls = import_object(strategy)
+    except (ImportError, AttributeError):
+        cls = None  # the class_path: form names what is wrong with the path
+    # a name standing for the class with its defaults (ddp_spawn, say, stands for DDPStrategy with some set)
+    named = [name for name, entry in StrategyRegistry.items() if entry["strategy"] is cls and not entry["init_params"]]
+    by_name = f"its registered name {named[0]} (--trainer.strategy {named[0]}), or " if named else ""
+    raise ConfigError(
+        ("trainer", "strategy"),
+        f"{strategy!r} is a class path, and a strategy given as a string must be a registered name; fix: give "
+        f"{by_name}the class as class_path: --trainer.strategy.class_path {strategy} (in YAML, strategy: "
+        f"{{class_path: {strategy}}})",
+    )
 
 
 class _SaveConfig(SaveConfigCallback):
@@ -177,8 +201,10 @@ class CSLightningCLI(LightningCLI):
                 raise
             raise unknown from None
         config = self.config.get(str(self.config.get("subcommand")), self.config)
+        trainer = config.get("trainer") or {}
         if self.config.get("subcommand") == "fit":  # validate/test/predict run them without a logger
-            _check_callbacks_have_a_logger(config.get("trainer") or {})
+            _check_callbacks_have_a_logger(trainer)
+        _check_strategy_string(trainer)
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")

@@ -6,7 +6,7 @@ import importlib
 import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed
@@ -68,13 +68,6 @@ class _FSDP2(ModelParallelStrategy):
 # The LightningModule methods Lightning calls for a step: each gathers the root's parameters as forward does.
 _STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
 
-# ModelParallelStrategy arguments this strategy decides: a value given for them would be ignored.
-_SET_HERE = {
-    "data_parallel_size": "every rank is a data-parallel replica: the world size",
-    "tensor_parallel_size": "no tensor parallelism: 1",
-    "save_distributed_checkpoint": "state_dict_type='sharded' or 'full' picks it",
-}
-
 
 class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     """Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly.
@@ -102,6 +95,13 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     strategy_name = "csx_fsdp"
     description = "Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly."
     jumps_generator = False  # its row replay (deferred.sharded) draws from the generator as it is at materialize
+    # ModelParallelStrategy arguments this strategy decides, with how: a value given would be ignored, so it is
+    # refused (the CLI says why too, where jsonargparse would only say there is no such argument)
+    decided_arguments: ClassVar[Mapping[str, str]] = {
+        "data_parallel_size": "every rank is a data-parallel replica: the world size",
+        "tensor_parallel_size": "no tensor parallelism: 1",
+        "save_distributed_checkpoint": "state_dict_type='sharded' or 'full' picks it",
+    }
 
     def __init__(
         self,
@@ -112,11 +112,20 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     ) -> None:
         if state_dict_type not in STATE_DICT_TYPES:
             raise ValueError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
-        decided = sorted(set(kwargs) & _SET_HERE.keys())
+        decided = sorted(set(kwargs) & self.decided_arguments.keys())
         if decided:
             name = decided[0]
-            raise ValueError(f"CSXFSDPStrategy sets {name} itself ({_SET_HERE[name]}); remove {name}={kwargs[name]!r}.")
-        super().__init__(save_distributed_checkpoint=state_dict_type == "sharded", **kwargs)
+            why = self.decided_arguments[name]
+            raise ValueError(f"CSXFSDPStrategy sets {name} itself ({why}); remove {name}={kwargs[name]!r}.")
+        # Passed by name, so that jsonargparse, which follows **kwargs into this call, does not offer them under
+        # trainer.strategy.init_args with the parent's defaults (which the check above would refuse).
+        # The data-parallel size is the world size, known in setup_environment.
+        super().__init__(
+            data_parallel_size="auto",
+            tensor_parallel_size=1,
+            save_distributed_checkpoint=state_dict_type == "sharded",
+            **kwargs,
+        )
         self.block_classes = tuple(_block_class(c) for c in block_classes) if block_classes is not None else None
         self.state_dict_type = state_dict_type
         self.sharded_whole: dict[str, str] = {}  # parameters generated whole (rows kept), with the op why
@@ -127,7 +136,6 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         rank runs on its share of the cores, as under DDP (ModelParallelStrategy sets it only on the rank that
         starts the others: the rest ran on all cores, each thread competing with the other ranks')."""
         self._data_parallel_size = self.num_nodes * self.num_processes
-        self._tensor_parallel_size = 1
         _set_num_threads_if_needed(num_processes=self.num_processes)
         super().setup_environment()
 
