@@ -54,6 +54,8 @@ from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of
 from cs_lightning.trace_cache import TraceCache
 
 INIT_MODES = ("exact", "independent")
+# torch's own compiler, always registered: the one backend name accepted without looking it up.
+_DEFAULT_BACKEND = "inductor"
 
 # Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
 _RNG_KEY = "csx_rng_states"
@@ -80,7 +82,7 @@ class CSXOptions:
         metadata={"help": "compile the training step's forward and the optimizer update with torch.compile for speed"},
     )
     compile_backend: str | Callable[..., Any] = field(
-        default="inductor", metadata={"help": "the torch.compile backend used when compile=True"}
+        default=_DEFAULT_BACKEND, metadata={"help": "the torch.compile backend used when compile=True"}
     )
     init_mode: str = field(
         default="exact",
@@ -104,6 +106,7 @@ class CSXOptions:
             value = getattr(self, option.name)
             if option.type in (bool, "bool") and not isinstance(value, bool):  # "bool": postponed annotations
                 raise TypeError(f"{option.name}={value!r} must be a bool (True or False)")
+        _check_backend(self.compile_backend)
 
     @classmethod
     def take(cls, kwargs: dict[str, Any]) -> CSXOptions:
@@ -452,7 +455,6 @@ class CSXSystemMixin(Strategy):
 
     def _compile(self, module: LightningModule) -> None:
         """Capture forward for the training steps of this fit; closed-form schedules write their values in place."""
-        _check_backend(self.options.compile_backend)
         for config in self.lr_scheduler_configs:
             closed = closed_form_of(config.scheduler)
             if closed is not None:
@@ -599,10 +601,16 @@ def _per_step(scheduler: Any) -> Any:
     return {"scheduler": scheduler, "interval": "step"} if isinstance(scheduler, Scheduler) else scheduler
 
 
-def _check_backend(backend: str | Callable[..., Any]) -> None:
-    """Refuse an unknown backend name before anything is compiled (checked here: looking one up can
-    take half a second, which a strategy built with compile=False should not pay)."""
+def _check_backend(backend: object) -> None:
+    """Refuse, as the strategy is built, a backend torch.compile would refuse only at setup (after the run has
+    written its log folder): a name torch does not know, or neither a name nor a callable. Looking a name up
+    imports every backend torch registers (0.2-0.4 s once per process), so the default, torch's own, is not
+    looked up: a strategy built without ``compile_backend`` pays nothing."""
+    if callable(backend):
+        return
     if not isinstance(backend, str):
+        raise TypeError(f"compile_backend={backend!r} is neither a backend name nor a callable; {_backend_choices()}")
+    if backend == _DEFAULT_BACKEND:
         return
     try:
         torch._dynamo.lookup_backend(backend)
@@ -610,10 +618,15 @@ def _check_backend(backend: str | Callable[..., Any]) -> None:
         close = difflib.get_close_matches(backend, torch._dynamo.list_backends(exclude_tags=()), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(
-            f"compile_backend={backend!r} is not a torch.compile backend; {hint}pass one of"
-            f" {torch._dynamo.list_backends()} (torch._dynamo.list_backends(); its debug backends such as 'eager'"
-            " and 'aot_eager' work too) or a backend callable."
+            f"compile_backend={backend!r} is not a torch.compile backend; {hint}{_backend_choices()}"
         ) from None
+
+
+def _backend_choices() -> str:
+    return (
+        f"pass one of {torch._dynamo.list_backends()} (torch._dynamo.list_backends(); its debug backends such as"
+        " 'eager' and 'aot_eager' work too) or a backend callable."
+    )
 
 
 @contextmanager
