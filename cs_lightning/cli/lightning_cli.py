@@ -22,7 +22,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
 from cs_lightning.cli.checkpoints import _SHARDED_REST, _check_checkpoint, _model_arguments
-from cs_lightning.cli.error_lines import _instantiation_error, _unknown_key
+from cs_lightning.cli.error_lines import _instantiation_error, _unknown_key, csx_option_error
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
@@ -83,6 +83,20 @@ def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
                 f"{name} writes to the logger, and trainer.logger is false; fix: keep a logger, or remove the"
                 f" callback (e.g. --trainer.callbacks '[]' drops all of them)",
             )
+
+
+def _check_strategy_options(trainer: Mapping[str, Any]) -> None:
+    """Check a csx strategy's options as its constructor will, one at a time, to name the key of the one
+    refused: the constructor runs inside jsonargparse, whose report of its error names neither."""
+    strategy = trainer.get("strategy")
+    class_path = getattr(strategy, "class_path", None)  # None: a strategy given by name, which takes no options
+    init_args = getattr(strategy, "init_args", None)
+    if class_path is None or init_args is None:
+        return
+    for name, value in vars(init_args).items():
+        error = csx_option_error(class_path, ("trainer", "strategy", "init_args", name), value)
+        if error is not None:
+            raise error
 
 
 class _SaveConfig(SaveConfigCallback):
@@ -173,6 +187,7 @@ class CSLightningCLI(LightningCLI):
         config = self.config.get(str(self.config.get("subcommand")), self.config)
         if self.config.get("subcommand") == "fit":  # validate/test/predict run them without a logger
             _check_callbacks_have_a_logger(config.get("trainer") or {})
+        _check_strategy_options(config.get("trainer") or {})
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
