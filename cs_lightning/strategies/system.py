@@ -46,6 +46,7 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
+from cs_lightning.errors import CheckpointMismatchError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.schedulers.resume import check_checkpoint
@@ -285,8 +286,7 @@ class CSXSystemMixin(Strategy):
         module = self._connected_module
         if self._is_recorded(module):
             state_dict = checkpoint["state_dict"]
-            if strict:
-                _check_keys(module, state_dict)
+            _check_checkpoint_matches(module, {name: _shape(value) for name, value in state_dict.items()}, strict)
             # the generators are restored below, so the draws eager init would make can be skipped
             self._materialize(module, state_dict, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
         else:
@@ -574,15 +574,37 @@ def _trace_targets(module: LightningModule) -> list[nn.Module]:
     return targets
 
 
-def _check_keys(module: nn.Module, state_dict: Mapping[str, Any]) -> None:
-    expected, found = set(module.state_dict()), set(state_dict)
-    missing, unexpected = sorted(expected - found), sorted(found - expected)
+def _check_checkpoint_matches(module: nn.Module, shapes: Mapping[str, tuple[int, ...] | None], strict: bool) -> None:
+    """Refuse a checkpoint of another model before anything is loaded or initialized, naming what differs:
+    its names (only when ``strict``, as torch's ``load_state_dict``) and shapes. ``shapes``: the checkpoint's
+    ``state_dict`` names, with each tensor's full shape (None for what is not a tensor: not compared)."""
+    expected = {name: _shape(value) for name, value in module.state_dict().items()}
+    missing = sorted(expected.keys() - shapes.keys()) if strict else []
+    unexpected = sorted(shapes.keys() - expected.keys()) if strict else []
+    resized = [
+        f"{name} (checkpoint {shapes[name]}, model {shape})"
+        for name, shape in expected.items()
+        if shapes.get(name) is not None and shape is not None and shapes[name] != shape
+    ]
+    found = {"missing keys": missing, "unexpected keys": unexpected, "size mismatch for": resized}
+    problems = [f"{what} {_listed(names)}" for what, names in found.items() if names]
+    if not problems:
+        return
+    fix = "Load a checkpoint of this model"
     if missing or unexpected:
-        raise RuntimeError(
-            f"Error(s) in loading state_dict for {type(module).__name__}: missing keys {missing},"
-            f" unexpected keys {unexpected}. Load a checkpoint of this model, or set"
-            " `strict_loading = False` on the LightningModule to initialize the missing ones."
-        )
+        fix += ", or set `strict_loading = False` on the LightningModule to initialize the missing ones"
+    raise CheckpointMismatchError(
+        f"Error(s) in loading state_dict for {type(module).__name__}: {'; '.join(problems)}. {fix}."
+    )
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _listed(items: list[str], most: int = 10) -> str:
+    """The first ``most`` items, then how many more: another model's checkpoint can differ in hundreds."""
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 def _step_closed_form(conf: Any) -> Any:
