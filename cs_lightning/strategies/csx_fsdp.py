@@ -41,7 +41,7 @@ from cs_lightning.strategies.system import (
     _WEIGHT_DTYPES,
     CSXSystemMixin,
     _check_checkpoint_matches,
-    _shape,
+    _shapes,
 )
 
 STATE_DICT_TYPES = ("sharded", "full")
@@ -196,7 +196,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         module = self._module()
         source = checkpoint["state_dict"]
         folder = isinstance(source, _ShardedFolder)
-        shapes = source.model_shapes if folder else {name: _shape(value) for name, value in source.items()}
+        shapes = source.model_shapes if folder else _shapes(source)
         _check_checkpoint_matches(module, shapes, strict)
         provided = set(shapes)
         if self._is_recorded(module):

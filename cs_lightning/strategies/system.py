@@ -286,7 +286,7 @@ class CSXSystemMixin(Strategy):
         module = self._connected_module
         if self._is_recorded(module):
             state_dict = checkpoint["state_dict"]
-            _check_checkpoint_matches(module, {name: _shape(value) for name, value in state_dict.items()}, strict)
+            _check_checkpoint_matches(module, _shapes(state_dict), strict)
             # the generators are restored below, so the draws eager init would make can be skipped
             self._materialize(module, state_dict, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
         else:
@@ -578,7 +578,7 @@ def _check_checkpoint_matches(module: nn.Module, shapes: Mapping[str, tuple[int,
     """Refuse a checkpoint of another model before anything is loaded or initialized, naming what differs:
     its names (only when ``strict``, as torch's ``load_state_dict``) and shapes. ``shapes``: the checkpoint's
     ``state_dict`` names, with each tensor's full shape (None for what is not a tensor: not compared)."""
-    expected = {name: _shape(value) for name, value in module.state_dict().items()}
+    expected = _shapes(module.state_dict())
     missing = sorted(expected.keys() - shapes.keys()) if strict else []
     unexpected = sorted(shapes.keys() - expected.keys()) if strict else []
     resized = [
@@ -598,8 +598,9 @@ def _check_checkpoint_matches(module: nn.Module, shapes: Mapping[str, tuple[int,
     )
 
 
-def _shape(value: Any) -> tuple[int, ...] | None:
-    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+def _shapes(state_dict: Mapping[str, Any]) -> dict[str, tuple[int, ...] | None]:
+    """Each entry's shape, None for what is not a tensor: what ``_check_checkpoint_matches`` compares."""
+    return {name: tuple(value.shape) if isinstance(value, torch.Tensor) else None for name, value in state_dict.items()}
 
 
 def _listed(items: list[str], most: int = 10) -> str:
