@@ -98,6 +98,11 @@ class CheckpointSchedulersError(ConfigError):
     them, or another class at a position): Lightning would pair them by position, or fail deep inside."""
 
 
+class CheckpointMismatchError(CSLightningError, RuntimeError):
+    """``ckpt_path`` holds another model's weights (other names, or other shapes): refused before anything is
+    loaded. A RuntimeError, as torch's ``load_state_dict`` raises for the same mistake."""
+
+
 class ClosedFormError(CSLightningError, TypeError):
     """A scheduler's ``_get_closed_form`` cannot be evaluated on a tensor of steps."""
 

@@ -1020,6 +1020,10 @@ def _checkpoint_files(folder: Path) -> None:
             (folder / name / shard).write_bytes(b"")
 
 
+BACKEND_CHOICES = (
+    "pass one of ['cudagraphs', 'inductor', 'openxla', 'tvm'] (torch._dynamo.list_backends(); its debug backends "
+    "such as 'eager' and 'aot_eager' work too) or a backend callable."
+)
 CHECKPOINT_FIX = (
     "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
     ".metadata and meta.pt), or leave ckpt_path out"
@@ -1103,6 +1107,32 @@ ONE_LINE_FAILURES = {
         "nothing to set; fix: give the class too: --trainer.strategy cs_lightning.CSXStrategy "
         "--trainer.strategy.trace_check false",
     ),
+    "an unknown compile backend": (
+        [
+            "fit",
+            "--trainer.strategy",
+            "cs_lightning.CSXStrategy",
+            "--trainer.strategy.compile",
+            "true",
+            "--trainer.strategy.init_args.compile_backend",
+            "bogus",
+        ],
+        f"trainer.strategy.init_args.compile_backend: compile_backend='bogus' is not a torch.compile backend; "
+        f"{BACKEND_CHOICES}",
+    ),
+    "a compile backend neither a name nor a callable, in YAML": (
+        ["fit", "--config", "run.yaml", "--config", "backend3.yaml"],
+        "trainer.strategy.init_args.compile_backend: compile_backend=3 is neither a backend name nor a callable; "
+        f"{BACKEND_CHOICES}",
+    ),
+    "an unknown init_mode": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.init_mode", "lazy"],
+        "trainer.strategy.init_args.init_mode: init_mode='lazy' is not supported; use one of ('exact', 'independent')",
+    ),
+    "a trace_check that is no bool": (
+        ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_check", "3"],
+        "trainer.strategy.init_args.trace_check: trace_check=3 must be a bool (True or False)",
+    ),
     "a misspelt strategy option": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_chek", "false"],
         "trainer.strategy.init_args.trace_chek: cs_lightning.CSXDDPStrategy has no such argument; "
@@ -1140,6 +1170,9 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     _checkpoint_files(tmp_path)
     (tmp_path / "boom.py").write_text("import os\nraise RuntimeError('boom at import')\n")
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
+    (tmp_path / "backend3.yaml").write_text(
+        "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"
+    )
     before = snapshot(tmp_path)
     config = [] if "--config" in args else ["--config", "run.yaml"]
     result = run_cli(args[0], *config, *args[1:], cwd=tmp_path)

@@ -14,7 +14,7 @@ from lightning_models import Regressor, data, fit, trainer
 
 from cs_lightning import CSXDDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
-from cs_lightning.errors import ConfigError
+from cs_lightning.errors import CheckpointMismatchError, ConfigError
 
 
 def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
@@ -156,6 +156,32 @@ def test_fit_from_checkpoint_materializes_the_saved_weights_and_restores_the_gen
     assert _equal(list(trained.parameters()), snapshot.weights)
     assert torch.equal(saved["csx_rng_states"][0]["torch"], snapshot.rng)  # generators restored
     assert run.global_step == 4
+
+
+def test_a_checkpoint_of_another_model_is_refused_naming_its_keys_and_shapes() -> None:
+    """Shapes were checked only inside materialize, in other words than the keys; one message names both."""
+    fit(
+        Regressor(build_in="configure_model"),
+        "csx",
+        steps=1,
+        enable_checkpointing=True,
+        callbacks=[ModelCheckpoint(dirpath="ckpt", save_last=True)],
+    )
+    saved = torch.load("ckpt/last.ckpt", weights_only=False)
+    saved["state_dict"]["net.0.weight"] = torch.zeros(16, 7)
+    torch.save(saved, "wider.ckpt")
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"^Error\(s\) in loading state_dict for Regressor: size mismatch for net.0.weight \(checkpoint \(16, 7\),"
+        r" model \(16, 6\)\)\. Load a checkpoint of this model\.$",
+    ):
+        fit(Regressor(build_in="configure_model"), "csx", steps=2, ckpt_path="wider.ckpt")
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r": missing keys net.1.num_batches_tracked, net.1.running_mean, net.1.running_var\. Load a checkpoint"
+        r" of this model, or set `strict_loading = False` on the LightningModule to initialize the missing ones\.$",
+    ):
+        fit(Regressor(build_in="configure_model", norm="batch"), "csx", steps=2, ckpt_path="ckpt/last.ckpt")
 
 
 class _Evaluated(Regressor):

@@ -1,11 +1,15 @@
 """compile=True: forward and update compiled once; a changing closed-form schedule causes no recompile."""
 
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
 from lightning_models import Regressor, fit
 from torch._dynamo.backends.registry import lookup_backend
 
-from cs_lightning import CSXStrategy
+from cs_lightning import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy
 
 
 class CountingBackend:
@@ -57,10 +61,51 @@ def test_only_the_training_step_runs_compiled_calls_in_hooks_run_eagerly() -> No
     assert all(torch.equal(a, b) for a, b in zip(model.sampled, eager))
 
 
-def test_a_misspelled_backend_is_named_with_the_closest_one() -> None:
-    model = Regressor()
+BACKEND_CHOICES = (
+    r"pass one of \['cudagraphs', 'inductor', 'openxla', 'tvm'\] \(torch._dynamo.list_backends\(\); its debug backends"
+    r" such as 'eager' and 'aot_eager' work too\) or a backend callable\.$"
+)
+
+
+@pytest.mark.parametrize("cls", [CSXStrategy, CSXDDPStrategy, CSXFSDPStrategy])
+def test_a_misspelled_backend_is_refused_as_the_strategy_is_built_naming_the_closest_one(cls: type) -> None:
+    """It was refused only at setup, after Lightning had written the run's log folder."""
     with pytest.raises(
-        ValueError, match=r"compile_backend='indcutor' is not a torch.compile backend; did you mean 'inductor'"
+        ValueError,
+        match=r"^compile_backend='indcutor' is not a torch.compile backend; did you mean 'inductor'\? "
+        + BACKEND_CHOICES,
     ):
-        fit(model, CSXStrategy(compile=True, compile_backend="indcutor"), steps=1)
-    assert "forward" not in model.__dict__ and "forward" not in model.net.__dict__
+        cls(compile=True, compile_backend="indcutor")
+
+
+@pytest.mark.parametrize("backend", [3, None, ["eager"]])
+def test_a_backend_neither_a_name_nor_a_callable_is_refused_as_the_strategy_is_built(backend: object) -> None:
+    """It reached torch.compile, whose TorchDynamo error came at the first step."""
+    with pytest.raises(
+        TypeError,
+        match=rf"^compile_backend={re.escape(repr(backend))} is neither a backend name nor a callable; "
+        + BACKEND_CHOICES,
+    ):
+        CSXStrategy(compile=True, compile_backend=backend)
+
+
+def test_backend_names_torch_knows_and_callables_are_taken() -> None:
+    backend = CountingBackend()
+    assert CSXStrategy(compile=True, compile_backend=backend).compile_backend is backend
+    for name in ("eager", "aot_eager", "inductor"):
+        assert CSXStrategy(compile=True, compile_backend=name).compile_backend == name
+
+
+def test_the_default_backend_is_not_looked_up() -> None:
+    """Looking a name up imports every backend torch registers (0.2-0.4 s): a strategy built with the
+    default, compiling or not, does not pay it."""
+    code = (
+        "import sys, cs_lightning\n"
+        "cs_lightning.CSXStrategy(); cs_lightning.CSXStrategy(compile=True)\n"
+        "print('torch._dynamo.backends.debugging' in sys.modules)\n"
+        "cs_lightning.CSXStrategy(compile_backend='eager')\n"
+        "print('torch._dynamo.backends.debugging' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "True"]  # the second: the check itself is what imports them

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+import yaml
 from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
-from cs_lightning.errors import ConfigError, KeyPath
+from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath
+from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
 
 # A union's report: its frame, and the bare "Expected a <class 'str'>" of each member that is not the one meant
 _NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class '[\w.]+'>$|Given value)")
@@ -73,7 +75,8 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     class_path, problem = class_problem.groups()
     init_arg = re.match(r'Parser key "([^"]+)":', problem)
     if init_arg:  # the class loaded; one of its init_args has a value of the wrong type
-        return _init_arg_error((*key, "init_args", *_dotted(init_arg.group(1))), keyed.group(2), init_arg.group(0))
+        at = (*key, "init_args", *_dotted(init_arg.group(1)))
+        return _refused_csx_option(at, class_path, problem) or _init_arg_error(at, keyed.group(2), init_arg.group(0))
     option = re.search(r"Option '([^']+)' is not accepted", problem)
     if option:
         name = option.group(1)
@@ -205,6 +208,34 @@ def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> Confi
         f"{name!r} is given by name, which takes no options, so --{dotted}.{option} has nothing to set; "
         f"fix: give the class too: --{dotted} {class_path} --{dotted}.{option} {value}",
     )
+
+
+def _refused_csx_option(key: KeyPath, class_path: str, report: str) -> ConfigError | None:
+    """A csx strategy's option that jsonargparse refused by its type (`compile_backend: 3`), in the words of the
+    strategy's own check, which name the choices; None for any other class or argument."""
+    given = re.search(r"(?:but got|Got value:) (.*)$", report)
+    if given is None:
+        return None
+    try:
+        value = yaml.safe_load(given.group(1))  # jsonargparse shows the value as Python writes it
+    except yaml.YAMLError:
+        return None
+    return csx_option_error(class_path, key, value)
+
+
+def csx_option_error(class_path: str, key: KeyPath, value: Any) -> ConfigError | None:
+    """The error the strategy ``class_path`` raises, when it is a csx one, for ``value`` of the CS-X option
+    that ``key`` ends with, at ``key``; None if it takes the value, or for any other class or argument."""
+    strategy, name = import_object(class_path), key[-1]
+    if not (isinstance(strategy, type) and issubclass(strategy, CSXSystemMixin)) or name not in CSX_OPTION_NAMES:
+        return None
+    try:
+        CSXOptions(**{str(name): value})
+    except ValueError as error:
+        return ConfigError(key, str(error))
+    except TypeError as error:
+        return ConfigTypeError(key, str(error))
+    return None
 
 
 def _arguments_of(class_path: str) -> list[str]:

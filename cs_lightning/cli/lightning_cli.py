@@ -31,7 +31,7 @@ from cs_lightning.cli.checkpoints import (
     check_model_class,
     saved_hyperparameters,
 )
-from cs_lightning.cli.error_lines import _instantiation_error, _missing_package, _unknown_key
+from cs_lightning.cli.error_lines import _instantiation_error, _missing_package, _unknown_key, csx_option_error
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
@@ -113,6 +113,20 @@ def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
         f"{by_name}the class as class_path: --trainer.strategy.class_path {strategy} (in YAML, strategy: "
         f"{{class_path: {strategy}}})",
     )
+
+
+def _check_strategy_options(trainer: Mapping[str, Any]) -> None:
+    """Check a csx strategy's options as its constructor will, one at a time, to name the key of the one
+    refused: the constructor runs inside jsonargparse, whose report of its error names neither."""
+    strategy = trainer.get("strategy")
+    class_path = getattr(strategy, "class_path", None)  # None: a strategy given by name, which takes no options
+    init_args = getattr(strategy, "init_args", None)
+    if class_path is None or init_args is None:
+        return
+    for name, value in vars(init_args).items():
+        error = csx_option_error(class_path, ("trainer", "strategy", "init_args", name), value)
+        if error is not None:
+            raise error
 
 
 class _SaveConfig(SaveConfigCallback):
@@ -205,6 +219,7 @@ class CSLightningCLI(LightningCLI):
         if self.config.get("subcommand") == "fit":  # validate/test/predict run them without a logger
             _check_callbacks_have_a_logger(trainer)
         _check_strategy_string(trainer)
+        _check_strategy_options(trainer)
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
         self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")

@@ -22,6 +22,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint import load as dcp_load
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -35,9 +36,19 @@ from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
 from cs_lightning.errors import ShardingError
-from cs_lightning.strategies.system import _RNG_KEY, _WEIGHT_DTYPES, CSXSystemMixin, _check_keys
+from cs_lightning.strategies.system import (
+    _RNG_KEY,
+    _WEIGHT_DTYPES,
+    CSXSystemMixin,
+    _check_checkpoint_matches,
+    _shapes,
+)
 
 STATE_DICT_TYPES = ("sharded", "full")
+
+
+# Where Lightning's sharded checkpoint keeps the model's tensors: under this prefix, by state_dict name.
+_MODEL_KEY = "state_dict"
 
 
 class _ShardedFolder:
@@ -45,7 +56,14 @@ class _ShardedFolder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.keys = set(FileSystemReader(path).read_metadata().state_dict_metadata)  # what the shards hold
+        metadata = FileSystemReader(path).read_metadata().state_dict_metadata  # the shards' index: no tensor read
+        self.keys = set(metadata)  # what the shards hold
+        # the model's state_dict names, with each tensor's full shape (None: saved as bytes)
+        self.model_shapes = {
+            key.removeprefix(f"{_MODEL_KEY}."): tuple(item.size) if isinstance(item, TensorStorageMetadata) else None
+            for key, item in metadata.items()
+            if key.startswith(f"{_MODEL_KEY}.")
+        }
 
 
 class _FSDP2(ModelParallelStrategy):
@@ -186,17 +204,18 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         module = self._module()
         source = checkpoint["state_dict"]
         folder = isinstance(source, _ShardedFolder)
-        if strict and not folder:
-            _check_keys(module, source)
-        provided = set(module.state_dict()) if folder else set(source)
+        shapes = source.model_shapes if folder else _shapes(source)
+        _check_checkpoint_matches(module, shapes, strict)
+        provided = set(shapes)
         if self._is_recorded(module):
             self._materialize_sharded(module, provided, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
         else:
             self._shard_eager(module)
-        if folder:
-            model_state = {"state_dict": get_model_state_dict(module)}
+        if folder:  # what the folder holds (all, unless strict_loading is off): the rest stays as initialized
+            held = {name: value for name, value in get_model_state_dict(module).items() if name in provided}
+            model_state = {_MODEL_KEY: held}
             dcp_load(model_state, checkpoint_id=source.path)
-            set_model_state_dict(module, model_state["state_dict"], options=StateDictOptions(strict=strict))
+            set_model_state_dict(module, model_state[_MODEL_KEY], options=StateDictOptions(strict=strict))
         else:
             load_rows(module, source)
         self._restore_generators(checkpoint)

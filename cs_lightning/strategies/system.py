@@ -47,7 +47,7 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
-from cs_lightning.errors import ConfigError
+from cs_lightning.errors import CheckpointMismatchError, ConfigError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.schedulers.resume import check_checkpoint
@@ -56,6 +56,8 @@ from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of
 from cs_lightning.trace_cache import TraceCache
 
 INIT_MODES = ("exact", "independent")
+# torch's own compiler, always registered: the one backend name accepted without looking it up.
+_DEFAULT_BACKEND = "inductor"
 
 # Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
 _RNG_KEY = "csx_rng_states"
@@ -82,7 +84,7 @@ class CSXOptions:
         metadata={"help": "compile the training step's forward and the optimizer update with torch.compile for speed"},
     )
     compile_backend: str | Callable[..., Any] = field(
-        default="inductor", metadata={"help": "the torch.compile backend used when compile=True"}
+        default=_DEFAULT_BACKEND, metadata={"help": "the torch.compile backend used when compile=True"}
     )
     init_mode: str = field(
         default="exact",
@@ -106,6 +108,7 @@ class CSXOptions:
             value = getattr(self, option.name)
             if option.type in (bool, "bool") and not isinstance(value, bool):  # "bool": postponed annotations
                 raise TypeError(f"{option.name}={value!r} must be a bool (True or False)")
+        _check_backend(self.compile_backend)
 
     @classmethod
     def take(cls, kwargs: dict[str, Any]) -> CSXOptions:
@@ -286,8 +289,7 @@ class CSXSystemMixin(Strategy):
         module = self._connected_module
         if self._is_recorded(module):
             state_dict = checkpoint["state_dict"]
-            if strict:
-                _check_keys(module, state_dict)
+            _check_checkpoint_matches(module, _shapes(state_dict), strict)
             # the generators are restored below, so the draws eager init would make can be skipped
             self._materialize(module, state_dict, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
         else:
@@ -456,7 +458,6 @@ class CSXSystemMixin(Strategy):
 
     def _compile(self, module: LightningModule) -> None:
         """Capture forward for the training steps of this fit; closed-form schedules write their values in place."""
-        _check_backend(self.options.compile_backend)
         for config in self.lr_scheduler_configs:
             closed = closed_form_of(config.scheduler)
             if closed is not None:
@@ -589,15 +590,38 @@ def _trace_targets(module: LightningModule) -> list[nn.Module]:
     return targets
 
 
-def _check_keys(module: nn.Module, state_dict: Mapping[str, Any]) -> None:
-    expected, found = set(module.state_dict()), set(state_dict)
-    missing, unexpected = sorted(expected - found), sorted(found - expected)
+def _check_checkpoint_matches(module: nn.Module, shapes: Mapping[str, tuple[int, ...] | None], strict: bool) -> None:
+    """Refuse a checkpoint of another model before anything is loaded or initialized, naming what differs:
+    its names (only when ``strict``, as torch's ``load_state_dict``) and shapes. ``shapes``: the checkpoint's
+    ``state_dict`` names, with each tensor's full shape (None for what is not a tensor: not compared)."""
+    expected = _shapes(module.state_dict())
+    missing = sorted(expected.keys() - shapes.keys()) if strict else []
+    unexpected = sorted(shapes.keys() - expected.keys()) if strict else []
+    resized = [
+        f"{name} (checkpoint {shapes[name]}, model {shape})"
+        for name, shape in expected.items()
+        if shapes.get(name) is not None and shape is not None and shapes[name] != shape
+    ]
+    found = {"missing keys": missing, "unexpected keys": unexpected, "size mismatch for": resized}
+    problems = [f"{what} {_listed(names)}" for what, names in found.items() if names]
+    if not problems:
+        return
+    fix = "Load a checkpoint of this model"
     if missing or unexpected:
-        raise RuntimeError(
-            f"Error(s) in loading state_dict for {type(module).__name__}: missing keys {missing},"
-            f" unexpected keys {unexpected}. Load a checkpoint of this model, or set"
-            " `strict_loading = False` on the LightningModule to initialize the missing ones."
-        )
+        fix += ", or set `strict_loading = False` on the LightningModule to initialize the missing ones"
+    raise CheckpointMismatchError(
+        f"Error(s) in loading state_dict for {type(module).__name__}: {'; '.join(problems)}. {fix}."
+    )
+
+
+def _shapes(state_dict: Mapping[str, Any]) -> dict[str, tuple[int, ...] | None]:
+    """Each entry's shape, None for what is not a tensor: what ``_check_checkpoint_matches`` compares."""
+    return {name: tuple(value.shape) if isinstance(value, torch.Tensor) else None for name, value in state_dict.items()}
+
+
+def _listed(items: list[str], most: int = 10) -> str:
+    """The first ``most`` items, then how many more: another model's checkpoint can differ in hundreds."""
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 def _step_closed_form(conf: Any) -> Any:
@@ -616,10 +640,16 @@ def _per_step(scheduler: Any) -> Any:
     return {"scheduler": scheduler, "interval": "step"} if isinstance(scheduler, Scheduler) else scheduler
 
 
-def _check_backend(backend: str | Callable[..., Any]) -> None:
-    """Refuse an unknown backend name before anything is compiled (checked here: looking one up can
-    take half a second, which a strategy built with compile=False should not pay)."""
+def _check_backend(backend: object) -> None:
+    """Refuse, as the strategy is built, a backend torch.compile would refuse only at setup (after the run has
+    written its log folder): a name torch does not know, or neither a name nor a callable. Looking a name up
+    imports every backend torch registers (0.2-0.4 s once per process), so the default, torch's own, is not
+    looked up: a strategy built without ``compile_backend`` pays nothing."""
+    if callable(backend):
+        return
     if not isinstance(backend, str):
+        raise TypeError(f"compile_backend={backend!r} is neither a backend name nor a callable; {_backend_choices()}")
+    if backend == _DEFAULT_BACKEND:
         return
     try:
         torch._dynamo.lookup_backend(backend)
@@ -627,10 +657,15 @@ def _check_backend(backend: str | Callable[..., Any]) -> None:
         close = difflib.get_close_matches(backend, torch._dynamo.list_backends(exclude_tags=()), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(
-            f"compile_backend={backend!r} is not a torch.compile backend; {hint}pass one of"
-            f" {torch._dynamo.list_backends()} (torch._dynamo.list_backends(); its debug backends such as 'eager'"
-            " and 'aot_eager' work too) or a backend callable."
+            f"compile_backend={backend!r} is not a torch.compile backend; {hint}{_backend_choices()}"
         ) from None
+
+
+def _backend_choices() -> str:
+    return (
+        f"pass one of {torch._dynamo.list_backends()} (torch._dynamo.list_backends(); its debug backends such as"
+        " 'eager' and 'aot_eager' work too) or a backend callable."
+    )
 
 
 @contextmanager
