@@ -1129,10 +1129,6 @@ ONE_LINE_FAILURES = {
         ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.init_mode", "lazy"],
         "trainer.strategy.init_args.init_mode: init_mode='lazy' is not supported; use one of ('exact', 'independent')",
     ),
-    "a trace_check that is no bool": (
-        ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_check", "3"],
-        "trainer.strategy.init_args.trace_check: trace_check=3 must be a bool (True or False)",
-    ),
     "a misspelt strategy option": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_chek", "false"],
         "trainer.strategy.init_args.trace_chek: cs_lightning.CSXDDPStrategy has no such argument; "
@@ -1140,12 +1136,12 @@ ONE_LINE_FAILURES = {
     ),
     "a strategy option of the wrong type": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXStrategy", "--trainer.strategy.init_args.trace_check", "maybe"],
-        "trainer.strategy.init_args.trace_check: expected true or false, got 'maybe'; fix: write true or false",
+        "trainer.strategy.init_args.trace_check: trace_check='maybe' must be a bool (True or False)",
     ),
     "a strategy option its constructor refuses": (
-        ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.init_mode", "lazy"],
-        "trainer.strategy.init_args: CSXDDPStrategy failed to build: init_mode='lazy' is not supported; use one of "
-        "('exact', 'independent'); fix: correct trainer.strategy.init_args",
+        ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.state_dict_type", "bogus"],
+        "trainer.strategy.init_args: CSXFSDPStrategy failed to build: state_dict_type='bogus' is not supported; use "
+        "one of ('sharded', 'full'); fix: correct trainer.strategy.init_args",
     ),
     "a ModelParallelStrategy argument that csx_fsdp sets itself": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.data_parallel_size", "2"],

@@ -76,7 +76,7 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     init_arg = re.match(r'Parser key "([^"]+)":', problem)
     if init_arg:  # the class loaded; one of its init_args has a value of the wrong type
         at = (*key, "init_args", *_dotted(init_arg.group(1)))
-        return _refused_csx_option(at, class_path, problem) or _init_arg_error(at, keyed.group(2), init_arg.group(0))
+        return _init_arg_error(at, keyed.group(2), init_arg.group(0), _refused_csx_option(at, class_path, problem))
     option = re.search(r"Option '([^']+)' is not accepted", problem)
     if option:
         name = option.group(1)
@@ -183,14 +183,16 @@ def _beside_class_path(report: str) -> str | None:
     return next((name for name in value if name not in ("class_path", "init_args", "dict_kwargs", "__path__")), None)
 
 
-def _init_arg_error(key: KeyPath, report: str, header: str) -> ConfigError:
+def _init_arg_error(key: KeyPath, report: str, header: str, csx_option: ConfigError | None) -> ConfigError:
     """A class's init_arg refused by its type: the report nested under `header` (jsonargparse indents
-    it) said at the init_arg's key, not the class path's."""
+    it) said at the init_arg's key, not the class path's: a csx strategy's option in the words of its
+    own check (``csx_option``, the same as in Python, naming the choices), any other plain type in
+    YAML's words, the rest as reported."""
     lines = report.splitlines()
     at = next(i for i, line in enumerate(lines) if header in line)
     depth = len(lines[at]) - len(lines[at].lstrip())
     nested = "\n".join(itertools.takewhile(lambda line: len(line) - len(line.lstrip()) > depth, lines[at + 1 :]))
-    return _type_error(key, nested) or ConfigError(key, f"{_flatten(nested)}; fix: correct this value")
+    return csx_option or _type_error(key, nested) or ConfigError(key, f"{_flatten(nested)}; fix: correct this value")
 
 
 def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> ConfigError:
