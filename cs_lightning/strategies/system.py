@@ -226,7 +226,11 @@ class CSXSystemMixin(Strategy):
     @override
     @contextmanager
     def tensor_init_context(self, empty_init: bool | None = None) -> Generator[None, None, None]:
-        """Record modules built here (``configure_model``, ``trainer.init_module``) instead of allocating them."""
+        """Record modules built here (``configure_model``, ``trainer.init_module``) instead of allocating them.
+
+        ``empty_init`` is not needed: materialization skips every init whose values a checkpoint or a
+        later ``load_state_dict`` overwrites, and gives the rest eager's values, never uninitialized memory.
+        """
         started = time.perf_counter()
         outermost = current_recorder() is None  # an inner block joins the outer one, which ends later
         with deferred.recording(), self.precision_plugin.tensor_init_context():
