@@ -8,6 +8,7 @@ os.environ["CUDA_VISIBLE_DEVICES"] = ""
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,25 @@ def _deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path / "cs_lightning_cache"))
+
+
+_DISTRIBUTED_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK")
+
+
+@pytest.fixture(autouse=True)
+def _no_process_group_left() -> Iterator[None]:
+    """An in-process csx_ddp/csx_fsdp run (even one refused at its checkpoint) starts a process group
+    listening on MASTER_PORT, which Lightning sets in this process's environment: both are ended
+    after every test, or a later test's training subprocesses would inherit that port and find it taken."""
+    saved = {name: os.environ.get(name) for name in _DISTRIBUTED_ENV}
+    yield
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 CS_LIGHTNING = Path(sys.executable).with_name("cs-lightning")

@@ -3,9 +3,7 @@ are those of the default strategy (eager construction), and what cannot be kept 
 
 from __future__ import annotations
 
-import os
 import warnings
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -15,24 +13,6 @@ from torch import nn
 from torch.utils.data import DataLoader, random_split
 
 from cs_lightning.errors import DeferredInitWarning
-
-_DISTRIBUTED_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK")
-
-
-@pytest.fixture(autouse=True)
-def _no_process_group_left() -> Iterator[None]:
-    """An in-process csx_ddp/csx_fsdp run starts a process group listening on MASTER_PORT, which
-    Lightning sets in this process's environment: both are ended here, or a later test's training
-    subprocesses would inherit that port and find it taken."""
-    saved = {name: os.environ.get(name) for name in _DISTRIBUTED_ENV}
-    yield
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
 
 
 class _SeedsInConfigureModel(LightningModule):
