@@ -130,3 +130,10 @@ class TimeToFirstLoss(Callback):
 def loss_of(output: STEP_OUTPUT) -> Any:
     """The loss in a ``training_step``'s output: the output itself, or its ``"loss"`` entry."""
     return output.get("loss") if isinstance(output, Mapping) else output
+
+
+def skipped(module: LightningModule, output: STEP_OUTPUT) -> bool:
+    """Whether a ``training_step`` output skipped its batch: no loss under automatic optimization, where
+    Lightning then runs no backward and the update has no gradients to apply. Under manual optimization
+    the step made its own updates whatever it returns."""
+    return module.automatic_optimization and loss_of(output) is None
