@@ -450,7 +450,8 @@ class CSXSystemMixin(Strategy):
 
     def _end_step(self) -> None:
         self._step.end()
-        if self._driven_clock is not None:
+        # a step whose batches all skipped (returned None) has no loss to report: the clock runs on
+        if self._driven_clock is not None and not skipped(self._connected_module, self._first_loss):
             self._driven_clock.step_ended(self._connected_module.trainer, self._first_loss)
 
     def _is_recorded(self, module: nn.Module | None) -> bool:
