@@ -2,7 +2,9 @@
 
 It is the number deferred initialization exists to shorten. The callback works with any
 strategy: it splits the time into *setup* (until the first training batch starts) and the
-*first step* (that batch, through its optimizer step). The csx strategy starts the clock
+*first step* (that batch, through its optimizer step). A batch whose ``training_step`` returns
+None is skipped, not a loss: the clock runs on to the first batch that returns one, and *first
+step* spans the skipped batches too. The csx strategy starts the clock
 earlier (when ``fit()`` hands it the model), adds its own phases (construct, materialize,
 trace), and prints the line without being asked: it drives a clock of its own from its hooks
 when the Trainer has no TimeToFirstLoss callback (so it costs no callback on every step).
@@ -78,7 +80,7 @@ class TimeToFirstLoss(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: STEP_OUTPUT, batch: Any, batch_idx: int
     ) -> None:
-        if self._reported:
+        if self._reported or skipped(pl_module, outputs):  # a skipped batch: the first loss is still to come
             return
         loss = loss_of(outputs)
         if isinstance(loss, torch.Tensor) and pl_module.automatic_optimization:
@@ -94,7 +96,8 @@ class TimeToFirstLoss(Callback):
             self._first_step_start = time.perf_counter()
 
     def step_ended(self, trainer: Trainer, loss: Any) -> None:
-        """A training step ended with ``loss``: after the first one, report once."""
+        """A training step ended with ``loss``: after the first one, report once. Callers leave out the
+        steps that skipped their batch (:func:`skipped`): they have no loss yet."""
         if self._reported or self._start is None or self._first_step_start is None:
             return
         end = time.perf_counter()
@@ -130,3 +133,10 @@ class TimeToFirstLoss(Callback):
 def loss_of(output: STEP_OUTPUT) -> Any:
     """The loss in a ``training_step``'s output: the output itself, or its ``"loss"`` entry."""
     return output.get("loss") if isinstance(output, Mapping) else output
+
+
+def skipped(module: LightningModule, output: STEP_OUTPUT) -> bool:
+    """Whether a ``training_step`` output skipped its batch: no loss under automatic optimization, where
+    Lightning then runs no backward and the update has no gradients to apply. Under manual optimization
+    the step made its own updates whatever it returns."""
+    return module.automatic_optimization and loss_of(output) is None

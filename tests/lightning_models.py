@@ -52,6 +52,25 @@ class Regressor(LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": schedule}
 
 
+class SkipsFirst(Regressor):
+    """Skips its first batch (``training_step`` returns None, as a warmup does: Lightning runs no backward).
+
+    With ``reads``, the steps after it read the loss to the host, which the csx trace check refuses.
+    """
+
+    def __init__(self, reads: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reads = reads
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor | None:
+        loss = super().training_step(batch, batch_idx)
+        if batch_idx == 0:
+            return None
+        if self.reads:
+            self.log("read_loss", loss.item())
+        return loss
+
+
 def data(n: int = 64, batch_size: int = 8) -> DataLoader:
     generator = torch.Generator().manual_seed(7)
     x = torch.randn(n, 6, generator=generator)
@@ -60,7 +79,7 @@ def data(n: int = 64, batch_size: int = 8) -> DataLoader:
 
 
 class Losses(Callback):
-    """Every training loss, as the step produced it (a test-only host read per step)."""
+    """Every training loss, as the step produced it (a test-only host read per step); none for a skipped batch."""
 
     def __init__(self) -> None:
         self.values: list[torch.Tensor] = []
@@ -68,7 +87,8 @@ class Losses(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self.values.append(outputs["loss"].detach().clone())
+        if "loss" in outputs:  # a batch whose training_step returned None was skipped: Lightning hands {}
+            self.values.append(outputs["loss"].detach().clone())
 
 
 def trainer(strategy: Any = "auto", **kwargs: Any) -> Trainer:

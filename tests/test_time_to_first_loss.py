@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
-from lightning_models import Regressor, fit
+from lightning_models import Regressor, SkipsFirst, fit
 
 from cs_lightning import TimeToFirstLoss
 
@@ -99,6 +99,36 @@ def test_csx_prints_the_loss_training_step_returned(caplog: pytest.LogCaptureFix
         fit(model, "csx", steps=2, accumulate_grad_batches=accumulate)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
     assert len(lines) == 1 and lines[0].endswith(f"first loss {model.returned[0].item():.6g}")
+
+
+class SlowSkip(SkipsFirst):
+    """Takes 0.2 s over the batch it skips: time before the first loss."""
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor | None:
+        if batch_idx == 0:
+            time.sleep(0.2)
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize(("strategy", "callback"), [("auto", True), ("csx", True), ("csx", False)])
+def test_a_skipped_first_batch_is_no_loss_the_clock_runs_to_the_next_one(
+    strategy: str, callback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    torch.manual_seed(0)
+    _, auto = fit(SkipsFirst(), "auto", steps=3)
+    first_loss = auto.values[0].item()  # the second batch's: the first returned None
+    clock = TimeToFirstLoss()
+    torch.manual_seed(0)
+    with caplog.at_level(logging.INFO):
+        fit(SlowSkip(), strategy, steps=3, callbacks=[clock] if callback else [])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
+    assert len(lines) == 1 and lines[0].endswith(f"first loss {first_loss:.6g}")
+    if callback:
+        assert clock.metrics["ttfl/loss"] == first_loss
+        assert clock.metrics["ttfl/first_step"] >= 0.2  # the skipped batch counts
+        assert clock.metrics["ttfl/total"] == pytest.approx(
+            clock.metrics["ttfl/setup"] + clock.metrics["ttfl/first_step"]
+        )
 
 
 def test_the_line_is_not_written_onto_the_progress_bar(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torchmetrics
 from lightning.pytorch import LightningModule, Trainer
+from lightning_models import SkipsFirst, fit
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -439,6 +440,17 @@ def test_under_manual_optimization_a_read_before_the_update_is_refused_before_it
     )
     with pytest.raises(GraphBreakError, match=rf"line {_line_of(ManualReads, 'if loss > 0:')}"):
         trainer.fit(model, data)
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_a_skipped_first_step_is_no_verdict_the_next_step_is_refused_before_its_update(accumulate: int) -> None:
+    """The first step returns None (skipped) before the host read the later ones make: the check
+    goes on to the first step that returns a loss (it used to pass the skipped step and check no more)."""
+    model = SkipsFirst(reads=True)
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(GraphBreakError, match=rf'lightning_models.py", line {_line_of(SkipsFirst, "loss.item()")}'):
+        fit(model, "csx", steps=4, accumulate_grad_batches=accumulate)
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 

@@ -4,6 +4,7 @@ import argparse
 import dataclasses
 import enum
 import json
+import logging
 import multiprocessing
 import os
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.pytorch import LightningModule, Trainer
+from lightning_models import Regressor, SkipsFirst, fit
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -139,6 +141,36 @@ def test_other_input_shapes_miss(tmp_path: Path) -> None:
     )
     trainer.fit(net(), DataLoader(data, batch_size=3))
     assert len(TraceCache().entries()) == 2
+
+
+def test_a_skipped_step_leaves_no_pass_and_the_next_run_checks_the_step_after_it() -> None:
+    fit(SkipsFirst(reads=True), "csx", steps=1)  # only the skipped batch ran: it vouches for nothing
+    assert TraceCache().entries() == []
+    with pytest.raises(GraphBreakError, match="loss.item()"):
+        fit(SkipsFirst(reads=True), "csx", steps=2)
+
+
+class _ManualReturnsNothing(Regressor):
+    """Manual optimization: the step makes its own update and returns nothing, as such steps often do."""
+
+    def __init__(self) -> None:
+        super().__init__(optimizer="sgd")
+        self.automatic_optimization = False
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(super().training_step(batch, batch_idx))
+        optimizer.step()
+
+
+def test_under_manual_optimization_a_step_returning_none_is_a_verdict(caplog: pytest.LogCaptureFixture) -> None:
+    """It ran its update under the check: its pass is remembered and the clock reports at its end."""
+    with caplog.at_level(logging.INFO):
+        fit(_ManualReturnsNothing(), "csx", steps=1)
+    assert len(TraceCache().entries()) == 1
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
+    assert len(lines) == 1 and "first loss" not in lines[0].removeprefix("Time to first loss")
 
 
 @pytest.mark.parametrize("changed", ["torch", "cs_lightning"])

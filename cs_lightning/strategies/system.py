@@ -7,7 +7,8 @@
   leaves it (when the recorded draws' counts are known), so random numbers drawn before ``fit`` are eager's.
 * Lazy factories: ``configure_optimizers()`` runs after materialization; a closed-form
   scheduler returned bare steps every optimizer step.
-* Traced execution: the first training step runs as a CS-X traces it (``trace.lazy_trace``):
+* Traced execution: the first training step runs as a CS-X traces it (``trace.lazy_trace``), and so
+  does each next one until a step returns a loss (one returning None skipped its batch: no verdict):
   a host read or a value-dependent shape in the user's code fails before the update it precedes,
   with the file and line; a step that passed before is not checked again (``trace_cache``); ``compile=True``
   compiles the training step's forward and the optimizer update, with learning rates held as in-place tensors
@@ -52,7 +53,7 @@ from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.schedulers.resume import check_checkpoint
 from cs_lightning.step_closure import StepBoundary
-from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of
+from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of, skipped
 from cs_lightning.trace_cache import TraceCache
 
 INIT_MODES = ("exact", "independent")
@@ -365,14 +366,14 @@ class CSXSystemMixin(Strategy):
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
         """The first ``training_step`` runs as a CS-X traces it (``trace.lazy_trace``): the
         check is the step itself, and a host read or a value-dependent shape in the user's
-        code is refused before the update it precedes.
+        code is refused before the update it precedes. A step that skips its batch (returns
+        None) is no verdict: the next step is checked too.
 
         A step whose code and input shapes passed the check before, in this run or any
         earlier one (see ``cs_lightning.trace_cache``), is not checked again.
         """
         module = self._connected_module
         if self._check_pending:
-            self._check_pending = False
             output = self._checked_training_step(args, kwargs)
         elif self._capture is not None:
             # only the step runs compiled: the model's calls elsewhere (sampling in a hook) stay eager
@@ -395,11 +396,17 @@ class CSXSystemMixin(Strategy):
         code = trace.fingerprint(module)  # read at the step it vouches for, and only when checking
         key = None if code is None else cache.key(code, args, options)
         if key is not None and cache.hit(key):
+            self._check_pending = False
             return super().training_step(*args, **kwargs)
         started = time.perf_counter()
         with trace.lazy_trace(module):
             output = super().training_step(*args, **kwargs)
         self._add_phase("trace", time.perf_counter() - started)
+        if skipped(module, output):
+            # a skipped step returns early (a warmup `return None`), before most of what a real step runs:
+            # no verdict, so nothing is remembered and the next step is checked, before its update
+            return output
+        self._check_pending = False
         if key is not None and self.global_rank == 0:
             # rank 0 vouches for all: a read only rank 0 makes (self.print) fails there, after the others passed
             cache.store(key, {"model": type(module).__qualname__})
@@ -447,7 +454,8 @@ class CSXSystemMixin(Strategy):
 
     def _end_step(self) -> None:
         self._step.end()
-        if self._driven_clock is not None:
+        # a step whose batches all skipped (returned None) has no loss to report: the clock runs on
+        if self._driven_clock is not None and not skipped(self._connected_module, self._first_loss):
             self._driven_clock.step_ended(self._connected_module.trainer, self._first_loss)
 
     def _is_recorded(self, module: nn.Module | None) -> bool:
