@@ -99,6 +99,24 @@ class Language(LightningModule):
         }
 
 
+class LateHead(Language):
+    """:class:`Language` with one more layer, ``late``, that joins the loss at step 2 (a layer unfrozen then):
+    before, it gets no gradient, so AdamW holds no state for it, and a checkpoint saved then has none.
+    Made first, so that its parameters come before the others in the optimizer."""
+
+    def configure_model(self) -> None:
+        if self.net is None:
+            self.late = nn.Linear(VOCAB, VOCAB)  # 37 rows: uneven over 2 ranks
+        super().configure_model()
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        if self.global_step < 2:
+            return self.loss(batch)
+        tokens, targets = batch
+        logits = self(tokens)
+        return nn.functional.cross_entropy((logits + self.late(logits)).flatten(0, 1), targets.flatten())
+
+
 class ReadsAValue(nn.Module):
     """A constructor that reads a random value, then makes more tensors: the recording runs what it holds at the
     read (eager's values and stream, in memory then) and goes on recording."""

@@ -15,9 +15,10 @@ import torch
 from conftest import REPO
 from lightning.pytorch import seed_everything
 from torch import nn
+from torch.distributed.checkpoint import FileSystemReader
 
 sys.path.insert(0, str(REPO / "tests"))
-from sharded_models import Language, Net
+from sharded_models import Language, LateHead, Net
 
 from cs_lightning.deferred import materialize, recording
 
@@ -216,7 +217,7 @@ RESUME_SCRIPT = textwrap.dedent(
     from lightning.pytorch.callbacks import ModelCheckpoint
     from torch.distributed.tensor import DTensor
     from cs_lightning import CSXFSDPStrategy
-    from sharded_models import Language, tokens
+    from sharded_models import {model}, tokens
 
     class Record(Callback):
         def __init__(self):
@@ -237,7 +238,7 @@ RESUME_SCRIPT = textwrap.dedent(
         trainer = Trainer(strategy=CSXFSDPStrategy(state_dict_type={kind!r}), devices={world}, accelerator="cpu",
                           max_steps=4, logger=False, enable_progress_bar=False, enable_model_summary=False,
                           callbacks=[record, saving])
-        model = Language()
+        model = {model}()
         trainer.fit(model, tokens(n=16), ckpt_path=ckpt_path)
         optimizer = trainer.optimizers[0]
         state = {{k: (v.full_tensor() if isinstance(v, DTensor) else v).detach() for k, v in model.state_dict().items()}}
@@ -268,7 +269,7 @@ RESUME_SCRIPT = textwrap.dedent(
 def test_resume_from_a_checkpoint_is_exact(tmp_path: Path, kind: str) -> None:
     world = 2
     script = tmp_path / "resume.py"
-    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests"), kind=kind, world=world))
+    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests"), kind=kind, world=world, model="Language"))
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     saved = tmp_path / "saved" / "epoch=0-step=2.ckpt"
@@ -288,6 +289,41 @@ def test_resume_from_a_checkpoint_is_exact(tmp_path: Path, kind: str) -> None:
         # written in on_train_start, after the loop drew its data loader's seed, which a resumed run draws again
         assert report["start"] == {**expected, "n": 4, "rng": False}
         assert report["uninterrupted_steps"] == [4.0]
+
+
+@pytest.mark.parametrize("kind", ["sharded", "full"])
+def test_resume_is_exact_when_a_parameter_had_no_optimizer_state_yet(tmp_path: Path, kind: str) -> None:
+    """A sharded checkpoint saved while a parameter had no AdamW state (no gradient yet) failed to load with
+    'Missing key in checkpoint state_dict: optimizer_0.state.late.weight.step': the state to load into gave
+    every parameter one. The parameter stays without state, as in the uninterrupted run."""
+    world = 2
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests"), kind=kind, world=world, model="LateHead"))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    saved = tmp_path / "saved" / "epoch=0-step=2.ckpt"
+    module = LateHead()
+    module.configure_model()
+    names = [name for name, _ in module.named_parameters()]
+    assert names[:2] == ["late.weight", "late.bias"]  # first in the optimizer: the others' state keys follow them
+    if kind == "sharded":
+        keys = FileSystemReader(saved).read_metadata().state_dict_metadata
+        with_state = [name for name in names if f"optimizer_0.state.{name}.step" in keys]
+    else:  # by position in the optimizer: it loads into the unsharded model's own
+        optimizer = module.configure_optimizers()["optimizer"]
+        optimizer.load_state_dict(torch.load(saved, weights_only=False)["optimizer_states"][0])
+        steps = {
+            name: float(optimizer.state[p]["step"]) for name, p in module.named_parameters() if p in optimizer.state
+        }
+        assert set(steps.values()) == {2.0}
+        with_state = list(steps)
+    assert with_state == names[2:]  # saved without state for late.*
+    for rank in range(world):
+        report = json.loads((tmp_path / f"resume{rank}.json").read_text())
+        expected = {"losses": True, "lrs": True, "weights": True, "moments": True, "steps": True, "rng": True}
+        assert report["step2"] == {**expected, "n": 2}
+        assert report["start"] == {**expected, "n": 4, "rng": False}  # before the first step: no state at all
+        assert report["uninterrupted_steps"] == [2.0, 4.0]  # late.* stepped from step 2 on
 
 
 MEMORY_SCRIPT = textwrap.dedent(

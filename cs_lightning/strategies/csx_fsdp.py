@@ -231,7 +231,8 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
 
     @override
     def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
-        """Each rank takes its rows of the optimizer state; a state saved before the first step is empty."""
+        """Each rank takes its rows of the optimizer state; a state saved before the first step is empty, and a
+        parameter saved without state (no gradient yet) is left without, as ``Optimizer.load_state_dict`` does."""
         self._check_checkpoint_schedulers(checkpoint)
         source = checkpoint["state_dict"]
         for k, optimizer in enumerate(self.optimizers):
@@ -241,10 +242,14 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             key = f"optimizer_{k}"
             if not any(name.startswith(f"{key}.state.") for name in source.keys):
                 continue  # saved before the first step: nothing to load
-            # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten)
-            state = {key: get_optimizer_state_dict(self._module(), optimizer)}
+            # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten),
+            # cut to the parameters the folder holds a state for: DCP refuses to load a key it lacks
+            own = get_optimizer_state_dict(self._module(), optimizer)
+            state = {key: _held_states(own, f"{key}.state", source.keys)}
             dcp_load(state, checkpoint_id=source.path)
-            set_optimizer_state_dict(self._module(), optimizer, state[key])
+            # not strict: torch refuses a trainable parameter without state, which plain load_state_dict allows
+            options = StateDictOptions(strict=False)
+            set_optimizer_state_dict(self._module(), optimizer, state[key], options=options)
 
     @override
     def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
@@ -302,6 +307,17 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=device)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         return int(flag.item()) == 0
+
+
+def _held_states(optimizer_state: dict[str, Any], prefix: str, keys: Collection[str]) -> dict[str, Any]:
+    """``optimizer_state`` (``get_optimizer_state_dict``'s: states by parameter name) without the parameters
+    that have no entry ``<prefix>.<name>.<entry>`` among a folder's ``keys``: those had no state when saved."""
+    held = {
+        name: entries
+        for name, entries in optimizer_state["state"].items()
+        if any(f"{prefix}.{name}.{entry}" in keys for entry in entries)
+    }
+    return {**optimizer_state, "state": held}
 
 
 def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> list[nn.Module]:
