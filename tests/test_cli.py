@@ -1072,6 +1072,17 @@ ONE_LINE_FAILURES = {
         "ckpt_path: 'hpc' resumes the newest hpc_ckpt_N.ckpt that Lightning saved in trainer.default_root_dir when "
         "SLURM requeued the job, and '{tmp}' holds none; fix: give a checkpoint's path, or leave ckpt_path out",
     ),
+    "a precision none of its choices": (
+        ["fit", "--trainer.precision", "bitsandbytes"],
+        "trainer.precision: got 'bitsandbytes', which is none of its choices; fix: write one of 64, 32, 16, "
+        "transformer-engine, transformer-engine-float16, 16-true, 16-mixed, bf16-true, bf16-mixed, 32-true, 64-true, "
+        "bf16, null",
+    ),
+    "a plugin argument that has no default": (
+        ["fit", "--trainer.plugins", "TransformerEnginePrecision"],
+        "trainer.plugins.init_args.weights_dtype: lightning.pytorch.plugins.TransformerEnginePrecision requires "
+        "weights_dtype; fix: give it as trainer.plugins.init_args.weights_dtype",
+    ),
     "a precision whose package is missing": (
         ["fit", "--trainer.precision", "transformer-engine"],
         "trainer.precision: 'transformer-engine' needs transformer_engine>=0.11.0, which is not installed; fix: "

@@ -38,7 +38,7 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     (`own_commands`: those `cs-lightning` runs besides Lightning's, for the hint on a wrong one).
     An unknown key is `_unknown_key`'s: naming the closest key takes the parser."""
     required = re.search(r"arguments are required: (?:\w+\.)?(\S+)", message)
-    if required:
+    if required and not message.startswith("Parser key"):  # a block of the config; a class's own is below
         return ConfigError(
             _dotted(required.group(1)), f"missing; fix: add a {required.group(1)}: block (class_path: ...)"
         )
@@ -71,12 +71,23 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
         )
     class_problem = re.search(r"Problem with given class_path '([^']+)':\s*(.*)", detail)
     if not class_problem:
-        return _type_error(key, keyed.group(2)) or ConfigError(key, f"{detail}; fix: correct this value")
+        report = keyed.group(2)
+        return (
+            _choice_error(key, report)
+            or _type_error(key, report)
+            or ConfigError(key, f"{detail}; fix: correct this value")
+        )
     class_path, problem = class_problem.groups()
     init_arg = re.match(r'Parser key "([^"]+)":', problem)
     if init_arg:  # the class loaded; one of its init_args has a value of the wrong type
         at = (*key, "init_args", *_dotted(init_arg.group(1)))
         return _init_arg_error(at, keyed.group(2), init_arg.group(0), _refused_csx_option(at, class_path, problem))
+    needed = re.search(r"arguments are required: (\S+)", problem)
+    if needed:  # the class loaded; an argument without a default was not given
+        name, dotted = needed.group(1), ".".join(map(str, key))
+        return ConfigError(
+            (*key, "init_args", name), f"{class_path} requires {name}; fix: give it as {dotted}.init_args.{name}"
+        )
     option = re.search(r"Option '([^']+)' is not accepted", problem)
     if option:
         name = option.group(1)
@@ -281,6 +292,23 @@ def _type_error(key: KeyPath, report: str) -> ConfigError | None:
         if name == "int" and float(value).is_integer():  # 1.0e9 in YAML is a float
             fix += f", e.g. {int(float(value))}"
     return ConfigError(key, f"expected {wanted}, got {value!r}; fix: {fix}")
+
+
+def _choice_error(key: KeyPath, report: str) -> ConfigError | None:
+    """A value none of a Literal's (or a union of Literals') choices (`precision: bitsandbytes`), with the
+    choices in YAML's words; None when the type is anything else."""
+    expected = re.search(r"Subtypes: \[(.*)\]", report) or re.search(r"Expected a (typing\.Literal\[.*\])", report)
+    given = re.search(r"Given value: (.*)", report)
+    if expected is None or given is None:
+        return None
+    types = expected.group(1)
+    literals = re.findall(r"typing\.Literal\[([^\]]*)\]", types)
+    if not literals or re.sub(r"typing\.Literal\[[^\]]*\]|<class 'NoneType'>|[,\s]", "", types):
+        return None  # another type among them: not a choice among values
+    # as YAML reads them: 16 and '16' are one choice written out
+    choices = dict.fromkeys(str(value) for inner in literals for value in ast.literal_eval(f"({inner},)"))
+    listed = ", ".join(choices) + (", null" if "NoneType" in types else "")
+    return ConfigError(key, f"got {given.group(1).strip()!r}, which is none of its choices; fix: write one of {listed}")
 
 
 def _dotted(key: str) -> KeyPath:
