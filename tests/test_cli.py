@@ -581,7 +581,7 @@ BAD = {
         "fix: move it to trainer.strategy.init_args.trace_check",
     ),
     "model missing": ({"model": None}, "model", "add a model: block"),
-    "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer", "invalid strategy name"),
+    "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer.strategy", "invalid strategy name"),
     "data constructor rejects a value": (
         {"data": {"class_path": "image_classifier.DigitsData", "init_args": {"val_fraction": 2.0}}},
         "data.init_args",
@@ -1077,6 +1077,16 @@ ONE_LINE_FAILURES = {
         "trainer.precision: got 'bitsandbytes', which is none of its choices; fix: write one of 64, 32, 16, "
         "transformer-engine, transformer-engine-float16, 16-true, 16-mixed, bf16-true, bf16-mixed, 32-true, 64-true, "
         "bf16, null",
+    ),
+    "no batch per optimizer step": (
+        ["fit", "--trainer.accumulate_grad_batches", "0"],
+        "trainer.accumulate_grad_batches: got 0, and each optimizer step needs at least one batch; fix: write 1 or "
+        "more (1: no accumulation)",
+    ),
+    "a Trainer argument Lightning refuses": (
+        ["fit", "--trainer.gradient_clip_algorithm", "bogus"],
+        "trainer.gradient_clip_algorithm: MisconfigurationException: `gradient_clip_algorithm` bogus is invalid. "
+        "Allowed algorithms: ['value', 'norm'].; fix: correct trainer.gradient_clip_algorithm",
     ),
     "a plugin argument that has no default": (
         ["fit", "--trainer.plugins", "TransformerEnginePrecision"],

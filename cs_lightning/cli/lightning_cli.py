@@ -80,6 +80,16 @@ _EPILOG = (
 _LOGGING_CALLBACKS = ("LearningRateMonitor", "DeviceStatsMonitor")
 
 
+def _check_accumulation(trainer: Mapping[str, Any]) -> None:
+    """Lightning takes ``accumulate_grad_batches: 0`` and fails at the first step, dividing by it."""
+    value = trainer.get("accumulate_grad_batches")
+    if isinstance(value, int) and value < 1:
+        raise ConfigError(
+            ("trainer", "accumulate_grad_batches"),
+            f"got {value}, and each optimizer step needs at least one batch; fix: write 1 or more (1: no accumulation)",
+        )
+
+
 def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
     """Lightning refuses these at the first step, after the run has written its config.yaml."""
     if trainer.get("logger") is not False:
@@ -218,6 +228,7 @@ class CSLightningCLI(LightningCLI):
         trainer = config.get("trainer") or {}
         if self.config.get("subcommand") == "fit":  # validate/test/predict run them without a logger
             _check_callbacks_have_a_logger(trainer)
+            _check_accumulation(trainer)
         _check_strategy_string(trainer)
         _check_strategy_options(trainer)
         self.make_optimizer, self.make_schedulers = _run_factories(config)
