@@ -305,8 +305,10 @@ def _choice_error(key: KeyPath, report: str) -> ConfigError | None:
     literals = re.findall(r"typing\.Literal\[([^\]]*)\]", types)
     if not literals or re.sub(r"typing\.Literal\[[^\]]*\]|<class 'NoneType'>|[,\s]", "", types):
         return None  # another type among them: not a choice among values
-    # as YAML reads them: 16 and '16' are one choice written out
-    choices = dict.fromkeys(str(value) for inner in literals for value in ast.literal_eval(f"({inner},)"))
+    try:  # as YAML reads them: 16 and '16' are one choice written out
+        choices = dict.fromkeys(str(value) for inner in literals for value in ast.literal_eval(f"({inner},)"))
+    except (ValueError, SyntaxError):  # a choice Python cannot read back (an enum member): said as reported
+        return None
     listed = ", ".join(choices) + (", null" if "NoneType" in types else "")
     return ConfigError(key, f"got {given.group(1).strip()!r}, which is none of its choices; fix: write one of {listed}")
 

@@ -226,8 +226,8 @@ class CSLightningCLI(LightningCLI):
             raise unknown from None
         config = self.config.get(str(self.config.get("subcommand")), self.config)
         trainer = config.get("trainer") or {}
-        if self.config.get("subcommand") == "fit":  # validate/test/predict run them without a logger
-            _check_callbacks_have_a_logger(trainer)
+        if self.config.get("subcommand") == "fit":  # what only training reads
+            _check_callbacks_have_a_logger(trainer)  # validate/test/predict run them without a logger
             _check_accumulation(trainer)
         _check_strategy_string(trainer)
         _check_strategy_options(trainer)
