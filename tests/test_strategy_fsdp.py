@@ -265,14 +265,19 @@ RESUME_SCRIPT = textwrap.dedent(
 )
 
 
+def _run_resume_script(tmp_path: Path, kind: str, model: str, world: int) -> Path:
+    """RESUME_SCRIPT on ``world`` processes with the ``model`` of sharded_models; the checkpoint it saved at step 2."""
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests"), kind=kind, world=world, model=model))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return tmp_path / "saved" / "epoch=0-step=2.ckpt"
+
+
 @pytest.mark.parametrize("kind", ["sharded", "full"])
 def test_resume_from_a_checkpoint_is_exact(tmp_path: Path, kind: str) -> None:
     world = 2
-    script = tmp_path / "resume.py"
-    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests"), kind=kind, world=world, model="Language"))
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    saved = tmp_path / "saved" / "epoch=0-step=2.ckpt"
+    saved = _run_resume_script(tmp_path, kind, "Language", world)
     assert saved.is_dir() if kind == "sharded" else saved.is_file()
     if kind == "full":  # a plain single-file Lightning checkpoint: it loads into the unsharded model
         checkpoint = torch.load(saved, weights_only=False)
@@ -297,11 +302,7 @@ def test_resume_is_exact_when_a_parameter_had_no_optimizer_state_yet(tmp_path: P
     'Missing key in checkpoint state_dict: optimizer_0.state.late.weight.step': the state to load into gave
     every parameter one. The parameter stays without state, as in the uninterrupted run."""
     world = 2
-    script = tmp_path / "resume.py"
-    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests"), kind=kind, world=world, model="LateHead"))
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    saved = tmp_path / "saved" / "epoch=0-step=2.ckpt"
+    saved = _run_resume_script(tmp_path, kind, "LateHead", world)
     module = LateHead()
     module.configure_model()
     names = [name for name, _ in module.named_parameters()]
