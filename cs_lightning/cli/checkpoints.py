@@ -13,6 +13,7 @@ import torch
 from jsonargparse.typing import import_object
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 
+from cs_lightning.cli.error_lines import imported_or_none
 from cs_lightning.errors import ConfigError
 
 # ckpt_path values Lightning resolves itself, not file paths.
@@ -131,7 +132,7 @@ def check_model_class(value: str, hyperparameters: Mapping[str, Any], configured
     A checkpoint without a saved class (not written through a LightningCLI) has nothing to compare.
     """
     written_by = hyperparameters.get("_class_path")
-    if written_by is None or written_by == configured or _imported(written_by) is import_object(configured):
+    if written_by is None or written_by == configured or imported_or_none(written_by) is import_object(configured):
         return
     raise ConfigError(
         "ckpt_path",
@@ -139,14 +140,6 @@ def check_model_class(value: str, hyperparameters: Mapping[str, Any], configured
         f"model.class_path to {written_by} to resume that model, or leave ckpt_path out to start {configured} "
         "from its own initial weights",
     )
-
-
-def _imported(class_path: str) -> Any:
-    """The object a dotted path names, or None when it cannot be imported (a checkpoint's module may be gone)."""
-    try:
-        return import_object(class_path)
-    except (ImportError, AttributeError, ValueError):
-        return None
 
 
 def _model_arguments(config: Any) -> dict[str, Any]:

@@ -264,11 +264,17 @@ def _arguments_of(class_path: str) -> list[str]:
 def _decided_by(class_path: str) -> Mapping[str, str]:
     """The arguments of its parent class that a class sets itself, with how (``decided_arguments``: csx_fsdp's
     data_parallel_size...): correctly spelt, they are not in its signature, so jsonargparse does not take them."""
-    try:
-        decided = getattr(import_object(class_path), "decided_arguments", None)
-    except (ImportError, AttributeError, ValueError):  # only a reason in an error line: without it the line stands
-        return {}
+    decided = getattr(imported_or_none(class_path), "decided_arguments", None)  # without it the line stands
     return decided if isinstance(decided, Mapping) else {}
+
+
+def imported_or_none(class_path: str) -> Any:
+    """The object a dotted path names, or None when it cannot be imported: for what only adds to an error
+    line (a reason, a registered name) or names a class that may be gone (a checkpoint's)."""
+    try:
+        return import_object(class_path)
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 _TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jsonargparse.typing import import_object
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
@@ -31,7 +30,13 @@ from cs_lightning.cli.checkpoints import (
     check_model_class,
     saved_hyperparameters,
 )
-from cs_lightning.cli.error_lines import _instantiation_error, _missing_package, _unknown_key, csx_option_error
+from cs_lightning.cli.error_lines import (
+    _instantiation_error,
+    _missing_package,
+    _unknown_key,
+    csx_option_error,
+    imported_or_none,
+)
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
@@ -110,10 +115,7 @@ def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
     strategy = trainer.get("strategy")
     if not isinstance(strategy, str) or not re.fullmatch(r"\w+(\.\w+)+", strategy):  # registered names have no dot
         return
-    try:
-        cls = import_object(strategy)
-    except (ImportError, AttributeError):
-        cls = None  # the class_path: form names what is wrong with the path
+    cls = imported_or_none(strategy)  # None: the class_path: form names what is wrong with the path
     # a name standing for the class with its defaults (ddp_spawn, say, stands for DDPStrategy with some set)
     named = [name for name, entry in StrategyRegistry.items() if entry["strategy"] is cls and not entry["init_params"]]
     by_name = f"its registered name {named[0]} (--trainer.strategy {named[0]}), or " if named else ""
