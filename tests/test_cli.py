@@ -1083,6 +1083,26 @@ ONE_LINE_FAILURES = {
         "trainer.accumulate_grad_batches: got 0, and each optimizer step needs at least one batch; fix: write 1 or "
         "more (1: no accumulation)",
     ),
+    "validation every 0 epochs": (
+        ["fit", "--trainer.check_val_every_n_epoch", "0"],
+        "trainer.check_val_every_n_epoch: got 0, and validation runs every N epochs; fix: write 1 or more "
+        "(limit_val_batches: 0 turns validation off; null validates by val_check_interval alone)",
+    ),
+    "a Trainer argument Lightning refuses without backquotes": (
+        ["fit", "--trainer.limit_train_batches", "-1"],
+        "trainer.limit_train_batches: MisconfigurationException: You have passed invalid value -1.0 for "
+        "limit_train_batches, it has to be in [0.0, 1.0] or an int.; fix: correct trainer.limit_train_batches",
+    ),
+    "a misspelt option in a strategy block given inline": (
+        ["fit", "--trainer.strategy", '{"class_path": "cs_lightning.CSXStrategy", "init_args": {"trace_chek": false}}'],
+        "trainer.strategy.init_args.trace_chek: cs_lightning.CSXStrategy has no such argument; "
+        "did you mean 'trace_check'? fix: remove it or correct its spelling",
+    ),
+    "a strategy block given inline that is not YAML": (
+        ["fit", "--trainer.strategy", "{class_path: cs_lightning.CSXStrategy"],
+        "trainer.strategy: '{{class_path: cs_lightning.CSXStrategy' is not a YAML/JSON mapping (expected ',' or "
+        "'}}', but got '<stream end>' at character 38); fix: correct its syntax",
+    ),
     "a Trainer argument Lightning refuses": (
         ["fit", "--trainer.gradient_clip_algorithm", "bogus"],
         "trainer.gradient_clip_algorithm: MisconfigurationException: `gradient_clip_algorithm` bogus is invalid. "

@@ -340,13 +340,11 @@ def _instantiation_error(config: Namespace, err: Exception) -> ConfigError:
                 f"{class_path.rsplit('.', 1)[-1]} failed to build: {text.split(' Given value')[0].removesuffix('.')}; "
                 f"fix: correct {key}.init_args",
             )
-    # Lightning names the Trainer argument it refuses in backquotes (`gradient_clip_algorithm` bogus is invalid)
+    # Lightning names the Trainer argument it refuses, in backquotes (`gradient_clip_algorithm` bogus is
+    # invalid) or bare (invalid value -1.0 for limit_train_batches)
     trainer = config.get("trainer")
-    named = [
-        name
-        for name in re.findall(r"`(?:Trainer\()?(\w+)[`=]", text)
-        if isinstance(trainer, Namespace) and name in trainer
-    ]
+    quoted, bare = re.findall(r"`(?:Trainer\()?(\w+)[`=]", text), re.findall(r"\b[a-z]+_\w+", text)
+    named = [name for name in quoted + bare if isinstance(trainer, Namespace) and name in trainer]
     if named:
         return ConfigError(("trainer", named[0]), f"{type(err).__name__}: {text}; fix: correct trainer.{named[0]}")
     return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")

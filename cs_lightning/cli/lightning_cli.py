@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+from jsonargparse import ArgumentParser
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.strategies import StrategyRegistry
+from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
@@ -33,6 +35,7 @@ from cs_lightning.cli.checkpoints import (
 from cs_lightning.cli.error_lines import (
     _instantiation_error,
     _missing_package,
+    _parser_error,
     _unknown_key,
     csx_option_error,
     imported_or_none,
@@ -44,28 +47,31 @@ from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 
 class _HeldRecords(logging.Filter):
-    """Hold a logger's records back until `stop()`; `replay()` then logs them.
+    """Hold some loggers' records back until `stop()`; `replay()` then logs them, in order.
 
-    Seeding logs "Seed set to N" before the model is built; when building then fails on a
-    configuration mistake, that line would spoil the one-line error.
+    Seeding logs "Seed set to N" before the model is built, and making the Trainer logs the devices
+    found before it checks its other arguments; when building then fails on a configuration
+    mistake, those lines would spoil the one-line error.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, *names: str) -> None:
         super().__init__()
-        self.logger = logging.getLogger(name)
+        self.loggers = [logging.getLogger(name) for name in names]
         self.records: list[logging.LogRecord] = []
-        self.logger.addFilter(self)
+        for logger in self.loggers:
+            logger.addFilter(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
         self.records.append(record)
         return False
 
     def stop(self) -> None:
-        self.logger.removeFilter(self)
+        for logger in self.loggers:
+            logger.removeFilter(self)
 
     def replay(self) -> None:
         for record in self.records:
-            self.logger.handle(record)
+            logging.getLogger(record.name).handle(record)
 
 
 _DESCRIPTION = "Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted."
@@ -85,14 +91,20 @@ _EPILOG = (
 _LOGGING_CALLBACKS = ("LearningRateMonitor", "DeviceStatsMonitor")
 
 
-def _check_accumulation(trainer: Mapping[str, Any]) -> None:
-    """Lightning takes ``accumulate_grad_batches: 0`` and fails at the first step, dividing by it."""
-    value = trainer.get("accumulate_grad_batches")
-    if isinstance(value, int) and value < 1:
-        raise ConfigError(
-            ("trainer", "accumulate_grad_batches"),
-            f"got {value}, and each optimizer step needs at least one batch; fix: write 1 or more (1: no accumulation)",
-        )
+# Counts Lightning takes as 0 (or below) and divides by later, at the first step or epoch end; why each needs 1
+_COUNTS = {
+    "accumulate_grad_batches": "each optimizer step needs at least one batch; fix: write 1 or more "
+    "(1: no accumulation)",
+    "check_val_every_n_epoch": "validation runs every N epochs; fix: write 1 or more (limit_val_batches: 0 turns "
+    "validation off; null validates by val_check_interval alone)",
+}
+
+
+def _check_counts(trainer: Mapping[str, Any]) -> None:
+    for key, why in _COUNTS.items():
+        value = trainer.get(key)
+        if isinstance(value, int) and value < 1:
+            raise ConfigError(("trainer", key), f"got {value}, and {why}")
 
 
 def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
@@ -113,6 +125,8 @@ def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
     """A class path given as trainer.strategy's string: jsonargparse keeps it a string (Union[str, Strategy]
     tries str first), which Lightning takes as a registered name only, and refuses as an invalid name."""
     strategy = trainer.get("strategy")
+    if isinstance(strategy, str) and strategy.lstrip().startswith("{"):
+        _check_inline_strategy(strategy)
     if not isinstance(strategy, str) or not re.fullmatch(r"\w+(\.\w+)+", strategy):  # registered names have no dot
         return
     cls = imported_or_none(strategy)  # None: the class_path: form names what is wrong with the path
@@ -125,6 +139,25 @@ def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
         f"{by_name}the class as class_path: --trainer.strategy.class_path {strategy} (in YAML, strategy: "
         f"{{class_path: {strategy}}})",
     )
+
+
+def _check_inline_strategy(text: str) -> None:
+    """A class_path block given inline (``--trainer.strategy '{class_path: ..., init_args: ...}'``) that the
+    parser refused as a Strategy, and so kept as a string: Lightning would call it an invalid strategy
+    name. Parse it alone, as a YAML block would be parsed, for the report that names what is wrong in it."""
+    try:
+        block = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        at = f" at character {err.problem_mark.column + 1}" if err.problem_mark else ""
+        raise ConfigError(
+            ("trainer", "strategy"), f"{text!r} is not a YAML/JSON mapping ({err.problem}{at}); fix: correct its syntax"
+        ) from None
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--trainer.strategy", type=Strategy)
+    try:
+        parser.parse_object({"trainer": {"strategy": block}})
+    except argparse.ArgumentError as err:
+        raise _parser_error(str(err), ()) from None
 
 
 def _check_strategy_options(trainer: Mapping[str, Any]) -> None:
@@ -180,7 +213,7 @@ class CSLightningCLI(LightningCLI):
         self.make_optimizer: OptimizerFactory | None = None
         self.make_schedulers: SchedulersFactory | None = None
         self.tagged_groups: list[param_groups.TaggedGroup] = []
-        self._seed_log: _HeldRecords | None = None
+        self._held_logs: _HeldRecords | None = None
         if imported and isinstance(args, list) and args[:1] and args[0] in self.subcommands():
             # every entry as imported (a .py file by its absolute path), last on the command line:
             # --print_config and the saved config.yaml then work from any folder
@@ -230,12 +263,12 @@ class CSLightningCLI(LightningCLI):
         trainer = config.get("trainer") or {}
         if self.config.get("subcommand") == "fit":  # what only training reads
             _check_callbacks_have_a_logger(trainer)  # validate/test/predict run them without a logger
-            _check_accumulation(trainer)
+            _check_counts(trainer)
         _check_strategy_string(trainer)
         _check_strategy_options(trainer)
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
-        self._seed_log = _HeldRecords("lightning.fabric.utilities.seed")
+        self._held_logs = _HeldRecords("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero")
 
     def _command_given(self, args: Any) -> str | None:
         """The subcommand in `args` (a list, or a dict keyed by it; None: the command line), before parsing."""
@@ -289,8 +322,8 @@ class CSLightningCLI(LightningCLI):
         self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
 
     def instantiate_classes(self) -> None:
-        seed_log = self._seed_log
-        assert seed_log is not None, "parse_arguments holds the seed log back first"
+        held_logs = self._held_logs
+        assert held_logs is not None, "parse_arguments holds the logs back first"
         try:
             super().instantiate_classes()
         except ConfigError:  # from instantiate_trainer: one line already
@@ -299,8 +332,8 @@ class CSLightningCLI(LightningCLI):
             config = self.config.get(str(self.subcommand), self.config)
             raise _instantiation_error(config, err) from err
         finally:
-            seed_log.stop()
-        seed_log.replay()
+            held_logs.stop()
+        held_logs.replay()
         if self.make_optimizer is not None:
             _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers, self.tagged_groups)
 
