@@ -22,30 +22,26 @@ reason, in the `Report` and in a comment block at the end of the written YAML, f
 the report's notes (comments keep the file valid for ``cs-lightning fit``). Nothing is
 dropped silently.
 
-`convert` is a pure function of the parsed YAML; `convert_file` reads and writes files;
-`convert_command` is the command line. Mistakes (unknown scheduler, inconsistent milestones,
-a count out of range, an optimizer number that is not one, not a Model Zoo config) raise
-`ConfigError` naming the Model Zoo key path; `cs-lightning` prints that as one line and exits
-with code 2, writing nothing.
+`convert` is a pure function of the parsed YAML and `dump` writes its text; the command
+line (`cs_lightning.cli.convert_command`) reads and writes the files. Mistakes (unknown
+scheduler, inconsistent milestones, a count out of range, an optimizer number that is not
+one, not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path;
+`cs-lightning` prints that as one line and exits with code 2, writing nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 import yaml
 
 from cs_lightning import mup, schedulers
-from cs_lightning.cache import write_atomic
-from cs_lightning.config_blocks import parse_block, read_yaml
+from cs_lightning.config_blocks import parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, probe_param_groups
@@ -818,68 +814,3 @@ def dump(config: Mapping[str, Any], report: Report) -> str:
         lines.append("# ---- notes ----")
         lines += ["# - " + note.replace("\n", " ") for note in report.notes]
     return "\n".join(lines) + "\n"
-
-
-def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Report:
-    """Convert the Model Zoo YAML at `src` and write the cs-lightning YAML to `out`.
-
-    `out` is refused when it is `src` itself (even with `force`: the input would be lost)
-    or, unless `force`, when it exists. The text goes through a temporary file renamed
-    into place, so an interrupted or failed convert leaves `out` as it was.
-    """
-    src, out = Path(src), Path(out)
-    config, repeated = read_yaml(src, "source", same_value_ok=True)
-    _check_out(src, out, force)
-    converted, report = convert(config, source=str(src))
-    report.notes += repeated
-    try:
-        write_atomic(out, dump(converted, report).encode())
-    except OSError as err:
-        raise ConfigError(
-            "--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a path in an existing folder"
-        ) from None
-    return report
-
-
-def _check_out(src: Path, out: Path, force: bool) -> None:
-    """Refuse an output path that is the input, a folder, in no folder, or (without `force`) a file."""
-    if out.exists() and os.path.samefile(out, src):  # also through a link
-        raise ConfigError(
-            "--out",
-            f"{str(out)!r} is the input file; converting over it would destroy it; fix: give another output path",
-        )
-    if out.is_dir():
-        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'run.yaml')!r}")
-    if not out.parent.is_dir():  # write_atomic would make it; a typo should not make folders
-        raise ConfigError(
-            "--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; fix: give a path in an existing folder"
-        )
-    if out.exists() and not force:
-        raise ConfigError(
-            "--out", f"{str(out)!r} already exists; fix: give another path, or pass --force to overwrite it"
-        )
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    """argparse that raises instead of printing its usage, so a mistake stays one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError("convert", f"{message}; fix: cs-lightning convert modelzoo.yaml -o run.yaml")
-
-
-def convert_command(argv: Sequence[str]) -> None:
-    """`cs-lightning convert modelzoo.yaml -o run.yaml`: prints the report once the file is written.
-
-    A mistake raises `ConfigError`; `cs_lightning.cli.main` turns it into the one error line
-    and exit code 2 that every subcommand gives, before anything is printed or written.
-    """
-    parser = _ArgumentParser(
-        prog="cs-lightning convert", description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML."
-    )
-    parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
-    parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
-    parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
-    opts = parser.parse_args(list(argv))
-    report = convert_file(opts.source, opts.out, force=opts.force)
-    print(report.format())
-    print(f"wrote {opts.out}")

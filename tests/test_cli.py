@@ -856,7 +856,7 @@ def test_schedule_out_names_the_file_it_writes_and_never_overwrites_without_forc
     before = snapshot(tmp_path)
     for out, problem in (
         ("myplot.png", "'myplot.png' already exists; fix: give another path, or pass --force to overwrite it"),
-        ("run.yaml", "'run.yaml' is a --config file; fix: give another output path"),
+        ("run.yaml", "'run.yaml' is a --config file; writing over it would destroy it; fix: give another output path"),
         ("plots", "'plots' is a folder; fix: give a file path such as 'plots/lr.png'"),  # wrote plots.png beside it
     ):
         force = ["--force"] if out == "run.yaml" else []  # --force never writes over a config

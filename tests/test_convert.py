@@ -12,7 +12,8 @@ from conftest import REPO, run_cli, snapshot
 
 from cs_lightning import schedulers
 from cs_lightning.cli import main
-from cs_lightning.convert import convert, convert_command, convert_file, probe_optimizer
+from cs_lightning.cli.convert_command import convert_command, convert_file
+from cs_lightning.convert import convert, probe_optimizer
 from cs_lightning.errors import ConfigError, format_key_path
 
 DATA = REPO / "tests" / "data" / "modelzoo"
@@ -364,7 +365,7 @@ def test_convert_never_writes_over_its_input(force, tmp_path):
         result = run_cli("convert", "mz.yaml", "-o", out, *force, cwd=tmp_path)
         assert (result.returncode, result.stdout) == (2, "")
         assert result.stderr == (
-            f"cs-lightning: error: --out: '{out}' is the input file; converting over it "
+            f"cs-lightning: error: --out: '{out}' is the input file; writing over it "
             "would destroy it; fix: give another output path\n"
         )
     assert snapshot(tmp_path) == before

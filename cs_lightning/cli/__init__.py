@@ -47,6 +47,7 @@ from tqdm import tqdm
 
 from cs_lightning.cli.cache_command import _cache_command
 from cs_lightning.cli.config_files import _run_imports
+from cs_lightning.cli.convert_command import convert_command
 from cs_lightning.cli.error_lines import _parser_error
 from cs_lightning.cli.lightning_cli import CSLightningCLI
 from cs_lightning.cli.schedule_command import _schedule_command
@@ -55,17 +56,10 @@ from cs_lightning.errors import CSLightningError
 __all__ = ["CSLightningCLI", "main"]
 
 
-def _convert_command(argv: Sequence[str]) -> None:
-    """`cs-lightning convert`, imported only when run."""
-    from cs_lightning.convert import convert_command
-
-    convert_command(argv)
-
-
 # Commands run before Lightning's parser sees the arguments (its own: fit, validate, test, predict).
 _OWN_COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
     "schedule": _schedule_command,
-    "convert": _convert_command,
+    "convert": convert_command,
     "cache": _cache_command,
 }
 

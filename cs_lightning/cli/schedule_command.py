@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,10 +11,10 @@ import torch
 
 from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
-from cs_lightning.cache import write_atomic
 from cs_lightning.cli.config_files import _load_yaml, _merged, _run_imports
 from cs_lightning.cli.error_lines import _OneLineParser, unknown_key_error
 from cs_lightning.cli.optimization import _run_factories
+from cs_lightning.cli.output_file import check_output_path, write_output
 from cs_lightning.errors import ConfigError
 from cs_lightning.schedulers.registry import named_tags
 
@@ -92,24 +91,12 @@ def _constant_schedule(optimizer: torch.optim.Optimizer) -> list:
 
 
 def _picture_path(given: str, configs: Sequence[Path], force: bool) -> Path:
-    """The file `--out` names: with `.png` added when it has no extension (what matplotlib
-    would write, said out loud); refused when it is a config, a folder, in no folder, or
-    (without `force`) an existing file."""
+    """The file `--out` names, with `.png` added when it has no extension (what matplotlib
+    would write, said out loud), checked as every command's output is."""
     out = Path(given)
     if not out.suffix and not out.is_dir():  # `--out runs`, a folder, means it, not runs.png beside it
         out = out.with_name(out.name + ".png")
-    if out.is_dir():
-        raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / 'lr.png')!r}")
-    if not out.parent.is_dir():
-        raise ConfigError(
-            "--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; fix: give a path in an existing folder"
-        )
-    if out.exists() and any(os.path.samefile(out, config) for config in configs):
-        raise ConfigError("--out", f"{str(out)!r} is a --config file; fix: give another output path")
-    if out.exists() and not force:
-        raise ConfigError(
-            "--out", f"{str(out)!r} already exists; fix: give another path, or pass --force to overwrite it"
-        )
+    check_output_path(out, configs, force, inputs_are="a --config file", example="lr.png")
     return out
 
 
@@ -122,7 +109,4 @@ def _write_picture(figure: Any, out: Path) -> None:
         raise ConfigError(
             "--out", f"cannot write {str(out)!r}: {err}; fix: end the path in .png, .pdf or .svg"
         ) from None
-    try:
-        write_atomic(out, buffer.getvalue())
-    except OSError as err:
-        raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a writable path") from None
+    write_output(out, buffer.getvalue())

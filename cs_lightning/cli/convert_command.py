@@ -1,0 +1,45 @@
+"""`cs-lightning convert modelzoo.yaml -o run.yaml`: a Model Zoo config turned into a run.yaml."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from cs_lightning.cli.error_lines import _OneLineParser
+from cs_lightning.cli.output_file import check_output_path, write_output
+from cs_lightning.config_blocks import read_yaml
+from cs_lightning.convert import Report, convert, dump
+
+
+def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Report:
+    """Convert the Model Zoo YAML at `src` and write the cs-lightning YAML to `out`.
+
+    `out` is refused when it is `src` itself (even with `force`: the input would be lost)
+    or, unless `force`, when it exists. The text goes through a temporary file renamed
+    into place, so an interrupted or failed convert leaves `out` as it was.
+    """
+    src, out = Path(src), Path(out)
+    config, repeated = read_yaml(src, "source", same_value_ok=True)
+    check_output_path(out, [src], force, inputs_are="the input file", example="run.yaml")
+    converted, report = convert(config, source=str(src))
+    report.notes += repeated
+    write_output(out, dump(converted, report).encode())
+    return report
+
+
+def convert_command(argv: Sequence[str]) -> None:
+    """Print the report once the file is written.
+
+    A mistake raises `ConfigError`; `cs_lightning.cli.main` turns it into the one error line
+    and exit code 2 that every subcommand gives, before anything is printed or written.
+    """
+    parser = _OneLineParser(
+        prog="cs-lightning convert", description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML."
+    )
+    parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
+    parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
+    parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
+    opts = parser.parse_args(list(argv))
+    report = convert_file(opts.source, opts.out, force=opts.force)
+    print(report.format())
+    print(f"wrote {opts.out}")
