@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import logging
 import math
 import os
 import re
@@ -289,6 +290,21 @@ def test_ckpt_path_hpc_and_last_keep_lightnings_meaning(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match=r'ckpt_path="last"\) is set, but there is no last checkpoint available'):
         assert main(["fit", "--config", str(path), "--ckpt_path", "last", "--trainer.max_steps", "1"]) == 0
     assert metrics(tmp_path, version=2)["train_loss"].keys() == {0}
+
+
+def test_a_clock_in_the_config_is_the_runs_only_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The CLI's own TimeToFirstLoss (for the Done: line) stands aside for one the config lists:
+    one Time to first loss line, the one logged, the one the Done: line names."""
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"]["callbacks"] = [{"class_path": "cs_lightning.TimeToFirstLoss"}]
+    with caplog.at_level(logging.INFO):
+        assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 0
+    (line,) = [record.message for record in caplog.records if record.message.startswith("Time to first loss")]
+    logged = metrics(tmp_path)["ttfl/total"][0]
+    assert line.startswith(f"Time to first loss: {logged:.2f} s")
+    assert f"| time to first loss {logged:.2f} s |" in _done_line(capsys)
 
 
 def test_the_done_line_names_no_checkpoint_when_the_run_wrote_none(

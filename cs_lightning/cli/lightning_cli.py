@@ -357,6 +357,7 @@ class CSLightningCLI(LightningCLI):
             # does not (running those hooks early would run the user's code twice): configure_optimizers
             # refuses its globs, after the Trainer's start
             param_groups.split(param_groups.trainable(self.model), self.tagged_groups)
+        self.trainer_defaults = _one_clock(self.trainer_defaults, self._get(self.config_init, "trainer", default={}))
         try:
             return super().instantiate_trainer(**kwargs)
         except ModuleNotFoundError as err:  # Lightning's way of saying an optional package is missing
@@ -366,6 +367,16 @@ class CSLightningCLI(LightningCLI):
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
             print(_run_summary(self.trainer, self._fit_started))
+
+
+def _one_clock(defaults: dict[str, Any], trainer: Mapping[str, Any]) -> dict[str, Any]:
+    """The CLI adds a `TimeToFirstLoss` to every run's callbacks, for its Done: line; when the config lists
+    one too, that one is the run's clock (a second would print a second, later line)."""
+    given = trainer.get("callbacks") or []
+    if not any(isinstance(callback, TimeToFirstLoss) for callback in (given if isinstance(given, list) else [given])):
+        return defaults
+    kept = [callback for callback in defaults.get("callbacks", []) if not isinstance(callback, TimeToFirstLoss)]
+    return {**defaults, "callbacks": kept}
 
 
 # What validate/test/predict run: the model's step method and the loader it reads.
