@@ -237,22 +237,23 @@ def _type_names(check: type | tuple[type, ...]) -> str:
 # ---------------------------------------------------------------------- shared parts
 
 
-def _precision(out: _Output, enabled_key: KeyPath, type_key: KeyPath) -> None:
-    """Mixed-precision switch and format -> trainer.precision."""
-    enabled, fp16_type = out.source.get(enabled_key), out.source.get(type_key)
-    if enabled is None and fp16_type is None:
+def _precision(out: _Output, enabled_key: KeyPath, type_key: KeyPath, half_type: str | None = None) -> None:
+    """Mixed-precision switch and format -> trainer.precision (`half_type`: the format, when `type_key`
+    holds a switch rather than its name, as legacy `use_bfloat16` does)."""
+    enabled, given = out.source.get(enabled_key), out.source.get(type_key)
+    if enabled is None and given is None:
         return
     if enabled is False:
         out.set("trainer.precision", "32-true", enabled_key)
-        if fp16_type is not None:
+        if given is not None:
             out.record(type_key, "trainer.precision")
         return
-    fp16_type = fp16_type or "float16"  # cerebras.pytorch's default half type
+    fp16_type = half_type or given or "float16"  # cerebras.pytorch's default half type
     if fp16_type not in _PRECISION:
         raise ConfigError(type_key, f"unknown half-precision type {fp16_type!r}; fix: use one of {sorted(_PRECISION)}")
-    out.set("trainer.precision", _PRECISION[fp16_type], type_key)
-    if enabled is not None:
-        out.record(enabled_key, "trainer.precision")
+    for key, value in ((enabled_key, enabled), (type_key, given)):  # the keys the source has
+        if value is not None:
+            out.set("trainer.precision", _PRECISION[fp16_type], key)
     if fp16_type == "cbfloat16":
         out.report.notes.append("cbfloat16 is a CS-X format; bf16-mixed is the closest Lightning precision")
     if fp16_type == "float16":
@@ -634,10 +635,13 @@ def _legacy_layout(out: _Output) -> None:
     out.take(("runconfig", "model_dir"), "trainer.default_root_dir", str)
     _take_count(out, ("runconfig", "num_csx"), "trainer.devices")
     out.take(("runconfig", "checkpoint_path"), "ckpt_path", str)
-    if src.get(("model", "use_bfloat16")) is True and src.get(("model", "fp16_type")) is None:
-        out.set("trainer.precision", "bf16-mixed", ("model", "use_bfloat16"))
-    else:
-        _precision(out, ("model", "mixed_precision"), ("model", "fp16_type"))
+    mixed, use_bfloat16 = ("model", "mixed_precision"), ("model", "use_bfloat16")
+    bfloat16 = src.get(use_bfloat16)
+    if bfloat16 is None or src.get(("model", "fp16_type")) is not None:
+        _precision(out, mixed, ("model", "fp16_type"))
+    elif bfloat16 or src.get(mixed) is not None:
+        # Model Zoo 1.x: mixed_precision switches half precision on; use_bfloat16 picks bfloat16 over float16
+        _precision(out, mixed, use_bfloat16, "bfloat16" if bfloat16 else "float16")
     _clipping(out, ("optimizer",))
     _loss_scaling(out, ("optimizer", "loss_scaling_factor"))
     accum = ("optimizer" if src.get(("optimizer", "grad_accum_steps")) is not None else "runconfig", "grad_accum_steps")

@@ -87,7 +87,7 @@ def param_group_entries(
             notes.append(
                 f"{where}: {scale} -> param_groups (tag {tag}): {wording} {patterns}; "
                 "ScalePerParamLR multiplies the scale into their schedule; edit params: to your model's "
-                "parameter names (fit refuses globs that match none)"
+                "parameter names (fit refuses an entry whose globs all match none)"
             )
     return entries, notes, skipped
 

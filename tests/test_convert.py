@@ -137,6 +137,30 @@ def test_legacy_config():
     assert (("optimizer", "log_summaries"), True, "Model Zoo summaries: use Lightning loggers") in report.unmapped
 
 
+@pytest.mark.parametrize(
+    ("model", "precision"),
+    [
+        ({"use_bfloat16": True}, "bf16-mixed"),
+        ({"mixed_precision": True}, "16-mixed"),
+        ({"mixed_precision": True, "use_bfloat16": True}, "bf16-mixed"),
+        ({"mixed_precision": True, "use_bfloat16": False}, "16-mixed"),
+        ({"mixed_precision": False, "use_bfloat16": True}, "32-true"),  # the switch is off: no half type
+        ({"mixed_precision": True, "fp16_type": "cbfloat16", "use_bfloat16": True}, "bf16-mixed"),
+    ],
+)
+def test_legacy_precision_switches(model, precision):
+    """Model Zoo 1.x: mixed_precision turns half precision on, use_bfloat16 picks bfloat16 over float16;
+    each key given is reported as mapped to trainer.precision, and no key that is not given."""
+    source = _load("legacy_gpt3.yaml")
+    for key in ("mixed_precision", "fp16_type"):
+        del source["model"][key]
+    source["model"].update(model)
+    converted, report = convert(source)
+    assert converted["trainer"]["precision"] == precision
+    into_precision = {key[-1] for key, dst in report.mapped if dst == "trainer.precision"}
+    assert into_precision == set(model) - ({"use_bfloat16"} if "fp16_type" in model else set())
+
+
 def test_old_scheduler_spellings_and_chained_main_scheduler():
     config = {
         "optimizer": {
