@@ -1119,6 +1119,16 @@ ONE_LINE_FAILURES = {
         "trainer.strategy: '{{class_path: cs_lightning.CSXStrategy' is not a YAML/JSON mapping (expected ',' or "
         "'}}', but got '<stream end>' at character 38); fix: correct its syntax",
     ),
+    "a schedulers list written without spaces after its colons": (
+        ["fit", "--schedulers", "[{LinearLR:{total_iters:10}}]"],
+        "schedulers: '[{{LinearLR:{{total_iters:10}}}}]' does not read as a list or mapping of values; fix: correct "
+        "its syntax (YAML reads a:1 as one word: write a: 1)",
+    ),
+    "a schedulers list that is not YAML": (
+        ["fit", "--schedulers", "[{LinearLR: {total_iters: 10}]"],
+        "schedulers: '[{{LinearLR: {{total_iters: 10}}]' is not YAML (expected ',' or '}}', but got ']' at character "
+        "30); fix: correct its syntax",
+    ),
     "a Trainer argument Lightning refuses": (
         ["fit", "--trainer.gradient_clip_algorithm", "bogus"],
         "trainer.gradient_clip_algorithm: MisconfigurationException: `gradient_clip_algorithm` bogus is invalid. "

@@ -75,6 +75,7 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
         return (
             _choice_error(key, report)
             or _type_error(key, report)
+            or _flow_error(key, report)
             or ConfigError(key, f"{detail}; fix: correct this value")
         )
     class_path, problem = class_problem.groups()
@@ -298,6 +299,25 @@ def _type_error(key: KeyPath, report: str) -> ConfigError | None:
         if name == "int" and float(value).is_integer():  # 1.0e9 in YAML is a float
             fix += f", e.g. {int(float(value))}"
     return ConfigError(key, f"expected {wanted}, got {value!r}; fix: {fix}")
+
+
+def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
+    """A list or mapping written inline (`--schedulers '[...]'`) that did not read as one, or None."""
+    given = re.search(r"Given value: ([\[{].*)", report)
+    if given is None or not re.search(r"Expected a <class '(list|dict)'>", report):
+        return None
+    text = given.group(1).strip()
+    try:
+        yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        return ConfigError(key, f"{text!r} is not YAML ({yaml_problem(err)}); fix: correct its syntax")
+    colon = " (YAML reads a:1 as one word: write a: 1)" if re.search(r"\w:[^\s/]", text) else ""
+    return ConfigError(key, f"{text!r} does not read as a list or mapping of values; fix: correct its syntax{colon}")
+
+
+def yaml_problem(err: yaml.MarkedYAMLError) -> str:
+    """What YAML could not read, and where, in a few words (its own report spans several lines)."""
+    return f"{err.problem} at character {err.problem_mark.column + 1}" if err.problem_mark else str(err.problem)
 
 
 def _choice_error(key: KeyPath, report: str) -> ConfigError | None:

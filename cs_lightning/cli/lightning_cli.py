@@ -39,6 +39,7 @@ from cs_lightning.cli.error_lines import (
     _unknown_key,
     csx_option_error,
     imported_or_none,
+    yaml_problem,
 )
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
@@ -148,9 +149,9 @@ def _check_inline_strategy(text: str) -> None:
     try:
         block = yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:
-        at = f" at character {err.problem_mark.column + 1}" if err.problem_mark else ""
+        problem = yaml_problem(err)
         raise ConfigError(
-            ("trainer", "strategy"), f"{text!r} is not a YAML/JSON mapping ({err.problem}{at}); fix: correct its syntax"
+            ("trainer", "strategy"), f"{text!r} is not a YAML/JSON mapping ({problem}); fix: correct its syntax"
         ) from None
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--trainer.strategy", type=Strategy)
