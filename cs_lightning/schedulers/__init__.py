@@ -72,7 +72,7 @@ from cs_lightning.schedulers.decay import (
 )
 from cs_lightning.schedulers.plot import plot, table
 from cs_lightning.schedulers.registry import build, resolve
-from cs_lightning.schedulers.steps import (
+from cs_lightning.schedulers.staircase import (
     MultiStepLR,
     MultiStepWD,
     PiecewiseConstantLR,
