@@ -16,11 +16,13 @@ with four top-level keys added:
   ``.py`` files relative to the YAML file that lists them. This is how a model class or a
   custom scheduler living next to the config is found by name.
 
-Both blocks are checked completely before anything is built or written, and become
-factories that run in ``configure_optimizers``, after the model is materialized.
+The ``optimizer:``, ``schedulers:`` and ``param_groups:`` blocks are checked completely before
+anything is built or written, and become factories that run in ``configure_optimizers``,
+after the model is materialized.
 ``cs-lightning schedule --config run.yaml`` draws or tabulates the configured schedules
 without building the model; ``cs-lightning convert modelzoo.yaml -o run.yaml`` turns a
-Cerebras Model Zoo config into such a file (`cs_lightning.convert`). Any mistake in the
+Cerebras Model Zoo config into such a file (`cs_lightning.convert`); ``cs-lightning cache``
+shows or clears what earlier runs cached. Any mistake in the
 configuration ends the program with one line naming the YAML key path and the fix, and
 exit code 2.
 
@@ -28,7 +30,7 @@ exit code 2.
 `optimization` (the three blocks, checked and made factories), `block_arguments` (how a later
 file or a command-line key combines with them), `checkpoints` (``ckpt_path``
 checked), `lightning_cli` (`CSLightningCLI`), `error_lines` (parser errors as one line),
-`schedule_command` and `cache_command`.
+`output_file` (what a command writes), `schedule_command`, `convert_command` and `cache_command`.
 """
 
 from __future__ import annotations
