@@ -205,7 +205,17 @@ def _rows_alone(model: nn.Module, rank: int, ranks: int) -> None:
             ranges[entry.ref.sid] = (start * width, stop * width)
         shards = {sid: torch.empty(hi - lo) for sid, (lo, hi) in ranges.items()}
         ignore = lambda *args: None
-        replay_rows(recording, ranges, set(), set(), ignore, ignore, lambda ok: ok, into=shards.get)
+        replay_rows(
+            recording,
+            ranges=ranges,
+            whole=set(),
+            keep=set(),
+            on_rows=ignore,
+            on_whole=ignore,
+            agree=lambda ok: ok,
+            draw_skipped_tail=True,
+            into=shards.get,
+        )
 
 
 def _alone(args: argparse.Namespace) -> None:

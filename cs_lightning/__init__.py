@@ -2,8 +2,9 @@
 
 Importing this package registers the ``"csx"`` accelerator and strategies with Lightning, so
 ``Trainer(strategy="csx")`` works after ``import cs_lightning``. ``cs_lightning.schedulers``
-and ``cs_lightning.deferred`` need torch only: without Lightning they import and work, and
-the Lightning parts (strategies, accelerator, callbacks) are missing.
+and ``cs_lightning.deferred`` need neither Lightning nor jsonargparse (torch, NumPy and PyYAML
+only): without Lightning they import and work, and the Lightning parts (strategies,
+accelerator, callbacks) are missing.
 """
 
 from typing import Any

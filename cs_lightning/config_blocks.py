@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
-from jsonargparse import get_loader
 
 from cs_lightning.errors import ConfigError, KeyPath
 
 
 def load_yaml(text: str) -> Any:
     """YAML text -> Python values, as ``cs-lightning fit`` reads them (``3e-4`` is a float)."""
+    # imported here: cs_lightning.schedulers imports this module and must not need jsonargparse
+    from jsonargparse import get_loader
+
     return get_loader("yaml")(text)
 
 

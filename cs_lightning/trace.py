@@ -9,24 +9,20 @@ the host (``.item()``, ``if loss > x:``, ``float(t)``, printing) nor call an op 
 output shape depends on values (``nonzero``, ``x[mask]``, ``unique``); either raises
 :class:`GraphBreakError` naming the file and line, before the step goes on.
 
-:func:`captured` runs a model's forward through TorchDynamo (``compile=True``), and
-:func:`fingerprint` names the code and settings a verdict holds for (``trace_cache``).
+:class:`Capture` holds a model's forwards captured by TorchDynamo, which the strategy puts in
+place around each training step under ``compile=True`` (with the trace check on, the capture is
+``fullgraph`` and rejects host reads: it is the check); :func:`captured` does the same for one block.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import hashlib
-import inspect
 import linecache
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import CodeType
 from typing import Any
 
 import torch
@@ -35,11 +31,15 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cs_lightning.errors import GraphBreakError
-from cs_lightning.user_code import is_library_file, is_own_file, is_user_file
+from cs_lightning.user_code import is_library_file, is_user_file
 
-__all__ = ["Capture", "GraphBreakError", "captured", "fingerprint", "forget", "lazy_trace"]
+__all__ = ["Capture", "GraphBreakError", "captured", "forget", "lazy_trace"]
 
-_HOW_TO_DISABLE = "To train without the check, pass `CSXStrategy(trace_check=False)`."
+_HOW_TO_DISABLE = (
+    "To train without the check, pass `trace_check=False` to the strategy (`CSXStrategy(trace_check=False)`,"
+    " likewise CSXDDPStrategy and CSXFSDPStrategy; in the CLI `--trainer.strategy cs_lightning.CSXStrategy"
+    " --trainer.strategy.trace_check false`)."
+)
 
 
 @contextmanager
@@ -182,7 +182,7 @@ class _CallGuard(TorchFunctionMode):
         if name in _HOST_READ_METHODS:
             site = self.code.site(sys._getframe(1))
             if site is not None:
-                raise GraphBreakError(_host_read_message(_READS.get(name, f"`.{name}()`"), site))
+                raise GraphBreakError(_host_read_message(_method_read(name), _where(site)))
         outer, self.calling = self.calling, (name, args, kwargs)
         try:
             return func(*args, **kwargs)
@@ -208,7 +208,9 @@ class _KernelGuard(TorchDispatchMode):
             site = self.code.site(sys._getframe(1))
             if site is not None:
                 raise GraphBreakError(
-                    _host_read_message(f"`{self._call_name()}` given a tensor where it needs a Python number", site)
+                    _host_read_message(
+                        f"`{self._call_name()}` given a tensor where it needs a Python number", _where(site)
+                    )
                 )
         elif (
             torch.Tag.dynamic_output_shape in func.tags
@@ -286,10 +288,11 @@ def _prints(frame: Any) -> bool:
     return frame.f_code.co_name == "print" and any(part in frame.f_code.co_filename for part in _LIGHTNING_DIRS)
 
 
-def _host_read_message(read: str, site: tuple[str, int, str]) -> str:
+def _host_read_message(read: str, where: str) -> str:
+    """What the step reads (``read``), where (a traceback's lines), and how to fix it or skip the check."""
     return (
         f"The training step reads a tensor's value to the host with {read}, which a CS-X system cannot do"
-        f" inside a step:\n{_where(site)}\nFix: keep the value a tensor (torch ops, torch.where), or read it"
+        f" inside a step:\n{where}\nFix: keep the value a tensor (torch ops, torch.where), or read it"
         f" after the step with cs_lightning.step_closure or self.log.\n{_HOW_TO_DISABLE}"
     )
 
@@ -311,6 +314,11 @@ _READS = {
 }
 
 
+def _method_read(name: str) -> str:
+    """How the read of a tensor method (or torch function) ``name`` is named in the message."""
+    return _READS.get(name, f"`.{name}()`")
+
+
 def _dynamic_shape_message(op: str, site: tuple[str, int, str]) -> str:
     return (
         f"The training step calls `{op.split('.')[0]}`, whose output shape depends on the values of its input,"
@@ -322,165 +330,6 @@ def _dynamic_shape_message(op: str, site: tuple[str, int, str]) -> str:
 def _where(site: tuple[str, int, str]) -> str:
     file, line, function = site
     return f'  File "{file}", line {line}, in {function}\n    {linecache.getline(file, line).strip()}'
-
-
-def fingerprint(module: nn.Module) -> str | None:
-    """Identify the code a model runs and how it is configured, as a hash.
-
-    It covers the source files of the model's module classes and their bases, every
-    module of the user's own code loaded now (helpers a forward calls), and each
-    submodule's plain settings (``self.clip = True``, ``hparams``): any of them can
-    decide whether the step captures as one graph. A check that passed for one
-    fingerprint need not run again for the same inputs (as a CS-X compile cache skips a
-    graph it compiled before): see ``cs_lightning.trace_cache``. None when some class has
-    no source file (defined in ``python -c`` or a notebook): such code is always checked.
-    """
-    classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
-    files = _user_files()
-    for cls in classes:
-        found = _source_files(cls)
-        if found is None:
-            return None
-        files |= found
-    digest = hashlib.sha256(torch.__version__.encode())
-    for name in sorted(files):
-        digest.update(name.encode())
-        with open(name, "rb") as source:
-            digest.update(source.read())
-    digest.update(repr(_settings(module)).encode())
-    digest.update(repr(_globals_read(classes)).encode())
-    return digest.hexdigest()
-
-
-def _user_files() -> set[str]:
-    """Source files of the loaded modules that are the user's own (not torch, cs_lightning,
-    the standard library or an installed package)."""
-    files = set()
-    for loaded in list(sys.modules.values()):
-        file = getattr(loaded, "__file__", None)
-        if (  # string tests first: of the thousands of modules loaded only the user's are stat-ed (~20 ms for all)
-            isinstance(file, str) and file.endswith(".py") and is_own_file(file) and os.path.isfile(file)
-        ):
-            files.add(file)
-    return files
-
-
-def _settings(module: nn.Module) -> list[tuple[str, str, str]]:
-    """Per submodule: its path, class and public attributes described (a LightningModule's
-    hparams too): any of them may pick the code path its forward takes."""
-    settings = []
-    for path, sub in module.named_modules():
-        values = {name: value for name, value in vars(sub).items() if not name.startswith("_")}
-        hparams = getattr(sub, "hparams", None)
-        if isinstance(hparams, Mapping) and "hparams" not in values:  # Lightning keeps them in _hparams
-            values["hparams"] = hparams
-        settings.append((path, type(sub).__qualname__, _describe(values)))
-    return settings
-
-
-def _globals_read(classes: Iterable[type]) -> list[tuple[str, str, str]]:
-    """The module globals of plain values that the classes' methods name: a step may branch on
-    them as on a setting (``if DEBUG:``, with ``DEBUG`` read from the environment or ``sys.argv``),
-    and the source file that holds the name does not hold its value."""
-    read = set()
-    for cls in classes:
-        module = sys.modules.get(cls.__module__)
-        file = getattr(module, "__file__", None)
-        if not isinstance(file, str) or not is_own_file(file):
-            continue  # torch's and Lightning's globals are constants
-        namespace = vars(module)
-        for code in _method_code(cls):
-            for name in _names(code):
-                value = namespace.get(name)
-                if isinstance(value, _SCALARS):
-                    read.add((cls.__module__, name, repr(value)))
-    return sorted(read)
-
-
-def _names(code: CodeType) -> Iterator[str]:
-    """The global (and attribute) names a function's code uses, with those of its nested functions."""
-    yield from code.co_names
-    for constant in code.co_consts:
-        if isinstance(constant, CodeType):
-            yield from _names(constant)
-
-
-_SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, torch.dtype, torch.device)
-
-
-def _describe(value: Any, depth: int = 0) -> str:
-    """A stable text for a setting: values of plain data, names of functions and classes,
-    shapes of tensors, and the public attributes of other objects, a few levels deep."""
-    if isinstance(value, _SCALARS):
-        return repr(value)
-    if isinstance(value, torch.Tensor):
-        return f"tensor{tuple(value.shape)}{value.dtype}"
-    if isinstance(value, nn.Module):
-        return "module"  # described on its own, as a submodule
-    if isinstance(value, type) or inspect.isroutine(value):
-        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
-    if depth >= 4:
-        return type(value).__qualname__
-    if isinstance(value, (Mapping, list, tuple, set, frozenset)) and len(value) > 256:
-        return f"{type(value).__qualname__}(len {len(value)})"  # a vocabulary, a table: data, not settings
-    if isinstance(value, Mapping):
-        items = sorted((str(k), _describe(v, depth + 1)) for k, v in value.items())
-        return f"{type(value).__qualname__}{items}"
-    if isinstance(value, (list, tuple, set, frozenset)):
-        described = [_describe(v, depth + 1) for v in value]
-        return f"{type(value).__qualname__}{sorted(described) if isinstance(value, (set, frozenset)) else described}"
-    public = {k: v for k, v in getattr(value, "__dict__", {}).items() if not k.startswith("_")}
-    return f"{type(value).__qualname__}{_describe(public, depth + 1) if public else ''}"
-
-
-def _source_files(cls: type) -> set[str] | None:
-    """The files a class's code comes from: its module's, and those its methods were compiled
-    from, which differ for a class that ``exec`` built inside a script's namespace (its module
-    is the script, its methods come from ``<string>``). None when one is not a file."""
-    try:
-        module_file = inspect.getsourcefile(cls)
-    except (OSError, TypeError):  # built at run time, or a builtin
-        return None
-    if module_file is None:
-        return None
-    files = {module_file, *(code.co_filename for code in _method_code(cls))}
-    return files if all(os.path.isfile(name) for name in files) else None
-
-
-def _method_code(cls: type) -> Iterator[CodeType]:
-    """The code of the functions a class defines (methods, static and class methods, properties),
-    through decorators that keep ``__wrapped__``; not those ``@dataclass`` generates (from
-    ``<string>``: the class's fields, in its own file, decide them)."""
-    generated = _DATACLASS_METHODS if dataclasses.is_dataclass(cls) else frozenset()
-    for name, value in vars(cls).items():
-        if name in generated:
-            continue
-        if isinstance(value, (staticmethod, classmethod)):
-            value = value.__func__
-        for function in (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,):
-            if inspect.isfunction(function):
-                code = getattr(inspect.unwrap(function), "__code__", None)
-                if isinstance(code, CodeType):
-                    yield code
-
-
-_DATACLASS_METHODS = frozenset(
-    [
-        "__init__",
-        "__repr__",
-        "__eq__",
-        "__hash__",
-        "__setattr__",
-        "__delattr__",
-        "__lt__",
-        "__le__",
-        "__gt__",
-        "__ge__",
-        "__getstate__",
-        "__setstate__",
-        "__replace__",
-    ]
-)
 
 
 def forget(fn: Callable[..., Any]) -> None:
@@ -550,13 +399,8 @@ def _no_host_reads(backend: Callable[..., Any]) -> Callable[..., Any]:
     def checked(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         for node in graph.graph.nodes:
             if node.op == "call_method" and node.target in _HOST_READ_METHODS:
-                raise GraphBreakError(
-                    f"The training step reads a tensor's value to the host mid-step (`.{node.target}()`),"
-                    " which a CS-X system cannot do inside a step:\n"
-                    f"{node.meta.get('stack_trace', '').rstrip()}\n"
-                    "Fix: keep the value a tensor (torch ops, torch.where), or read it after the step with"
-                    f" cs_lightning.step_closure.\n{_HOW_TO_DISABLE}"
-                )
+                where = node.meta.get("stack_trace", "").rstrip()
+                raise GraphBreakError(_host_read_message(_method_read(node.target), where))
         return backend(graph, example_inputs)
 
     return checked

@@ -48,7 +48,18 @@ def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, l
 
         log = entries[0].fake._cs_recording
         ranges = {sid: (start * row, stop * row) for sid, (start, stop, row) in spans.items()}
-        demoted.append(replay_rows(log, ranges, set(by_sid) - set(ranges), set(), on_rows, on_whole, agree))
+        demoted.append(
+            replay_rows(
+                log,
+                ranges=ranges,
+                whole=set(by_sid) - set(ranges),
+                keep=set(),
+                on_rows=on_rows,
+                on_whole=on_whole,
+                agree=agree,
+                draw_skipped_tail=True,
+            )
+        )
         torch.manual_seed(7)
         build()
         assert torch.equal(torch.get_rng_state(), _after(build)), f"rank {rank}: generator not where eager leaves it"

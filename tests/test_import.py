@@ -1,4 +1,4 @@
-"""Importing never breaks: the schedulers and deferred init need torch only, and a Lightning
+"""Importing never breaks: the schedulers and deferred init need neither Lightning nor jsonargparse, and a Lightning
 whose private connector moved gets one warning, not a broken package."""
 
 import subprocess
@@ -36,6 +36,30 @@ def test_schedulers_and_deferred_work_without_lightning() -> None:
     half, exact, error, blocked, traced = done.stdout.splitlines()
     assert abs(float(half) - 0.5) < 1e-6 and exact == "True" and blocked == "True" and traced == "False"
     assert error == "cs_lightning.CSXStrategy needs lightning, which is not installed: pip install lightning"
+
+
+def test_schedulers_import_and_build_from_a_spec_without_jsonargparse() -> None:
+    """Only the CLI reads YAML through jsonargparse: the schedulers' registry does not need it."""
+    done = _run("""
+        import sys
+
+        class Refuse:  # import jsonargparse raises ImportError, as if it were not installed
+            def find_spec(self, name, path=None, target=None):
+                if name.partition(".")[0] == "jsonargparse":
+                    raise ImportError(f"no module named {name!r}")
+
+        sys.meta_path.insert(0, Refuse())
+        import torch
+        from cs_lightning import schedulers
+
+        optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+        warmup = {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 1.0, "total_iters": 4}}
+        (built,) = schedulers.build({"SequentialLR": {"schedulers": [warmup, {"ConstantLR": {"learning_rate": 0.5}}]}}, optimizer)
+        print(type(built).__name__, built.values(6).flatten().tolist())
+        print("jsonargparse" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["SequentialLR [0.0, 0.25, 0.5, 0.75, 0.5, 0.5]", "False"]
 
 
 def test_a_lightning_whose_connector_moved_gets_one_warning_and_csx_still_trains() -> None:

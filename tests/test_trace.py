@@ -67,6 +67,33 @@ def test_item_in_forward_is_rejected_with_its_line() -> None:
         model(torch.randn(2, 4))
 
 
+def test_a_read_captured_into_the_graph_gets_the_step_checks_message() -> None:
+    """With capture_scalar_outputs TorchDynamo puts `.item()` in the graph instead of breaking it there: the
+    capture refuses that graph in the words of the step check, its fix (self.log too) and disable hint included."""
+    model = Reads()
+    with (
+        torch._dynamo.config.patch(capture_scalar_outputs=True),
+        pytest.raises(GraphBreakError) as error,
+        captured([model]),
+    ):
+        model(torch.randn(2, 4))
+    first, *_, fix, disable = str(error.value).splitlines()
+    assert first == (
+        "The training step reads a tensor's value to the host with `.item()`, which a CS-X system cannot do inside"
+        " a step:"
+    )
+    assert f'File "{__file__}", line {_line_of(Reads, ".item()")}, in forward' in str(error.value)
+    assert fix == (
+        "Fix: keep the value a tensor (torch ops, torch.where), or read it after the step with"
+        " cs_lightning.step_closure or self.log."
+    )
+    assert disable == (
+        "To train without the check, pass `trace_check=False` to the strategy (`CSXStrategy(trace_check=False)`,"
+        " likewise CSXDDPStrategy and CSXFSDPStrategy; in the CLI `--trainer.strategy cs_lightning.CSXStrategy"
+        " --trainer.strategy.trace_check false`)."
+    )
+
+
 def test_nested_module_is_part_of_the_outer_graph_and_errors_point_inside_it() -> None:
     model = Wrapper(Branchy())
     with pytest.raises(GraphBreakError, match=rf"line {_line_of(Branchy, 'if y.sum() > 0:')}"):

@@ -20,11 +20,11 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import cs_lightning
-from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss, trace
+from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.cache import cache_dir
 from cs_lightning.cli import main
 from cs_lightning.deferred import mt19937
-from cs_lightning.trace_cache import TraceCache
+from cs_lightning.trace_cache import TraceCache, fingerprint
 
 MODEL_SOURCE = """
 import torch
@@ -320,7 +320,7 @@ def test_any_setting_a_forward_may_branch_on_changes_the_fingerprint(first: obje
     def fingerprint_with(setting: object) -> str:
         model = nn.Sequential(nn.Linear(4, 4))
         model[0].setting = setting  # a plain attribute, as `self.act = act` in a constructor
-        return trace.fingerprint(model)
+        return fingerprint(model)
 
     assert fingerprint_with(first) == fingerprint_with(first)
     assert fingerprint_with(first) != fingerprint_with(second)
@@ -334,8 +334,8 @@ def test_a_class_built_by_exec_in_a_script_has_no_fingerprint() -> None:
         compile("class Exec(nn.Linear):\n    def forward(self, x):\n        return x.relu()\n", "<string>", "exec"),
         namespace,
     )
-    assert trace.fingerprint(namespace["Exec"](4, 4)) is None
-    assert trace.fingerprint(nn.Linear(4, 4)) is not None
+    assert fingerprint(namespace["Exec"](4, 4)) is None
+    assert fingerprint(nn.Linear(4, 4)) is not None
 
 
 @dataclasses.dataclass(eq=False)
@@ -349,9 +349,9 @@ class DataclassModule(nn.Module):
 
 def test_a_dataclass_module_keeps_its_fingerprint() -> None:
     """@dataclass writes __init__ and __repr__ from <string>: those do not make the class unfingerprinted."""
-    assert trace.fingerprint(DataclassModule()) is not None
-    assert trace.fingerprint(DataclassModule()) == trace.fingerprint(DataclassModule())
-    assert trace.fingerprint(DataclassModule()) != trace.fingerprint(DataclassModule(width=8))
+    assert fingerprint(DataclassModule()) is not None
+    assert fingerprint(DataclassModule()) == fingerprint(DataclassModule())
+    assert fingerprint(DataclassModule()) != fingerprint(DataclassModule(width=8))
 
 
 SELF_PRINT_DDP = """

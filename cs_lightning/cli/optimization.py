@@ -15,6 +15,7 @@ from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.errors import ConfigError, ParamGroupTagsError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
+from cs_lightning.schedulers.base import _tree
 from cs_lightning.schedulers.registry import named_tags
 
 SchedulersFactory = Callable[[torch.optim.Optimizer], list]
@@ -61,12 +62,10 @@ def _schedulers_factory(
     return build
 
 
-def _scales_per_group(scheduler: Any) -> bool:
+def _scales_per_group(scheduler: cs_schedulers.Scheduler) -> bool:
     """Whether a scheduler is, or composes, a ScalePerParamLR/WD."""
-    if isinstance(scheduler, (cs_schedulers.ScalePerParamLR, cs_schedulers.ScalePerParamWD)):
-        return True
-    children = getattr(scheduler, "schedulers", None) or [getattr(scheduler, "scheduler", None)]
-    return any(_scales_per_group(child) for child in children if child is not None)
+    scaling = (cs_schedulers.ScalePerParamLR, cs_schedulers.ScalePerParamWD)
+    return any(isinstance(node, scaling) for node in _tree(scheduler))
 
 
 def _refuse_unapplied_scales(tagged: list[param_groups.TaggedGroup]) -> None:

@@ -53,6 +53,7 @@ def _groups(ops: Sequence[Op], flags: list[bool]) -> list[list[int]]:
 
 def replay_independent(
     recording: Recording,
+    *,
     targets: set[int],
     keep: set[int],
     keys: dict[int, tuple],

@@ -320,10 +320,18 @@ def _materialize_recording(
         # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
         parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
         workers = torch.get_num_threads() if parallel else 1
-        replay_exact(recording, targets, keep, device, rng == "eager", on_ready, workers=workers)
+        replay_exact(
+            recording,
+            targets=targets,
+            keep=keep,
+            device=device,
+            draw_skipped_tail=rng == "eager",
+            on_ready=on_ready,
+            workers=workers,
+        )
     else:
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
-        replay_independent(recording, targets, keep, keys, on_ready)
+        replay_independent(recording, targets=targets, keep=keep, keys=keys, on_ready=on_ready)
     return finals
 
 

@@ -513,7 +513,14 @@ class Recorder(Recording):
         )
         keep = {self.ref(f).sid for f in list(self.alive)}
         with recording_paused(), self.eager_generator():
-            replay_exact(self, set(), keep, None, True, lambda sid, executor: None)
+            replay_exact(
+                self,
+                targets=set(),
+                keep=keep,
+                device=None,
+                draw_skipped_tail=True,
+                on_ready=lambda sid, executor: None,
+            )
 
     def before_generator_use(self, function: str, use: str) -> None:
         """``function`` (``torch.manual_seed``, ``torch.get_rng_state``...) is about to ``use`` ("set" or

@@ -255,10 +255,11 @@ def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple
 
 def replay_exact(
     recording: Recording,
+    *,
     targets: set[int],
     keep: set[int],
     device: torch.device | None,
-    draw_trailing: bool,
+    draw_skipped_tail: bool,
     on_ready: Callable[[int, Executor], None],
     workers: int = 1,
 ) -> None:
@@ -266,8 +267,9 @@ def replay_exact(
 
     ``targets`` are storages the caller wants (``on_ready`` is called for each after its
     last live op); ``keep`` are storages other live tensors still hold, computed and kept
-    in the recording for a later materialize. ``draw_trailing=False`` skips the draws of
-    dead random ops that no later live random op depends on. With ``workers > 1`` the
+    in the recording for a later materialize. ``draw_skipped_tail`` also moves the generator past
+    the numbers of the dead random ops after the last live one, so it ends where eager leaves
+    it (``rng="eager"``); False leaves them undrawn (``rng="skip_unread"``). With ``workers > 1`` the
     random fills are generated on that many threads when the log allows it (see
     :func:`_parallel_plan`), with the very same numbers.
     """
@@ -294,7 +296,7 @@ def replay_exact(
                 executor.release(sid, reusable=True)
 
     finish(-1)
-    plan = _parallel_plan(ops, flags, executor, draw_trailing, last_draw, workers)
+    plan = _parallel_plan(ops, flags, executor, draw_skipped_tail, last_draw, workers)
     if plan is not None:
         base = torch.get_rng_state()
         if not _run_plan(plan, ops, executor):
@@ -308,7 +310,7 @@ def replay_exact(
             if op.random:
                 skipped.settle()
             executor.run(op)
-        elif op.random and (draw_trailing or k < last_draw) and plan is None:
+        elif op.random and (draw_skipped_tail or k < last_draw) and plan is None:
             words = executor.global_draws(op)
             if words is None:
                 skipped.settle()
@@ -371,7 +373,7 @@ class _Plan:
 
 
 def _parallel_plan(
-    ops: Sequence[Op], flags: list[bool], executor: Executor, draw_trailing: bool, last_draw: int, workers: int
+    ops: Sequence[Op], flags: list[bool], executor: Executor, draw_skipped_tail: bool, last_draw: int, workers: int
 ) -> _Plan | None:
     """Split the live random fills over ``workers`` threads, or None where order must be kept.
 
@@ -398,7 +400,7 @@ def _parallel_plan(
         if live and not op.random:
             touched |= op.reads | op.writes
             continue
-        if not op.random or not (live or draw_trailing or k < last_draw):
+        if not op.random or not (live or draw_skipped_tail or k < last_draw):
             continue
         if live and (op.reads | op.writes) & touched:
             return None

@@ -83,13 +83,14 @@ class _RowOp:
 
 def replay_rows(
     recording: Recording,
+    *,
     ranges: dict[int, tuple[int, int]],
     whole: set[int],
     keep: set[int],
     on_rows: Callable[[int, torch.Tensor], None],
     on_whole: Callable[[int, Executor], None],
     agree: Callable[[bool], bool],
-    draw_trailing: bool = True,
+    draw_skipped_tail: bool,
     into: Callable[[int], torch.Tensor | None] = lambda sid: None,
 ) -> dict[int, str]:
     """Replay the recording's pending ops on the global CPU generator, this rank's rows only.
@@ -101,7 +102,8 @@ def replay_rows(
     is True when ``ok`` on every rank. ``into(sid)`` may give the flat tensor to make a sharded
     storage's rows in (its final place: no copy), else they are made in a tensor of their own. Returns the
     sharded storages generated whole, with why.
-    The global generator ends where eager construction leaves it (with ``draw_trailing``).
+    ``draw_skipped_tail`` is :func:`~cs_lightning.deferred.replay.replay_exact`'s: with it, the global
+    generator ends where eager construction leaves it.
     """
     indices = recording.pending()
     ops = [recording.ops[k] for k in indices]
@@ -117,28 +119,38 @@ def replay_rows(
     last_use = _last_uses(ops, flags, set(ranges) | whole)
     stream = _Stream()
     last_draw = max((k for k, op in enumerate(ops) if flags[k] and op.random), default=-1)
-    for sid in last_use.pop(-1, ()):  # no pending op: made by a flush, or never written (as eager's empty memory)
-        if sid in ranges:
-            on_rows(sid, _start_rows(executor, sid, ranges[sid], into(sid)))
+
+    def rows(sid: int) -> torch.Tensor:
+        """This rank's rows of a sharded storage; the first call starts them from what its pending ops find."""
+        if sid not in local:
+            local[sid] = _start_rows(executor, sid, ranges[sid], into(sid))
             executor.release(sid)
-        else:
-            on_whole(sid, executor)
-            if sid not in keep:
-                executor.release(sid)
+        return local[sid]
+
+    def finish(k: int) -> None:
+        """Hand over the storages whose last live op is ``k``; -1: those with no pending op (made by a
+        flush, or never written, as eager's empty memory)."""
+        for sid in last_use.pop(k, ()):
+            if sid in ranges:
+                on_rows(sid, rows(sid))
+                del local[sid]
+            else:
+                on_whole(sid, executor)
+                if sid not in keep:
+                    executor.release(sid)
+
+    finish(-1)
     for k, op in enumerate(ops):
         if k in row_ops:
             sid = next(iter(op.writes))
-            if sid not in local:
-                local[sid] = _start_rows(executor, sid, ranges[sid], into(sid))
-                executor.release(sid)
-            _run_rows(row_ops[k], op, local[sid], ranges[sid], stream, agree, recording.storages[sid])
+            _run_rows(row_ops[k], op, rows(sid), ranges[sid], stream, agree, recording.storages[sid])
         elif flags[k]:
             if op.random:
                 stream.seek_op()
             executor.run(op)
             if op.random:
                 stream.restart()
-        elif op.random and (draw_trailing or k < last_draw):
+        elif op.random and (draw_skipped_tail or k < last_draw):
             words = executor.global_draws(op)
             if words is None:
                 stream.seek_op()
@@ -146,14 +158,8 @@ def replay_rows(
                 stream.restart()
             else:
                 stream.at += words
-        for sid in last_use.pop(k, ()):
-            if sid in ranges:
-                on_rows(sid, local.pop(sid))
-            else:
-                on_whole(sid, executor)
-                if sid not in keep:
-                    executor.release(sid)
-    if draw_trailing:
+        finish(k)
+    if draw_skipped_tail:
         stream.seek_op()
     recording.done.update(indices)
     recording.rng_after = torch.get_rng_state()

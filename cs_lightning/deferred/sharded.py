@@ -86,7 +86,7 @@ def materialize_sharded(
             if mode == "exact" and k == 0:
                 _warn_if_rng_moved(recording)
             wanted = [e for e in group if not any(name in provided for name in e.fqns)]
-            whole.update(_materialize_recording(recording, wanted, place, agree, mode, rng == "eager"))
+            whole.update(_materialize_recording(recording, wanted, place, agree, mode, rng))
     return whole
 
 
@@ -236,7 +236,7 @@ def _materialize_recording(
     place: _Placer,
     agree: Callable[[bool], bool],
     mode: str,
-    draw_trailing: bool,
+    rng: str,
 ) -> dict[str, str]:
     by_sid: dict[int, list[_Deferred]] = {}
     for entry in group:
@@ -272,17 +272,17 @@ def _materialize_recording(
             executor.release(sid)
 
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in by_sid}
-        replay_independent(recording, set(by_sid), keep, keys, on_ready)
+        replay_independent(recording, targets=set(by_sid), keep=keep, keys=keys, on_ready=on_ready)
         return {}
     demoted = replay_rows(
         recording,
-        ranges,
-        set(by_sid) - set(ranges),
-        keep,
-        on_rows,
-        on_whole,
-        agree,
-        draw_trailing,
+        ranges=ranges,
+        whole=set(by_sid) - set(ranges),
+        keep=keep,
+        on_rows=on_rows,
+        on_whole=on_whole,
+        agree=agree,
+        draw_skipped_tail=rng == "eager",
         into=lambda sid: place.into(by_sid[sid][0]),
     )
     return {**strided, **{by_sid[sid][0].fqns[0]: why for sid, why in demoted.items()}}

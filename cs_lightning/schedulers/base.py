@@ -696,24 +696,25 @@ def _saved_fields(scheduler: Scheduler) -> list[str]:
     ]
 
 
-def _children(value: Any) -> TypeGuard[list[Scheduler] | tuple[Scheduler, ...]]:
+def _is_scheduler_list(value: Any) -> TypeGuard[list[Scheduler] | tuple[Scheduler, ...]]:
+    """Whether an argument is a non-empty list (or tuple) of schedulers, such as SequentialLR's ``schedulers``."""
     return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, Scheduler) for item in value)
 
 
 def _schedulers_in(value: Any) -> Sequence[Scheduler]:
     """The schedulers an argument holds: itself, its items, or none."""
-    return [value] if isinstance(value, Scheduler) else value if _children(value) else []
+    return [value] if isinstance(value, Scheduler) else value if _is_scheduler_list(value) else []
 
 
 def _is_state(value: Any) -> bool:
     """Arguments worth saving: data and nested schedulers, not functions."""
-    return isinstance(value, Scheduler) or _children(value) or not callable(value)
+    return isinstance(value, Scheduler) or _is_scheduler_list(value) or not callable(value)
 
 
 def _to_state(value: Any) -> Any:
     if isinstance(value, Scheduler):
         return value.state_dict()
-    if _children(value):
+    if _is_scheduler_list(value):
         return [child.state_dict() for child in value]
     if isinstance(value, set):
         return sorted(value, key=str)
@@ -724,7 +725,7 @@ def _load_field(scheduler: Scheduler, name: str, saved: Any) -> None:
     current = getattr(scheduler, name)
     if isinstance(current, Scheduler):
         current._load_state(saved)
-    elif _children(current):
+    elif _is_scheduler_list(current):
         if len(saved) != len(current):
             raise ValueError(
                 f"{type(scheduler).__name__}.load_state_dict: got {len(saved)} states for "

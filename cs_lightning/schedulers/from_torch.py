@@ -40,7 +40,7 @@ from cs_lightning.schedulers.base import Scheduler
 
 
 def _info_logger() -> Callable[..., None]:
-    """Lightning's logger says it once per job, not once per rank; the schedulers need torch only."""
+    """Lightning's logger says it once per job, not once per rank; the schedulers work without Lightning."""
     try:
         from lightning.pytorch.utilities import rank_zero_info
     except ImportError:

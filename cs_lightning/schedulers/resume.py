@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cs_lightning.errors import CheckpointSchedulersError
-from cs_lightning.schedulers.base import Scheduler, _children, _saved_fields, _state_fields
+from cs_lightning.schedulers.base import Scheduler, _is_scheduler_list, _saved_fields, _state_fields
 from cs_lightning.schedulers.registry import _catalogue
 
 _PACKAGE = "cs_lightning.schedulers."
@@ -54,7 +54,7 @@ def mismatch(scheduler: Scheduler, state: Any, where: str) -> str | None:
         current, saved = getattr(scheduler, name), state[name]
         if isinstance(current, Scheduler):
             found = mismatch(current, saved, f"{where}.{name}")
-        elif _children(current):
+        elif _is_scheduler_list(current):
             found = _list_mismatch(current, saved, f"{where}.{name}")
         else:
             continue

@@ -54,7 +54,7 @@ from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning
 from cs_lightning.schedulers.resume import check_checkpoint
 from cs_lightning.step_closure import StepBoundary
 from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of, skipped
-from cs_lightning.trace_cache import TraceCache
+from cs_lightning.trace_cache import TraceCache, fingerprint
 
 INIT_MODES = ("exact", "independent")
 # torch's own compiler, always registered: the one backend name accepted without looking it up.
@@ -393,7 +393,7 @@ class CSXSystemMixin(Strategy):
         cache = TraceCache()
         module = self._connected_module
         options = {**_CHECK_OPTIONS, "precision": self.precision_plugin.precision, "lightning": lightning_version}
-        code = trace.fingerprint(module)  # read at the step it vouches for, and only when checking
+        code = fingerprint(module)  # read at the step it vouches for, and only when checking
         key = None if code is None else cache.key(code, args, options)
         if key is not None and cache.hit(key):
             self._check_pending = False
