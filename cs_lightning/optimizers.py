@@ -22,7 +22,6 @@ to ``cs-lightning convert``. `merge_optimizer_blocks` says how a later block (a 
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 import warnings
 from collections.abc import Callable, Mapping
@@ -33,6 +32,7 @@ from torch.optim.optimizer import ParamsT
 
 from cs_lightning.config_blocks import parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
+from cs_lightning.user_code import import_dotted
 
 # parameters, or param groups (dicts holding them): what torch's optimizers take
 OptimizerFactory = Callable[[ParamsT], torch.optim.Optimizer]
@@ -59,20 +59,12 @@ def torch_optimizers() -> dict[str, type[torch.optim.Optimizer]]:
     return found
 
 
-def _import_dotted(path: str) -> Any:
-    """`package.module.Name` -> the object; ImportError/AttributeError if it is not there."""
-    module_name, _, attr = path.rpartition(".")
-    if not module_name:
-        raise ImportError(f"{path!r} is not a dotted path such as 'package.module.Name'")
-    return getattr(importlib.import_module(module_name), attr)
-
-
 def resolve_optimizer(name: str, key: KeyPath | str = "optimizer") -> type[torch.optim.Optimizer]:
     """A torch optimizer by name (case-insensitive) or dotted import path; errors name the key path `key`."""
     if "." in name:
         try:
-            cls = _import_dotted(name)
-        except (ImportError, AttributeError) as err:
+            cls = import_dotted(name)
+        except ImportError as err:
             raise ConfigError(
                 key,
                 f"cannot import optimizer {name!r} ({err}); "

@@ -784,6 +784,20 @@ def test_a_lambda_schedule_names_its_function_by_dotted_path_from_imports(tmp_pa
     )
 
 
+def test_a_scheduler_path_with_an_empty_module_part_is_one_line(tmp_path: Path, capfd) -> None:
+    """importlib reads '.LinearLR' as a relative import and raises a bare "Empty module name": once a traceback."""
+    linear = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 10}
+    config = {"optimizer": {"SGD": {"lr": 0.1}}, "schedulers": [{".LinearLR": linear}], "trainer": {"max_steps": 4}}
+    assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config)), "--table"]) == 2
+    assert capfd.readouterr() == (
+        "",
+        "cs-lightning: error: schedulers[0]..LinearLR: scheduler '.LinearLR' cannot be imported: '.LinearLR' is not "
+        "a dotted import path such as 'package.module.Name': its module part, before the last dot, is empty; fix: "
+        "give a scheduler's class name, e.g. LinearLR, or the dotted import path of one\n",
+    )
+    assert _files(tmp_path) == {Path("run.yaml")}
+
+
 def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CLASS_PATH))
     assert main(["schedule", "--config", str(path), "--steps", "40", "--out", "lr.png"]) == 0

@@ -61,6 +61,8 @@ def test_dotted_path_must_be_a_scheduler():
         resolve("torch.optim.lr_scheduler.LinearLR")
     with pytest.raises(ValueError, match="cannot be imported"):
         resolve("no_such_module.LinearLR")
+    with pytest.raises(ConfigError, match=r"'\.LinearLR' cannot be imported: .* its module part, before the last dot"):
+        resolve(".LinearLR")
 
 
 def test_build_shapes(optimizer):

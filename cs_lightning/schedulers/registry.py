@@ -19,7 +19,6 @@ end), as in cerebras.pytorch 2.10. Errors name the YAML key path.
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -38,6 +37,7 @@ from cs_lightning.errors import (
 )
 from cs_lightning.schedulers.base import Scheduler, _group_tags, _has_closed_form
 from cs_lightning.schedulers.composite import _Sequential
+from cs_lightning.user_code import import_dotted
 
 
 def _concrete(cls: type[Scheduler]) -> bool:
@@ -61,11 +61,14 @@ def _catalogue() -> dict[str, list[type[Scheduler]]]:
 
 
 def _import(path: str) -> Any:
-    module_name, _, attribute = path.rpartition(".")
     try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError((), f"scheduler {path!r} cannot be imported: {error}") from None
+        return import_dotted(path)
+    except ImportError as error:
+        raise ConfigError(
+            (),
+            f"scheduler {path!r} cannot be imported: {error}; fix: give a scheduler's class name, e.g. "
+            "LinearLR, or the dotted import path of one",
+        ) from None
 
 
 def resolve(name: str) -> type[Scheduler]:
