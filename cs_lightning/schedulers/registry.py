@@ -147,15 +147,6 @@ def named_tags(spec: Any) -> list[Any]:
     return sorted(_named_tags(spec) - {None}, key=str)
 
 
-def probe_param_groups(spec: Any) -> list[dict[str, Any]]:
-    """Param groups to check a YAML block on without a model: one untagged group, plus one
-    per tag the block names (``named_tags``)."""
-    return [
-        {"params": [torch.nn.Parameter(torch.zeros(1))], **({} if tag is None else {"tags": {tag}})}
-        for tag in [None, *named_tags(spec)]
-    ]
-
-
 def _named_tags(spec: Any) -> set[Any]:
     if isinstance(spec, Mapping):
         found = set()
