@@ -470,8 +470,8 @@ BAD = {
     "unknown optimizer": ({"optimizer": {"AdamWW": {"lr": 0.1}}}, "optimizer", "did you mean AdamW"),
     "bad scheduler argument": (
         {"schedulers": [{"LinearLR": {"initial_lr": 0.0, "end_learning_rate": 0.1, "total_iters": 4}}]},
-        "schedulers[0].LinearLR",
-        "did you mean 'initial_learning_rate'",
+        "schedulers[0].LinearLR.initial_lr",
+        "did you mean initial_learning_rate?",
     ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
@@ -498,8 +498,8 @@ BAD = {
                 }
             ]
         },
-        "schedulers[0].init_args.schedulers[0].init_args",
-        "unknown argument 'warmup'",
+        "schedulers[0].init_args.schedulers[0].init_args.warmup",
+        "LinearLR has no argument 'warmup'",
     ),
     "tagged schedule, untagged optimizer": (
         {"schedulers": [{"LinearLR": {**LINEAR, "param_group_tags": "decoder"}}]},
