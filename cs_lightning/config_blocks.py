@@ -10,18 +10,21 @@ and scheduler block goes through `parse_block`, which reads the three spellings:
     AdamW                                                        # a bare name, where allowed
 
 and returns the name, the arguments and the key path of the arguments, so that every
-error about an argument names the key the user wrote.
+error about an argument names the key the user wrote. `check_arguments` then holds the
+arguments against the class's constructor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import inspect
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
 
-from cs_lightning.errors import ConfigError, KeyPath
+from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath
 
 
 def load_yaml(text: str) -> Any:
@@ -163,3 +166,46 @@ def _arguments(args: Any, path: KeyPath, shape: str) -> dict[str, Any]:
     if not isinstance(args, Mapping):
         raise ConfigError(path, f"expected a mapping of arguments, got {args!r}; fix: write {shape}")
     return dict(args)
+
+
+def check_arguments(
+    cls: type,
+    args: Mapping[str, Any],
+    path: KeyPath,
+    ours: Collection[str] = (),
+    filled: Collection[str] = (),
+    note: str = "",
+) -> None:
+    """Every argument in ``args`` (a block's, at key path ``path``) is one ``cls``'s constructor takes, and
+    every one it needs is given.
+
+    ``ours``: the arguments the caller passes itself (an optimizer's parameters, a scheduler's optimizer),
+    which a block may not give. ``filled``: the ones the caller works out when the block leaves them out.
+    ``note`` ends the fix of an unknown argument (the optimizer's pointer to ``cs-lightning convert``).
+    An unknown argument is a `ConfigError` at its own key; missing ones a `ConfigTypeError` at ``path``.
+    """
+    parameters = inspect.signature(cls).parameters.values()
+    named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes = [name for name in named if name not in ours]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)  # it takes every name
+    for arg in args:
+        if arg in ours or (arg not in takes and not takes_any):
+            fix = _spelt(cls, arg, takes, ours) + note
+            raise ConfigError((*path, arg), f"{cls.__name__} has no argument {arg!r}; fix: {fix}")
+    missing = [
+        p.name
+        for p in parameters
+        if p.name in takes and p.name not in args and p.name not in filled and p.default is p.empty
+    ]
+    if missing:
+        raise ConfigTypeError(
+            path, f"{cls.__name__} needs {', '.join(missing)}; fix: add " + ", ".join(f"{m}: <value>" for m in missing)
+        )
+
+
+def _spelt(cls: type, arg: str, takes: list[str], ours: Collection[str]) -> str:
+    """How to correct the unknown argument ``arg``."""
+    if arg in ours:
+        return "remove it: cs-lightning passes it itself"
+    close = difflib.get_close_matches(arg, takes, n=1)
+    return f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(takes)}"

@@ -40,11 +40,11 @@ from typing import Any
 import torch
 import yaml
 
-from cs_lightning import mup, schedulers
+from cs_lightning import mup, param_groups, schedulers
 from cs_lightning.config_blocks import parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, torch_optimizers
-from cs_lightning.schedulers.registry import named_tags, probe_param_groups
+from cs_lightning.schedulers.registry import named_tags
 
 _CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
 
@@ -571,7 +571,7 @@ def probe_optimizer(*blocks: Any) -> torch.optim.Optimizer:
 
     Building a schedule on it checks names, arguments and milestones without a model.
     """
-    return torch.optim.SGD(probe_param_groups(list(blocks)), lr=0.1)
+    return torch.optim.SGD(param_groups.probe([], named_tags(list(blocks))), lr=0.1)
 
 
 # ---------------------------------------------------------------------------- layouts

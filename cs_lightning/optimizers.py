@@ -22,7 +22,6 @@ to ``cs-lightning convert``. `merge_optimizer_blocks` says how a later block (a 
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 import warnings
 from collections.abc import Callable, Mapping
@@ -31,8 +30,9 @@ from typing import Any
 import torch
 from torch.optim.optimizer import ParamsT
 
-from cs_lightning.config_blocks import parse_block
+from cs_lightning.config_blocks import check_arguments, parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
+from cs_lightning.user_code import import_dotted
 
 # parameters, or param groups (dicts holding them): what torch's optimizers take
 OptimizerFactory = Callable[[ParamsT], torch.optim.Optimizer]
@@ -59,20 +59,12 @@ def torch_optimizers() -> dict[str, type[torch.optim.Optimizer]]:
     return found
 
 
-def _import_dotted(path: str) -> Any:
-    """`package.module.Name` -> the object; ImportError/AttributeError if it is not there."""
-    module_name, _, attr = path.rpartition(".")
-    if not module_name:
-        raise ImportError(f"{path!r} is not a dotted path such as 'package.module.Name'")
-    return getattr(importlib.import_module(module_name), attr)
-
-
 def resolve_optimizer(name: str, key: KeyPath | str = "optimizer") -> type[torch.optim.Optimizer]:
     """A torch optimizer by name (case-insensitive) or dotted import path; errors name the key path `key`."""
     if "." in name:
         try:
-            cls = _import_dotted(name)
-        except (ImportError, AttributeError) as err:
+            cls = import_dotted(name)
+        except ImportError as err:
             raise ConfigError(
                 key,
                 f"cannot import optimizer {name!r} ({err}); "
@@ -191,27 +183,6 @@ def _warn_of_other_defaults(cls: type, args: dict[str, Any], key: KeyPath) -> No
             )
 
 
-def _check_arguments(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
-    """Every argument in `args` exists in `cls`'s signature, and the required ones are given.
-
-    The first parameter (the parameters to optimize) is ours to supply.
-    """
-    params = list(inspect.signature(cls).parameters.values())[1:]
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return
-    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    for arg in args:
-        if arg not in names:
-            close = difflib.get_close_matches(arg, names, n=1)
-            hint = f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(names)}"
-            raise ConfigError((*key, arg), f"{cls.__name__} has no argument {arg!r}; fix: {hint} ({_CONVERT_HINT})")
-    missing = [p.name for p in params if p.default is p.empty and p.kind is not p.VAR_POSITIONAL and p.name not in args]
-    if missing:
-        raise ConfigError(
-            key, f"{cls.__name__} needs {', '.join(missing)}; fix: add " + ", ".join(f"{m}: <value>" for m in missing)
-        )
-
-
 def optimizer_factory(spec: Any, key: KeyPath = ("optimizer",)) -> OptimizerFactory:
     """Validate an optimizer block now; return `params -> optimizer` for later.
 
@@ -220,7 +191,8 @@ def optimizer_factory(spec: Any, key: KeyPath = ("optimizer",)) -> OptimizerFact
     name, args, args_key = parse_block(spec, key, "optimizer", bare_name_ok=True)
     cls = resolve_optimizer(name, key)
     args = _from_model_zoo(cls, args, args_key)
-    _check_arguments(cls, args, args_key)
+    ours = list(inspect.signature(cls).parameters)[:1]  # the parameters to optimize, which `build` passes
+    check_arguments(cls, args, args_key, ours=ours, note=f" ({_CONVERT_HINT})")
     try:  # let the optimizer judge the values itself, on a throwaway parameter
         cls([torch.nn.Parameter(torch.zeros(1))], **args)
     except (ValueError, TypeError) as err:

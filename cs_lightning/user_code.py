@@ -1,16 +1,19 @@
-"""Whose code a file holds: torch's, cs_lightning's, the standard library's, or the user's.
+"""Whose code a file holds: torch's, cs_lightning's, the standard library's, or the user's; and the
+user's code named by dotted import path.
 
 Errors point at the user's line: deferred init names the constructor that made a tensor, the
 trace check the line that read one. Both walk the stack to the first frame whose file passes
 `is_user_file`. This module imports the standard library and torch only: the deferred-init
-recorder imports it, and it must work without lightning.
+recorder and the schedulers import it, and they must work without lightning.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -53,3 +56,43 @@ def is_own_file(file: str) -> bool:
     """Whether ``file`` is the user's own code: neither torch, cs_lightning, the standard library nor
     an installed package (Lightning's ``seed_everything`` is not the line a user can change)."""
     return is_user_file(file) and not is_library_file(file)
+
+
+def import_dotted(path: str) -> Any:
+    """The object at the dotted import path ``path`` (``package.module.Name``).
+
+    Raises `ImportError` whatever is wrong: a path of the wrong shape, a module that is missing or fails
+    as it is imported, a missing name. Its message says which; the caller adds where the path was
+    written and the fix.
+    """
+    shape = _shape_problem(path)
+    if shape:
+        raise ImportError(f"{path!r} is not a dotted import path such as 'package.module.Name': {shape}")
+    module_name, _, name = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # a user's module may raise anything as it runs
+        reason = str(error) if isinstance(error, ImportError) else f"{type(error).__name__}: {error}"
+        raise ImportError(f"{module_name!r} cannot be imported ({reason})") from error
+    if not hasattr(module, name):
+        raise ImportError(f"module {module_name!r} has no {name!r}")
+    return getattr(module, name)
+
+
+def _shape_problem(path: object) -> str:
+    """What keeps ``path`` from being ``package.module.Name``, or "" when nothing does. Checked before
+    importing: importlib reads ``.Name`` as a relative import and fails with a bare "Empty module name"."""
+    if not isinstance(path, str):  # a class path read from a file (a checkpoint's) may be anything
+        return "it is not a string"
+    module_name, dot, name = path.rpartition(".")
+    if not dot:
+        return "it has no dot"
+    if not module_name:
+        return "its module part, before the last dot, is empty"
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        return f"its module part {module_name!r} is not a dotted Python name"
+    if not name:
+        return "nothing follows its last dot"
+    if not name.isidentifier():
+        return f"{name!r}, after the last dot, is not a Python name"
+    return ""

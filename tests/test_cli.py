@@ -486,8 +486,8 @@ BAD = {
     "unknown optimizer": ({"optimizer": {"AdamWW": {"lr": 0.1}}}, "optimizer", "did you mean AdamW"),
     "bad scheduler argument": (
         {"schedulers": [{"LinearLR": {"initial_lr": 0.0, "end_learning_rate": 0.1, "total_iters": 4}}]},
-        "schedulers[0].LinearLR",
-        "did you mean 'initial_learning_rate'",
+        "schedulers[0].LinearLR.initial_lr",
+        "did you mean initial_learning_rate?",
     ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
@@ -514,8 +514,8 @@ BAD = {
                 }
             ]
         },
-        "schedulers[0].init_args.schedulers[0].init_args",
-        "unknown argument 'warmup'",
+        "schedulers[0].init_args.schedulers[0].init_args.warmup",
+        "LinearLR has no argument 'warmup'",
     ),
     "tagged schedule, untagged optimizer": (
         {"schedulers": [{"LinearLR": {**LINEAR, "param_group_tags": "decoder"}}]},
@@ -798,6 +798,20 @@ def test_a_lambda_schedule_names_its_function_by_dotted_path_from_imports(tmp_pa
         "'cli_lambdas' has no 'doubling'; fix: give module.function, its module importable or its file listed "
         "under imports:\n"
     )
+
+
+def test_a_scheduler_path_with_an_empty_module_part_is_one_line(tmp_path: Path, capfd) -> None:
+    """importlib reads '.LinearLR' as a relative import and raises a bare "Empty module name": once a traceback."""
+    linear = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 10}
+    config = {"optimizer": {"SGD": {"lr": 0.1}}, "schedulers": [{".LinearLR": linear}], "trainer": {"max_steps": 4}}
+    assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config)), "--table"]) == 2
+    assert capfd.readouterr() == (
+        "",
+        "cs-lightning: error: schedulers[0]..LinearLR: scheduler '.LinearLR' cannot be imported: '.LinearLR' is not "
+        "a dotted import path such as 'package.module.Name': its module part, before the last dot, is empty; fix: "
+        "give a scheduler's class name, e.g. LinearLR, or the dotted import path of one\n",
+    )
+    assert _files(tmp_path) == {Path("run.yaml")}
 
 
 def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cs_lightning.config_blocks import Block, parse_block, read_yaml
+from cs_lightning.config_blocks import Block, check_arguments, parse_block, read_yaml
 from cs_lightning.convert import convert
 from cs_lightning.errors import ConfigError, ConfigTypeError, format_key_path
 from cs_lightning.schedulers import build
@@ -48,8 +48,8 @@ def test_a_class_path_block_is_named_by_its_init_args_key() -> None:
     }
     with pytest.raises(ConfigError) as info:
         build([spec], _optimizer())
-    assert info.value.path == ("schedulers", 0, "init_args", "schedulers", 0, "init_args")
-    assert info.value.message.startswith("unknown argument 'warmup'")
+    assert info.value.path == ("schedulers", 0, "init_args", "schedulers", 0, "init_args", "warmup")
+    assert info.value.message.startswith("LinearLR has no argument 'warmup'")
 
 
 def test_convert_puts_the_same_path_under_the_model_zoo_key() -> None:
@@ -148,3 +148,53 @@ def test_read_yaml_reads_numbers_as_fit_does_and_refuses_a_repeated_key(tmp_path
         {"a": 1},
         [f"{tmp_path / 'same.yaml'} gives key 'a' twice, at lines 1 and 2, with the same value"],
     )
+
+
+class _Stepper:
+    """A constructor as an optimizer's or a scheduler's: what the caller passes first, then the block's."""
+
+    def __init__(self, params, lr, momentum=0.0, *, nesterov=False):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "message"),
+    [
+        (
+            {"lr": 0.1, "momentun": 0.9},
+            ("opt", "momentun"),
+            "_Stepper has no argument 'momentun'; fix: did you mean momentum?",
+        ),
+        (
+            {"lr": 0.1, "xyz": 1},
+            ("opt", "xyz"),
+            "_Stepper has no argument 'xyz'; fix: _Stepper takes lr, momentum, nesterov",
+        ),
+        (
+            {"lr": 0.1, "params": []},
+            ("opt", "params"),
+            "_Stepper has no argument 'params'; fix: remove it: cs-lightning passes it itself",
+        ),
+    ],
+)
+def test_an_unknown_argument_is_refused_at_its_own_key(args, key, message) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_arguments(_Stepper, args, ("opt",), ours=["params"])
+    assert (info.value.path, info.value.message) == (key, message)
+
+
+def test_a_missing_argument_is_a_type_error_at_the_block_unless_the_caller_fills_it() -> None:
+    with pytest.raises(ConfigTypeError) as info:
+        check_arguments(_Stepper, {"momentum": 0.9}, ("opt",), ours=["params"])
+    assert (info.value.path, info.value.message) == (("opt",), "_Stepper needs lr; fix: add lr: <value>")
+    check_arguments(_Stepper, {"momentum": 0.9}, ("opt",), ours=["params"], filled=["lr"])
+
+
+def test_a_class_taking_keyword_arguments_takes_any_name_but_still_needs_its_own() -> None:
+    class Forwarding(_Stepper):
+        def __init__(self, params, lr, **kwargs):
+            super().__init__(params, lr, **kwargs)
+
+    check_arguments(Forwarding, {"lr": 0.1, "dampening": 0.5}, ("opt",), ours=["params"])
+    with pytest.raises(ConfigTypeError, match="Forwarding needs lr"):
+        check_arguments(Forwarding, {"dampening": 0.5}, ("opt",), ours=["params"])

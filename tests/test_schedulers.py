@@ -660,7 +660,11 @@ FUNCTION_FIX = "fix: give module.function, its module importable or its file lis
             "'no_such_module_here' cannot be imported (No module named 'no_such_module_here')",
         ),
         ("math.no_such_function", "module 'math' has no 'no_such_function'"),
-        ("lambda k: 0.95 ** k", "lr_lambda must be a function or its dotted import path"),
+        (
+            "lambda k: 0.95 ** k",
+            "'lambda k: 0.95 ** k' is not a dotted import path such as 'package.module.Name': its module part "
+            "'lambda k: 0' is not a dotted Python name",
+        ),
         ("math.pi", None),
     ],
 )

@@ -61,6 +61,20 @@ def test_dotted_path_must_be_a_scheduler():
         resolve("torch.optim.lr_scheduler.LinearLR")
     with pytest.raises(ValueError, match="cannot be imported"):
         resolve("no_such_module.LinearLR")
+    with pytest.raises(ConfigError, match=r"'\.LinearLR' cannot be imported: .* its module part, before the last dot"):
+        resolve(".LinearLR")
+
+
+def test_a_scheduler_taking_keyword_arguments_gets_every_argument_of_its_block(optimizer):
+    """Its **kwargs take any name; they were refused as unknown arguments (an optimizer's never were)."""
+
+    class ForwardingForTestLR(LinearLR):
+        def __init__(self, optimizer, **kwargs):
+            super().__init__(optimizer, **kwargs)
+
+    (built,) = build({"ForwardingForTestLR": WARMUP}, optimizer)
+    assert type(built) is ForwardingForTestLR
+    assert built.values(3)[:, 0].tolist() == pytest.approx([0.0, 0.01, 0.02])
 
 
 def test_build_shapes(optimizer):
@@ -160,9 +174,14 @@ def test_build_nested_and_chained_and_tags():
         (
             {"LinearLR": {**WARMUP, "total_iter": 5}},
             ConfigError,
-            r"schedulers\.LinearLR: unknown argument 'total_iter' \(did you mean 'total_iters'\?\)",
+            r"^schedulers\.LinearLR\.total_iter: LinearLR has no argument 'total_iter'; fix: did you mean total_iters\?$",
         ),
-        ({"LinearLR": {**WARMUP, "optimizer": None}}, ConfigError, "unknown argument 'optimizer'"),
+        (
+            {"LinearLR": {**WARMUP, "optimizer": None}},
+            ConfigError,
+            r"^schedulers\.LinearLR\.optimizer: LinearLR has no argument 'optimizer'; fix: remove it: cs-lightning "
+            "passes it itself$",
+        ),
         ({"LinerLR": WARMUP}, ConfigError, r"schedulers\.LinerLR: unknown scheduler 'LinerLR'; closest: LinearLR"),
         ({"LinearLR": WARMUP, "CosineDecayLR": DECAY}, ConfigError, "one per mapping"),
         ({"LinearLR": [1, 2]}, ConfigError, r"schedulers\.LinearLR: expected a mapping of arguments, got \[1, 2\]"),

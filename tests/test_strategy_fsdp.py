@@ -152,6 +152,19 @@ def test_options_are_checked_with_the_fix() -> None:
     assert CSXFSDPStrategy(block_classes=["sharded_models.Block", nn.Linear]).block_classes == (Block, nn.Linear)
 
 
+def test_block_classes_with_an_empty_module_part_names_the_key_and_the_fix() -> None:
+    """'.Block' reads as a relative import, for which importlib says only "Empty module name"."""
+    from cs_lightning import CSXFSDPStrategy
+
+    with pytest.raises(ValueError) as raised:
+        CSXFSDPStrategy(block_classes=[".Block"])
+    assert str(raised.value) == (
+        "block_classes: '.Block' cannot be imported ('.Block' is not a dotted import path such as "
+        "'package.module.Name': its module part, before the last dot, is empty); give a module class or its dotted "
+        "import path, e.g. 'my_project.model.Block'."
+    )
+
+
 BUILT_SCRIPT = textwrap.dedent(
     """
     import sys

@@ -1,4 +1,5 @@
-"""The one test of whose code a file holds, shared by deferred init's and the trace check's errors."""
+"""The one test of whose code a file holds, shared by deferred init's and the trace check's errors, and of
+the one import of the user's code by dotted path."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 import cs_lightning.schedulers.base
 from cs_lightning.deferred import deferred_init
 from cs_lightning.errors import DeferredInitWarning
-from cs_lightning.user_code import is_user_file
+from cs_lightning.user_code import import_dotted, is_user_file
 
 TORCH_DIR = str(Path(torch.__file__).parent)
 
@@ -62,3 +63,42 @@ def test_a_constructor_site_is_the_first_frame_of_the_users_own_code(folder: str
     assert "Gate.__init__ (" in message
     assert (f"({file}:9)" in message) is named
     assert (f"({__file__}:" in message) is not named
+
+
+def test_a_dotted_path_imports_its_object() -> None:
+    assert import_dotted("torch.optim.AdamW") is torch.optim.AdamW
+    assert import_dotted("os.path") is os.path
+
+
+SHAPE = "is not a dotted import path such as 'package.module.Name'"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("AdamW", f"'AdamW' {SHAPE}: it has no dot"),
+        (".AdamW", f"'.AdamW' {SHAPE}: its module part, before the last dot, is empty"),
+        (
+            "torch..optim.AdamW",
+            f"'torch..optim.AdamW' {SHAPE}: its module part 'torch..optim' is not a dotted Python name",
+        ),
+        ("torch.optim.", f"'torch.optim.' {SHAPE}: nothing follows its last dot"),
+        ("torch.optim.Adam W", f"'torch.optim.Adam W' {SHAPE}: 'Adam W', after the last dot, is not a Python name"),
+        ("no_such_module_here.X", "'no_such_module_here' cannot be imported (No module named 'no_such_module_here')"),
+        ("torch.optim.AdamWW", "module 'torch.optim' has no 'AdamWW'"),
+    ],
+)
+def test_a_dotted_path_that_fails_is_an_import_error_saying_why(path: str, message: str) -> None:
+    with pytest.raises(ImportError) as raised:
+        import_dotted(path)
+    assert str(raised.value) == message
+
+
+def test_a_module_that_raises_as_it_is_imported_is_an_import_error_naming_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "raises_at_import.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError) as raised:
+        import_dotted("raises_at_import.Model")
+    assert str(raised.value) == "'raises_at_import' cannot be imported (RuntimeError: boom)"

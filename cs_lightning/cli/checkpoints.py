@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from jsonargparse.typing import import_object
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 
 from cs_lightning.cli.error_lines import imported_or_none
 from cs_lightning.errors import ConfigError
+from cs_lightning.user_code import import_dotted
 
 # ckpt_path values Lightning resolves itself, not file paths.
 _LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
@@ -132,7 +132,7 @@ def check_model_class(value: str, hyperparameters: Mapping[str, Any], configured
     A checkpoint without a saved class (not written through a LightningCLI) has nothing to compare.
     """
     written_by = hyperparameters.get("_class_path")
-    if written_by is None or written_by == configured or imported_or_none(written_by) is import_object(configured):
+    if written_by is None or written_by == configured or imported_or_none(written_by) is import_dotted(configured):
         return
     raise ConfigError(
         "ckpt_path",

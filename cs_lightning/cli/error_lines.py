@@ -22,6 +22,7 @@ from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
+from cs_lightning.user_code import import_dotted
 
 # A union's report: its frame, and the bare "Expected a <class 'str'>" of each member that is not the one meant
 _NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class '[\w.]+'>$|Given value)")
@@ -273,8 +274,8 @@ def imported_or_none(class_path: str) -> Any:
     """The object a dotted path names, or None when it cannot be imported: for what only adds to an error
     line (a reason, a registered name) or names a class that may be gone (a checkpoint's)."""
     try:
-        return import_object(class_path)
-    except (ImportError, AttributeError, ValueError):
+        return import_dotted(class_path)
+    except ImportError:
         return None
 
 

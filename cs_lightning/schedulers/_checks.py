@@ -6,11 +6,12 @@ was written instead of surfacing later as a nan, an inf or a silently constant v
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any
+
+from cs_lightning.user_code import import_dotted
 
 
 def _where(owner: str, name: str, value: Any) -> str:
@@ -98,14 +99,8 @@ def function(owner: str, name: str, value: Any) -> Any:
 
 
 def _imported(owner: str, name: str, path: str) -> Any:
-    module_name, _, attribute = path.rpartition(".")
-    fix = "fix: give module.function, its module importable or its file listed under imports:"
-    if not module_name or not attribute.isidentifier():
-        raise ValueError(f"{_where(owner, name, path)}; {name} must be a function or its dotted import path; {fix}")
     try:
-        module = importlib.import_module(module_name)
+        return import_dotted(path)
     except ImportError as error:
-        raise ValueError(f"{_where(owner, name, path)}; {module_name!r} cannot be imported ({error}); {fix}") from None
-    if not hasattr(module, attribute):
-        raise ValueError(f"{_where(owner, name, path)}; module {module_name!r} has no {attribute!r}; {fix}")
-    return getattr(module, attribute)
+        fix = "fix: give module.function, its module importable or its file listed under imports:"
+        raise ValueError(f"{_where(owner, name, path)}; {error}; {fix}") from None

@@ -19,7 +19,6 @@ end), as in cerebras.pytorch 2.10. Errors name the YAML key path.
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import torch
 import yaml
 
-from cs_lightning.config_blocks import parse_block
+from cs_lightning.config_blocks import check_arguments, parse_block
 from cs_lightning.errors import (
     ConfigError,
     ConfigTypeError,
@@ -38,6 +37,7 @@ from cs_lightning.errors import (
 )
 from cs_lightning.schedulers.base import Scheduler, _group_tags, _has_closed_form
 from cs_lightning.schedulers.composite import _Sequential
+from cs_lightning.user_code import import_dotted
 
 
 def _concrete(cls: type[Scheduler]) -> bool:
@@ -61,11 +61,14 @@ def _catalogue() -> dict[str, list[type[Scheduler]]]:
 
 
 def _import(path: str) -> Any:
-    module_name, _, attribute = path.rpartition(".")
     try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError((), f"scheduler {path!r} cannot be imported: {error}") from None
+        return import_dotted(path)
+    except ImportError as error:
+        raise ConfigError(
+            (),
+            f"scheduler {path!r} cannot be imported: {error}; fix: give a scheduler's class name, e.g. "
+            "LinearLR, or the dotted import path of one",
+        ) from None
 
 
 def resolve(name: str) -> type[Scheduler]:
@@ -144,15 +147,6 @@ def named_tags(spec: Any) -> list[Any]:
     return sorted(_named_tags(spec) - {None}, key=str)
 
 
-def probe_param_groups(spec: Any) -> list[dict[str, Any]]:
-    """Param groups to check a YAML block on without a model: one untagged group, plus one
-    per tag the block names (``named_tags``)."""
-    return [
-        {"params": [torch.nn.Parameter(torch.zeros(1))], **({} if tag is None else {"tags": {tag}})}
-        for tag in [None, *named_tags(spec)]
-    ]
-
-
 def _named_tags(spec: Any) -> set[Any]:
     if isinstance(spec, Mapping):
         found = set()
@@ -201,36 +195,18 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
     if tags is not None:
         args.setdefault("param_group_tags", tags)
     cls = _resolve_at(name, path)
-    parameters = inspect.signature(cls.__init__).parameters
-    unknown = sorted(set(args) - set(parameters) - {"self"})
-    if unknown or "optimizer" in args:
-        accepted = [p for p in parameters if p not in ("self", "optimizer")]
-        bad = unknown or ["optimizer"]
-        close = difflib.get_close_matches(bad[0], accepted, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigError(path, f"unknown argument {bad[0]!r}{hint}; {cls.__name__} takes {accepted}")
+    sequential = issubclass(cls, _Sequential)
+    check_arguments(cls, args, path, ours=["optimizer"], filled=["milestones"] if sequential else [])
+    parameters = inspect.signature(cls).parameters
     tags = args.get("param_group_tags")
     if "scheduler" in args and "scheduler" in parameters:
         args["scheduler"] = _build_one(args["scheduler"], optimizer, (*path, "scheduler"), tags)
     if "schedulers" in args and "schedulers" in parameters:
         args["schedulers"] = _build_children(args["schedulers"], optimizer, tags, (*path, "schedulers"))
-    if issubclass(cls, _Sequential) and "schedulers" in args:
+    if sequential and "schedulers" in args:
         args["milestones"] = _milestones(args["schedulers"], args.get("milestones"), path)
     if "optimizer" in parameters:
         args["optimizer"] = optimizer
-    missing = [
-        name
-        for name, parameter in parameters.items()
-        if name != "self"
-        and name not in args
-        and parameter.default is parameter.empty
-        and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-    ]
-    if missing:
-        raise ConfigTypeError(
-            path,
-            f"{cls.__name__} needs {', '.join(missing)}; fix: add " + ", ".join(f"{name}: <value>" for name in missing),
-        )
     try:  # the constructor checks the values: ValueError/TypeError naming the argument, by convention
         return cls(**args)
     except ParamGroupTagsError as error:  # keeps its class, which the CLI catches to add its fix

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -43,6 +42,7 @@ from cs_lightning.strategies.system import (
     _check_checkpoint_matches,
     _shapes,
 )
+from cs_lightning.user_code import import_dotted
 
 STATE_DICT_TYPES = ("sharded", "full")
 
@@ -361,10 +361,9 @@ def _block_class(spec: type[nn.Module] | str) -> type[nn.Module]:
     if isinstance(spec, type) and issubclass(spec, nn.Module):
         return spec
     if isinstance(spec, str) and "." in spec:
-        path, _, name = spec.rpartition(".")
         try:
-            found = getattr(importlib.import_module(path), name)
-        except (ImportError, AttributeError) as error:
+            found = import_dotted(spec)
+        except ImportError as error:
             raise ValueError(
                 f"block_classes: {spec!r} cannot be imported ({error}); give a module class or"
                 " its dotted import path, e.g. 'my_project.model.Block'."
