@@ -1087,9 +1087,10 @@ ONE_LINE_FAILURES = {
     ),
     "a sharded folder for a strategy that reads files": (
         ["fit", "--ckpt_path", "sharded"],
-        "ckpt_path: 'sharded' is a sharded checkpoint, which trainer.strategy 'csx' cannot read; fix: resume it "
-        "with trainer.strategy: csx_fsdp, or give a single-file checkpoint (csx_fsdp writes one with "
-        "state_dict_type='full')",
+        "ckpt_path: 'sharded' is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp "
+        "writes by default), which trainer.strategy 'csx' cannot read; fix: resume it with "
+        "trainer.strategy='csx_fsdp', or save single-file checkpoints, which every strategy reads, with "
+        "CSXFSDPStrategy(state_dict_type='full')",
     ),
     "best, which a fresh Trainer has not": (
         ["fit", "--ckpt_path", "best"],

@@ -12,9 +12,10 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 from lightning_models import Regressor, SkipsFirst, data, fit, trainer
 
-from cs_lightning import CSXDDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
+from cs_lightning import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
 from cs_lightning.errors import CheckpointMismatchError, ConfigError
+from cs_lightning.strategies.checkpoints import sharded_checkpoint_problem
 
 
 def _equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
@@ -356,3 +357,28 @@ def test_a_sharded_checkpoint_folder_is_refused_by_strategies_that_read_files(st
     assert str(refused.value) == line
     with pytest.raises(ConfigError, match=r"^ckpt_path: 'ckpt' is a folder, not a checkpoint file; fix: give a \.ckpt"):
         fit(Regressor(build_in="configure_model"), strategy, steps=4, ckpt_path="ckpt", devices=1)
+
+
+def test_a_sharded_folder_is_what_csx_fsdp_writes_and_one_lacking_a_part_is_named_as_such(tmp_path: Path) -> None:
+    """One answer to "is this a sharded checkpoint?" for every strategy and the CLI: the folder csx_fsdp writes
+    (shards, their index, meta.pt) is one; without its shards csx takes it for a plain folder (it said "sharded
+    checkpoint"), and csx_fsdp names what is missing (torch's error named a file it failed to open)."""
+    script = tmp_path / "sharded.py"
+    script.write_text(SHARDED_SCRIPT.format(tests=str(Path(__file__).parent)))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    folder = tmp_path / "ckpt/epoch=0-step=2.ckpt"
+    assert sorted(p.name for p in folder.iterdir()) == [".metadata", "__0_0.distcp", "meta.pt"]
+    assert sharded_checkpoint_problem(folder) is None
+    (folder / "__0_0.distcp").unlink()
+    assert sharded_checkpoint_problem(folder) == "is a sharded checkpoint without its shards (*.distcp)"
+    with pytest.raises(ConfigError, match=r"^ckpt_path: 'ckpt/epoch=0-step=2.ckpt' is a folder, not a checkpoint file"):
+        fit(Regressor(build_in="configure_model"), "csx", steps=4, ckpt_path="ckpt/epoch=0-step=2.ckpt")
+    (folder / ".metadata").unlink()
+    line = (
+        "ckpt_path: 'ckpt/epoch=0-step=2.ckpt' is a folder but not a sharded checkpoint (it has no .metadata); "
+        "fix: give a .ckpt file, or a sharded checkpoint folder"
+    )
+    with pytest.raises(ConfigError) as refused:
+        CSXFSDPStrategy().load_checkpoint("ckpt/epoch=0-step=2.ckpt")
+    assert str(refused.value) == line

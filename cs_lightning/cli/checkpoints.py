@@ -10,19 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.fabric.utilities.load import _METADATA_FILENAME
 
 from cs_lightning.cli.error_lines import imported_or_none
 from cs_lightning.errors import ConfigError
+from cs_lightning.strategies.checkpoints import (
+    SHARD_INDEX,
+    SHARDED_REST,
+    sharded_checkpoint_problem,
+    sharded_checkpoint_refused,
+)
 from cs_lightning.user_code import import_dotted
 
 # ckpt_path values Lightning resolves itself, not file paths.
 _LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
-
-
-# What a sharded checkpoint folder holds (Lightning's ModelParallelStrategy, under csx_fsdp):
-# torch.distributed.checkpoint's index of the shards, and Lightning's torch.save of the rest.
-_SHARD_INDEX, _SHARDED_REST = ".metadata", _METADATA_FILENAME
 
 
 def _check_checkpoint(value: str, trainer: Mapping[str, Any]) -> None:
@@ -42,26 +42,18 @@ def _check_checkpoint(value: str, trainer: Mapping[str, Any]) -> None:
     strategy = trainer.get("strategy")
     fix = (
         "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
-        f"{_SHARD_INDEX} and {_SHARDED_REST}), or leave ckpt_path out"
+        f"{SHARD_INDEX} and {SHARDED_REST}), or leave ckpt_path out"
     )
     path = Path(value)
     if path.is_dir():
-        missing = [name for name in (_SHARD_INDEX, _SHARDED_REST) if not (path / name).is_file()]
-        if missing:
-            raise ConfigError(
-                "ckpt_path",
-                f"{value!r} is a folder but not a sharded checkpoint (it has no {' and no '.join(missing)}); {fix}",
-            )
-        _pickled_names(path / _SHARDED_REST, fix)  # the rest of the state must be readable too
-        if not any(path.glob("*.distcp")):
-            raise ConfigError("ckpt_path", f"{value!r} is a sharded checkpoint without its shards (*.distcp); {fix}")
+        if (path / SHARDED_REST).is_file():
+            _pickled_names(path / SHARDED_REST, fix)  # the rest of the state must be readable too
+        problem = sharded_checkpoint_problem(path)
+        if problem is not None:
+            raise ConfigError("ckpt_path", f"{value!r} {problem}; {fix}")
         if not _reads_sharded(strategy):
-            raise ConfigError(
-                "ckpt_path",
-                f"{value!r} is a sharded checkpoint, which trainer.strategy {_strategy_name(strategy)!r} cannot read;"
-                " fix: resume it with trainer.strategy: csx_fsdp, or give a single-file checkpoint (csx_fsdp writes"
-                " one with state_dict_type='full')",
-            )
+            refused = sharded_checkpoint_refused(value, _strategy_name(strategy), "trainer.strategy")
+            raise ConfigError("ckpt_path", refused)
         return
     if not path.is_file():
         raise ConfigError("ckpt_path", f"{value!r} does not exist; {fix}")

@@ -26,7 +26,6 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
 from cs_lightning.cli.checkpoints import (
-    _SHARDED_REST,
     _check_checkpoint,
     _model_arguments,
     check_model_class,
@@ -44,6 +43,7 @@ from cs_lightning.cli.error_lines import (
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
+from cs_lightning.strategies.checkpoints import SHARDED_REST
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 
@@ -294,7 +294,7 @@ class CSLightningCLI(LightningCLI):
         given = _model_arguments(config)
         if ckpt_path and Path(str(ckpt_path)).is_dir():
             # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt
-            config["ckpt_path"] = str(Path(str(ckpt_path)) / _SHARDED_REST)
+            config["ckpt_path"] = str(Path(str(ckpt_path)) / SHARDED_REST)
         try:
             if ckpt_path and Path(config["ckpt_path"]).is_file():
                 self._take_hyperparameters(str(ckpt_path), Path(config["ckpt_path"]), config.get("model").class_path)

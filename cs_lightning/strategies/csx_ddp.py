@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from typing_extensions import override
 
-from cs_lightning.strategies.system import CSXSystemMixin, _keyword_names
+from cs_lightning.strategies.system import CSXSystemMixin, keyword_names
 
 
 class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
@@ -39,8 +39,8 @@ class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
     @override
     def _lightning_arguments(cls) -> set[str] | None:
         """DDPStrategy's own arguments, and DistributedDataParallel's, which it passes on."""
-        names, _ = _keyword_names(DDPStrategy.__init__)
-        ddp_names, _ = _keyword_names(DistributedDataParallel.__init__)
+        names, _ = keyword_names(DDPStrategy.__init__)
+        ddp_names, _ = keyword_names(DistributedDataParallel.__init__)
         return names | (ddp_names - {"module"})
 
     @override

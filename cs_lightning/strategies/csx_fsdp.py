@@ -10,10 +10,9 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed
 from lightning.fabric.utilities.distributed import _set_num_threads_if_needed
-from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
 from lightning.fabric.utilities.types import _PATH
-from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch import Trainer
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.trainer.states import TrainerFn
@@ -34,14 +33,17 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
-from cs_lightning.errors import ShardingError
-from cs_lightning.strategies.system import (
-    _RNG_KEY,
-    _WEIGHT_DTYPES,
-    CSXSystemMixin,
-    _check_checkpoint_matches,
-    _shapes,
+from cs_lightning.errors import ConfigError, ShardingError
+from cs_lightning.strategies.checkpoints import (
+    RNG_KEY,
+    SHARDED_REST,
+    check_checkpoint_matches,
+    listed,
+    load_mapped,
+    model_shapes,
+    sharded_checkpoint_problem,
 )
+from cs_lightning.strategies.system import CSXSystemMixin
 from cs_lightning.user_code import import_dotted
 
 STATE_DICT_TYPES = ("sharded", "full")
@@ -160,7 +162,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     @override
     def setup(self, trainer: Trainer) -> None:
         """Shard a model that was built eagerly (in ``__init__``), at full memory, with a warning."""
-        module = self._module()
+        module = self._connected_module
         if not self._is_recorded(module):
             self._shard_eager(module)
         super().setup(trainer)
@@ -188,27 +190,31 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     @override
     def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
         """A single file is memory-mapped (each rank reads its rows only); a sharded folder's tensors are
-        read by ``torch.distributed.checkpoint`` once the model is sharded."""
+        read by ``torch.distributed.checkpoint`` once the model is sharded. Another folder is refused."""
         path = Path(self.broadcast(checkpoint_path))
-        if path.is_dir() and (path / _METADATA_FILENAME).is_file():
-            checkpoint = torch.load(path / _METADATA_FILENAME, weights_only=weights_only)
-            folder = checkpoint["state_dict"] = _ShardedFolder(path)
-            if any(name.startswith("optimizer_") for name in folder.keys):  # else saved with save_weights_only
-                checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
-            return checkpoint
-        return torch.load(path, map_location="cpu", mmap=True, weights_only=weights_only)
+        if not path.is_dir():
+            return load_mapped(path, weights_only)
+        problem = sharded_checkpoint_problem(path)
+        if problem is not None:  # else torch would fail reading it, naming a file the folder lacks
+            fix = "fix: give a .ckpt file, or a sharded checkpoint folder"
+            raise ConfigError("ckpt_path", f"{str(checkpoint_path)!r} {problem}; {fix}")
+        checkpoint = torch.load(path / SHARDED_REST, weights_only=weights_only)
+        folder = checkpoint["state_dict"] = _ShardedFolder(path)
+        if any(name.startswith("optimizer_") for name in folder.keys):  # else saved with save_weights_only
+            checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
+        return checkpoint
 
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         """Shard the model, initializing none of what the checkpoint provides, then load this rank's rows."""
-        module = self._module()
+        module = self._connected_module
         source = checkpoint["state_dict"]
         folder = isinstance(source, _ShardedFolder)
-        shapes = source.model_shapes if folder else _shapes(source)
-        _check_checkpoint_matches(module, shapes, strict)
+        shapes = source.model_shapes if folder else model_shapes(source)
+        check_checkpoint_matches(module, shapes, strict)
         provided = set(shapes)
         if self._is_recorded(module):
-            self._materialize_sharded(module, provided, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
+            self._materialize_sharded(module, provided, rng="skip_unread" if RNG_KEY in checkpoint else "eager")
         else:
             self._shard_eager(module)
         if folder:  # what the folder holds (all, unless strict_loading is off): the rest stays as initialized
@@ -244,12 +250,12 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
                 continue  # saved before the first step: nothing to load
             # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten),
             # cut to the parameters the folder holds a state for: DCP refuses to load a key it lacks
-            own = get_optimizer_state_dict(self._module(), optimizer)
+            own = get_optimizer_state_dict(self._connected_module, optimizer)
             state = {key: _held_states(own, f"{key}.state", source.keys)}
             dcp_load(state, checkpoint_id=source.path)
             # not strict: torch refuses a trainable parameter without state, which plain load_state_dict allows
             options = StateDictOptions(strict=False)
-            set_optimizer_state_dict(self._module(), optimizer, state[key], options=options)
+            set_optimizer_state_dict(self._connected_module, optimizer, state[key], options=options)
 
     @override
     def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
@@ -258,7 +264,6 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     def _materialize_sharded(self, module: nn.Module, provided: Collection[str], rng: str) -> None:
         """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``)."""
         started = time.perf_counter()
-        dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
 
         def prepare(model: nn.Module) -> None:
             self._shard(model)
@@ -268,7 +273,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         self.sharded_whole = materialize_sharded(
             module,
             self.root_device,
-            dtype,
+            self._weight_dtype,
             prepare=prepare,
             agree=self._all_ranks,
             mode=self.init_mode,
@@ -277,16 +282,8 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         )
         if self.sharded_whole:
             named = [f"{name} ({why})" for name, why in self.sharded_whole.items()]
-            listed = ", ".join(named[:10]) + (f" and {len(named) - 10} more" if len(named) > 10 else "")
-            rank_zero_info(f"csx_fsdp: generated whole on every rank, rows kept (no row-wise init): {listed}")
+            rank_zero_info(f"csx_fsdp: generated whole on every rank, rows kept (no row-wise init): {listed(named)}")
         self._add_phase("materialize", time.perf_counter() - started)
-
-    def _module(self) -> LightningModule:
-        """The LightningModule, which is also the sharded model (FSDP2 shards in place: no wrapper)."""
-        module = self.lightning_module
-        if module is None:
-            raise AssertionError("csx_fsdp: no LightningModule attached to the strategy yet")
-        return module
 
     def _shard(self, module: nn.Module) -> None:
         """``fully_shard`` each block, then the LightningModule as the root, whose step methods

@@ -1,8 +1,9 @@
-"""What makes a Lightning strategy a CS-X system; shared by the single and data-parallel strategies.
+"""What makes a Lightning strategy a CS-X system; shared by the single, data-parallel and sharded strategies.
 
 * Lazy model: ``configure_model()`` and ``trainer.init_module()`` record instead of allocating;
-  the model is materialized once, on the root device in the precision's dtype, straight
-  from the checkpoint when ``fit``/``validate``/... get a ``ckpt_path`` (no random init then).
+  the model is materialized once, on the root device in the precision's dtype (under csx_fsdp each rank
+  makes its own rows only), straight from the checkpoint when ``fit``/``validate``/... get a ``ckpt_path``
+  (no random init then).
   As a ``trainer.init_module()`` block ends the global generator jumps to where eager construction
   leaves it (when the recorded draws' counts are known), so random numbers drawn before ``fit`` are eager's.
 * Lazy factories: ``configure_optimizers()`` runs after materialization; a closed-form
@@ -22,20 +23,18 @@ import atexit
 import difflib
 import inspect
 import os
-import random
 import time
 import warnings
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from typing import Any, cast, get_type_hints
+from pathlib import Path
+from typing import Any, get_type_hints
 
-import numpy
 import torch
 from lightning import __version__ as lightning_version
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.strategies import _StrategyRegistry
-from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.rank_zero import rank_zero_warn
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
@@ -48,11 +47,21 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
-from cs_lightning.errors import CheckpointMismatchError, ConfigError
+from cs_lightning.errors import ConfigError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.schedulers.resume import check_checkpoint
 from cs_lightning.step_closure import StepBoundary
+from cs_lightning.strategies.checkpoints import (
+    RNG_KEY,
+    check_checkpoint_matches,
+    load_mapped,
+    model_shapes,
+    restore_rng_states,
+    rng_states,
+    sharded_checkpoint_problem,
+    sharded_checkpoint_refused,
+)
 from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of, skipped
 from cs_lightning.trace_cache import TraceCache, fingerprint
 
@@ -60,8 +69,6 @@ INIT_MODES = ("exact", "independent")
 # torch's own compiler, always registered: the one backend name accepted without looking it up.
 _DEFAULT_BACKEND = "inductor"
 
-# Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
-_RNG_KEY = "csx_rng_states"
 # What the trace check's verdict depends on besides code and inputs (part of its cache key).
 _CHECK_OPTIONS = {"check": "lazy trace", "host_reads": "refused", "shapes": "static"}
 
@@ -155,7 +162,7 @@ class CSXSystemMixin(Strategy):
     @classmethod
     def _lightning_arguments(cls) -> set[str] | None:
         """The keyword arguments the Lightning strategy takes, None when it takes any (``**kwargs``)."""
-        names, takes_any = _keyword_names(super().__init__)
+        names, takes_any = keyword_names(super().__init__)
         return None if takes_any else names
 
     def _refuse_unknown(self, kwargs: Mapping[str, Any]) -> None:
@@ -256,10 +263,10 @@ class CSXSystemMixin(Strategy):
     def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
         """Memory-map a local checkpoint, so weights are read once, straight into the model."""
         if os.path.isdir(checkpoint_path):  # torch.load's IsADirectoryError would not say what the folder is
-            raise _folder_refused(str(checkpoint_path), str(self.strategy_name))
+            raise _folder_refused(str(checkpoint_path), self.strategy_name)
         if type(self.checkpoint_io) is not TorchCheckpointIO or not os.path.isfile(checkpoint_path):
             return super().load_checkpoint(checkpoint_path, weights_only=weights_only)
-        return torch.load(checkpoint_path, map_location="cpu", mmap=True, weights_only=weights_only)
+        return load_mapped(checkpoint_path, weights_only)
 
     @override
     def save_checkpoint(self, checkpoint: dict[str, Any], filepath: _PATH, storage_options: Any | None = None) -> None:
@@ -267,13 +274,13 @@ class CSXSystemMixin(Strategy):
 
         Every rank calls this (Lightning's rule for ``trainer.save_checkpoint``), so the states are gathered.
         """
-        states = _rng_states()
+        states = rng_states()
         if self.world_size > 1 and torch.distributed.is_initialized():
             gathered: list[Any] = [None] * self.world_size
             torch.distributed.all_gather_object(gathered, states)
-            checkpoint[_RNG_KEY] = gathered
+            checkpoint[RNG_KEY] = gathered
         else:
-            checkpoint[_RNG_KEY] = [states]
+            checkpoint[RNG_KEY] = [states]
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
 
     @override
@@ -294,9 +301,9 @@ class CSXSystemMixin(Strategy):
         module = self._connected_module
         if self._is_recorded(module):
             state_dict = checkpoint["state_dict"]
-            _check_checkpoint_matches(module, _shapes(state_dict), strict)
+            check_checkpoint_matches(module, model_shapes(state_dict), strict)
             # the generators are restored below, so the draws eager init would make can be skipped
-            self._materialize(module, state_dict, rng="skip_unread" if _RNG_KEY in checkpoint else "eager")
+            self._materialize(module, state_dict, rng="skip_unread" if RNG_KEY in checkpoint else "eager")
         else:
             super().load_model_state_dict(checkpoint, strict=strict)
         self._restore_generators(checkpoint)
@@ -304,11 +311,11 @@ class CSXSystemMixin(Strategy):
     def _restore_generators(self, checkpoint: Mapping[str, Any]) -> None:
         """Set this rank's generators as the checkpoint saved them (before the dataloaders are made:
         the iterator of an epoch starting after the checkpoint draws its seed from them)."""
-        saved = checkpoint.get(_RNG_KEY)
+        saved = checkpoint.get(RNG_KEY)
         if saved is None:
             return
         if isinstance(saved, Mapping):  # written by cs_lightning 0.1.0: one state, for every rank
-            _restore_rng_states(saved)
+            restore_rng_states(saved)
             return
         if len(saved) != self.world_size:
             rank_zero_warn(
@@ -316,7 +323,7 @@ class CSXSystemMixin(Strategy):
                 f"{self.world_size}: every rank continues from rank 0's, so random draws (dropout) differ from "
                 "the run that wrote it"
             )
-        _restore_rng_states(saved[self.global_rank] if len(saved) == self.world_size else saved[0])
+        restore_rng_states(saved[self.global_rank] if len(saved) == self.world_size else saved[0])
 
     @override
     def setup_environment(self) -> None:
@@ -448,9 +455,15 @@ class CSXSystemMixin(Strategy):
 
     @property
     def _connected_module(self) -> LightningModule:
+        """The LightningModule; under csx_fsdp also the sharded model (FSDP2 shards in place: no wrapper)."""
         module = self.lightning_module
         assert module is not None  # the hooks using it run with the module connected
         return module
+
+    @property
+    def _weight_dtype(self) -> torch.dtype | None:
+        """The parameters' dtype under this precision; None keeps float32."""
+        return _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
 
     def _end_step(self) -> None:
         self._step.end()
@@ -463,9 +476,10 @@ class CSXSystemMixin(Strategy):
 
     def _materialize(self, module: nn.Module, state_dict: Mapping[str, Any] | None, rng: str = "eager") -> None:
         started = time.perf_counter()
-        dtype = _WEIGHT_DTYPES.get(getattr(self.precision_plugin, "precision", "32-true"))
         options = {"rng": rng} if self.options.init_mode == "exact" else {}
-        deferred.materialize(module, self.root_device, dtype, state_dict, mode=self.options.init_mode, **options)
+        deferred.materialize(
+            module, self.root_device, self._weight_dtype, state_dict, mode=self.options.init_mode, **options
+        )
         self._add_phase("materialize", time.perf_counter() - started)
 
     def _compile(self, module: LightningModule) -> None:
@@ -533,7 +547,7 @@ def renamed(name: str, stacklevel: int) -> Any:
     return globals()[_RENAMED[name]]
 
 
-def _keyword_names(init: Callable[..., Any]) -> tuple[set[str], bool]:
+def keyword_names(init: Callable[..., Any]) -> tuple[set[str], bool]:
     """The names ``init`` takes by keyword, and whether it takes any other (``**kwargs``)."""
     parameters = inspect.signature(init).parameters.values()
     by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -544,7 +558,7 @@ def _keyword_names(init: Callable[..., Any]) -> tuple[set[str], bool]:
 def _own_keyword_names(cls: type) -> set[str]:
     """The named keyword arguments of the ``__init__`` that ``cls`` itself defines (none if it defines none)."""
     init = cls.__dict__.get("__init__")
-    return _keyword_names(init)[0] if init is not None else set()
+    return keyword_names(init)[0] if init is not None else set()
 
 
 def _let_collectives_finish() -> None:
@@ -558,36 +572,10 @@ def _let_collectives_finish() -> None:
 
 def _folder_refused(path: str, strategy: str) -> ConfigError:
     """A folder given as ``ckpt_path`` to a strategy that reads checkpoint files: a sharded checkpoint
-    (``csx_fsdp``'s default, holding Lightning's meta.pt) is said to be one, with the two ways to use it."""
-    if not os.path.isfile(os.path.join(path, _METADATA_FILENAME)):
+    (``csx_fsdp``'s default) is said to be one, with the two ways to use it."""
+    if sharded_checkpoint_problem(Path(path)) is not None:
         return ConfigError("ckpt_path", f"{path!r} is a folder, not a checkpoint file; fix: give a .ckpt file")
-    return ConfigError(
-        "ckpt_path",
-        f"{path!r} is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp writes by "
-        f"default), which strategy {strategy!r} cannot read; fix: resume it with strategy='csx_fsdp', or save "
-        "single-file checkpoints, which every strategy reads, with CSXFSDPStrategy(state_dict_type='full')",
-    )
-
-
-def _rng_states() -> dict[str, Any]:
-    """The global generators' states, in types ``torch.load(weights_only=True)`` accepts."""
-    states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    # numpy's stub unions the legacy tuple with the dict of legacy=False; this is the tuple
-    legacy = cast(tuple[str, numpy.ndarray, int, int, float], numpy.random.get_state(legacy=True))
-    name, keys, position, has_gauss, cached = legacy
-    states["numpy"] = (name, torch.from_numpy(keys.astype("int64")), position, has_gauss, cached)
-    return states
-
-
-def _restore_rng_states(states: Mapping[str, Any]) -> None:
-    torch.set_rng_state(states["torch"])
-    random.setstate(states["python"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-    name, keys, position, has_gauss, cached = states["numpy"]
-    numpy.random.set_state((name, keys.numpy().astype("uint32"), position, has_gauss, cached))
+    return ConfigError("ckpt_path", sharded_checkpoint_refused(path, strategy, "strategy"))
 
 
 def _trace_targets(module: LightningModule) -> list[nn.Module]:
@@ -600,40 +588,6 @@ def _trace_targets(module: LightningModule) -> list[nn.Module]:
         targets.append(module)
     targets += [child for child in module.children() if next(child.parameters(), None) is not None]
     return targets
-
-
-def _check_checkpoint_matches(module: nn.Module, shapes: Mapping[str, tuple[int, ...] | None], strict: bool) -> None:
-    """Refuse a checkpoint of another model before anything is loaded or initialized, naming what differs:
-    its names (only when ``strict``, as torch's ``load_state_dict``) and shapes. ``shapes``: the checkpoint's
-    ``state_dict`` names, with each tensor's full shape (None for what is not a tensor: not compared)."""
-    expected = _shapes(module.state_dict())
-    missing = sorted(expected.keys() - shapes.keys()) if strict else []
-    unexpected = sorted(shapes.keys() - expected.keys()) if strict else []
-    resized = [
-        f"{name} (checkpoint {shapes[name]}, model {shape})"
-        for name, shape in expected.items()
-        if shapes.get(name) is not None and shape is not None and shapes[name] != shape
-    ]
-    found = {"missing keys": missing, "unexpected keys": unexpected, "size mismatch for": resized}
-    problems = [f"{what} {_listed(names)}" for what, names in found.items() if names]
-    if not problems:
-        return
-    fix = "Load a checkpoint of this model"
-    if missing or unexpected:
-        fix += ", or set `strict_loading = False` on the LightningModule to initialize the missing ones"
-    raise CheckpointMismatchError(
-        f"Error(s) in loading state_dict for {type(module).__name__}: {'; '.join(problems)}. {fix}."
-    )
-
-
-def _shapes(state_dict: Mapping[str, Any]) -> dict[str, tuple[int, ...] | None]:
-    """Each entry's shape, None for what is not a tensor: what ``_check_checkpoint_matches`` compares."""
-    return {name: tuple(value.shape) if isinstance(value, torch.Tensor) else None for name, value in state_dict.items()}
-
-
-def _listed(items: list[str], most: int = 10) -> str:
-    """The first ``most`` items, then how many more: another model's checkpoint can differ in hundreds."""
-    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 def _step_closed_form(conf: Any) -> Any:

@@ -1,0 +1,113 @@
+"""What the CS-X strategies add to Lightning's checkpoints, and what they check in one before loading it.
+
+* The random generators' states, saved under ``RNG_KEY`` and restored on resume (``rng_states``,
+  ``restore_rng_states``).
+* A checkpoint of another model refused before anything is loaded (``check_checkpoint_matches``).
+* What a sharded checkpoint folder is (``sharded_checkpoint_problem``), and the one message refusing it
+  to a strategy that reads files (``sharded_checkpoint_refused``): the strategies and the CLI share both.
+* A checkpoint file read memory-mapped (``load_mapped``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import numpy
+import torch
+from lightning.fabric.utilities.load import _METADATA_FILENAME
+from lightning.fabric.utilities.types import _PATH
+from torch import nn
+
+from cs_lightning.errors import CheckpointMismatchError
+
+# Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
+RNG_KEY = "csx_rng_states"
+
+# What a sharded checkpoint folder holds (Lightning's ModelParallelStrategy, under csx_fsdp): the shards that
+# torch.distributed.checkpoint writes, one or more per rank, their index, and Lightning's torch.save of the rest.
+SHARDS, SHARD_INDEX, SHARDED_REST = "*.distcp", ".metadata", _METADATA_FILENAME
+
+
+def sharded_checkpoint_problem(path: Path) -> str | None:
+    """None when the folder ``path`` holds a whole sharded checkpoint; else what it is, ending a sentence that
+    starts with the path. Lightning takes any folder holding meta.pt for one, and fails later, in torch's words."""
+    missing = [name for name in (SHARD_INDEX, SHARDED_REST) if not (path / name).is_file()]
+    if missing:
+        return f"is a folder but not a sharded checkpoint (it has no {' and no '.join(missing)})"
+    if not any(path.glob(SHARDS)):
+        return f"is a sharded checkpoint without its shards ({SHARDS})"
+    return None
+
+
+def sharded_checkpoint_refused(path: str, strategy: str, setting: str) -> str:
+    """Why ``strategy``, set by ``setting`` (``strategy``, or ``trainer.strategy`` in a config), cannot resume
+    the sharded checkpoint ``path``, and the two ways to use it."""
+    return (
+        f"{path!r} is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp writes by "
+        f"default), which {setting} {strategy!r} cannot read; fix: resume it with {setting}='csx_fsdp', or save "
+        "single-file checkpoints, which every strategy reads, with CSXFSDPStrategy(state_dict_type='full')"
+    )
+
+
+def load_mapped(path: _PATH, weights_only: bool | None) -> dict[str, Any]:
+    """A local checkpoint file, memory-mapped: its tensors are read when used (once, straight into the model)."""
+    return cast(dict[str, Any], torch.load(path, map_location="cpu", mmap=True, weights_only=weights_only))
+
+
+def rng_states() -> dict[str, Any]:
+    """The global generators' states, in types ``torch.load(weights_only=True)`` accepts."""
+    states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    # numpy's stub unions the legacy tuple with the dict of legacy=False; this is the tuple
+    legacy = cast(tuple[str, numpy.ndarray, int, int, float], numpy.random.get_state(legacy=True))
+    name, keys, position, has_gauss, cached = legacy
+    states["numpy"] = (name, torch.from_numpy(keys.astype("int64")), position, has_gauss, cached)
+    return states
+
+
+def restore_rng_states(states: Mapping[str, Any]) -> None:
+    """Set the global generators as ``rng_states`` saw them."""
+    torch.set_rng_state(states["torch"])
+    random.setstate(states["python"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    name, keys, position, has_gauss, cached = states["numpy"]
+    numpy.random.set_state((name, keys.numpy().astype("uint32"), position, has_gauss, cached))
+
+
+def check_checkpoint_matches(module: nn.Module, shapes: Mapping[str, tuple[int, ...] | None], strict: bool) -> None:
+    """Refuse a checkpoint of another model before anything is loaded or initialized, naming what differs:
+    its names (only when ``strict``, as torch's ``load_state_dict``) and shapes. ``shapes``: the checkpoint's
+    ``state_dict`` names, with each tensor's full shape (None for what is not a tensor: not compared)."""
+    expected = model_shapes(module.state_dict())
+    missing = sorted(expected.keys() - shapes.keys()) if strict else []
+    unexpected = sorted(shapes.keys() - expected.keys()) if strict else []
+    resized = [
+        f"{name} (checkpoint {shapes[name]}, model {shape})"
+        for name, shape in expected.items()
+        if shapes.get(name) is not None and shape is not None and shapes[name] != shape
+    ]
+    found = {"missing keys": missing, "unexpected keys": unexpected, "size mismatch for": resized}
+    problems = [f"{what} {listed(names)}" for what, names in found.items() if names]
+    if not problems:
+        return
+    fix = "Load a checkpoint of this model"
+    if missing or unexpected:
+        fix += ", or set `strict_loading = False` on the LightningModule to initialize the missing ones"
+    raise CheckpointMismatchError(
+        f"Error(s) in loading state_dict for {type(module).__name__}: {'; '.join(problems)}. {fix}."
+    )
+
+
+def model_shapes(state_dict: Mapping[str, Any]) -> dict[str, tuple[int, ...] | None]:
+    """Each entry's shape, None for what is not a tensor: what ``check_checkpoint_matches`` compares."""
+    return {name: tuple(value.shape) if isinstance(value, torch.Tensor) else None for name, value in state_dict.items()}
+
+
+def listed(items: list[str], most: int = 10) -> str:
+    """The first ``most`` items, then how many more: another model's checkpoint can differ in hundreds."""
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
