@@ -8,14 +8,17 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
+import lightning.pytorch as L
 import pytest
 import torch
 from conftest import REPO
 from lightning.pytorch import seed_everything
 from torch import nn
 from torch.distributed.checkpoint import FileSystemReader
+from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(REPO / "tests"))
 from sharded_models import Language, LateHead, Net
@@ -591,3 +594,44 @@ def test_resuming_from_a_sharded_checkpoint_of_another_model_is_refused_naming_w
         " model, or set `strict_loading = False` on the LightningModule to initialize the missing ones.",
         "lenient True",
     ]
+
+
+class _NoLayerList(L.LightningModule):
+    """Layers in an nn.Sequential, no nn.ModuleList: nothing csx_fsdp finds to shard block by block."""
+
+    def configure_model(self) -> None:
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.net(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize(
+    ("block_classes", "found"),
+    [
+        (None, "_NoLayerList has no nn.ModuleList of layers with parameters"),
+        ([nn.Conv2d], "no module of _NoLayerList is one of block_classes (Conv2d)"),
+        ([], None),  # the root alone, as asked
+    ],
+)
+def test_a_model_with_no_blocks_is_one_group_and_the_warning_says_how_to_split_it(block_classes, found) -> None:
+    from cs_lightning import CSXFSDPStrategy
+
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    trainer = L.Trainer(
+        strategy=CSXFSDPStrategy(block_classes=block_classes), devices=1, accelerator="cpu", max_steps=1,
+        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(_NoLayerList(), data)
+    said = [str(w.message) for w in caught if "one sharded group" in str(w.message)]
+    assert said == ([] if found is None else [
+        f"csx_fsdp: {found}, so the whole model is one sharded group: each step gathers all of its weights at once "
+        "on every rank; name the classes of its repeated layers in CSXFSDPStrategy(block_classes=[...]) to gather "
+        "them one at a time."
+    ])  # fmt: skip
+    assert trainer.global_step == 1

@@ -291,6 +291,8 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         submodule directly (``self.encoder(x)``) instead of ``self(x)``."""
         mesh = self.device_mesh["data_parallel"]
         blocks = _blocks(module, self.block_classes)
+        if not blocks and self.block_classes != ():  # () asks for the root alone
+            rank_zero_warn(_one_group(module, self.block_classes))
         _check_shardable(module, blocks)
         for block in blocks:
             fully_shard(block, mesh=mesh)
@@ -326,6 +328,21 @@ def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> l
     found = [m for m in found if next(m.parameters(), None) is not None]
     depth = {id(m): name.count(".") for name, m in module.named_modules()}
     return sorted(found, key=lambda m: -depth[id(m)])
+
+
+def _one_group(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> str:
+    """Why a model is sharded as one group, what that costs, and how to have it sharded block by block."""
+    name = type(module).__name__
+    found = (
+        f"no module of {name} is one of block_classes ({', '.join(c.__name__ for c in classes)})"
+        if classes
+        else f"{name} has no nn.ModuleList of layers with parameters"
+    )
+    return (
+        f"csx_fsdp: {found}, so the whole model is one sharded group: each step gathers all of its weights at once"
+        " on every rank; name the classes of its repeated layers in CSXFSDPStrategy(block_classes=[...]) to gather"
+        " them one at a time."
+    )
 
 
 def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
