@@ -16,6 +16,8 @@ from lightning.fabric.utilities.types import _DEVICE
 from lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAccelerator
 from typing_extensions import override
 
+from cs_lightning.errors import UsageError
+
 _BACKINGS: dict[str, type[Accelerator]] = {"cpu": CPUAccelerator, "cuda": CUDAAccelerator}
 
 
@@ -39,7 +41,7 @@ class CSXAccelerator(Accelerator):
     def __init__(self, backing: str | None = None) -> None:
         backing = default_backing() if backing is None else backing
         if backing not in _BACKINGS:
-            raise ValueError(
+            raise UsageError(
                 f"CSXAccelerator(backing={backing!r}) is not supported: a CS-X system is emulated on"
                 f" {' or '.join(map(repr, _BACKINGS))}; pass one of those or None for the default."
             )

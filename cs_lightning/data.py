@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from cs_lightning.errors import UsageError, UsageTypeError
+
 __all__ = ["ResumableDataLoader"]
 
 # The generators loaders made and gave to samplers: a loader re-made around such a sampler takes it over.
@@ -40,7 +42,7 @@ class ResumableDataLoader(DataLoader):
 
     def __init__(self, dataset: Dataset, *args: Any, **kwargs: Any) -> None:
         if isinstance(dataset, IterableDataset):
-            raise TypeError(
+            raise UsageTypeError(
                 f"ResumableDataLoader: got dataset={type(dataset).__name__}, an IterableDataset, whose position "
                 "only the dataset knows; give the dataset state_dict/load_state_dict (or use torchdata's "
                 "StatefulDataLoader), or use a map-style dataset"
@@ -122,7 +124,7 @@ class ResumableDataLoader(DataLoader):
                 stacklevel=2,
             )
         elif set(state_dict) != keys:
-            raise ValueError(
+            raise UsageError(
                 f"ResumableDataLoader.load_state_dict: got keys {sorted(state_dict)}, expected {sorted(keys)}"
                 " (a state of another dataloader, or of one built with other samplers?)"
             )

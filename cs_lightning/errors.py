@@ -1,4 +1,9 @@
-"""The cs_lightning error hierarchy: catch ``CSLightningError`` to catch them all."""
+"""The cs_lightning error hierarchy: catch ``CSLightningError`` to catch them all.
+
+Each class also derives from the builtin that fits, so ``except ValueError`` / ``except TypeError``
+keep working: a value refused is a `UsageError` (a ValueError), an argument of the wrong kind a
+`UsageTypeError` (a TypeError); YAML mistakes are `ConfigError`s at their key path.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,19 @@ class CSLightningError(Exception):
     """Base class of every error cs_lightning raises on purpose."""
 
 
+class UsageError(CSLightningError, ValueError):
+    """A cs_lightning function or class was given a value it does not take."""
+
+
+class UsageTypeError(CSLightningError, TypeError):
+    """A cs_lightning function or class was given something of the wrong kind."""
+
+
 class DeferredInitError(CSLightningError, RuntimeError):
     """A constructor did something deferred initialization cannot replay faithfully."""
 
 
-class DeferredInitUsageError(CSLightningError, TypeError):
+class DeferredInitUsageError(UsageTypeError):
     """``deferred_init`` or ``materialize`` was given something other than what they take."""
 
 

@@ -17,6 +17,8 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 from typing_extensions import override
 
+from cs_lightning.errors import UsageTypeError
+
 __all__ = ["CSXModule"]
 
 
@@ -44,14 +46,16 @@ class CSXModule(LightningModule):
         super().__init__()
         for name, value in (("model", model), ("optimizer", optimizer), ("loss", loss)):
             if value is not None and not callable(value) and not isinstance(value, (nn.Module, Optimizer)):
-                raise TypeError(f"CSXModule({name}={value!r}) must be callable; pass a function such as lambda: ...")
+                raise UsageTypeError(
+                    f"CSXModule({name}={value!r}) must be callable; pass a function such as lambda: ..."
+                )
         if isinstance(schedulers, (str, bytes)) or not all(callable(s) for s in schedulers):
-            raise TypeError(
+            raise UsageTypeError(
                 f"CSXModule(schedulers={schedulers!r}) must be a list of callables taking the optimizer,"
                 " e.g. [lambda optimizer: LinearLR(optimizer, ...)]"
             )
         if isinstance(optimizer, Optimizer) and not isinstance(model, nn.Module):
-            raise TypeError(
+            raise UsageTypeError(
                 "CSXModule(optimizer=<Optimizer instance>) needs the model's parameters, which do not exist"
                 " before model() runs; pass optimizer=lambda model: ...(model.parameters(), ...)"
             )

@@ -20,6 +20,8 @@ from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch.utils._pytree import tree_flatten, tree_unflatten
 from typing_extensions import override
 
+from cs_lightning.errors import UsageTypeError
+
 __all__ = ["StepBoundary", "StepClosureCallback", "deferred_to_step_end", "step_closure"]
 
 _Fn = TypeVar("_Fn", bound=Callable[..., Any])
@@ -36,7 +38,7 @@ def step_closure(fn: _Fn) -> _Fn:
     returns what ``fn`` returns.
     """
     if not callable(fn):
-        raise TypeError(f"step_closure decorates a function, got {fn!r}; use it as @step_closure above a def")
+        raise UsageTypeError(f"step_closure decorates a function, got {fn!r}; use it as @step_closure above a def")
 
     @functools.wraps(fn)
     def deferred(*args: Any, **kwargs: Any) -> Any:

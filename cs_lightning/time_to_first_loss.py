@@ -27,6 +27,8 @@ from lightning.pytorch.utilities.types import STEP_OUTPUT
 from tqdm import tqdm
 from typing_extensions import override
 
+from cs_lightning.errors import UsageError, UsageTypeError
+
 __all__ = ["TimeToFirstLoss"]
 
 
@@ -42,7 +44,7 @@ class TimeToFirstLoss(Callback):
 
     def __init__(self, log_metrics: bool = True) -> None:
         if not isinstance(log_metrics, bool):
-            raise TypeError(f"TimeToFirstLoss: got log_metrics={log_metrics!r}; pass True or False")
+            raise UsageTypeError(f"TimeToFirstLoss: got log_metrics={log_metrics!r}; pass True or False")
         self.log_metrics = log_metrics
         self.metrics: dict[str, float] = {}
         self._start: float | None = None
@@ -64,7 +66,7 @@ class TimeToFirstLoss(Callback):
     def add_phase(self, name: str, seconds: float) -> None:
         """Add ``seconds`` to a named part of the time to first loss (e.g. ``"materialize"``)."""
         if seconds < 0:
-            raise ValueError(f"add_phase(seconds={seconds}) must be >= 0: phases are durations")
+            raise UsageError(f"add_phase(seconds={seconds}) must be >= 0: phases are durations")
         self._phases[name] = self._phases.get(name, 0.0) + seconds
 
     @override

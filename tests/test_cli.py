@@ -992,6 +992,45 @@ def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path
     assert f'File "{tmp_path / "reads_loss.py"}", line 14, in training_step print(loss.item())' in err
 
 
+BAD_SCHEDULER_MODEL = """
+import torch
+from lightning.pytorch import LightningModule
+from torch.utils.data import DataLoader, TensorDataset
+
+from cs_lightning.schedulers import LinearLR
+
+
+class BadScheduler(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return [optimizer], [LinearLR(optimizer, 0.1, 0.0, total_iters=-1)]
+"""
+
+
+def test_a_refusal_raised_in_the_users_configure_optimizers_is_one_line_and_exit_2(tmp_path: Path, capfd) -> None:
+    """A cs_lightning refusal is a CSLightningError wherever it is raised: one line, no traceback."""
+    (tmp_path / "bad_scheduler.py").write_text(BAD_SCHEDULER_MODEL)
+    config = {
+        "imports": [str(tmp_path / "bad_scheduler.py")],
+        "model": {"class_path": "bad_scheduler.BadScheduler"},
+        "trainer": {"max_steps": 2, "logger": False, "enable_checkpointing": False, "default_root_dir": str(tmp_path)},
+    }
+    assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
+    err = capfd.readouterr().err
+    assert err.splitlines()[-1] == "cs-lightning: error: LinearLR: got total_iters=-1; total_iters must be >= 1"
+    assert "Traceback" not in err
+
+
 def test_a_step_refused_under_a_progress_bar_ends_the_bars_line_first(tmp_path: Path, capfd) -> None:
     (tmp_path / "reads_under_bar.py").write_text(HOST_READ_MODEL)  # a module name of its own
     config = {

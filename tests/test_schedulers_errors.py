@@ -1,4 +1,4 @@
-"""Bad arguments across the catalogue: each raises ValueError/TypeError naming the argument.
+"""Bad arguments across the catalogue: each raises ValueError/TypeError naming the argument (a CSLightningError).
 
 cerebras.pytorch 2.10 accepts most of these and produces nan, inf, a silent constant or a
 ZeroDivisionError later; here the constructor refuses them, and nothing is written.
@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from cs_lightning import schedulers as cs
-from cs_lightning.errors import ParamGroupTagsError
+from cs_lightning.errors import CSLightningError, ParamGroupTagsError
 
 
 def _optimizer():
@@ -358,7 +358,7 @@ def test_bad_argument_raises_naming_it(name, args, argument, error):
             cls(optimizer, **arguments)
         else:
             cls(**arguments)
-    assert name in str(raised.value)
+    assert name in str(raised.value) and isinstance(raised.value, CSLightningError)
     assert optimizer.param_groups[0]["lr"] == 1.0  # nothing written
 
 

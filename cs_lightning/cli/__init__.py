@@ -71,7 +71,9 @@ def main(args: Sequence[str] | None = None) -> int:
 
     Configuration mistakes print one line (`cs-lightning: error: <key path>: ... fix: ...`)
     and return 2 before anything is written; so does a first step the csx trace check
-    refuses (no update was applied; Lightning's log folder may exist by then). Ctrl-C returns
+    refuses (no update was applied; Lightning's log folder may exist by then), and any other
+    cs_lightning refusal during the run (a scheduler that ``configure_optimizers`` builds with a
+    bad argument: a `UsageError`, also a CSLightningError). Ctrl-C returns
     130 and a closed stdout (`| head`) 141, as the shell counts signals, without a traceback.
     Other errors during training propagate as usual.
     """

@@ -25,7 +25,7 @@ from cs_lightning.deferred.independent import replay_independent
 from cs_lightning.deferred.oplog import Recording, Ref
 from cs_lightning.deferred.recorder import DeferredTensor, recording_paused, user_stacklevel
 from cs_lightning.deferred.replay import Executor, replay_exact
-from cs_lightning.errors import DeferredInitUsageError, DeferredInitWarning
+from cs_lightning.errors import DeferredInitUsageError, DeferredInitWarning, UsageError
 
 _MODES = ("exact", "independent")
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
@@ -158,25 +158,25 @@ def _check(
 ) -> tuple[torch.device | None, torch.dtype | None]:
     _check_mode("materialize", mode, rng)
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(
+        raise DeferredInitUsageError(
             f"materialize: dtype={dtype!r} must be a floating-point torch.dtype such as torch.bfloat16, or None."
         )
     if state_dict is not None and not isinstance(state_dict, Mapping):
-        raise TypeError(
+        raise DeferredInitUsageError(
             f"materialize: state_dict must be a mapping of names to tensors, got {type(state_dict).__name__}."
         )
     try:
         return (None if device is None else torch.device(device)), dtype
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"materialize: device={device!r} is not a torch device (e.g. 'cpu', 'cuda:0').") from err
+        raise UsageError(f"materialize: device={device!r} is not a torch device (e.g. 'cpu', 'cuda:0').") from err
 
 
 def _check_mode(caller: str, mode: Any, rng: Any) -> None:
     """Refuse a ``mode`` or ``rng`` that ``caller`` (materialize, or its sharded twin) does not know."""
     if mode not in _MODES:
-        raise ValueError(f"{caller}: mode={mode!r} is not one of {_MODES}.")
+        raise UsageError(f"{caller}: mode={mode!r} is not one of {_MODES}.")
     if rng not in _RNG:
-        raise ValueError(f"{caller}: rng={rng!r} is not one of {_RNG}.")
+        raise UsageError(f"{caller}: rng={rng!r} is not one of {_RNG}.")
 
 
 def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_Slot]:
@@ -205,12 +205,12 @@ def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_S
     for slot in slots:
         source = state_dict.get(slot.fqn) if slot.in_state_dict else None
         if isinstance(source, DeferredTensor):
-            raise TypeError(
+            raise DeferredInitUsageError(
                 f"materialize: state_dict[{slot.fqn!r}] is a deferred tensor; "
                 "materialize the module it comes from first."
             )
         if source is not None and tuple(source.shape) != tuple(slot.tensor.shape):
-            raise ValueError(
+            raise UsageError(
                 f"materialize: state_dict[{slot.fqn!r}] has shape {tuple(source.shape)}, "
                 f"the module's tensor has {tuple(slot.tensor.shape)}; fix the checkpoint "
                 "or drop that key."

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from cs_lightning.cache import Entries, cache_dir, write_atomic
+from cs_lightning.errors import UsageError
 
 _N, _M = 624, 397
 _DEGREE = 19937
@@ -53,7 +54,7 @@ def available() -> bool:
 def advance(state: torch.Tensor, n: int) -> torch.Tensor:
     """The CPU generator state after ``n`` more 32-bit outputs (torch.get_rng_state layout)."""
     if state.dtype != torch.uint8 or state.numel() != _STATE_BYTES:
-        raise ValueError(
+        raise UsageError(
             f"mt19937.advance: not a CPU generator state: {state.numel()} "
             f"{state.dtype} values, expected {_STATE_BYTES} uint8."
         )

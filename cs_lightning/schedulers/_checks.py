@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any
 
+from cs_lightning.errors import UsageError, UsageTypeError
 from cs_lightning.user_code import import_dotted
 
 
@@ -21,16 +22,16 @@ def _where(owner: str, name: str, value: Any) -> str:
 def number(owner: str, name: str, value: Any) -> float:
     """A finite real number (bool excluded: `True` as a learning rate is a typo)."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{_where(owner, name, value)}; {name} must be a number")
+        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be a number")
     if not math.isfinite(value):
-        raise ValueError(f"{_where(owner, name, value)}; {name} must be finite")
+        raise UsageError(f"{_where(owner, name, value)}; {name} must be finite")
     return float(value)
 
 
 def positive(owner: str, name: str, value: Any) -> float:
     """A finite number > 0."""
     if number(owner, name, value) <= 0:
-        raise ValueError(f"{_where(owner, name, value)}; {name} must be > 0")
+        raise UsageError(f"{_where(owner, name, value)}; {name} must be > 0")
     return float(value)
 
 
@@ -41,28 +42,28 @@ def integer(owner: str, name: str, value: Any, minimum: int) -> int:
         steps = float(value)
         if not steps.is_integer():
             example = max(minimum, math.floor(steps)) if math.isfinite(steps) else minimum
-            raise TypeError(
+            raise UsageTypeError(
                 f"{_where(owner, name, value)}; {name} must be an int; fix: write an integer, e.g. {example}"
             )
         value = int(steps)
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{_where(owner, name, value)}; {name} must be an int")
+        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be an int")
     if value < minimum:
-        raise ValueError(f"{_where(owner, name, value)}; {name} must be >= {minimum}")
+        raise UsageError(f"{_where(owner, name, value)}; {name} must be >= {minimum}")
     return int(value)
 
 
 def flag(owner: str, name: str, value: Any) -> bool:
     """A bool."""
     if not isinstance(value, bool):
-        raise TypeError(f"{_where(owner, name, value)}; {name} must be True or False")
+        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be True or False")
     return value
 
 
 def choice(owner: str, name: str, value: Any, allowed: Sequence[str]) -> str:
     """One of a few strings."""
     if value not in allowed:
-        raise ValueError(f"{_where(owner, name, value)}; {name} must be one of {list(allowed)}")
+        raise UsageError(f"{_where(owner, name, value)}; {name} must be one of {list(allowed)}")
     return value
 
 
@@ -71,11 +72,11 @@ def milestones(owner: str, name: str, value: Any, minimum: int = 1) -> list[int]
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         value = value.tolist()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"{_where(owner, name, value)}; {name} must be a list of ints")
+        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be a list of ints")
     steps = [integer(owner, f"{name}[{i}]", m, minimum) for i, m in enumerate(value)]
     for i in range(1, len(steps)):
         if steps[i] <= steps[i - 1]:
-            raise ValueError(
+            raise UsageError(
                 f"{_where(owner, name, list(value))}; {name} must be strictly increasing "
                 f"({name}[{i}]={steps[i]} after {steps[i - 1]})"
             )
@@ -85,7 +86,7 @@ def milestones(owner: str, name: str, value: Any, minimum: int = 1) -> list[int]
 def numbers(owner: str, name: str, value: Any) -> list[float]:
     """A non-empty list of finite numbers."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
-        raise TypeError(f"{_where(owner, name, value)}; {name} must be a non-empty list of numbers")
+        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be a non-empty list of numbers")
     return [number(owner, f"{name}[{i}]", v) for i, v in enumerate(value)]
 
 
@@ -94,7 +95,7 @@ def function(owner: str, name: str, value: Any) -> Any:
     (``module.function``: the form YAML can give)."""
     found = _imported(owner, name, value) if isinstance(value, str) else value
     if not callable(found):
-        raise TypeError(f"{_where(owner, name, value)}; {name} must be a function of the step tensor")
+        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be a function of the step tensor")
     return found
 
 
@@ -103,4 +104,4 @@ def _imported(owner: str, name: str, path: str) -> Any:
         return import_dotted(path)
     except ImportError as error:
         fix = "fix: give module.function, its module importable or its file listed under imports:"
-        raise ValueError(f"{_where(owner, name, path)}; {error}; {fix}") from None
+        raise UsageError(f"{_where(owner, name, path)}; {error}; {fix}") from None

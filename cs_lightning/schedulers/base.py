@@ -29,7 +29,7 @@ from torch import Tensor
 from torch.optim.lr_scheduler import EPOCH_DEPRECATION_WARNING
 from torch.optim.lr_scheduler import LRScheduler as _TorchLRScheduler
 
-from cs_lightning.errors import ClosedFormError, ParamGroupTagsError
+from cs_lightning.errors import ClosedFormError, ParamGroupTagsError, UsageError, UsageTypeError
 from cs_lightning.schedulers import _checks, evaluation
 from cs_lightning.schedulers.evaluation import Steps, Value
 
@@ -68,13 +68,13 @@ def _tag_set(owner: str, tags: Any) -> set[str | None] | None:
     if isinstance(tags, str):
         return {tags}
     if not isinstance(tags, (list, tuple, set)):
-        raise TypeError(f"{owner}: got param_group_tags={tags!r}; give a tag, a list of tags or None")
+        raise UsageTypeError(f"{owner}: got param_group_tags={tags!r}; give a tag, a list of tags or None")
     for tag in tags:
         if tag is not None and not isinstance(tag, str):
-            raise TypeError(f"{owner}: got param_group_tags={tags!r}; tags are strings or None")
+            raise UsageTypeError(f"{owner}: got param_group_tags={tags!r}; tags are strings or None")
     unique = set(tags)
     if len(unique) != len(tags):
-        raise ValueError(f"{owner}: got param_group_tags={tags!r}; each tag may appear once")
+        raise UsageError(f"{owner}: got param_group_tags={tags!r}; each tag may appear once")
     return unique
 
 
@@ -156,11 +156,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     ) -> None:
         owner = type(self).__name__
         if not isinstance(optimizer, torch.optim.Optimizer):
-            raise TypeError(f"{owner}: got optimizer={optimizer!r}; pass a torch.optim.Optimizer")
+            raise UsageTypeError(f"{owner}: got optimizer={optimizer!r}; pass a torch.optim.Optimizer")
         if not self.param_group_key:
-            raise TypeError(f"{owner}: subclass LRScheduler or WeightDecayScheduler, not Scheduler")
+            raise UsageTypeError(f"{owner}: subclass LRScheduler or WeightDecayScheduler, not Scheduler")
         if not _has_closed_form(type(self)):
-            raise TypeError(f"{owner}: override _get_closed_form() (torch ops on self.last_epoch)")
+            raise UsageTypeError(f"{owner}: override _get_closed_form() (torch ops on self.last_epoch)")
         if total_iters is not None:  # an int, not a numpy one: state dicts load with weights_only
             total_iters = _checks.integer(owner, "total_iters", total_iters, 1)
         last_epoch = _checks.integer(owner, "last_epoch", last_epoch, -1)
@@ -190,7 +190,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         checked = check(owner, public, value, *extra)
         values = checked if isinstance(checked, list) else [checked]
         if self.param_group_key == "lr" and name in _VALUE_ARGUMENTS and any(v < 0 for v in values):
-            raise ValueError(
+            raise UsageError(
                 f"{owner}: got {public}={value!r}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0)"
             )
         return checked
@@ -357,7 +357,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         for index in self._targets:
             if not any(key in groups[index] for key in self._group_needs):
                 what = self.param_group_key.replace("_", " ")
-                raise ValueError(
+                raise UsageError(
                     f"{type(self).__name__}: param_groups[{index}] has no {' or '.join(self._group_needs)} "
                     f"({type(self.optimizer).__name__} has no {what}); schedule the {what} of an optimizer "
                     f"that has one ({self._optimizers_with_them}, ...)"
@@ -387,7 +387,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         now = float(self._closed_form_at(torch.tensor(step)))
         for index, value in values.items():
             if now == 0:
-                raise ValueError(
+                raise UsageError(
                     f"{type(self).__name__}: param_groups[{index}] joins the schedule at step {step} "
                     f"holding {self.param_group_key}={float(value)}, but the schedule is 0 there, so "
                     "no multiple of it starts from that value; add the group where the schedule is "
@@ -559,7 +559,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if step is None:
             expected = {"last_epoch", *_saved_fields(self)}
             if set(state_dict) != expected:
-                raise ValueError(
+                raise UsageError(
                     f"{owner}.load_state_dict: got keys {sorted(state_dict)}, expected "
                     f"{sorted(expected)} (a state dict from another scheduler class?)"
                 )
@@ -627,7 +627,7 @@ class MomentumScheduler(Scheduler):
 
     def set_tensor_values(self, enabled: bool) -> None:
         if _checks.flag(type(self).__name__, "enabled", enabled):
-            raise ValueError(
+            raise UsageError(
                 f"{type(self).__name__}.set_tensor_values: got enabled=True; momentum "
                 "values stay Python floats (torch optimizers take betas as floats)"
             )
@@ -727,7 +727,7 @@ def _load_field(scheduler: Scheduler, name: str, saved: Any) -> None:
         current._load_state(saved)
     elif _is_scheduler_list(current):
         if len(saved) != len(current):
-            raise ValueError(
+            raise UsageError(
                 f"{type(scheduler).__name__}.load_state_dict: got {len(saved)} states for "
                 f"{name}, which has {len(current)} schedulers"
             )

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from cs_lightning.errors import UsageError, UsageTypeError
 from cs_lightning.schedulers import _checks, evaluation
 from cs_lightning.schedulers.base import (
     MAX_BREAKPOINTS,
@@ -30,27 +31,27 @@ def _check_children(parent: Scheduler, name: str, children: Sequence[Scheduler])
     for index, child in enumerate(children):
         where = f"{owner}: {name}[{index}] ({type(child).__name__})"
         if child.optimizer is not parent.optimizer:
-            raise ValueError(f"{where} is built on another optimizer; build it on the same one")
+            raise UsageError(f"{where} is built on another optimizer; build it on the same one")
         if child.param_group_key != parent.param_group_key:
-            raise ValueError(
+            raise UsageError(
                 f"{where} schedules {child.param_group_key!r}, not {parent.param_group_key!r}; "
                 f"compose {parent.param_group_key!r} schedulers only"
             )
         if child.param_group_tags != parent.param_group_tags:
-            raise ValueError(
+            raise UsageError(
                 f"{where} has param_group_tags={child.param_group_tags}, the parent "
                 f"{parent.param_group_tags}; give both the same tags"
             )
         if not bool((child._scales == 1.0).all()):
-            raise ValueError(f"{where} scales groups; make ScalePerParam the outermost scheduler")
+            raise UsageError(f"{where} scales groups; make ScalePerParam the outermost scheduler")
 
 
 def _scheduler_list(owner: str, name: str, value: object) -> list[Scheduler]:
     if not isinstance(value, (list, tuple)) or not value:
-        raise TypeError(f"{owner}: got {name}={value!r}; give a non-empty list of schedulers")
+        raise UsageTypeError(f"{owner}: got {name}={value!r}; give a non-empty list of schedulers")
     for index, child in enumerate(value):
         if not isinstance(child, Scheduler):
-            raise TypeError(f"{owner}: got {name}[{index}]={child!r}; give cs_lightning schedulers")
+            raise UsageTypeError(f"{owner}: got {name}[{index}]={child!r}; give cs_lightning schedulers")
     return list(value)
 
 
@@ -94,7 +95,7 @@ class _Sequential(_Composite, _PendingForm):
         self.schedulers = _scheduler_list(owner, "schedulers", schedulers)
         self.milestones = _checks.milestones(owner, "milestones", milestones)
         if len(self.milestones) != len(self.schedulers) - 1:
-            raise ValueError(
+            raise UsageError(
                 f"{owner}: got {len(self.milestones)} milestones for {len(self.schedulers)} "
                 "schedulers; give one milestone fewer than schedulers"
             )
@@ -163,7 +164,7 @@ def _initial_value(parent: Scheduler, child: Scheduler) -> float:
     if initial is None:
         initial = float(child._closed_form_at(torch.tensor(0, dtype=torch.int64)))
     if initial == 0:
-        raise ValueError(
+        raise UsageError(
             f"{type(parent).__name__}: {type(child).__name__} starts at 0, so its relative change "
             "is undefined; put it first in the chain"
         )

@@ -11,6 +11,7 @@ import math
 import torch
 from torch import Tensor
 
+from cs_lightning.errors import UsageError
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
     LRScheduler,
@@ -68,7 +69,7 @@ class _Cyclic(Scheduler):
         if scale_mode is not None:
             self._arg(_checks.choice, "scale_mode", scale_mode, ("cycle", "iterations"))
             if mode != "triangular" and scale_mode != _SCALE_MODES[mode]:
-                raise ValueError(
+                raise UsageError(
                     f"{type(self).__name__}: got scale_mode={scale_mode!r} with mode={mode!r}, "
                     f"which scales per {_SCALE_MODES[mode]!r}; leave scale_mode out"
                 )
@@ -133,7 +134,7 @@ class _OneCycle(Scheduler):
         self.anneal_strategy = self._arg(_checks.choice, "anneal_strategy", anneal_strategy, ("cos", "linear"))
         ends = self._phase_ends()
         if not all(b > a for a, b in zip([0.0, *ends], ends)):
-            raise ValueError(
+            raise UsageError(
                 f"{type(self).__name__}: got pct_start={pct_start!r} with "
                 f"total_steps={total_steps!r}, so the phases end at steps {ends}; every phase "
                 "needs a positive length (pct_start * total_steps > 1, and pct_start < 1, "

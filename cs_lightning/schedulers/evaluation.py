@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from cs_lightning.errors import TooLargeError
+from cs_lightning.errors import TooLargeError, UsageError, UsageTypeError
 from cs_lightning.schedulers import _checks
 
 if TYPE_CHECKING:
@@ -470,7 +470,7 @@ def _as_steps(owner: str, steps: int | Iterable[int] | Tensor) -> range | Tensor
         chosen = _step_tensor(owner, steps).to(torch.int64)
         lowest = int(chosen.min()) if chosen.numel() else 0
     if lowest < 0:
-        raise ValueError(f"{owner}.values: got a negative step ({lowest}); steps start at 0")
+        raise UsageError(f"{owner}.values: got a negative step ({lowest}); steps start at 0")
     return chosen
 
 
@@ -484,7 +484,7 @@ def _step_tensor(owner: str, steps: object) -> Tensor:
         tensor.numel() == 0 or not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
     )
     if tensor is None or not integers or tensor.ndim != 1:
-        raise TypeError(
+        raise UsageTypeError(
             f"{owner}.values: got steps={reprlib.repr(steps)}; pass an int n (for range(n)), a range "
             "or a 1-D sequence of int steps"
         )

@@ -35,7 +35,7 @@ import torch
 from torch.optim import lr_scheduler as torch_lr
 
 from cs_lightning import schedulers as cs
-from cs_lightning.errors import NotConvertible
+from cs_lightning.errors import NotConvertible, UsageError
 from cs_lightning.schedulers.base import Scheduler
 
 
@@ -73,7 +73,7 @@ class GroupScaledLR(cs.ScalePerParamLR):
 
     def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Scheduler, scales: Sequence[float]) -> None:
         if len(scales) != len(optimizer.param_groups):
-            raise ValueError(
+            raise UsageError(
                 f"GroupScaledLR: got scales={list(scales)} for "
                 f"{len(optimizer.param_groups)} param groups; give one per group"
             )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from cs_lightning.errors import UsageTypeError
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import MAX_BREAKPOINTS, Scheduler
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 def _as_list(schedulers: Scheduler | list[Scheduler]) -> list[Scheduler]:
     items = [schedulers] if isinstance(schedulers, Scheduler) else list(schedulers)
     if not items or not all(isinstance(item, Scheduler) for item in items):
-        raise TypeError(f"got {schedulers!r}; give a scheduler or a list of schedulers")
+        raise UsageTypeError(f"got {schedulers!r}; give a scheduler or a list of schedulers")
     return items
 
 

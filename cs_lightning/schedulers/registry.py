@@ -33,6 +33,7 @@ from cs_lightning.errors import (
     KeyPath,
     NotConvertible,
     ParamGroupTagsError,
+    UsageTypeError,
     format_key_path,
 )
 from cs_lightning.schedulers.base import Scheduler, _group_tags, _has_closed_form
@@ -108,7 +109,7 @@ def build(spec: Any, optimizer: torch.optim.Optimizer, key: KeyPath = ("schedule
     ``key`` is where the block sits in its file: errors are `ConfigError`s at key paths below it.
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"build: got optimizer={optimizer!r}; pass a torch.optim.Optimizer")
+        raise UsageTypeError(f"build: got optimizer={optimizer!r}; pass a torch.optim.Optimizer")
     if _is_legacy(spec):
         return [_build_legacy(spec, optimizer, key)]
     if isinstance(spec, Sequence) and not isinstance(spec, str):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from cs_lightning.errors import UsageError
 from cs_lightning.schedulers import _checks, evaluation
 from cs_lightning.schedulers.base import (
     MAX_BREAKPOINTS,
@@ -111,7 +112,7 @@ class _PiecewiseConstant(Scheduler):
         self.vals = self._arg(_checks.numbers, "vals", vals)
         self.milestones = self._arg(_checks.milestones, "milestones", milestones)
         if len(self.vals) != len(self.milestones) + 1:
-            raise ValueError(
+            raise UsageError(
                 f"{type(self).__name__}: got {len(self.vals)} values for "
                 f"{len(self.milestones)} milestones; give one value more than milestones"
             )

@@ -22,6 +22,7 @@ from lightning.pytorch.accelerators import Accelerator, AcceleratorRegistry, CPU
 from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.accelerator import CSXAccelerator
+from cs_lightning.errors import UsageError
 from cs_lightning.strategies.csx import CSXStrategy
 from cs_lightning.strategies.csx_ddp import CSXDDPStrategy
 from cs_lightning.strategies.csx_fsdp import CSXFSDPStrategy
@@ -96,7 +97,7 @@ def _csx_system(init: Callable[[Any], None]) -> Callable[[Any], None]:
         self._accelerator_flag = self.accelerator.backing
         if isinstance(self.strategy, CSXStrategy) and processes > 1:
             if not by_name:
-                raise ValueError(
+                raise UsageError(
                     f"CSXStrategy emulates one system, but devices={devices!r} and"
                     f" num_nodes={self._num_nodes_flag} ask for {processes}; pass strategy='csx' or"
                     " CSXDDPStrategy(...) for data-parallel systems, or devices=1."
@@ -119,7 +120,7 @@ def _lightning_changed(what: str) -> str:
 def _backing_name(accelerator: Accelerator) -> str:
     name = _BACKING_NAMES.get(type(accelerator))
     if name is None:
-        raise ValueError(
+        raise UsageError(
             f"strategy='csx' emulates CS-X systems on CPU or CUDA devices, but the accelerator is"
             f" {type(accelerator).__name__}; pass accelerator='csx', 'cpu' or 'cuda'."
         )
