@@ -292,6 +292,16 @@ def test_ckpt_path_hpc_and_last_keep_lightnings_meaning(tmp_path: Path) -> None:
     assert metrics(tmp_path, version=2)["train_loss"].keys() == {0}
 
 
+def test_a_refusal_after_parsing_leaves_lightnings_logs_flowing(tmp_path: Path) -> None:
+    """The seed and device lines are held back while the run is built, for a one-line error; a checkpoint
+    refused before the build must not leave them held, or every later run in the process loses its
+    Lightning lines (Time to first loss among them)."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    assert main(["fit", "--config", str(path), "--ckpt_path", str(tmp_path / "missing.ckpt")]) == 2
+    for name in ("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero"):
+        assert logging.getLogger(name).filters == [], name
+
+
 def test_a_clock_in_the_config_is_the_runs_only_clock(
     tmp_path: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
 ) -> None:

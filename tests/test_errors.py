@@ -26,17 +26,6 @@ from cs_lightning.schedulers import registry
 PACKAGE = Path(cs_lightning.__file__).parent
 PLAIN = ("ValueError", "TypeError", "RuntimeError")
 
-# Being refactored on another branch (strategies/checkpoints.py is to come from it): their plain raises
-# are converted after it lands.
-REFACTORING = {
-    "strategies/system.py",
-    "strategies/csx.py",
-    "strategies/csx_ddp.py",
-    "strategies/csx_fsdp.py",
-    "strategies/checkpoints.py",
-    "cli/checkpoints.py",
-}
-
 # Plain builtins raised on purpose, as (file, function, class). None refuses the user's input:
 ALLOWED = {
     # Lightning's accelerator connector no longer has an attribute cs_lightning reads: this Lightning
@@ -80,10 +69,9 @@ def _plain_builtins() -> list[tuple[str, str, str]]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         file = path.relative_to(PACKAGE).as_posix()
-        if file not in REFACTORING:
-            visitor = _PlainBuiltins(file)
-            visitor.visit(ast.parse(path.read_text(), filename=str(path)))
-            found += visitor.found
+        visitor = _PlainBuiltins(file)
+        visitor.visit(ast.parse(path.read_text(), filename=str(path)))
+        found += visitor.found
     return found
 
 

@@ -219,7 +219,11 @@ class CSLightningCLI(LightningCLI):
             # every entry as imported (a .py file by its absolute path), last on the command line:
             # --print_config and the saved config.yaml then work from any folder
             args = [*args, "--imports", json.dumps(list(dict.fromkeys(imported.values())))]
-        super().__init__(args=args, **kwargs)
+        try:
+            super().__init__(args=args, **kwargs)
+        finally:  # a refusal between parsing and building (a checkpoint's) must not leave the logs held
+            if self._held_logs is not None:
+                self._held_logs.stop()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.

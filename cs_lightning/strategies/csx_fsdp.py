@@ -33,7 +33,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
-from cs_lightning.errors import ConfigError, ShardingError
+from cs_lightning.errors import ConfigError, ShardingError, UsageError, UsageTypeError
 from cs_lightning.strategies.checkpoints import (
     RNG_KEY,
     SHARDED_REST,
@@ -131,12 +131,12 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         **kwargs: Any,
     ) -> None:
         if state_dict_type not in STATE_DICT_TYPES:
-            raise ValueError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
+            raise UsageError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
         decided = sorted(set(kwargs) & self.decided_arguments.keys())
         if decided:
             name = decided[0]
             why = self.decided_arguments[name]
-            raise ValueError(f"CSXFSDPStrategy sets {name} itself ({why}); remove {name}={kwargs[name]!r}.")
+            raise UsageError(f"CSXFSDPStrategy sets {name} itself ({why}); remove {name}={kwargs[name]!r}.")
         # Passed by name, so that jsonargparse, which follows **kwargs into this call, does not offer them under
         # trainer.strategy.init_args with the parent's defaults (which the check above would refuse).
         # The data-parallel size is the world size, known in setup_environment.
@@ -378,12 +378,12 @@ def _block_class(spec: type[nn.Module] | str) -> type[nn.Module]:
         try:
             found = import_dotted(spec)
         except ImportError as error:
-            raise ValueError(
+            raise UsageError(
                 f"block_classes: {spec!r} cannot be imported ({error}); give a module class or"
                 " its dotted import path, e.g. 'my_project.model.Block'."
             ) from error
         return _block_class(found)
-    raise TypeError(
+    raise UsageTypeError(
         f"block_classes: {spec!r} is not an nn.Module class nor a dotted import path of one,"
         " e.g. 'my_project.model.Block'."
     )

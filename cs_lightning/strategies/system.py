@@ -47,7 +47,7 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
-from cs_lightning.errors import ConfigError
+from cs_lightning.errors import ConfigError, UsageError, UsageTypeError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.schedulers.resume import check_checkpoint
@@ -111,11 +111,11 @@ class CSXOptions:
 
     def __post_init__(self) -> None:
         if self.init_mode not in INIT_MODES:
-            raise ValueError(f"init_mode={self.init_mode!r} is not supported; use one of {INIT_MODES}")
+            raise UsageError(f"init_mode={self.init_mode!r} is not supported; use one of {INIT_MODES}")
         for option in fields(self):
             value = getattr(self, option.name)
             if option.type in (bool, "bool") and not isinstance(value, bool):  # "bool": postponed annotations
-                raise TypeError(f"{option.name}={value!r} must be a bool (True or False)")
+                raise UsageTypeError(f"{option.name}={value!r} must be a bool (True or False)")
         _check_backend(self.compile_backend)
 
     @classmethod
@@ -178,7 +178,7 @@ class CSXSystemMixin(Strategy):
         parent = next(c for c in cls.__mro__[mixin_at + 1 :] if "__init__" in vars(c))
         close = difflib.get_close_matches(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())], n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise TypeError(
+        raise UsageTypeError(
             f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}It takes the CS-X options"
             f" {list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} and {parent.__name__}'s arguments."
         )
@@ -614,7 +614,9 @@ def _check_backend(backend: object) -> None:
     if callable(backend):
         return
     if not isinstance(backend, str):
-        raise TypeError(f"compile_backend={backend!r} is neither a backend name nor a callable; {_backend_choices()}")
+        raise UsageTypeError(
+            f"compile_backend={backend!r} is neither a backend name nor a callable; {_backend_choices()}"
+        )
     if backend == _DEFAULT_BACKEND:
         return
     try:
@@ -622,7 +624,7 @@ def _check_backend(backend: object) -> None:
     except torch._dynamo.exc.InvalidBackend:
         close = difflib.get_close_matches(backend, torch._dynamo.list_backends(exclude_tags=()), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ValueError(
+        raise UsageError(
             f"compile_backend={backend!r} is not a torch.compile backend; {hint}{_backend_choices()}"
         ) from None
 
