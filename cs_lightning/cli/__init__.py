@@ -40,6 +40,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -53,7 +54,8 @@ from cs_lightning.cli.convert_command import convert_command
 from cs_lightning.cli.error_lines import _parser_error
 from cs_lightning.cli.lightning_cli import CSLightningCLI
 from cs_lightning.cli.schedule_command import _schedule_command
-from cs_lightning.errors import CSLightningError
+from cs_lightning.errors import CSLightningError, UsageError, UsageTypeError
+from cs_lightning.user_code import is_own_file
 
 __all__ = ["CSLightningCLI", "main"]
 
@@ -73,7 +75,8 @@ def main(args: Sequence[str] | None = None) -> int:
     and return 2 before anything is written; so does a first step the csx trace check
     refuses (no update was applied; Lightning's log folder may exist by then), and any other
     cs_lightning refusal during the run (a scheduler that ``configure_optimizers`` builds with a
-    bad argument: a `UsageError`, also a CSLightningError). Ctrl-C returns
+    bad argument: a `UsageError`, also a CSLightningError, said with the user's line that made
+    the call). Ctrl-C returns
     130 and a closed stdout (`| head`) 141, as the shell counts signals, without a traceback.
     Other errors during training propagate as usual.
     """
@@ -92,7 +95,7 @@ def main(args: Sequence[str] | None = None) -> int:
     except CSLightningError as err:  # the user's to fix (a config, a scheduler, a step): one line
         _close_progress_bars()
         # under devices=N every rank runs the same config and code into it, so rank 0 says it for all
-        return _fail(str(err)) if _is_rank_zero() else 2
+        return _fail(str(err) + _users_line(err)) if _is_rank_zero() else 2
     except argparse.ArgumentError as err:
         return _fail(str(_parser_error(str(err), _OWN_COMMANDS)))
     except KeyboardInterrupt:
@@ -108,6 +111,18 @@ def main(args: Sequence[str] | None = None) -> int:
         if previous_handler is not None:
             signal.signal(signal.SIGINT, previous_handler)
     return 0
+
+
+def _users_line(err: CSLightningError) -> str:
+    """Where the user's code called what refused its arguments (a scheduler built in configure_optimizers):
+    the line a traceback would have shown. Empty for a config's mistake: its key path says where."""
+    if not isinstance(err, (UsageError, UsageTypeError)):
+        return ""
+    frames = [frame for frame in traceback.extract_tb(err.__traceback__) if is_own_file(frame.filename)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" (at {os.path.relpath(frame.filename)}:{frame.lineno}, in {frame.name})"
 
 
 def _note_interrupts(seen: list[int]) -> Any:
