@@ -15,7 +15,7 @@ from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.optimizers import merge_optimizer_blocks
 
 
-def _load_yaml(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
+def read_config_file(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
     """One YAML config file as a dict of top-level keys (`config_blocks.read_yaml` reads it)."""
     path = Path(path)
     data, _ = read_yaml(path, key)
@@ -107,7 +107,7 @@ def _run_imports(argv: Sequence[str]) -> dict[str, str]:
     for path in map(Path, _option_values(argv, "--config", "-c")):
         if not path.is_file():
             continue  # the parser reports the missing file with its own key
-        for i, entry in enumerate(_entries(_load_yaml(path).get("imports"))):
+        for i, entry in enumerate(_entries(read_config_file(path).get("imports"))):
             done[entry] = _import_entry(entry, path.parent, ("imports", i))
     for value in _option_values(argv, "--imports", "--imports+"):
         for i, entry in enumerate(_entries(load_yaml(value))):
@@ -130,7 +130,7 @@ def _merged(paths: Sequence[Path]) -> dict[str, Any]:
 
     merged: dict[str, Any] = {}
     for path in paths:
-        data = _load_yaml(path)
+        data = read_config_file(path)
         earlier = merged.get("optimizer")
         merge(merged, data)
         if "optimizer" in data:

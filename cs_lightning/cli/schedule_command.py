@@ -11,7 +11,7 @@ import torch
 
 from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
-from cs_lightning.cli.config_files import _load_yaml, _merged, _run_imports
+from cs_lightning.cli.config_files import _merged, _run_imports, read_config_file
 from cs_lightning.cli.error_lines import _OneLineParser, unknown_key_error
 from cs_lightning.cli.optimization import _run_factories
 from cs_lightning.cli.output_file import check_output_path, write_output
@@ -40,7 +40,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
     opts = parser.parse_args(list(argv))
     paths = [Path(p) for p in opts.config]
     for i, path in enumerate(paths):
-        _load_yaml(path, key=("config", i))
+        read_config_file(path, key=("config", i))
     _run_imports(argv)
     config = _merged(paths)
     for key in config:  # a misspelt schedulers: would draw a constant learning rate
