@@ -72,11 +72,25 @@ def import_dotted(path: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except Exception as error:  # a user's module may raise anything as it runs
+        outer = _outer_class(module_name, error)
+        if outer is not None and hasattr(outer, name):
+            return getattr(outer, name)
         reason = str(error) if isinstance(error, ImportError) else f"{type(error).__name__}: {error}"
         raise ImportError(f"{module_name!r} cannot be imported ({reason})") from error
     if not hasattr(module, name):
         raise ImportError(f"module {module_name!r} has no {name!r}")
     return getattr(module, name)
+
+
+def _outer_class(path: str, error: Exception) -> Any:
+    """What ``path`` names when it is no module because it is an attribute of one (``module.Outer``, whose
+    nested class a class path may name, as jsonargparse writes it); None otherwise."""
+    if not isinstance(error, ModuleNotFoundError) or error.name != path or "." not in path:
+        return None
+    try:
+        return import_dotted(path)
+    except ImportError:
+        return None
 
 
 def _shape_problem(path: object) -> str:

@@ -70,6 +70,21 @@ def test_a_dotted_path_imports_its_object() -> None:
     assert import_dotted("os.path") is os.path
 
 
+def test_a_nested_class_imports_through_its_outer_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """jsonargparse writes a nested class's path as module.Outer.Inner: the checkpoint check compares those."""
+    (tmp_path / "nests.py").write_text("class Outer:\n    class Inner:\n        pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import nests
+
+    assert import_dotted("nests.Outer.Inner") is nests.Outer.Inner
+    with pytest.raises(ImportError) as raised:
+        import_dotted("nests.Outer.Nope")
+    assert (
+        str(raised.value)
+        == "'nests.Outer' cannot be imported (No module named 'nests.Outer'; 'nests' is not a package)"
+    )
+
+
 SHAPE = "is not a dotted import path such as 'package.module.Name'"
 
 
