@@ -16,7 +16,6 @@ from typing import Any, NoReturn
 
 import yaml
 from jsonargparse import ArgumentParser, Namespace
-from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
@@ -241,7 +240,7 @@ def _refused_csx_option(key: KeyPath, class_path: str, report: str) -> ConfigErr
 def csx_option_error(class_path: str, key: KeyPath, value: Any) -> ConfigError | None:
     """The error the strategy ``class_path`` raises, when it is a csx one, for ``value`` of the CS-X option
     that ``key`` ends with, at ``key``; None if it takes the value, or for any other class or argument."""
-    strategy, name = import_object(class_path), key[-1]
+    strategy, name = import_dotted(class_path), key[-1]
     if not (isinstance(strategy, type) and issubclass(strategy, CSXSystemMixin)) or name not in CSX_OPTION_NAMES:
         return None
     try:
@@ -257,7 +256,7 @@ def _arguments_of(class_path: str) -> list[str]:
     """The arguments jsonargparse accepts for a class (what it checked the config against), or none."""
     try:
         parser = ArgumentParser(exit_on_error=False)
-        parser.add_class_arguments(import_object(class_path), "of", fail_untyped=False)
+        parser.add_class_arguments(import_dotted(class_path), "of", fail_untyped=False)
     except Exception:  # noqa: BLE001 - only a hint in an error line: without it the line stands
         return []
     return [action.dest.removeprefix("of.") for action in parser._actions if action.dest.startswith("of.")]
