@@ -1144,6 +1144,13 @@ ONE_LINE_FAILURES = {
         "trainer.strategy='csx_fsdp', or save single-file checkpoints, which every strategy reads, with "
         "CSXFSDPStrategy(state_dict_type='full')",
     ),
+    "a sharded folder for DeepSpeed, which reads its own folders": (
+        ["fit", "--trainer.strategy", "deepspeed", "--ckpt_path", "sharded"],
+        "ckpt_path: 'sharded' is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp "
+        "writes by default), which trainer.strategy 'deepspeed' cannot read; fix: resume it with "
+        "trainer.strategy='csx_fsdp', or save single-file checkpoints, which every strategy reads, with "
+        "CSXFSDPStrategy(state_dict_type='full')",
+    ),
     "best, which a fresh Trainer has not": (
         ["fit", "--ckpt_path", "best"],
         "ckpt_path: 'best' is the best checkpoint of an earlier fit by the same Trainer, and each cs-lightning run "
@@ -1290,6 +1297,27 @@ ONE_LINE_FAILURES = {
         "strategy: {{class_path: cs_lightning.strategies.CSXFSDPStrategy}})",  # format() reads the braces
     ),
 }
+
+
+def test_a_sharded_folder_passes_for_every_strategy_that_reads_one(tmp_path: Path) -> None:
+    """Judged by class, not by name: a subclass of ModelParallelStrategy, named by class path or given
+    as an object, reads the folder as csx_fsdp and Lightning's own FSDP strategies do."""
+    from jsonargparse import Namespace
+    from lightning.pytorch.strategies import ModelParallelStrategy
+
+    from cs_lightning.cli.checkpoints import _check_checkpoint
+    from cs_lightning.errors import ConfigError
+
+    class TensorParallel(ModelParallelStrategy):
+        pass
+
+    _checkpoint_files(tmp_path)
+    readers = ("csx_fsdp", "fsdp", Namespace(class_path="lightning.pytorch.strategies.FSDPStrategy"), TensorParallel())
+    for strategy in readers:
+        _check_checkpoint(str(tmp_path / "sharded"), {"strategy": strategy})
+    for strategy in ("ddp", Namespace(class_path="cs_lightning.CSXStrategy")):
+        with pytest.raises(ConfigError, match="cannot read"):
+            _check_checkpoint(str(tmp_path / "sharded"), {"strategy": strategy})
 
 
 @pytest.mark.parametrize("case", sorted(ONE_LINE_FAILURES))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy, StrategyRegistry
 
 from cs_lightning.cli.error_lines import imported_or_none
 from cs_lightning.errors import ConfigError
@@ -87,10 +88,18 @@ def _strategy_name(strategy: Any) -> str:
 
 
 def _reads_sharded(strategy: Any) -> bool:
-    """Whether the strategy loads torch.distributed.checkpoint folders (csx_fsdp, Lightning's
-    ModelParallelStrategy and FSDPStrategy, DeepSpeed); csx, csx_ddp and auto read files only."""
-    name = _strategy_name(strategy).lower().replace("_", "")
-    return any(kind in name for kind in ("fsdp", "modelparallel", "deepspeed"))
+    """Whether the strategy loads torch.distributed.checkpoint folders: Lightning's FSDPStrategy and
+    ModelParallelStrategy and their subclasses (csx_fsdp among them) do; csx, csx_ddp, DDP, DeepSpeed
+    and auto read files only. A strategy that cannot be resolved here is left for Lightning to judge."""
+    if strategy is None or strategy == "auto":
+        return False
+    if isinstance(strategy, str):
+        chosen = StrategyRegistry[strategy]["strategy"] if strategy in StrategyRegistry else None
+    elif getattr(strategy, "class_path", None):
+        chosen = imported_or_none(strategy.class_path)
+    else:
+        chosen = type(strategy)
+    return not isinstance(chosen, type) or issubclass(chosen, (FSDPStrategy, ModelParallelStrategy))
 
 
 def _pickled_names(path: Path, fix: str) -> set[str]:
