@@ -502,3 +502,29 @@ def test_a_weight_decay_schedule_of_an_optimizer_without_weight_decay_is_refused
     ):
         cs.LinearWD(plain, initial_val=0.1, end_val=0.0, total_iters=10)
     assert "weight_decay" not in plain.param_groups[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        (
+            "LinearLR",
+            dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=10**23),
+            f"total_iters={10**23}",
+        ),
+        ("LinearLR", dict(initial_learning_rate=0.1, end_learning_rate=0.0, total_iters=1e30), "total_iters=1e\\+30"),
+        ("StepLR", dict(initial_learning_rate=0.1, step_size=2**63, gamma=0.5), "step_size=9223372036854775808"),
+        ("MultiStepLR", dict(initial_learning_rate=0.1, gamma=0.5, milestones=[2, 2**64]), r"milestones\[1\]=\d+"),
+    ],
+)
+def test_a_step_count_past_int64_is_refused_before_it_overflows(name, args, message):
+    """Steps are int64 tensors: such a count used to escape as an OverflowError as the schedule was evaluated."""
+    with pytest.raises(
+        ValueError, match=f"^{name}: got {message}; .* counts steps in int64; fix: give at most {2**63 - 1}$"
+    ):
+        getattr(cs, name)(_optimizer(), **args)
+
+
+def test_int64s_largest_step_count_still_builds_a_schedule():
+    schedule = cs.LinearLR(_optimizer(), initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=2**63 - 1)
+    assert schedule.values(torch.tensor([0, 2**62]))[:, 0].tolist() == [0.0, 0.5]

@@ -35,9 +35,15 @@ def positive(owner: str, name: str, value: Any) -> float:
     return float(value)
 
 
+# Steps are counted in int64 tensors, as torch counts them: a length or milestone past this
+# would overflow as the schedule is evaluated.
+_MOST_STEPS = 2**63 - 1
+
+
 def integer(owner: str, name: str, value: Any, minimum: int) -> int:
-    """An int >= minimum. A whole-number float (1000.0) is that int: YAML reads ``1e3`` and
-    ``1.0e3`` as floats; a fractional one is refused, since lengths count steps."""
+    """An int from minimum to int64's largest. A whole-number float (1000.0) is that int: YAML
+    reads ``1e3`` and ``1.0e3`` as floats; a fractional one is refused, since lengths count steps."""
+    given = value
     if isinstance(value, Real) and not isinstance(value, (bool, Integral)):
         steps = float(value)
         if not steps.is_integer():
@@ -48,9 +54,14 @@ def integer(owner: str, name: str, value: Any, minimum: int) -> int:
         value = int(steps)
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be an int")
-    if value < minimum:
+    count = int(value)
+    if count < minimum:
         raise UsageError(f"{_where(owner, name, value)}; {name} must be >= {minimum}")
-    return int(value)
+    if count > _MOST_STEPS:
+        raise UsageError(
+            f"{_where(owner, name, given)}; {name} counts steps in int64; fix: give at most {_MOST_STEPS}"
+        )
+    return count
 
 
 def flag(owner: str, name: str, value: Any) -> bool:
