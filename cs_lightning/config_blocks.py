@@ -131,6 +131,13 @@ def parse_block(spec: Any, path: KeyPath, kind: str, bare_name_ok: bool = False)
             f"init_args with no class_path, and no {kind} given before them to add to; "
             f"fix: name the class, class_path: package.module.Name, or write {{Name: {{args}}}}",
         )
+    if kind == "optimizer" and isinstance(spec.get("optimizer_type"), str):  # pasted from a legacy Model Zoo config
+        raise ConfigError(
+            path,
+            f"{{optimizer_type: {spec['optimizer_type']}, ...}} is the legacy Model Zoo spelling, which cs-lightning "
+            f"reads once converted; fix: write {{{spec['optimizer_type']}: {{lr: ..., ...}}}}, or cs-lightning "
+            "convert the Model Zoo config it came from",
+        )
     if len(spec) != 1:
         several = " (use a list for several)" if kind == "scheduler" else ""
         raise ConfigError(

@@ -44,23 +44,13 @@ from cs_lightning import mup, param_groups, schedulers
 from cs_lightning.config_blocks import parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, torch_optimizers
-from cs_lightning.schedulers.registry import named_tags
+from cs_lightning.schedulers.registry import legacy_arguments, named_tags
 
 _CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
 
 # Model Zoo's mixed-precision formats -> Lightning precision strings.
 _PRECISION = {"bfloat16": "bf16-mixed", "cbfloat16": "bf16-mixed", "float16": "16-mixed"}
 
-
-# Legacy scheduler argument spellings (Model Zoo 1.x) -> cerebras.pytorch 2.x names,
-# applied only where the scheduler class has the new name and not the old one.
-_SCHEDULER_ALIASES = {
-    "total_iters": ("steps", "decay_steps"),
-    "initial_learning_rate": ("learning_rate", "base_lr"),
-    "base_lr": ("learning_rate", "initial_learning_rate"),
-    "learning_rates": ("values",),
-    "milestones": ("boundaries",),
-}
 
 # Legacy (Model Zoo 1.9) scheduler arguments that 1.9's scheduler builder accepted and never
 # read, by converted class: what each one did (nothing) and what the schedule does instead.
@@ -507,11 +497,9 @@ def _legacy_item(item: Any, key: KeyPath, notes: list[str]) -> tuple[dict[str, A
 
 def _renamed(cls: type, args: dict[str, Any]) -> dict[str, Any]:
     """`args` with legacy spellings (`steps`, `decay_steps`, ...) under the names `cls` takes."""
-    params, args = set(inspect.signature(cls).parameters), dict(args)
-    for new, olds in _SCHEDULER_ALIASES.items():
-        for old in olds:
-            if new in params and old not in params and old in args and new not in args:
-                args[new] = args.pop(old)
+    args = dict(args)
+    for old, new in legacy_arguments(cls, args):
+        args[new] = args.pop(old)
     return args
 
 
@@ -774,6 +762,19 @@ def _layout(config: Any) -> str:
         "fix: give a Trainer config (trainer: {init: ..., fit: ...}) or a legacy one "
         "(train_input/model/optimizer/runconfig)",
     )
+
+
+def model_zoo_layout(config: Mapping[str, Any]) -> str | None:
+    """The Model Zoo layout a config read by ``fit`` is in, or None for a cs-lightning config.
+
+    Stricter than `convert`'s reading, where any ``trainer:`` is the Trainer layout: here it must
+    hold what Lightning's Trainer never takes (Model Zoo's phases, ``init``/``fit``)."""
+    trainer = config.get("trainer")
+    if isinstance(trainer, list) or (isinstance(trainer, Mapping) and {"init", "fit"} & set(trainer)):
+        return "Trainer layout, trainer: {init: ...}"
+    if {"runconfig", "train_input"} & set(config):
+        return "legacy layout, train_input/model/optimizer/runconfig"
+    return None
 
 
 def convert(config: Mapping[str, Any], source: str = "<config>") -> tuple[dict[str, Any], Report]:

@@ -1151,6 +1151,21 @@ ONE_LINE_FAILURES = {
         "trainer.strategy='csx_fsdp', or save single-file checkpoints, which every strategy reads, with "
         "CSXFSDPStrategy(state_dict_type='full')",
     ),
+    "a Model Zoo config, not yet converted": (
+        ["fit", "--config", "modelzoo.yaml"],
+        "config: 'modelzoo.yaml' is a Cerebras Model Zoo config (Trainer layout, trainer: {{init: ...}}), which "
+        "cs-lightning reads once converted; fix: cs-lightning convert modelzoo.yaml --out run.yaml, then give run.yaml",
+    ),
+    "a legacy Model Zoo optimizer block": (
+        ["fit", "--optimizer", "{optimizer_type: AdamW, learning_rate: 0.001}"],
+        "optimizer: {{optimizer_type: AdamW, ...}} is the legacy Model Zoo spelling, which cs-lightning reads once "
+        "converted; fix: write {{AdamW: {{lr: ..., ...}}}}, or cs-lightning convert the Model Zoo config it came from",
+    ),
+    "a Model Zoo 1.x argument name in a 2.x block": (
+        ["fit", "--schedulers", "[{LinearLR: {initial_learning_rate: 0.0, end_learning_rate: 0.001, steps: 3}}]"],
+        "schedulers[0].LinearLR.steps: LinearLR has no argument 'steps', Model Zoo 1.x's name for total_iters; fix: "
+        "write total_iters, or cs-lightning convert the Model Zoo config it came from",
+    ),
     "best, which a fresh Trainer has not": (
         ["fit", "--ckpt_path", "best"],
         "ckpt_path: 'best' is the best checkpoint of an earlier fit by the same Trainer, and each cs-lightning run "
@@ -1327,6 +1342,7 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
     _checkpoint_files(tmp_path)
     (tmp_path / "boom.py").write_text("import os\nraise RuntimeError('boom at import')\n")
+    (tmp_path / "modelzoo.yaml").write_text("trainer:\n  init: {loop: {max_steps: 2}}\n")
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"

@@ -140,6 +140,23 @@ def test_build_legacy_list(optimizer):
     assert type(wd) is SequentialWD
 
 
+def test_a_legacy_list_reads_model_zoo_1x_argument_names_and_a_2x_block_refuses_them(optimizer):
+    """Model Zoo 1.x wrote `steps`/`decay_steps`; a {scheduler: Name} list is that layout, so its names are too."""
+    old_names = [
+        {"scheduler": "Linear", "initial_learning_rate": 0.0, "end_learning_rate": 0.1, "steps": 10},
+        {"scheduler": "CosineDecay", "initial_learning_rate": 0.1, "end_learning_rate": 0.0, "decay_steps": 5},
+    ]
+    new_names = [
+        {"scheduler": "Linear", "initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 10},
+        {"scheduler": "CosineDecay", "initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 5},
+    ]
+    (read,) = build(old_names, optimizer)
+    (expected,) = build(new_names, optimizer)
+    assert read.milestones == [10] and torch.equal(read.values(20), expected.values(20))
+    with pytest.raises(ConfigError, match=r"^schedulers\.LinearLR\.steps: LinearLR has no argument 'steps', "):
+        build({"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "steps": 10}}, optimizer)
+
+
 def test_build_nested_and_chained_and_tags():
     groups = [
         {"params": [torch.nn.Parameter(torch.ones(1))], "tags": {"decay"}, "adjust_learning_rate": 0.5},

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cs_lightning.config_blocks import load_yaml, read_yaml
+from cs_lightning.convert import model_zoo_layout
 from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.optimizers import merge_optimizer_blocks
 
@@ -25,6 +26,13 @@ def read_config_file(path: str | Path, key: KeyPath | str = "config") -> dict[st
             key,
             f"{str(path)!r} holds {what}, not a mapping of keys; "
             "fix: write top-level keys such as model:, trainer:, optimizer:",
+        )
+    layout = model_zoo_layout(data)
+    if layout is not None:  # else each of its keys would be refused on its own, none saying why
+        raise ConfigError(
+            key,
+            f"{str(path)!r} is a Cerebras Model Zoo config ({layout}), which cs-lightning reads once converted; "
+            f"fix: cs-lightning convert {path} --out run.yaml, then give run.yaml",
         )
     return data
 

@@ -58,9 +58,7 @@ def integer(owner: str, name: str, value: Any, minimum: int) -> int:
     if count < minimum:
         raise UsageError(f"{_where(owner, name, value)}; {name} must be >= {minimum}")
     if count > _MOST_STEPS:
-        raise UsageError(
-            f"{_where(owner, name, given)}; {name} counts steps in int64; fix: give at most {_MOST_STEPS}"
-        )
+        raise UsageError(f"{_where(owner, name, given)}; {name} counts steps in int64; fix: give at most {_MOST_STEPS}")
     return count
 
 

@@ -164,6 +164,36 @@ def _named_tags(spec: Any) -> set[Any]:
     return set()
 
 
+# Legacy scheduler argument spellings (Model Zoo 1.x) -> cerebras.pytorch 2.x names,
+# applied only where the scheduler class has the new name and not the old one.
+_LEGACY_ARGUMENTS = {
+    "total_iters": ("steps", "decay_steps"),
+    "initial_learning_rate": ("learning_rate", "base_lr"),
+    "base_lr": ("learning_rate", "initial_learning_rate"),
+    "learning_rates": ("values",),
+    "milestones": ("boundaries",),
+}
+
+
+def legacy_arguments(cls: type, args: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(old, new) for each argument in ``args`` under a Model Zoo 1.x name that ``cls`` takes as ``new``."""
+    params = set(inspect.signature(cls).parameters)
+    return [
+        (old, new)
+        for new, olds in _LEGACY_ARGUMENTS.items()
+        for old in olds
+        if new in params and old not in params and old in args and new not in args
+    ]
+
+
+def with_new_names(cls: type, args: Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` with Model Zoo 1.x spellings (``steps``, ``decay_steps``, ...) under the names ``cls`` takes."""
+    renamed = dict(args)
+    for old, new in legacy_arguments(cls, args):
+        renamed[new] = renamed.pop(old)
+    return renamed
+
+
 def _is_legacy(spec: Any) -> bool:
     items = [spec] if isinstance(spec, Mapping) else spec
     return (
@@ -175,10 +205,17 @@ def _is_legacy(spec: Any) -> bool:
     )
 
 
+def _legacy_block(item: Mapping[str, Any], path: KeyPath) -> dict[str, Any]:
+    """``{scheduler: Linear, steps: 10, ...}`` -> ``{Linear: {total_iters: 10, ...}}``: a legacy item keeps
+    its legacy argument names too, as Model Zoo 1.x wrote them."""
+    name, args = item["scheduler"], {k: v for k, v in item.items() if k != "scheduler"}
+    return {name: with_new_names(_resolve_at(name, (*path, name)), args)}
+
+
 def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath) -> Scheduler:
     """``[{scheduler: Linear, ...}, ...]``: one schedule, or a sequence of them."""
     items = [spec] if isinstance(spec, Mapping) else list(spec)
-    children = [{item["scheduler"]: {k: v for k, v in item.items() if k != "scheduler"}} for item in items]
+    children = [_legacy_block(item, (*path, k)) for k, item in enumerate(items)]
     if len(children) == 1:
         return _build_one(children[0], optimizer, (*path, 0))
     name = next(iter(children[0]))
@@ -197,6 +234,14 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
         args.setdefault("param_group_tags", tags)
     cls = _resolve_at(name, path)
     sequential = issubclass(cls, _Sequential)
+    renamed = legacy_arguments(cls, args)
+    if renamed:  # in {Name: {args}}, a cerebras.pytorch 2.x block, a 1.x name is a mistake
+        old, new = renamed[0]
+        raise ConfigError(
+            (*path, old),
+            f"{cls.__name__} has no argument {old!r}, Model Zoo 1.x's name for {new}; fix: write {new}, "
+            "or cs-lightning convert the Model Zoo config it came from",
+        )
     check_arguments(cls, args, path, ours=["optimizer"], filled=["milestones"] if sequential else [])
     parameters = inspect.signature(cls).parameters
     tags = args.get("param_group_tags")
