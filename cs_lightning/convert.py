@@ -729,6 +729,24 @@ def _add_param_groups(out: _Output, entries: list[dict[str, Any]]) -> None:
         out.set("param_groups", kept, None)
 
 
+def _scaled_constant_rate(out: _Output) -> None:
+    """Per-layer scales beside a constant learning rate: ScalePerParamLR over ConstantLR applies them.
+
+    A schedule is what multiplies the scales in, so `fit` refuses scales that no ScalePerParamLR
+    reads; written without one, the converted file would not run."""
+    optimizer = out.config.get("optimizer")
+    if "param_groups" not in out.config or "schedulers" in out.config or not isinstance(optimizer, Mapping):
+        return
+    ((name, args),) = optimizer.items()
+    if not isinstance(args, Mapping) or args.get("lr") is None:
+        return
+    out.set("schedulers", [{"ScalePerParamLR": {"scheduler": {"ConstantLR": {"learning_rate": args["lr"]}}}}], None)
+    out.report.notes.append(
+        f"the learning rate is constant ({name} lr {args['lr']}) and param_groups scale it per layer: "
+        "schedulers: ScalePerParamLR over ConstantLR multiplies each group's scale in"
+    )
+
+
 def _loss_scaling(out: _Output, key: KeyPath) -> None:
     """'dynamic' loss scaling is what Lightning's 16-mixed does; bf16 needs none."""
     value = out.source.get(key)
@@ -786,6 +804,7 @@ def convert(config: Mapping[str, Any], source: str = "<config>") -> tuple[dict[s
     report = Report(source=source, layout=layout)
     out = _Output(_Source(config), report)
     (_trainer_layout if layout == "trainer" else _legacy_layout)(out)
+    _scaled_constant_rate(out)
     out.config.setdefault("trainer", {}).setdefault("strategy", "csx")
     report.unmapped = [(path, value, out.source.reason(path)) for path, value in out.source.unused()]
     return _ordered(out.config), report

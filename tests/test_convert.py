@@ -520,6 +520,27 @@ def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path,
 
 
 @pytest.mark.parametrize(
+    "source",
+    [
+        "trainer: {init: {loop: {max_steps: 10}, optimizer: {AdamW: {lr: 0.001, adjust_learning_rate: {embedding: 0.5}}}}}",
+        "runconfig: {max_steps: 10}\noptimizer: {optimizer_type: AdamW, learning_rate: 0.001, "
+        "adjust_learning_rate: {embedding: 0.5}}",
+    ],
+)
+def test_per_layer_scales_beside_a_constant_rate_get_a_schedule_that_applies_them(source, tmp_path, capsys):
+    """Without a schedule, fit refuses scales that no ScalePerParamLR reads: the converted file must run."""
+    (tmp_path / "mz.yaml").write_text(source + "\n")
+    assert main(["convert", "mz.yaml", "-o", "run.yaml"]) == 0
+    assert "ScalePerParamLR over ConstantLR multiplies each group's scale in" in capsys.readouterr().out
+    converted = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    constant = {"ConstantLR": {"learning_rate": 0.001}}
+    assert converted["schedulers"] == [{"ScalePerParamLR": {"scheduler": constant}}]
+    assert main(["schedule", "--config", "run.yaml", "--table", "--steps", "2"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [[float(v) for v in row.split()] for row in rows] == [[0, 0.001, 0.0005], [1, 0.001, 0.0005]]
+
+
+@pytest.mark.parametrize(
     "child",
     [
         {"CosineDecayLRR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 5}},
