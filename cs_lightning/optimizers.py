@@ -31,7 +31,7 @@ import torch
 from torch.optim.optimizer import ParamsT
 
 from cs_lightning.config_blocks import check_arguments, parse_block
-from cs_lightning.errors import ConfigError, KeyPath, format_key_path
+from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath, format_key_path
 from cs_lightning.user_code import import_dotted
 
 # parameters, or param groups (dicts holding them): what torch's optimizers take
@@ -183,6 +183,40 @@ def _warn_of_other_defaults(cls: type, args: dict[str, Any], key: KeyPath) -> No
             )
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_kinds(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
+    """Each value is of the kind the constructor's default is: a number, or a tuple of numbers.
+
+    torch checks its numbers with comparisons, so text reaches the user as "'<=' not supported
+    between 'float' and 'str'", and ``lr: true`` is not refused at all (it trains at 1.0)."""
+    parameters = inspect.signature(cls).parameters
+    for arg, value in args.items():
+        default: Any = parameters[arg].default if arg in parameters else None
+        if _is_number(default) and not _is_number(value):
+            quoted = isinstance(value, str) and _reads_as_number(value)
+            fix = f"write it without quotes: {value}" if quoted else f"write a number such as {default}"
+            raise ConfigTypeError((*key, arg), f"expected a number, got {value!r}; fix: {fix}")
+        pair = isinstance(default, tuple) and bool(default) and all(map(_is_number, default))
+        if pair and not (
+            isinstance(value, (list, tuple)) and len(value) == len(default) and all(map(_is_number, value))
+        ):
+            raise ConfigTypeError(
+                (*key, arg),
+                f"expected {len(default)} numbers, got {value!r}; fix: write a list such as {list(default)}",
+            )
+
+
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def optimizer_factory(spec: Any, key: KeyPath = ("optimizer",)) -> OptimizerFactory:
     """Validate an optimizer block now; return `params -> optimizer` for later.
 
@@ -193,6 +227,7 @@ def optimizer_factory(spec: Any, key: KeyPath = ("optimizer",)) -> OptimizerFact
     args = _from_model_zoo(cls, args, args_key)
     ours = list(inspect.signature(cls).parameters)[:1]  # the parameters to optimize, which `build` passes
     check_arguments(cls, args, args_key, ours=ours, note=f" ({_CONVERT_HINT})")
+    _check_kinds(cls, args, args_key)
     try:  # let the optimizer judge the values itself, on a throwaway parameter
         cls([torch.nn.Parameter(torch.zeros(1))], **args)
     except (ValueError, TypeError) as err:

@@ -44,6 +44,12 @@ def test_names_resolve_case_insensitively_and_by_dotted_path() -> None:
         ({"class_path": "torch.optim.SGD", "init_args": {"lr": 0.1}, "extra": 1}, "optimizer.extra", "class_path"),
         ([1, 2], "optimizer", "expected a mapping"),
         ({"init_args": {"lr": 0.1}}, "optimizer", "init_args with no class_path, and no optimizer given before"),
+        ({"AdamW": {"lr": True}}, "optimizer.AdamW.lr", "expected a number, got True; fix: write a number such as"),
+        ({"AdamW": {"lr": "3.0e-3"}}, "optimizer.AdamW.lr", "got '3.0e-3'; fix: write it without quotes: 3.0e-3"),
+        ({"SGD": {"lr": 0.1, "momentum": [0.9]}}, "optimizer.SGD.momentum", "expected a number, got [0.9]"),
+        ({"AdamW": {"betas": 0.9}}, "optimizer.AdamW.betas", "expected 2 numbers, got 0.9; fix: write a list such as"),
+        ({"Adam": {"betas": [0.9, "0.95"]}}, "optimizer.Adam.betas", "expected 2 numbers, got [0.9, '0.95']"),
+        ({"Adam": {"betas": "0.9, 0.95"}}, "optimizer.Adam.betas", "expected 2 numbers"),
     ],
 )
 def test_mistakes_name_the_key_path_and_the_fix(spec, key: str, words: str) -> None:
