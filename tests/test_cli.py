@@ -1166,6 +1166,11 @@ ONE_LINE_FAILURES = {
         "schedulers[0].LinearLR.steps: LinearLR has no argument 'steps', Model Zoo 1.x's name for total_iters; fix: "
         "write total_iters, or cs-lightning convert the Model Zoo config it came from",
     ),
+    "a bad scheduler after a Model Zoo optimizer block (whose warning is held back)": (
+        ["fit", "--optimizer", "{Adam: {learning_rate: 0.001}}", "--schedulers", "[{LinearLR: {total_iters: 0}}]"],
+        "schedulers[0].LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
+        "initial_learning_rate: <value>, end_learning_rate: <value>",
+    ),
     "best, which a fresh Trainer has not": (
         ["fit", "--ckpt_path", "best"],
         "ckpt_path: 'best' is the best checkpoint of an earlier fit by the same Trainer, and each cs-lightning run "

@@ -48,11 +48,13 @@ from cs_lightning.time_to_first_loss import TimeToFirstLoss
 
 
 class _HeldRecords(logging.Filter):
-    """Hold some loggers' records back until `stop()`; `replay()` then logs them, in order.
+    """Hold some loggers' records, and every warning, back until `stop()`; `replay()` then gives
+    them out, in order.
 
-    Seeding logs "Seed set to N" before the model is built, and making the Trainer logs the devices
-    found before it checks its other arguments; when building then fails on a configuration
-    mistake, those lines would spoil the one-line error.
+    Seeding logs "Seed set to N" before the model is built, an optimizer block written for Model Zoo
+    warns of torch's other defaults, and making the Trainer logs the devices found before it checks
+    its other arguments; when building then fails on a configuration mistake, those lines would
+    spoil the one-line error.
     """
 
     def __init__(self, *names: str) -> None:
@@ -61,6 +63,8 @@ class _HeldRecords(logging.Filter):
         self.records: list[logging.LogRecord] = []
         for logger in self.loggers:
             logger.addFilter(self)
+        self._catching: warnings.catch_warnings | None = warnings.catch_warnings(record=True)
+        self.warned: list[warnings.WarningMessage] = self._catching.__enter__()
 
     def filter(self, record: logging.LogRecord) -> bool:
         self.records.append(record)
@@ -69,8 +73,13 @@ class _HeldRecords(logging.Filter):
     def stop(self) -> None:
         for logger in self.loggers:
             logger.removeFilter(self)
+        if self._catching is not None:
+            self._catching.__exit__(None, None, None)
+            self._catching = None
 
     def replay(self) -> None:
+        for warned in self.warned:
+            warnings.warn_explicit(warned.message, warned.category, warned.filename, warned.lineno)
         for record in self.records:
             logging.getLogger(record.name).handle(record)
 
@@ -271,9 +280,9 @@ class CSLightningCLI(LightningCLI):
             _check_counts(trainer)
         _check_strategy_string(trainer)
         _check_strategy_options(trainer)
+        self._held_logs = _HeldRecords("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero")
         self.make_optimizer, self.make_schedulers = _run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
-        self._held_logs = _HeldRecords("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero")
 
     def _command_given(self, args: Any) -> str | None:
         """The subcommand in `args` (a list, or a dict keyed by it; None: the command line), before parsing."""
