@@ -325,7 +325,8 @@ def _tiny_gpt(root: Path, **blocks: object) -> Path:
 def test_globs_on_a_model_built_in_configure_model_are_refused_in_one_line(tmp_path: Path, devices: int) -> None:
     """The installed command: its names are known once configure_model() ran, so the refusal comes from
     configure_optimizers, after Lightning's start-up lines, still as one line and exit 2 (said by rank 0
-    alone when every rank refuses it)."""
+    alone when every rank refuses it). It leaves no file: config.yaml is written as fit starts (in the log
+    folder Lightning makes before configure_model, which stays empty)."""
     block = _readme_block()
     block["param_groups"][0]["params"] = ["blocks.*.weight"]
     config = yaml.safe_load(_tiny_gpt(tmp_path, **block).read_text())
@@ -338,6 +339,7 @@ def test_globs_on_a_model_built_in_configure_model_are_refused_in_one_line(tmp_p
         "model (its names: tok.weight, pos.weight, body.0.ln1.weight, body.0.ln1.bias, ... (28 in all)); fix: "
         "give globs of the model's parameter names (model.named_parameters())"
     ]
+    assert [path for path in (tmp_path / "lightning_logs").rglob("*") if path.is_file()] == []
 
 
 def _first_loss(caplog: pytest.LogCaptureFixture) -> str:

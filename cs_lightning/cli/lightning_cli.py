@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 from jsonargparse import ArgumentParser
+from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
@@ -185,20 +186,42 @@ def _check_strategy_options(trainer: Mapping[str, Any]) -> None:
 
 
 class _SaveConfig(SaveConfigCallback):
-    """Lightning's, with its refusal to write over an earlier run's config.yaml said in one line."""
+    """Lightning's, but for `fit` config.yaml is written once the run is set up, and a refusal to write
+    over an earlier run's config.yaml is one line, said before anything is built.
+
+    Lightning writes in `setup`, before `configure_model` and `configure_optimizers`: a refusal of
+    theirs (param_groups globs matching none of the names of a model built in `configure_model`)
+    then left a log folder holding only config.yaml.
+    """
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if stage != "fit":
+            self._save(trainer, pl_module, stage)
+            return
+        if self.save_to_log_dir and not self.overwrite and not self.already_saved:
+            path = os.path.join(str(trainer.log_dir), self.config_filename)
+            exists = get_filesystem(path).isfile(path) if trainer.is_global_zero else False
+            if trainer.strategy.broadcast(exists):
+                raise _written_over(path)
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._save(trainer, pl_module, "fit")
+
+    def _save(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         try:
             super().setup(trainer, pl_module, stage)
         except RuntimeError as err:
             if "to NOT exist" not in str(err):  # Lightning's wording of that refusal
                 raise
-            path = os.path.join(str(trainer.log_dir), self.config_filename)
-            raise ConfigError(
-                ("trainer", "default_root_dir"),
-                f"{path!r} exists: an earlier run wrote its config there, and this run would write over it; "
-                "fix: give another --trainer.default_root_dir, or keep a logger (each run gets its own version_N)",
-            ) from None
+            raise _written_over(os.path.join(str(trainer.log_dir), self.config_filename)) from None
+
+
+def _written_over(path: str) -> ConfigError:
+    return ConfigError(
+        ("trainer", "default_root_dir"),
+        f"{path!r} exists: an earlier run wrote its config there, and this run would write over it; "
+        "fix: give another --trainer.default_root_dir, or keep a logger (each run gets its own version_N)",
+    )
 
 
 class CSLightningCLI(LightningCLI):
