@@ -33,7 +33,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
-from cs_lightning.errors import ConfigError, ShardingError, UsageError, UsageTypeError
+from cs_lightning.errors import ShardingError, UsageError, UsageTypeError
 from cs_lightning.strategies.checkpoints import (
     RNG_KEY,
     SHARDED_REST,
@@ -42,6 +42,7 @@ from cs_lightning.strategies.checkpoints import (
     load_mapped,
     model_shapes,
     sharded_checkpoint_problem,
+    sharded_folder_error,
 )
 from cs_lightning.strategies.system import CSXSystemMixin
 from cs_lightning.user_code import import_dotted
@@ -196,8 +197,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             return load_mapped(path, weights_only)
         problem = sharded_checkpoint_problem(path)
         if problem is not None:  # else torch would fail reading it, naming a file the folder lacks
-            fix = "fix: give a .ckpt file, or a sharded checkpoint folder"
-            raise ConfigError("ckpt_path", f"{str(checkpoint_path)!r} {problem}; {fix}")
+            raise sharded_folder_error(str(checkpoint_path), problem)
         checkpoint = torch.load(path / SHARDED_REST, weights_only=weights_only)
         folder = checkpoint["state_dict"] = _ShardedFolder(path)
         if any(name.startswith("optimizer_") for name in folder.keys):  # else saved with save_weights_only
