@@ -10,7 +10,7 @@ import mmap
 import os
 import sys
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -276,6 +276,28 @@ def _by_recording(deferred: list[_Deferred]) -> list[tuple[Recording, list[_Defe
     return sorted(groups.items(), key=lambda item: item[0].serial)
 
 
+def _by_storage(group: list[_Deferred]) -> dict[int, list[_Deferred]]:
+    """The tensors grouped by the storage they view (tied weights and views of one tensor share one)."""
+    by_sid: dict[int, list[_Deferred]] = {}
+    for entry in group:
+        by_sid.setdefault(entry.ref.sid, []).append(entry)
+    return by_sid
+
+
+def _held_elsewhere(recording: Recording, mine: Callable[[torch.Tensor], bool]) -> set[int]:
+    """The storages of the recording's tensors still alive that are not ``mine``: code other than the module
+    being materialized holds them, so the replay computes them and keeps them for a later materialize."""
+
+    def held() -> set[int]:
+        return {recording.ref(fake).sid for fake in list(recording.alive) if not mine(fake)}
+
+    storages = held()
+    if storages:  # dead tensors in reference cycles would be computed for nothing
+        gc.collect()
+        storages = held()
+    return storages
+
+
 def _materialize_recording(
     recording: Recording,
     group: list[_Deferred],
@@ -284,15 +306,10 @@ def _materialize_recording(
     mode: str,
     rng: str,
 ) -> dict[int, torch.Tensor]:
-    by_sid: dict[int, list[_Deferred]] = {}
-    for entry in group:
-        by_sid.setdefault(entry.ref.sid, []).append(entry)
+    by_sid = _by_storage(group)
+    # a tensor of the module's is mine as an object: a view of its storage held elsewhere keeps the storage
     mine = {id(e.fake) for e in group}
-    others = [f for f in list(recording.alive) if id(f) not in mine]
-    if others:  # dead ones in reference cycles would be computed for nothing
-        gc.collect()
-        others = [f for f in list(recording.alive) if id(f) not in mine]
-    keep = {recording.ref(f).sid for f in others}  # still held elsewhere: computed and kept
+    keep = _held_elsewhere(recording, lambda fake: id(fake) in mine)  # computed and kept
     targets = {sid for sid, entries in by_sid.items() if any(e.source is None for e in entries)}
     provided = [e for sid in set(by_sid) - targets for e in by_sid[sid]]
     _warn_uninitialized(recording, targets, by_sid)

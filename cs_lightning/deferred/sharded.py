@@ -16,7 +16,6 @@ leaves it.
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -28,11 +27,13 @@ from torch.distributed.tensor import DTensor, Shard
 from cs_lightning.deferred.independent import replay_independent
 from cs_lightning.deferred.materialize import (
     _by_recording,
+    _by_storage,
     _cast_to,
     _check_mode,
     _Deferred,
     _deferred,
     _final,
+    _held_elsewhere,
     _MappedFiles,
     _Slot,
     _slots,
@@ -238,14 +239,10 @@ def _materialize_recording(
     mode: str,
     rng: str,
 ) -> dict[str, str]:
-    by_sid: dict[int, list[_Deferred]] = {}
-    for entry in group:
-        by_sid.setdefault(entry.ref.sid, []).append(entry)
-    mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes()}  # with those a checkpoint provides
-    keep = {recording.ref(f).sid for f in list(recording.alive)} - mine  # other modules' tensors
-    if keep:  # views that died in reference cycles would be computed for nothing
-        gc.collect()
-        keep = {recording.ref(f).sid for f in list(recording.alive)} - mine
+    by_sid = _by_storage(group)
+    # a storage is mine, with every tensor viewing it, when the module holds it (or a checkpoint provides it)
+    mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes()}
+    keep = _held_elsewhere(recording, lambda fake: recording.ref(fake).sid in mine)  # other modules' tensors
     ranges: dict[int, tuple[int, int]] = {}
     strided: dict[str, str] = {}  # parameters whose rows are not one range of their storage
     for sid, entries in by_sid.items():
