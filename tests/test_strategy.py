@@ -393,3 +393,31 @@ def test_a_sharded_folder_is_what_csx_fsdp_writes_and_one_lacking_a_part_is_name
         "ckpt_path='ckpt/epoch=0-step=2.ckpt' is a folder but not a sharded checkpoint (it has no .metadata); "
         f"{FOLDER_FIX}"
     )
+
+
+# Saves meta.pt again as a GPU machine would: every storage tagged with cuda:0 (this machine has no GPU).
+RESAVE_ON_CUDA = """
+import sys, torch, torch.serialization
+checkpoint = torch.load(sys.argv[1], weights_only=False)
+torch.serialization.register_package(0, lambda storage: "cuda:0", lambda storage, location: None)
+torch.save(checkpoint, sys.argv[1])
+"""
+
+
+def test_csx_fsdp_reads_on_cpu_a_sharded_checkpoint_saved_on_cuda(tmp_path: Path) -> None:
+    """meta.pt was read with torch.load and no map_location: its tensors (the generators' states), saved from
+    CUDA, could not be restored on a CPU-only machine. Read as a single file is: mapped, on CPU."""
+    script = tmp_path / "sharded.py"
+    script.write_text(SHARDED_SCRIPT.format(tests=str(Path(__file__).parent)))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    folder = tmp_path / "ckpt/epoch=0-step=2.ckpt"
+    saved = torch.load(folder / "meta.pt", weights_only=False)
+    resave = subprocess.run([sys.executable, "-c", RESAVE_ON_CUDA, str(folder / "meta.pt")], capture_output=True)
+    assert resave.returncode == 0, resave.stderr[-3000:]
+    with pytest.raises(RuntimeError, match="on a CUDA device but torch.cuda.is_available"):
+        torch.load(folder / "meta.pt", weights_only=False)
+    checkpoint = CSXFSDPStrategy().load_checkpoint(str(folder))
+    restored = checkpoint["csx_rng_states"][0]["torch"]  # rank 0's
+    assert restored.device == torch.device("cpu")
+    assert torch.equal(restored, saved["csx_rng_states"][0]["torch"])

@@ -167,7 +167,7 @@ class Executor:
         """Draw what a dead random op would draw, without allocating its result."""
         fill = chunkable(op)
         if fill is not None and self.device_of(fill[1].sid).type == "cpu":
-            func, target, args, kwargs = *fill, *self._scratch_args(op, fill[1])
+            func, target, args, kwargs = *fill, *self._scratch_args(op)
             scratch = torch.empty(min(target.numel, _CHUNK + 16), dtype=target.dtype)
             for size in _chunks(target.numel):
                 func(scratch[:size], *args, **kwargs)
@@ -197,7 +197,7 @@ class Executor:
             n += 16  # normal_ redraws a 16-number tail when n is not a multiple of 16
         return words_per_number * n
 
-    def _scratch_args(self, op: Op, target: Ref) -> tuple[tuple, dict]:
+    def _scratch_args(self, op: Op) -> tuple[tuple, dict]:
         """The op's arguments after the tensor it fills (none for randn and rand)."""
         if op.func in _FACTORIES:
             return (), {}
@@ -441,7 +441,7 @@ def _fill(op: Op, executor: Executor) -> _Fill | None:
     words = executor.global_draws(op)
     if words is None or target.dtype != torch.float32 or not is_contiguous_ref(target):
         return None
-    return _Fill(func, target, *executor._scratch_args(op, target), words)
+    return _Fill(func, target, *executor._scratch_args(op), words)
 
 
 def truncated_normal(op: Op) -> _Fill | None:

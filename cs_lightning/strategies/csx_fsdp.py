@@ -198,7 +198,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         problem = sharded_checkpoint_problem(path)
         if problem is not None:  # else torch would fail reading it, naming a file the folder lacks
             raise sharded_folder_error(str(checkpoint_path), problem)
-        checkpoint = torch.load(path / SHARDED_REST, weights_only=weights_only)
+        checkpoint = load_mapped(path / SHARDED_REST, weights_only)  # on CPU, as a file: also when saved on CUDA
         folder = checkpoint["state_dict"] = _ShardedFolder(path)
         if any(name.startswith("optimizer_") for name in folder.keys):  # else saved with save_weights_only
             checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
@@ -363,9 +363,9 @@ def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
         by_dtype = {p.dtype: name for name, p in params if p.requires_grad}  # frozen ones may differ (LoRA)
         if len(by_dtype) > 1:
             where = "the parameters no block holds" if group is root else f"block {names[id(group)]!r}"
-            listed = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for dtype, name in by_dtype.items())
+            mixed = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for dtype, name in by_dtype.items())
             raise ShardingError(
-                f"csx_fsdp: {where} mix dtypes ({listed}), and FSDP2 needs one dtype per group's trainable parameters;"
+                f"csx_fsdp: {where} mix dtypes ({mixed}), and FSDP2 needs one dtype per group's trainable parameters;"
                 " fix: give the module of the other dtype its own block (CSXFSDPStrategy(block_classes=[...]))"
                 " or build the model in one dtype"
             )
