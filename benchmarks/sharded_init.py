@@ -192,10 +192,10 @@ def materialize_alone(case: str, ranks: int, config: Config) -> dict:
 
 def _rows_alone(model: nn.Module, rank: int, ranks: int) -> None:
     """Rank ``rank``'s rows (``torch.chunk`` on dim 0) of every parameter, by row replay (as deferred.sharded)."""
-    from cs_lightning.deferred.materialize import _by_recording, _deferred, _slots
+    from cs_lightning.deferred.materialize import by_recording, deferred_tensors, module_slots
     from cs_lightning.deferred.row_replay import replay_rows
 
-    for recording, group in _by_recording(_deferred(_slots(model, {}), {})):
+    for recording, group in by_recording(deferred_tensors(module_slots(model, {}), {})):
         ranges = {}
         for entry in group:  # the GPT: float32 parameters only, the tied one listed once
             rows = entry.fake.shape[0]

@@ -2,9 +2,13 @@
 user's code named by dotted import path.
 
 Errors point at the user's line: deferred init names the constructor that made a tensor, the
-trace check the line that read one. Both walk the stack to the first frame whose file passes
-`is_user_file`. This module imports the standard library and torch only: the deferred-init
-recorder and the schedulers import it, and they must work without lightning.
+trace check the line that read one. Deferred init walks the stack to the innermost frame whose
+file passes `is_own_file`, and falls back to the innermost passing `is_user_file` (a user's code
+installed as a package); the trace check charges a call to the innermost frame past its own
+plumbing and counts it as the user's when its file passes `is_user_file` and, for an installed
+package's file (`is_library_file`), when the model's modules come from that package.
+This module imports the standard library and torch only: the deferred-init recorder and the
+schedulers import it, and they must work without lightning.
 """
 
 from __future__ import annotations

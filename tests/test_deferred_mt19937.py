@@ -11,7 +11,7 @@ from torch import nn
 from cs_lightning.cache import cache_dir
 from cs_lightning.deferred import deferred_init, materialize, mt19937
 from cs_lightning.deferred.mt19937 import advance, available
-from cs_lightning.deferred.replay import _skip
+from cs_lightning.deferred.replay import skip_outputs
 
 
 def drawn(state: torch.Tensor, n: int) -> torch.Tensor:
@@ -131,7 +131,7 @@ def test_skipping_by_drawing_takes_exactly_n_outputs(n: int, pairs: bool, monkey
     start = state_after(5, 17)
     generator = torch.Generator()
     generator.set_state(start)
-    _skip(generator, n, jump_from=1 << 40)
+    skip_outputs(generator, n, jump_from=1 << 40)
     assert torch.equal(generator.get_state(), drawn(start, n))
 
 

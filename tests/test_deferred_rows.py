@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from cs_lightning.deferred import mt19937, recording
-from cs_lightning.deferred.materialize import _deferred, _slots
+from cs_lightning.deferred.materialize import deferred_tensors, module_slots
 from cs_lightning.deferred.row_replay import replay_rows
 from cs_lightning.errors import DeferredInitWarning
 
@@ -25,7 +25,7 @@ def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, l
         torch.manual_seed(7)
         with recording():
             module = build()
-        entries = _deferred(_slots(module, {}), {})
+        entries = deferred_tensors(module_slots(module, {}), {})
         by_sid = {e.ref.sid: e for e in entries}
         params = {id(p) for p in module.parameters()}
         spans = {}

@@ -14,7 +14,7 @@ from lightning_models import Regressor, SkipsFirst, data, fit, trainer
 
 from cs_lightning import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
-from cs_lightning.errors import CheckpointMismatchError, ConfigError
+from cs_lightning.errors import CheckpointMismatchError, UsageError
 from cs_lightning.strategies.checkpoints import sharded_checkpoint_problem
 
 
@@ -337,6 +337,12 @@ fit(Regressor(build_in="configure_model"), "csx_fsdp", steps=2, devices=1, enabl
     callbacks=[ModelCheckpoint(dirpath="ckpt")])
 """
 
+# The one fix for a folder that is not a whole sharded checkpoint, in Python as in the CLI (test_cli's CHECKPOINT_FIX).
+FOLDER_FIX = (
+    "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding .metadata and "
+    "meta.pt), or leave ckpt_path out"
+)
+
 
 @pytest.mark.parametrize("strategy", ["csx", "csx_ddp"])
 def test_a_sharded_checkpoint_folder_is_refused_by_strategies_that_read_files(strategy: str, tmp_path: Path) -> None:
@@ -348,21 +354,24 @@ def test_a_sharded_checkpoint_folder_is_refused_by_strategies_that_read_files(st
     folder = "ckpt/epoch=0-step=2.ckpt"
     assert {".metadata", "meta.pt"} <= {p.name for p in (tmp_path / folder).iterdir()}
     line = (
-        f"ckpt_path: {folder!r} is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp "
-        f"writes by default), which strategy {strategy!r} cannot read; fix: resume it with strategy='csx_fsdp', or save "
+        f"ckpt_path={folder!r} is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp "
+        f"writes by default), which strategy={strategy!r} cannot read; fix: resume it with strategy='csx_fsdp', or save "
         "single-file checkpoints, which every strategy reads, with CSXFSDPStrategy(state_dict_type='full')"
     )
-    with pytest.raises(ConfigError) as refused:
+    with pytest.raises(UsageError) as refused:
         fit(Regressor(build_in="configure_model"), strategy, steps=4, ckpt_path=folder, devices=1)
     assert str(refused.value) == line
-    with pytest.raises(ConfigError, match=r"^ckpt_path: 'ckpt' is a folder, not a checkpoint file; fix: give a \.ckpt"):
+    with pytest.raises(UsageError) as refused:
         fit(Regressor(build_in="configure_model"), strategy, steps=4, ckpt_path="ckpt", devices=1)
+    assert str(refused.value) == (
+        f"ckpt_path='ckpt' is a folder but not a sharded checkpoint (it has no .metadata and no meta.pt); {FOLDER_FIX}"
+    )
 
 
 def test_a_sharded_folder_is_what_csx_fsdp_writes_and_one_lacking_a_part_is_named_as_such(tmp_path: Path) -> None:
     """One answer to "is this a sharded checkpoint?" for every strategy and the CLI: the folder csx_fsdp writes
-    (shards, their index, meta.pt) is one; without its shards csx takes it for a plain folder (it said "sharded
-    checkpoint"), and csx_fsdp names what is missing (torch's error named a file it failed to open)."""
+    (shards, their index, meta.pt) is one; without a part, csx (which said only "is a folder") and csx_fsdp (whose
+    torch error named a file it failed to open) name what is missing, with the CLI's fix."""
     script = tmp_path / "sharded.py"
     script.write_text(SHARDED_SCRIPT.format(tests=str(Path(__file__).parent)))
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -372,13 +381,43 @@ def test_a_sharded_folder_is_what_csx_fsdp_writes_and_one_lacking_a_part_is_name
     assert sharded_checkpoint_problem(folder) is None
     (folder / "__0_0.distcp").unlink()
     assert sharded_checkpoint_problem(folder) == "is a sharded checkpoint without its shards (*.distcp)"
-    with pytest.raises(ConfigError, match=r"^ckpt_path: 'ckpt/epoch=0-step=2.ckpt' is a folder, not a checkpoint file"):
+    with pytest.raises(UsageError) as refused:
         fit(Regressor(build_in="configure_model"), "csx", steps=4, ckpt_path="ckpt/epoch=0-step=2.ckpt")
-    (folder / ".metadata").unlink()
-    line = (
-        "ckpt_path: 'ckpt/epoch=0-step=2.ckpt' is a folder but not a sharded checkpoint (it has no .metadata); "
-        "fix: give a .ckpt file, or a sharded checkpoint folder"
+    assert str(refused.value) == (
+        f"ckpt_path='ckpt/epoch=0-step=2.ckpt' is a sharded checkpoint without its shards (*.distcp); {FOLDER_FIX}"
     )
-    with pytest.raises(ConfigError) as refused:
+    (folder / ".metadata").unlink()
+    with pytest.raises(UsageError) as refused:
         CSXFSDPStrategy().load_checkpoint("ckpt/epoch=0-step=2.ckpt")
-    assert str(refused.value) == line
+    assert str(refused.value) == (
+        "ckpt_path='ckpt/epoch=0-step=2.ckpt' is a folder but not a sharded checkpoint (it has no .metadata); "
+        f"{FOLDER_FIX}"
+    )
+
+
+# Saves meta.pt again as a GPU machine would: every storage tagged with cuda:0 (this machine has no GPU).
+RESAVE_ON_CUDA = """
+import sys, torch, torch.serialization
+checkpoint = torch.load(sys.argv[1], weights_only=False)
+torch.serialization.register_package(0, lambda storage: "cuda:0", lambda storage, location: None)
+torch.save(checkpoint, sys.argv[1])
+"""
+
+
+def test_csx_fsdp_reads_on_cpu_a_sharded_checkpoint_saved_on_cuda(tmp_path: Path) -> None:
+    """meta.pt was read with torch.load and no map_location: its tensors (the generators' states), saved from
+    CUDA, could not be restored on a CPU-only machine. Read as a single file is: mapped, on CPU."""
+    script = tmp_path / "sharded.py"
+    script.write_text(SHARDED_SCRIPT.format(tests=str(Path(__file__).parent)))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    folder = tmp_path / "ckpt/epoch=0-step=2.ckpt"
+    saved = torch.load(folder / "meta.pt", weights_only=False)
+    resave = subprocess.run([sys.executable, "-c", RESAVE_ON_CUDA, str(folder / "meta.pt")], capture_output=True)
+    assert resave.returncode == 0, resave.stderr[-3000:]
+    with pytest.raises(RuntimeError, match="on a CUDA device but torch.cuda.is_available"):
+        torch.load(folder / "meta.pt", weights_only=False)
+    checkpoint = CSXFSDPStrategy().load_checkpoint(str(folder))
+    restored = checkpoint["csx_rng_states"][0]["torch"]  # rank 0's
+    assert restored.device == torch.device("cpu")
+    assert torch.equal(restored, saved["csx_rng_states"][0]["torch"])

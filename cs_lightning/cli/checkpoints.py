@@ -19,6 +19,7 @@ from cs_lightning.strategies.checkpoints import (
     SHARDED_REST,
     sharded_checkpoint_problem,
     sharded_checkpoint_refused,
+    sharded_folder_error,
 )
 from cs_lightning.user_code import import_dotted
 
@@ -51,10 +52,9 @@ def _check_checkpoint(value: str, trainer: Mapping[str, Any]) -> None:
             _pickled_names(path / SHARDED_REST, fix)  # the rest of the state must be readable too
         problem = sharded_checkpoint_problem(path)
         if problem is not None:
-            raise ConfigError("ckpt_path", f"{value!r} {problem}; {fix}")
+            raise sharded_folder_error(value, problem, in_config=True)
         if not _reads_sharded(strategy):
-            refused = sharded_checkpoint_refused(value, _strategy_name(strategy), "trainer.strategy")
-            raise ConfigError("ckpt_path", refused)
+            raise sharded_checkpoint_refused(value, _strategy_name(strategy), in_config=True)
         return
     if not path.is_file():
         raise ConfigError("ckpt_path", f"{value!r} does not exist; {fix}")

@@ -10,7 +10,7 @@ import mmap
 import os
 import sys
 import warnings
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +38,7 @@ _PLAIN_LOADING = {nn.Module._load_from_state_dict, _NormBase._load_from_state_di
 
 
 @dataclass
-class _Slot:
+class Slot:
     """One place a module holds a tensor: ``owner.<name>``, reachable as ``fqn``."""
 
     owner: nn.Module
@@ -51,7 +51,7 @@ class _Slot:
 
 
 @dataclass
-class _Deferred:
+class Deferred:
     """One deferred tensor object of the module, with every name it has there."""
 
     fake: DeferredTensor
@@ -140,13 +140,13 @@ def materialize(
         _warn_unused(module.load_state_dict(state_dict, strict=False).unexpected_keys)
         return materialize(module, device, dtype)
     with recording_paused(), torch.no_grad():
-        slots = _slots(module, state_dict)
+        slots = module_slots(module, state_dict)
         _warn_unused(set(state_dict) - {s.fqn for s in slots if s.in_state_dict})
-        deferred = _deferred(slots, state_dict)
+        deferred = deferred_tensors(slots, state_dict)
         finals: dict[int, torch.Tensor] = {}
-        for k, (recording, group) in enumerate(_by_recording(deferred)):
+        for k, (recording, group) in enumerate(by_recording(deferred)):
             if mode == "exact" and k == 0:  # later recordings draw after the earlier ones
-                _warn_if_rng_moved(recording)
+                warn_if_rng_moved(recording)
             with recording.eager_generator():
                 finals.update(_materialize_recording(recording, group, device, dtype, mode, rng))
         _assign(slots, finals, device, dtype, state_dict)
@@ -156,7 +156,7 @@ def materialize(
 def _check(
     device: Any, dtype: Any, state_dict: Any, mode: Any, rng: Any
 ) -> tuple[torch.device | None, torch.dtype | None]:
-    _check_mode("materialize", mode, rng)
+    check_mode("materialize", mode, rng)
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise DeferredInitUsageError(
             f"materialize: dtype={dtype!r} must be a floating-point torch.dtype such as torch.bfloat16, or None."
@@ -171,7 +171,7 @@ def _check(
         raise UsageError(f"materialize: device={device!r} is not a torch device (e.g. 'cpu', 'cuda:0').") from err
 
 
-def _check_mode(caller: str, mode: Any, rng: Any) -> None:
+def check_mode(caller: str, mode: Any, rng: Any) -> None:
     """Refuse a ``mode`` or ``rng`` that ``caller`` (materialize, or its sharded twin) does not know."""
     if mode not in _MODES:
         raise UsageError(f"{caller}: mode={mode!r} is not one of {_MODES}.")
@@ -179,26 +179,26 @@ def _check_mode(caller: str, mode: Any, rng: Any) -> None:
         raise UsageError(f"{caller}: rng={rng!r} is not one of {_RNG}.")
 
 
-def _slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[_Slot]:
+def module_slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> list[Slot]:
     """Every tensor the module holds, in load_state_dict's order (params, then buffers)."""
     slots = []
     for prefix, mod in module.named_modules(remove_duplicate=False):
         dot = f"{prefix}." if prefix else ""
         for name, p in mod._parameters.items():
             if p is not None:
-                slots.append(_Slot(mod, "parameter", name, dot + name, p, True))
+                slots.append(Slot(mod, "parameter", name, dot + name, p, True))
         for name, b in mod._buffers.items():
             if b is not None:
                 persistent = name not in mod._non_persistent_buffers_set
-                slots.append(_Slot(mod, "buffer", name, dot + name, b, persistent))
+                slots.append(Slot(mod, "buffer", name, dot + name, b, persistent))
         for name, value in vars(mod).items():
             if isinstance(value, DeferredTensor):  # a plain attribute, e.g. a cache
-                slots.append(_Slot(mod, "attribute", name, dot + name, value, False))
+                slots.append(Slot(mod, "attribute", name, dot + name, value, False))
             elif isinstance(value, (dict, list)) and name not in _REGISTRIES:
                 # e.g. torchmetrics' state defaults, an RNN's _flat_weights
                 items = value.items() if isinstance(value, dict) else enumerate(value)
                 slots.extend(
-                    _Slot(mod, "item", name, f"{dot}{name}[{key!r}]", item, False, key)
+                    Slot(mod, "item", name, f"{dot}{name}[{key!r}]", item, False, key)
                     for key, item in items
                     if isinstance(item, DeferredTensor)
                 )
@@ -254,13 +254,14 @@ def _warn_unused(keys: Collection[str]) -> None:
         )
 
 
-def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> list[_Deferred]:
-    found: dict[int, _Deferred] = {}
+def deferred_tensors(slots: list[Slot], state_dict: Mapping[str, torch.Tensor]) -> list[Deferred]:
+    """Each deferred tensor the slots hold, once (a tied weight has several names), with its state_dict value."""
+    found: dict[int, Deferred] = {}
     for slot in slots:
         fake = slot.tensor
         if not isinstance(fake, DeferredTensor):
             continue
-        entry = found.setdefault(id(fake), _Deferred(fake, fake._cs_recording.ref(fake)))
+        entry = found.setdefault(id(fake), Deferred(fake, fake._cs_recording.ref(fake)))
         entry.fqns.append(slot.fqn)
         entry.cast = entry.cast or slot.kind in ("parameter", "buffer")
         if slot.in_state_dict and slot.fqn in state_dict:
@@ -268,31 +269,48 @@ def _deferred(slots: list[_Slot], state_dict: Mapping[str, torch.Tensor]) -> lis
     return list(found.values())
 
 
-def _by_recording(deferred: list[_Deferred]) -> list[tuple[Recording, list[_Deferred]]]:
+def by_recording(deferred: list[Deferred]) -> list[tuple[Recording, list[Deferred]]]:
     """The tensors grouped by recording, in the order the recordings were made."""
-    groups: dict[Recording, list[_Deferred]] = {}
+    groups: dict[Recording, list[Deferred]] = {}
     for entry in deferred:
         groups.setdefault(entry.fake._cs_recording, []).append(entry)
     return sorted(groups.items(), key=lambda item: item[0].serial)
 
 
+def by_storage(group: list[Deferred]) -> dict[int, list[Deferred]]:
+    """The tensors grouped by the storage they view (tied weights and views of one tensor share one)."""
+    by_sid: dict[int, list[Deferred]] = {}
+    for entry in group:
+        by_sid.setdefault(entry.ref.sid, []).append(entry)
+    return by_sid
+
+
+def held_elsewhere(recording: Recording, mine: Callable[[torch.Tensor], bool]) -> set[int]:
+    """The storages of the recording's tensors still alive that are not ``mine``: code other than the module
+    being materialized holds them, so the replay computes them and keeps them for a later materialize."""
+
+    def held() -> set[int]:
+        return {recording.ref(fake).sid for fake in list(recording.alive) if not mine(fake)}
+
+    storages = held()
+    if storages:  # dead tensors in reference cycles would be computed for nothing
+        gc.collect()
+        storages = held()
+    return storages
+
+
 def _materialize_recording(
     recording: Recording,
-    group: list[_Deferred],
+    group: list[Deferred],
     device: torch.device | None,
     dtype: torch.dtype | None,
     mode: str,
     rng: str,
 ) -> dict[int, torch.Tensor]:
-    by_sid: dict[int, list[_Deferred]] = {}
-    for entry in group:
-        by_sid.setdefault(entry.ref.sid, []).append(entry)
+    by_sid = by_storage(group)
+    # a tensor of the module's is mine as an object: a view of its storage held elsewhere keeps the storage
     mine = {id(e.fake) for e in group}
-    others = [f for f in list(recording.alive) if id(f) not in mine]
-    if others:  # dead ones in reference cycles would be computed for nothing
-        gc.collect()
-        others = [f for f in list(recording.alive) if id(f) not in mine]
-    keep = {recording.ref(f).sid for f in others}  # still held elsewhere: computed and kept
+    keep = held_elsewhere(recording, lambda fake: id(fake) in mine)  # computed and kept
     targets = {sid for sid, entries in by_sid.items() if any(e.source is None for e in entries)}
     provided = [e for sid in set(by_sid) - targets for e in by_sid[sid]]
     _warn_uninitialized(recording, targets, by_sid)
@@ -304,7 +322,7 @@ def _materialize_recording(
             if e.source is not None:
                 view.copy_(e.source)
         for e, view in views:
-            finals[id(e.fake)] = _final(view, device, dtype if e.cast else None)
+            finals[id(e.fake)] = final_tensor(view, device, dtype if e.cast else None)
         if sid not in keep:
             copied = all(
                 finals[id(e.fake)].untyped_storage().data_ptr() != view.untyped_storage().data_ptr()
@@ -335,7 +353,7 @@ def _materialize_recording(
     return finals
 
 
-def _warn_uninitialized(recording: Recording, targets: set[int], by_sid: dict[int, list[_Deferred]]) -> None:
+def _warn_uninitialized(recording: Recording, targets: set[int], by_sid: dict[int, list[Deferred]]) -> None:
     names = [e.fqns[0] for sid in sorted(targets & recording.uninitialized) for e in by_sid[sid]]
     if names:
         warnings.warn(
@@ -347,7 +365,7 @@ def _warn_uninitialized(recording: Recording, targets: set[int], by_sid: dict[in
         )
 
 
-def _warn_if_rng_moved(recording: Recording) -> None:
+def warn_if_rng_moved(recording: Recording) -> None:
     """Warn when the generator is not where eager construction would have found it."""
     if recording.done or recording.replay_from is not None or not any(op.random for op in recording.ops):
         return  # (after a jump past its draws, replay draws from the saved state: later draws are fine)
@@ -373,8 +391,9 @@ def _warn_if_rng_moved(recording: Recording) -> None:
         )
 
 
-def _final(view: torch.Tensor, device: torch.device | None, dtype: torch.dtype | None) -> torch.Tensor:
-    target = _cast_to(dtype, view.dtype)
+def final_tensor(view: torch.Tensor, device: torch.device | None, dtype: torch.dtype | None) -> torch.Tensor:
+    """A replayed tensor as the module will hold it: on ``device``, cast to ``dtype`` (floating ones only)."""
+    target = cast_to(dtype, view.dtype)
     if (device is not None and view.device != device) or view.dtype != target:
         return view.to(device=device, dtype=target)
     # The same memory as a tensor of its own (not a view of the flat replay storage).
@@ -382,7 +401,7 @@ def _final(view: torch.Tensor, device: torch.device | None, dtype: torch.dtype |
     return own.set_(view.untyped_storage(), view.storage_offset(), view.size(), view.stride())
 
 
-def _cast_to(dtype: torch.dtype | None, recorded: torch.dtype) -> torch.dtype:
+def cast_to(dtype: torch.dtype | None, recorded: torch.dtype) -> torch.dtype:
     """The dtype a tensor ends in: floating ones are cast, as ``Module.double()``/``half()`` do.
 
     Complex ones keep theirs (``Module.to(torch.float64)`` would drop the imaginary part):
@@ -395,14 +414,14 @@ def _cast_to(dtype: torch.dtype | None, recorded: torch.dtype) -> torch.dtype:
 
 
 def _read_checkpoint(
-    entries: list[_Deferred], recording: Recording, device: torch.device | None, dtype: torch.dtype | None
+    entries: list[Deferred], recording: Recording, device: torch.device | None, dtype: torch.dtype | None
 ) -> dict[int, torch.Tensor]:
     """The tensors the state_dict provides, copied into place on all threads, largest first
     (``copy_`` releases the GIL; the new memory's page faults are taken in parallel too)."""
     entries = sorted(entries, key=lambda e: -e.ref.numel)
-    mapped = _MappedFiles()
+    mapped = MappedFiles()
 
-    def read(entry: _Deferred) -> torch.Tensor:
+    def read(entry: Deferred) -> torch.Tensor:
         with torch.no_grad():  # grad mode is per thread: a source requiring grad must not be recorded
             value = _from_checkpoint(entry, recording, device, dtype)
         assert entry.source is not None  # entries here are the ones the state_dict provides
@@ -414,7 +433,7 @@ def _read_checkpoint(
 
 
 def _from_checkpoint(
-    entry: _Deferred, recording: Recording, device: torch.device | None, dtype: torch.dtype | None
+    entry: Deferred, recording: Recording, device: torch.device | None, dtype: torch.dtype | None
 ) -> torch.Tensor:
     """A tensor's value read from the state_dict, as load_state_dict + .to(dtype) give."""
     source, ref = entry.source, entry.ref
@@ -422,11 +441,11 @@ def _from_checkpoint(
     recorded = ref.dtype
     where = device if device is not None else recording.storages[ref.sid].device
     value = source if source.dtype == recorded else source.to(recorded)  # copy_'s cast
-    out = torch.empty_strided(ref.size, ref.stride, dtype=_cast_to(dtype, recorded), device=where)
+    out = torch.empty_strided(ref.size, ref.stride, dtype=cast_to(dtype, recorded), device=where)
     return out.copy_(value)
 
 
-class _MappedFiles:
+class MappedFiles:
     """This process's private file mappings (a checkpoint loaded with ``mmap=True``), read once.
 
     A tensor copied out of one has its pages unmapped (``MADV_DONTNEED``): mapped pages count
@@ -489,7 +508,7 @@ def _libc() -> ctypes.CDLL:
 
 
 def _assign(
-    slots: list[_Slot],
+    slots: list[Slot],
     finals: dict[int, torch.Tensor],
     device: torch.device | None,
     dtype: torch.dtype | None,
@@ -528,13 +547,13 @@ def _carry_over(fake: DeferredTensor, real: torch.Tensor) -> None:
 
 
 def _update_real(
-    slot: _Slot, device: torch.device | None, dtype: torch.dtype | None, state_dict: Mapping[str, torch.Tensor]
+    slot: Slot, device: torch.device | None, dtype: torch.dtype | None, state_dict: Mapping[str, torch.Tensor]
 ) -> None:
     """A tensor that was never deferred: load, move and cast it like eager would."""
     t = slot.tensor
     if slot.in_state_dict and slot.fqn in state_dict:
         t.copy_(state_dict[slot.fqn])
-    target = _cast_to(dtype, t.dtype)
+    target = cast_to(dtype, t.dtype)
     if (device is None or t.device == device) and t.dtype == target:
         return
     moved = t.to(device=device, dtype=target)

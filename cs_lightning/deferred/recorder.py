@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
-from cs_lightning.deferred.replay import Executor, _skip, live_ops, replay_exact
+from cs_lightning.deferred.replay import Executor, live_ops, replay_exact, skip_outputs
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
 from cs_lightning.user_code import is_own_file, is_user_file
 
@@ -576,7 +576,7 @@ class Recorder(Recording):
         words = _global_words(self, [index])
         unmoved = self.jumped_to is not None and torch.equal(torch.get_rng_state(), self.jumped_to)
         if words is not None and unmoved:
-            _skip(torch.default_generator, words)
+            skip_outputs(torch.default_generator, words)
             self.jumped_to = torch.get_rng_state()
             return
         if unmoved and self.replay_from is not None:
@@ -785,7 +785,7 @@ def jump_past_draws(recording: Recording) -> bool:
         return False
     if words:
         recording.replay_from = torch.get_rng_state()
-        _skip(torch.default_generator, words)
+        skip_outputs(torch.default_generator, words)
         recording.jumped_to = torch.get_rng_state()
     return True
 

@@ -165,9 +165,9 @@ class Executor:
 
     def advance(self, op: Op) -> None:
         """Draw what a dead random op would draw, without allocating its result."""
-        fill = _chunkable(op)
+        fill = chunkable(op)
         if fill is not None and self.device_of(fill[1].sid).type == "cpu":
-            func, target, args, kwargs = *fill, *self._scratch_args(op, fill[1])
+            func, target, args, kwargs = *fill, *self._scratch_args(op)
             scratch = torch.empty(min(target.numel, _CHUNK + 16), dtype=target.dtype)
             for size in _chunks(target.numel):
                 func(scratch[:size], *args, **kwargs)
@@ -183,7 +183,7 @@ class Executor:
 
     def global_draws(self, op: Op) -> int | None:
         """How many outputs of the global CPU generator a dead op takes; None: unknown."""
-        fill = _chunkable(op)
+        fill = chunkable(op)
         if fill is None or self.device_of(fill[1].sid).type != "cpu":
             return None
         func, target = fill
@@ -197,7 +197,7 @@ class Executor:
             n += 16  # normal_ redraws a 16-number tail when n is not a multiple of 16
         return words_per_number * n
 
-    def _scratch_args(self, op: Op, target: Ref) -> tuple[tuple, dict]:
+    def _scratch_args(self, op: Op) -> tuple[tuple, dict]:
         """The op's arguments after the tensor it fills (none for randn and rand)."""
         if op.func in _FACTORIES:
             return (), {}
@@ -211,18 +211,21 @@ class Executor:
 _FACTORIES = {aten.randn.default: aten.normal_.default, aten.rand.default: aten.uniform_.default}
 
 
-def _chunkable(op: Op) -> tuple[torch._ops.OpOverload, Ref] | None:
+def chunkable(op: Op) -> tuple[torch._ops.OpOverload, Ref] | None:
+    """The in-place fill that draws what ``op`` draws and the tensor it fills, when the draws can be made in
+    chunks (a ``_FACTORIES`` op, or ``uniform_``/``normal_`` of a contiguous tensor); else None."""
     if op.func in _FACTORIES and len(op.creates) == 1:
         return _FACTORIES[op.func], op.creates[0][1]
     target = op.flat[0] if op.flat and isinstance(op.flat[0], Ref) else None
     if target is None or op.func not in (aten.normal_.default, aten.uniform_.default):
         return None
-    if op.func is aten.normal_.default and not _contiguous(target):
+    if op.func is aten.normal_.default and not is_contiguous_ref(target):
         return None
     return op.func, target
 
 
-def _contiguous(ref: Ref) -> bool:
+def is_contiguous_ref(ref: Ref) -> bool:
+    """Whether the recorded tensor ``ref`` is laid out row-major without gaps (sizes of 1 have any stride)."""
     expected, stride = [], 1
     for size in reversed(ref.size):
         expected.append(stride)
@@ -431,17 +434,17 @@ def _parallel_plan(
 
 def _fill(op: Op, executor: Executor) -> _Fill | None:
     """``op`` as a fill the threads can split, or None."""
-    chunk = _chunkable(op)
+    chunk = chunkable(op)
     if chunk is None:
-        return _truncated_normal(op)
+        return truncated_normal(op)
     func, target = chunk
     words = executor.global_draws(op)
-    if words is None or target.dtype != torch.float32 or not _contiguous(target):
+    if words is None or target.dtype != torch.float32 or not is_contiguous_ref(target):
         return None
-    return _Fill(func, target, *executor._scratch_args(op, target), words)
+    return _Fill(func, target, *executor._scratch_args(op), words)
 
 
-def _truncated_normal(op: Op) -> _Fill | None:
+def truncated_normal(op: Op) -> _Fill | None:
     """A recorded ``nn.init.trunc_normal_`` as the one round of ``normal_`` it almost always is.
 
     torch redraws the whole tensor while any value falls outside ``[a, b]`` (for bounds
@@ -459,7 +462,7 @@ def _truncated_normal(op: Op) -> _Fill | None:
         bound.arguments["generator"] is not None
         or target.dtype != torch.float32
         or target.numel < 16
-        or not _contiguous(target)
+        or not is_contiguous_ref(target)
         or std <= 0
     ):
         return None
@@ -526,7 +529,7 @@ def _run_plan(plan: _Plan, ops: Sequence[Op], executor: Executor) -> bool:
                 ends = list(pool.map(run, stage.shares))
                 state, position = ends[-1]
                 torch.set_rng_state(state)
-            _skip(torch.default_generator, stage.words - position)  # dead ops' draws after the last fill
+            skip_outputs(torch.default_generator, stage.words - position)  # dead ops' draws after the last fill
             if stage.barrier is not None:
                 barrier = ops[stage.barrier]
                 executor.run(barrier) if stage.live_barrier else executor.advance(barrier)
@@ -542,7 +545,7 @@ def _run_share(
     at = 0
     with torch.no_grad():  # grad mode is per thread
         for piece in pieces:
-            _skip(generator, piece.offset - at)  # to this thread's start, or over dead ops' numbers
+            skip_outputs(generator, piece.offset - at)  # to this thread's start, or over dead ops' numbers
             fill = fills[piece.k]
             view = executor.view(fill.target).view(-1)[piece.start : piece.stop]
             fill.func(view, *fill.args, **{**fill.kwargs, "generator": generator})
@@ -573,11 +576,11 @@ class _SkippedDraws:
         self.owed += words
 
     def settle(self) -> None:
-        _skip(torch.default_generator, self.owed)
+        skip_outputs(torch.default_generator, self.owed)
         self.owed = 0
 
 
-def _skip(generator: torch.Generator, outputs: int, jump_from: int = _JUMP_FROM) -> None:
+def skip_outputs(generator: torch.Generator, outputs: int, jump_from: int = _JUMP_FROM) -> None:
     """Advance a CPU generator by ``outputs`` 32-bit outputs: few are drawn, ``jump_from`` or more jumped over."""
     if not outputs:
         return

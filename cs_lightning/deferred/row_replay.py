@@ -4,7 +4,7 @@ A sharded rank holds rows ``[start, stop)`` of each parameter (FSDP2's ``Shard(0
 is elements ``[lo, hi)`` of its contiguous storage. Eager construction draws every random
 op's numbers from one mt19937 stream in order; the ops that fill a whole float32 storage
 take a known count of numbers, so this rank knows where each op starts in the stream, enters
-it at its own rows (``mt19937`` jump, see :func:`replay._skip`) and runs torch's own kernel on
+it at its own rows (``mt19937`` jump, see :func:`replay.skip_outputs`) and runs torch's own kernel on
 them alone. Measured on torch 2.13's CPU kernels:
 
 * ``uniform_`` takes one 32-bit word per float32 element, in order: rows ``[lo, hi)`` are
@@ -33,7 +33,14 @@ import torch
 from torch.utils._pytree import tree_unflatten
 
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
-from cs_lightning.deferred.replay import Executor, _chunkable, _contiguous, _skip, _truncated_normal, live_ops
+from cs_lightning.deferred.replay import (
+    Executor,
+    chunkable,
+    is_contiguous_ref,
+    live_ops,
+    skip_outputs,
+    truncated_normal,
+)
 
 aten = torch.ops.aten
 
@@ -189,7 +196,7 @@ class _Stream:
         target = self.at + word
         if target < self.pos:
             raise AssertionError(f"row replay went back in the stream: {self.pos} -> {target}")
-        _skip(torch.default_generator, target - self.pos, _JUMP_FROM)
+        skip_outputs(torch.default_generator, target - self.pos, _JUMP_FROM)
         self.pos = target
 
     def seek_op(self) -> None:
@@ -239,7 +246,10 @@ def _op_name(op: Op) -> str:
 def _covers(ref: Ref, storage: Storage) -> bool:
     itemsize = torch.empty((), dtype=ref.dtype, device="meta").element_size()
     return (
-        ref.offset == 0 and ref.dtype == storage.dtype and _contiguous(ref) and ref.numel * itemsize == storage.nbytes
+        ref.offset == 0
+        and ref.dtype == storage.dtype
+        and is_contiguous_ref(ref)
+        and ref.numel * itemsize == storage.nbytes
     )
 
 
@@ -250,7 +260,7 @@ def _row_op(op: Op, storage: Storage, span: tuple[int, int]) -> _RowOp | None:
     if any(isinstance(x, Const) and x.value.numel() != 1 for x in op.flat):
         return None
     if op.func is torch.nn.init.trunc_normal_:
-        fill = _truncated_normal(op)
+        fill = truncated_normal(op)
         if fill is None or not _covers(fill.target, storage):
             return None
         return _RowOp("trunc", fill.func, fill.args, {}, fill.words, fill.target.numel, fill.bounds)
@@ -263,7 +273,7 @@ def _row_op(op: Op, storage: Storage, span: tuple[int, int]) -> _RowOp | None:
         return _RowOp("set", aten.fill_.Scalar, (_CONSTANT[op.func],))
     if op.func is aten.full.default:
         return _RowOp("set", aten.fill_.Scalar, (tree_unflatten(op.flat, op.spec)[0][1],))
-    chunk = _chunkable(op)
+    chunk = chunkable(op)
     if chunk is not None:
         func, target = chunk
         if (

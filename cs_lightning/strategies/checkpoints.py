@@ -3,8 +3,9 @@
 * The random generators' states, saved under ``RNG_KEY`` and restored on resume (``rng_states``,
   ``restore_rng_states``).
 * A checkpoint of another model refused before anything is loaded (``check_checkpoint_matches``).
-* What a sharded checkpoint folder is (``sharded_checkpoint_problem``), and the one message refusing it
-  to a strategy that reads files (``sharded_checkpoint_refused``): the strategies and the CLI share both.
+* What a sharded checkpoint folder is (``sharded_checkpoint_problem``), the one error for a folder that is not a
+  whole one (``sharded_folder_error``) and the one refusing a whole one to a strategy that reads files
+  (``sharded_checkpoint_refused``): the strategies and the CLI share all three.
 * A checkpoint file read memory-mapped (``load_mapped``).
 """
 
@@ -21,7 +22,7 @@ from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.types import _PATH
 from torch import nn
 
-from cs_lightning.errors import CheckpointMismatchError
+from cs_lightning.errors import CheckpointMismatchError, ConfigError, UsageError
 
 # Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
 RNG_KEY = "csx_rng_states"
@@ -42,14 +43,44 @@ def sharded_checkpoint_problem(path: Path) -> str | None:
     return None
 
 
-def sharded_checkpoint_refused(path: str, strategy: str, setting: str) -> str:
-    """Why ``strategy``, set by ``setting`` (``strategy``, or ``trainer.strategy`` in a config), cannot resume
-    the sharded checkpoint ``path``, and the two ways to use it."""
-    return (
-        f"{path!r} is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp writes by "
-        f"default), which {setting} {strategy!r} cannot read; fix: resume it with {setting}='csx_fsdp', or save "
-        "single-file checkpoints, which every strategy reads, with CSXFSDPStrategy(state_dict_type='full')"
+# The one fix for a folder that is not a whole sharded checkpoint, as a Python argument or a YAML key alike.
+SHARDED_FOLDER_FIX = (
+    "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
+    f"{SHARD_INDEX} and {SHARDED_REST}), or leave ckpt_path out"
+)
+
+
+def sharded_folder_error(path: str, problem: str, *, in_config: bool = False) -> UsageError | ConfigError:
+    """``ckpt_path`` is a folder but not a whole sharded checkpoint: ``problem``, from ``sharded_checkpoint_problem``,
+    says what it is instead. ``in_config``: ckpt_path is a YAML key (the CLI), not an argument of ``Trainer.fit``."""
+    return _ckpt_path_error(path, f"{problem}; {SHARDED_FOLDER_FIX}", in_config)
+
+
+def sharded_checkpoint_refused(path: str, strategy: str, *, in_config: bool = False) -> UsageError | ConfigError:
+    """Why ``strategy``, which reads checkpoint files, cannot resume the sharded checkpoint ``path``, and the two
+    ways to use it, each written as the user sets a strategy: ``Trainer(strategy=...)``, or in a config."""
+    if in_config:
+        setting = f"trainer.strategy: {strategy}"
+        resume = "trainer.strategy: csx_fsdp"
+        full = "trainer.strategy: {class_path: cs_lightning.CSXFSDPStrategy, init_args: {state_dict_type: full}}"
+    else:
+        setting = f"strategy={strategy!r}"
+        resume = "strategy='csx_fsdp'"
+        full = "CSXFSDPStrategy(state_dict_type='full')"
+    problem = (
+        "is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp writes by default), "
+        f"which {setting} cannot read; fix: resume it with {resume}, or save single-file checkpoints, which every "
+        f"strategy reads, with {full}"
     )
+    return _ckpt_path_error(path, problem, in_config)
+
+
+def _ckpt_path_error(path: str, problem: str, in_config: bool) -> UsageError | ConfigError:
+    """``ckpt_path`` refused where the user wrote it: a YAML key is a ConfigError at its key path; the argument
+    of ``Trainer.fit``/``validate``/``test`` a UsageError, as every other refused Python argument."""
+    if in_config:
+        return ConfigError("ckpt_path", f"{path!r} {problem}")
+    return UsageError(f"ckpt_path={path!r} {problem}")
 
 
 def load_mapped(path: _PATH, weights_only: bool | None) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
-from cs_lightning.errors import ConfigError, ShardingError, UsageError, UsageTypeError
+from cs_lightning.errors import ShardingError, UsageError, UsageTypeError
 from cs_lightning.strategies.checkpoints import (
     RNG_KEY,
     SHARDED_REST,
@@ -42,6 +42,7 @@ from cs_lightning.strategies.checkpoints import (
     load_mapped,
     model_shapes,
     sharded_checkpoint_problem,
+    sharded_folder_error,
 )
 from cs_lightning.strategies.system import CSXSystemMixin
 from cs_lightning.user_code import import_dotted
@@ -196,9 +197,8 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             return load_mapped(path, weights_only)
         problem = sharded_checkpoint_problem(path)
         if problem is not None:  # else torch would fail reading it, naming a file the folder lacks
-            fix = "fix: give a .ckpt file, or a sharded checkpoint folder"
-            raise ConfigError("ckpt_path", f"{str(checkpoint_path)!r} {problem}; {fix}")
-        checkpoint = torch.load(path / SHARDED_REST, weights_only=weights_only)
+            raise sharded_folder_error(str(checkpoint_path), problem)
+        checkpoint = load_mapped(path / SHARDED_REST, weights_only)  # on CPU, as a file: also when saved on CUDA
         folder = checkpoint["state_dict"] = _ShardedFolder(path)
         if any(name.startswith("optimizer_") for name in folder.keys):  # else saved with save_weights_only
             checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
@@ -363,9 +363,9 @@ def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
         by_dtype = {p.dtype: name for name, p in params if p.requires_grad}  # frozen ones may differ (LoRA)
         if len(by_dtype) > 1:
             where = "the parameters no block holds" if group is root else f"block {names[id(group)]!r}"
-            listed = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for dtype, name in by_dtype.items())
+            mixed = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for dtype, name in by_dtype.items())
             raise ShardingError(
-                f"csx_fsdp: {where} mix dtypes ({listed}), and FSDP2 needs one dtype per group's trainable parameters;"
+                f"csx_fsdp: {where} mix dtypes ({mixed}), and FSDP2 needs one dtype per group's trainable parameters;"
                 " fix: give the module of the other dtype its own block (CSXFSDPStrategy(block_classes=[...]))"
                 " or build the model in one dtype"
             )

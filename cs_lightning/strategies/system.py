@@ -61,6 +61,7 @@ from cs_lightning.strategies.checkpoints import (
     rng_states,
     sharded_checkpoint_problem,
     sharded_checkpoint_refused,
+    sharded_folder_error,
 )
 from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of, skipped
 from cs_lightning.trace_cache import TraceCache, fingerprint
@@ -570,12 +571,13 @@ def _let_collectives_finish() -> None:
         time.sleep(0.05)
 
 
-def _folder_refused(path: str, strategy: str) -> ConfigError:
-    """A folder given as ``ckpt_path`` to a strategy that reads checkpoint files: a sharded checkpoint
-    (``csx_fsdp``'s default) is said to be one, with the two ways to use it."""
-    if sharded_checkpoint_problem(Path(path)) is not None:
-        return ConfigError("ckpt_path", f"{path!r} is a folder, not a checkpoint file; fix: give a .ckpt file")
-    return ConfigError("ckpt_path", sharded_checkpoint_refused(path, strategy, "strategy"))
+def _folder_refused(path: str, strategy: str) -> UsageError | ConfigError:
+    """A folder given as ``ckpt_path`` to a strategy that reads checkpoint files: a whole sharded checkpoint
+    (``csx_fsdp``'s default) is said to be one, with the two ways to use it; another folder, what it lacks."""
+    problem = sharded_checkpoint_problem(Path(path))
+    if problem is not None:
+        return sharded_folder_error(path, problem)
+    return sharded_checkpoint_refused(path, strategy)
 
 
 def _trace_targets(module: LightningModule) -> list[nn.Module]:
