@@ -1140,14 +1140,14 @@ ONE_LINE_FAILURES = {
     "a sharded folder for a strategy that reads files": (
         ["fit", "--ckpt_path", "sharded"],
         "ckpt_path: 'sharded' is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp "
-        "writes by default), which trainer.strategy: csx cannot read; fix: resume it with trainer.strategy: "
+        "writes by default), which trainer.strategy 'csx' cannot read; fix: resume it with trainer.strategy: "
         "csx_fsdp, or save single-file checkpoints, which every strategy reads, with trainer.strategy: "
         "{{class_path: cs_lightning.CSXFSDPStrategy, init_args: {{state_dict_type: full}}}}",  # str.format'd
     ),
     "a sharded folder for DeepSpeed, which reads its own folders": (
         ["fit", "--trainer.strategy", "deepspeed", "--ckpt_path", "sharded"],
         "ckpt_path: 'sharded' is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp "
-        "writes by default), which trainer.strategy: deepspeed cannot read; fix: resume it with trainer.strategy: "
+        "writes by default), which trainer.strategy 'deepspeed' cannot read; fix: resume it with trainer.strategy: "
         "csx_fsdp, or save single-file checkpoints, which every strategy reads, with trainer.strategy: "
         "{{class_path: cs_lightning.CSXFSDPStrategy, init_args: {{state_dict_type: full}}}}",  # str.format'd
     ),

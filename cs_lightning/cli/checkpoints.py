@@ -15,7 +15,7 @@ from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy, St
 from cs_lightning.cli.error_lines import imported_or_none
 from cs_lightning.errors import ConfigError
 from cs_lightning.strategies.checkpoints import (
-    SHARD_INDEX,
+    SHARDED_FOLDER_FIX,
     SHARDED_REST,
     sharded_checkpoint_problem,
     sharded_checkpoint_refused,
@@ -42,10 +42,7 @@ def _check_checkpoint(value: str, trainer: Mapping[str, Any]) -> None:
     if value.startswith("registry") or "://" in value:
         return
     strategy = trainer.get("strategy")
-    fix = (
-        "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
-        f"{SHARD_INDEX} and {SHARDED_REST}), or leave ckpt_path out"
-    )
+    fix = SHARDED_FOLDER_FIX  # files and folders alike
     path = Path(value)
     if path.is_dir():
         if (path / SHARDED_REST).is_file():

@@ -60,7 +60,7 @@ def sharded_checkpoint_refused(path: str, strategy: str, *, in_config: bool = Fa
     """Why ``strategy``, which reads checkpoint files, cannot resume the sharded checkpoint ``path``, and the two
     ways to use it, each written as the user sets a strategy: ``Trainer(strategy=...)``, or in a config."""
     if in_config:
-        setting = f"trainer.strategy: {strategy}"
+        setting = f"trainer.strategy {strategy!r}"
         resume = "trainer.strategy: csx_fsdp"
         full = "trainer.strategy: {class_path: cs_lightning.CSXFSDPStrategy, init_args: {state_dict_type: full}}"
     else:
