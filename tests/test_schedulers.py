@@ -37,6 +37,9 @@ from cs_lightning.schedulers import (
 
 # LambdaLR/LambdaWD without a function: the reference's fixed one
 CASES = json.loads((REPO / "tests/reference/cerebras_schedules.json").read_text())
+# Cases that step without ever reaching a negative value: OneCycle's linear last phase
+# extrapolates below 0 past its end, a step refused (see test_schedulers_parity).
+STEPPABLE = [case for case in CASES if all(v >= 0 for row in case["values"] for v in row)]
 
 
 def _optimizer(case, cls=torch.optim.SGD, **kwargs):
@@ -66,7 +69,7 @@ def _same(a, b):
     return all((math.isnan(x) and math.isnan(y)) or x == y for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.parametrize("case", STEPPABLE, ids=[c["id"] for c in STEPPABLE])
 def test_values_equals_stepping(case):
     optimizer = _optimizer(case)
     (scheduler,) = build(case["spec"], optimizer)
@@ -258,9 +261,9 @@ def test_steps_beyond_exact_floats_take_the_general_path(around):
         assert torch.equal(scheduler.values(steps), scheduler.values(torch.tensor(steps)))
 
 
-@given(index=st.integers(0, len(CASES) - 1), k=st.integers(0, 1500), more=st.integers(1, 40))
+@given(index=st.integers(0, len(STEPPABLE) - 1), k=st.integers(0, 1500), more=st.integers(1, 40))
 def test_resume_equals_uninterrupted(index, k, more):
-    case = CASES[index]
+    case = STEPPABLE[index]
     optimizer = _optimizer(case)
     (scheduler,) = build(case["spec"], optimizer)
     for _ in range(k):

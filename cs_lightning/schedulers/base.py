@@ -40,6 +40,10 @@ Tags = str | None | Sequence[str | None]
 _BLOCK = 1024
 # Arguments (in their weight-decay spelling) that are values of the schedule itself.
 _VALUE_ARGUMENTS = frozenset({"initial_val", "end_val", "val", "vals", "base_val", "max_val", "eta_min"})
+# Arguments that multiply every value of the schedule.
+_FACTOR_ARGUMENTS = frozenset({"scale"})
+# How errors name each scheduled setting.
+_SETTING_NAMES = {"lr": "learning rate", "weight_decay": "weight decay", "momentum": "momentum"}
 # Jumps a schedule reports for plots and tables (see Scheduler._breakpoints); a schedule
 # with more has them closer together than a plot's samples, which then show its envelope.
 MAX_BREAKPOINTS = 4096
@@ -86,12 +90,13 @@ def _group_tags(group: dict) -> set:
 class _Cursor:
     """Where stepping is: the step, a block of precomputed rows, the row written last."""
 
-    __slots__ = ("block", "last", "start", "step")
+    __slots__ = ("block", "last", "start", "step", "valid")
 
     def __init__(self, step: int) -> None:
         self.step = step
         self.start = step
         self.block: list[list[float]] = []
+        self.valid = 0  # rows of the block that may reach the optimizer (see Scheduler._row)
         self.last: list[float] = []
 
 
@@ -180,20 +185,26 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self.base_lrs: list[Any] = [group.get(self.param_group_key) for group in optimizer.param_groups]
         self._cursor = _Cursor(last_epoch + 1)
         self._check_closed_form()
-        self._write(self._cursor.block[0])
+        self._write(self._row(0))
 
     def _arg(self, check: Callable[..., Any], name: str, value: Any, *extra: Any) -> Any:
-        """Run an argument check, naming the argument as this class spells it. A learning
-        rate (a value argument of an LR schedule) must also be >= 0: torch's optimizers
-        refuse lr < 0, and a schedule should not reach one hundreds of steps into a run."""
+        """Run an argument check, naming the argument as this class spells it. A value of the
+        schedule (``initial_learning_rate``, ``end_val``, ...) and a factor of every value
+        (``scale``) must also be >= 0: torch's optimizers refuse a negative lr, weight_decay or
+        momentum, and a schedule should not reach one hundreds of steps into a run."""
         owner, public = type(self).__name__, _public_name(type(self), name)
         checked = check(owner, public, value, *extra)
         values = checked if isinstance(checked, list) else [checked]
-        if self.param_group_key == "lr" and name in _VALUE_ARGUMENTS and any(v < 0 for v in values):
-            raise UsageError(
-                f"{owner}: got {public}={value!r}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0)"
-            )
+        if name in _VALUE_ARGUMENTS | _FACTOR_ARGUMENTS and any(v < 0 for v in values):
+            setting = _SETTING_NAMES[self.param_group_key]
+            factor = f"{public} multiplies every {setting}; " if name in _FACTOR_ARGUMENTS else ""
+            raise UsageError(f"{owner}: got {public}={value!r}; {factor}{self._non_negative()}")
         return checked
+
+    def _non_negative(self) -> str:
+        """The rule a value of this schedule follows, e.g. ``a learning rate must be >= 0 (...)``."""
+        key = self.param_group_key
+        return f"a {_SETTING_NAMES[key]} must be >= 0 (torch's optimizers refuse {key} < 0)"
 
     # -- the closed form -------------------------------------------------------------
 
@@ -405,13 +416,32 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         """Keep the rows of ``_BLOCK`` steps from ``start`` on, given the closed form's value there."""
         block = torch.empty(_BLOCK, len(self._targets), dtype=self._dtype)
         evaluation.store(self, value, block, range(len(self._targets)))
+        valid = torch.isfinite(block).logical_and_(block >= 0).all(dim=1)  # nan >= 0 is False
         cursor = self._cursor
         cursor.block = block.tolist()
         cursor.start = start
+        # rows before the first negative or non-finite value (see _row)
+        cursor.valid = _BLOCK if bool(valid.all()) else int(valid.logical_not_().nonzero()[0])
+
+    def _row(self, index: int) -> list[float]:
+        """Row ``index`` of the block, for the optimizer: refused if it holds a negative or
+        non-finite value. A schedule may turn negative (a lambda) or overflow (a growing
+        MultiplicativeLR) far into a run, where its arguments do not show it; a block may also
+        hold such steps that the run never reaches (OneCycleLR extrapolates past its end), so a
+        row is judged when it is written, not when it is computed."""
+        cursor = self._cursor
+        if index < cursor.valid:
+            return cursor.block[index]
+        value = next(v for v in cursor.block[index] if not 0 <= v < math.inf)  # nan fails both
+        raise UsageError(
+            f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}; "
+            f"{self._non_negative()}, and finite; fix the schedule's arguments (or its _get_closed_form) "
+            "so that no step gives one"
+        )
 
     def _refill(self, step: int) -> list[float]:
         self._set_block(step, self._value_at(range(step, step + _BLOCK)))
-        return self._cursor.block[0]
+        return self._row(0)
 
     def _write(self, row: list[float]) -> None:
         self._cursor.last = row
@@ -469,10 +499,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     def _jump(self, step: int) -> None:
         """Go to ``step`` and write its values (from the precomputed block when it holds them)."""
         cursor = self._cursor
-        cursor.step = step
         index = step - cursor.start
         fresh = 0 <= index < len(cursor.block)
-        self._write(cursor.block[index] if fresh else self._refill(step))
+        row = self._row(index) if fresh else self._refill(step)
+        cursor.step = step  # after the row passed its check: a refused step is not taken
+        self._write(row)
 
     def values(self, steps: int | Iterable[int] | Tensor) -> Tensor:
         """The schedule at many steps at once, changing nothing.
