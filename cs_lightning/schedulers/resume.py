@@ -1,19 +1,19 @@
-"""Resuming schedulers from a checkpoint whose schedulers may differ from the configured ones.
+"""Resuming schedulers from a checkpoint whose schedulers may differ from this run's.
 
 A scheduler's state is its step and its arguments (``Scheduler.state_dict``). Loading one
 restores both, as torch and cerebras.pytorch 2.10 do (``__dict__.update``): so a state of
 another class cannot be loaded at all, and a state of the same class with other arguments
 replaces the configured arguments. ``mismatch`` finds the first, for an error that names
-both classes before anything is loaded (``check_checkpoint``); ``Scheduler.load_state_dict``
+both classes before anything is loaded (``check_scheduler_states``); ``Scheduler.load_state_dict``
 warns of the second.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cs_lightning.errors import CheckpointSchedulersError
+from cs_lightning.errors import CheckpointSchedulersError, KeyPath, format_key_path
 from cs_lightning.schedulers.base import Scheduler, _is_scheduler_list, _saved_fields, _state_fields
 from cs_lightning.schedulers.registry import _catalogue
 
@@ -42,20 +42,20 @@ def saved_class(state: Mapping[str, Any]) -> str:
     return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
-def mismatch(scheduler: Scheduler, state: Any, where: str) -> str | None:
-    """Why ``state`` cannot be loaded into ``scheduler`` (at ``where``, e.g. ``schedulers[0]``), or None."""
+def mismatch(scheduler: Scheduler, state: Any, where: KeyPath) -> str | None:
+    """Why ``state`` cannot be loaded into ``scheduler`` (at ``where``, e.g. ``("schedulers", 0)``), or None."""
     if not isinstance(state, Mapping):
-        return f"{where} is {type(scheduler).__name__} in the config but no scheduler state in the checkpoint"
+        return _class_mismatch(where, "no scheduler state", type(scheduler).__name__)
     if scheduler._step_of_foreign_state(dict(state)) is not None:
         return None
     if set(state) != _expected_keys(scheduler):
-        return f"{where} is {saved_class(state)} in the checkpoint but {type(scheduler).__name__} in the config"
+        return _class_mismatch(where, saved_class(state), type(scheduler).__name__)
     for name in _saved_fields(scheduler):
         current, saved = getattr(scheduler, name), state[name]
         if isinstance(current, Scheduler):
-            found = mismatch(current, saved, f"{where}.{name}")
+            found = mismatch(current, saved, (*where, name))
         elif _is_scheduler_list(current):
-            found = _list_mismatch(current, saved, f"{where}.{name}")
+            found = _list_mismatch(current, saved, (*where, name))
         else:
             continue
         if found:
@@ -63,31 +63,37 @@ def mismatch(scheduler: Scheduler, state: Any, where: str) -> str | None:
     return None
 
 
-def _list_mismatch(children: list[Scheduler] | tuple[Scheduler, ...], saved: Any, where: str) -> str | None:
+def _list_mismatch(children: Sequence[Scheduler], saved: Any, where: KeyPath) -> str | None:
     if not isinstance(saved, list) or len(saved) != len(children):
-        count = len(saved) if isinstance(saved, list) else "no"
-        return f"{where} holds {count} schedulers in the checkpoint but {len(children)} in the config"
+        return _count_mismatch(where, len(saved) if isinstance(saved, list) else 0, len(children))
     for index, (child, child_state) in enumerate(zip(children, saved)):
-        found = mismatch(child, child_state, f"{where}[{index}]")
+        found = mismatch(child, child_state, (*where, index))
         if found:
             return found
     return None
 
 
+def _class_mismatch(where: KeyPath, saved: str, current: str) -> str:
+    return f"{format_key_path(where)} is {saved} in the checkpoint but {current} in this run"
+
+
+def _count_mismatch(where: KeyPath, saved: int, current: int) -> str:
+    """Another number of schedulers: in the checkpoint (``where`` empty) or in a list at ``where``."""
+    held = f"{format_key_path(where)} holds {_count(saved)} in the checkpoint" if where else f"holds {_count(saved)}"
+    return f"{held}, this run {_count(current)}"
+
+
 _FIX = "fix: resume with the schedulers it was trained with, or start a new run from its weights (without ckpt_path)"
 
 
-def check_checkpoint(ckpt_path: Any, saved: Any, schedulers: list[Any]) -> None:
-    """Refuse, before anything is loaded, scheduler states (a checkpoint's ``lr_schedulers``) that the
-    configured ``schedulers`` cannot resume from; torch schedulers are paired by position only."""
+def check_scheduler_states(ckpt_path: Any, saved: Any, schedulers: list[Any]) -> None:
+    """Refuse, before anything is loaded, scheduler states (a checkpoint's ``lr_schedulers``) that this
+    run's ``schedulers`` cannot resume from; torch schedulers are paired by position only."""
     if not isinstance(saved, list) or len(saved) != len(schedulers):
-        count = len(saved) if isinstance(saved, list) else 0
-        raise CheckpointSchedulersError(
-            "ckpt_path",
-            f"{ckpt_path!r} holds {_count(count)}, the config {_count(len(schedulers))}; {_FIX}",
-        )
+        found = _count_mismatch((), len(saved) if isinstance(saved, list) else 0, len(schedulers))
+        raise CheckpointSchedulersError("ckpt_path", f"{ckpt_path!r} {found}; {_FIX}")
     for index, (scheduler, state) in enumerate(zip(schedulers, saved)):
-        found = mismatch(scheduler, state, f"schedulers[{index}]") if isinstance(scheduler, Scheduler) else None
+        found = mismatch(scheduler, state, ("schedulers", index)) if isinstance(scheduler, Scheduler) else None
         if found:
             raise CheckpointSchedulersError("ckpt_path", f"{ckpt_path!r}: {found}; {_FIX}")
 
