@@ -31,15 +31,23 @@ def _saved_keys(cls: type[Scheduler]) -> set[str]:
 
 def saved_class(state: Mapping[str, Any]) -> str:
     """The class a scheduler state was taken from, as far as its keys tell (a state holds no class
-    name): ``LinearLR``, ``ChainedLR, ChainedScheduler or ChainedWD``, or its arguments when no class has them."""
+    name): ``LinearLR``, ``ChainedLR, ChainedScheduler or ChainedWD``, ``a torch scheduler``, or its
+    arguments when no class has them."""
+    names = _catalogue_classes(state)
+    if names:
+        return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    if "_last_lr" in state:  # torch's bookkeeping, in every torch scheduler's state
+        return "a torch scheduler"
+    return f"a scheduler with arguments {sorted(set(state) - {'last_epoch'})}"
+
+
+def _catalogue_classes(state: Mapping[str, Any]) -> list[str]:
+    """The names of the cs_lightning scheduler classes whose states have the keys of ``state``."""
     keys = set(state)
     classes = [cls for found in _catalogue().values() for cls in found if _saved_keys(cls) == keys]
     # a subclass that keeps its parent's arguments has its parent's keys: name the catalogue's own
     own = [cls for cls in classes if cls.__module__.startswith(_PACKAGE)]
-    names = sorted({cls.__name__ for cls in own or classes})
-    if not names:
-        return f"a scheduler with arguments {sorted(keys - {'last_epoch'})}"
-    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    return sorted({cls.__name__ for cls in own or classes})
 
 
 def mismatch(scheduler: Scheduler, state: Any, where: KeyPath) -> str | None:
@@ -61,6 +69,16 @@ def mismatch(scheduler: Scheduler, state: Any, where: KeyPath) -> str | None:
         if found:
             return found
     return None
+
+
+def _torch_mismatch(scheduler: Any, state: Any, where: KeyPath) -> str | None:
+    """Why a cs_lightning scheduler's ``state`` cannot be loaded into torch ``scheduler``, or None. torch's
+    ``load_state_dict`` takes any dict (``__dict__.update``), and under csx the closed form driving it then
+    goes on from the loaded step: a run whose values differ from torch's own, without a word. Another torch
+    scheduler's state is torch's to judge, as it is without csx."""
+    if not isinstance(state, Mapping) or not _catalogue_classes(state):
+        return None
+    return _class_mismatch(where, saved_class(state), f"torch's {type(scheduler).__name__}")
 
 
 def _list_mismatch(children: Sequence[Scheduler], saved: Any, where: KeyPath) -> str | None:
@@ -88,14 +106,15 @@ _FIX = "fix: resume with the schedulers it was trained with, or start a new run 
 
 def check_scheduler_states(ckpt_path: Any, saved: Any, schedulers: list[Any]) -> None:
     """Refuse, before anything is loaded, scheduler states (a checkpoint's ``lr_schedulers``) that this
-    run's ``schedulers`` cannot resume from; torch schedulers are paired by position only."""
+    run's ``schedulers`` (cs_lightning's or torch's) cannot resume from; Lightning pairs them by position only."""
     if not isinstance(saved, list) or len(saved) != len(schedulers):
-        found = _count_mismatch((), len(saved) if isinstance(saved, list) else 0, len(schedulers))
-        raise CheckpointSchedulersError("ckpt_path", f"{ckpt_path!r} {found}; {_FIX}")
+        counts = _count_mismatch((), len(saved) if isinstance(saved, list) else 0, len(schedulers))
+        raise CheckpointSchedulersError("ckpt_path", f"{str(ckpt_path)!r} {counts}; {_FIX}")
     for index, (scheduler, state) in enumerate(zip(schedulers, saved)):
-        found = mismatch(scheduler, state, ("schedulers", index)) if isinstance(scheduler, Scheduler) else None
+        where = ("schedulers", index)
+        found = (mismatch if isinstance(scheduler, Scheduler) else _torch_mismatch)(scheduler, state, where)
         if found:
-            raise CheckpointSchedulersError("ckpt_path", f"{ckpt_path!r}: {found}; {_FIX}")
+            raise CheckpointSchedulersError("ckpt_path", f"{str(ckpt_path)!r}: {found}; {_FIX}")
 
 
 def _count(number: int) -> str:
