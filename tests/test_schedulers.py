@@ -27,8 +27,10 @@ from cs_lightning.schedulers import (
     LinearWD,
     LRScheduler,
     ScalePerParamLR,
+    Scheduler,
     SequentialLR,
     StepLR,
+    WeightDecayScheduler,
     build,
     lightning_config,
     plot,
@@ -530,6 +532,54 @@ def test_a_closed_form_that_is_merely_broken_keeps_its_own_error():
 
     with pytest.raises(KeyError, match="missing table"):
         BrokenLR(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0))
+
+
+class ArgsAfterSuperLR(LRScheduler):
+    def __init__(self, optimizer, lr0):
+        super().__init__(optimizer)
+        self.lr0 = lr0
+
+    def _get_closed_form(self):
+        return self.lr0 * torch.ones_like(self.last_epoch, dtype=torch.float32)
+
+
+class ReturnsNoneLR(IfLR):
+    def _get_closed_form(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda o: ArgsAfterSuperLR(o, 0.1),
+            "ArgsAfterSuperLR._get_closed_form reads self.lr0, which is not set yet: store the arguments "
+            "(self.lr0 = ...) before calling super().__init__(), which evaluates the closed form",
+        ),
+        (
+            ReturnsNoneLR,
+            "ReturnsNoneLR._get_closed_form returned None; return the value at self.last_epoch: a tensor "
+            "computed from it with torch ops (or a number, for a constant)",
+        ),
+    ],
+    ids=["arguments_after_super", "returns_none"],
+)
+def test_a_custom_scheduler_breaking_the_contract_is_told_which_rule(make, message):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    with pytest.raises(ClosedFormError) as raised:
+        make(optimizer)
+    assert str(raised.value) == message
+    assert optimizer.param_groups[0]["lr"] == 1.0  # nothing written
+
+
+def test_the_base_classes_state_both_rules_of_a_subclass():
+    doc = " ".join(Scheduler.__doc__.split())
+    assert "store each argument before calling ``super().__init__()``: it evaluates the closed form" in doc
+    assert "store each argument under its own name (``self.period = period``)" in doc
+    for cls in (LRScheduler, WeightDecayScheduler):
+        assert "store each argument under its own name, before calling ``super().__init__()``" in " ".join(
+            cls.__doc__.split()
+        )
 
 
 # -- plot and table ---------------------------------------------------------------------

@@ -22,6 +22,7 @@ import inspect
 import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from numbers import Real
 from typing import Any, ClassVar, TypeGuard
 
 import torch
@@ -120,7 +121,12 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     Subclass ``LRScheduler`` or ``WeightDecayScheduler``, store your arguments, call
     ``super().__init__(optimizer, total_iters=..., last_epoch=...)`` and override
     ``_get_closed_form()``: torch ops on ``self.last_epoch`` (a tensor of steps), no Python
-    ``if``/``min``/``int()`` on it; ``torch.where`` selects between branches.
+    ``if``/``min``/``int()`` on it; ``torch.where`` selects between branches. It returns the
+    value at those steps, a tensor (or a number, for a constant). Two rules:
+
+    * store each argument before calling ``super().__init__()``: it evaluates the closed form;
+    * store each argument under its own name (``self.period = period``): ``state_dict()`` saves
+      the constructor's arguments by name, and resuming checks them.
 
     Args:
         optimizer: the optimizer whose param groups receive the values.
@@ -288,6 +294,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             self._probe = saved
         if isinstance(value, evaluation.Pending):  # a built-in's: one value per step, in the compute dtype
             return value
+        if not isinstance(value, (Tensor, Real)) or isinstance(value, bool):
+            raise ClosedFormError(
+                f"{type(self).__name__}._get_closed_form returned {value!r}; return the value at "
+                "self.last_epoch: a tensor computed from it with torch ops (or a number, for a constant)"
+            )
         if not isinstance(value, Tensor):
             value = torch.as_tensor(value, dtype=self._dtype)
         elif value.dtype != self._dtype:
@@ -308,7 +319,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             try:
                 self._closed_form_at(torch.tensor(start))
             except Exception:  # noqa: BLE001
-                raise error from None
+                raise self._argument_stored_late(error) or error from None
             raise self._python_control_flow(error) from error
         # A closed form that branches on the whole tensor (`.all()`, `.any()`) gives other
         # values for a step alone than for the same step among others.
@@ -322,6 +333,17 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
                     f"step {start + offset} gives {alone} alone but {among} among other steps"
                 )
         self._set_block(start, curve)
+
+    def _argument_stored_late(self, error: Exception) -> ClosedFormError | None:
+        """The error to raise if ``error`` is the closed form reading an attribute this scheduler
+        does not have yet: an argument stored after ``super().__init__()``, which evaluates it."""
+        if not (isinstance(error, AttributeError) and error.obj is self):
+            return None
+        return ClosedFormError(
+            f"{type(self).__name__}._get_closed_form reads self.{error.name}, which is not set yet: "
+            f"store the arguments (self.{error.name} = ...) before calling super().__init__(), "
+            "which evaluates the closed form"
+        )
 
     def _python_control_flow(self, cause: object) -> ClosedFormError:
         return ClosedFormError(
@@ -623,13 +645,19 @@ class _PendingForm(Scheduler):
 
 
 class LRScheduler(Scheduler):
-    """A closed-form schedule of the learning rate (``param_group["lr"]``)."""
+    """A closed-form schedule of the learning rate (``param_group["lr"]``).
+
+    Subclass it for a schedule of your own, as ``Scheduler`` says: store each argument under its
+    own name, before calling ``super().__init__()``, and override ``_get_closed_form()``."""
 
     param_group_key: ClassVar[str] = "lr"
 
 
 class WeightDecayScheduler(Scheduler):
-    """A closed-form schedule of the weight decay (``param_group["weight_decay"]``)."""
+    """A closed-form schedule of the weight decay (``param_group["weight_decay"]``).
+
+    Subclass it for a schedule of your own, as ``Scheduler`` says: store each argument under its
+    own name, before calling ``super().__init__()``, and override ``_get_closed_form()``."""
 
     param_group_key: ClassVar[str] = "weight_decay"
     _group_needs = ("weight_decay",)
