@@ -563,3 +563,22 @@ def test_a_weight_decay_schedule_of_an_optimizer_without_weight_decay_is_refused
     ):
         cs.LinearWD(plain, initial_val=0.1, end_val=0.0, total_iters=10)
     assert "weight_decay" not in plain.param_groups[0]
+
+
+def test_sequential_milestones_left_out_are_where_each_child_ends():
+    """As build() infers them for Model Zoo YAML (cerebras.pytorch 2.10's class requires them)."""
+    optimizer = _optimizer()
+    children = [
+        cs.LinearLR(optimizer, 0.0, 0.1, 4),
+        cs.ConstantLR(optimizer, 0.1, 3),
+        cs.LinearLR(optimizer, 0.1, 0.0, 5),
+    ]
+    inferred = cs.SequentialLR(optimizer, children)
+    assert inferred.milestones == [4, 7]
+    assert torch.equal(inferred.values(20), cs.SequentialLR(optimizer, children, [4, 7]).values(20))
+    with pytest.raises(
+        ValueError,
+        match=r"^SequentialLR: milestones are missing and schedulers\[0\] \(ConstantLR\) has no total_iters to infer "
+        r"them from; give milestones \(the step where each next scheduler starts\)$",
+    ):
+        cs.SequentialLR(optimizer, [cs.ConstantLR(optimizer, 0.1), children[2]])
