@@ -459,6 +459,19 @@ def test_a_step_giving_a_negative_or_infinite_value_is_refused_before_the_optimi
     assert scheduler.state_dict()["last_epoch"] == good_steps - 1  # nor the step taken
 
 
+def test_a_step_past_a_refused_one_to_a_valid_value_is_taken():
+    """Negative at step 3 only: stepping into it is refused, jumping over it (step(epoch)) is not."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    scheduler = cs.LambdaLR(optimizer, 1.0, lambda k: (k - 3.0) ** 2 - 0.5)
+    scheduler.step()
+    scheduler.step()
+    with pytest.raises(ValueError, match=_refused("LambdaLR", 3, "lr=-0.5")):
+        scheduler.step()
+    with pytest.warns(UserWarning, match="epoch parameter"):
+        scheduler.step(4)
+    assert optimizer.param_groups[0]["lr"] == 0.5
+
+
 def test_a_nan_or_negative_weight_decay_at_the_first_step_is_refused_at_construction():
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], weight_decay=0.01)
     with pytest.raises(ValueError, match=_refused("LambdaLR", 0, "lr=nan")):

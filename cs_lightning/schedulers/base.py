@@ -452,9 +452,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         hold such steps that the run never reaches (OneCycleLR extrapolates past its end), so a
         row is judged when it is written, not when it is computed."""
         cursor = self._cursor
-        if index < cursor.valid:
-            return cursor.block[index]
-        value = next(v for v in cursor.block[index] if not 0 <= v < math.inf)  # nan fails both
+        row = cursor.block[index]
+        # past the first invalid row, a row may be valid again (a schedule negative for a while)
+        if index < cursor.valid or all(0 <= v < math.inf for v in row):
+            return row
+        value = next(v for v in row if not 0 <= v < math.inf)  # nan fails both
         raise UsageError(
             f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}; "
             f"{self._non_negative()}, and finite; fix the schedule's arguments (or its _get_closed_form) "
