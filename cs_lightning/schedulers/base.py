@@ -181,6 +181,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._probe: Steps | None = None
         self._dtype = torch.float32
         self._tensor_values = False
+        self._refuses_invalid = True  # see _row; False for a schedule converted from torch's
         # Groups present now are bound by their tags; a group added later joins at a step
         # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
         # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
@@ -438,12 +439,20 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         """Keep the rows of ``_BLOCK`` steps from ``start`` on, given the closed form's value there."""
         block = torch.empty(_BLOCK, len(self._targets), dtype=self._dtype)
         evaluation.store(self, value, block, range(len(self._targets)))
-        valid = torch.isfinite(block).logical_and_(block >= 0).all(dim=1)  # nan >= 0 is False
         cursor = self._cursor
         cursor.block = block.tolist()
         cursor.start = start
-        # rows before the first negative or non-finite value (see _row)
-        cursor.valid = _BLOCK if bool(valid.all()) else int(valid.logical_not_().nonzero()[0])
+        cursor.valid = self._valid_rows(block)
+
+    def _valid_rows(self, block: Tensor) -> int:
+        """The rows of ``block`` before its first negative or non-finite value (see ``_row``). All of
+        them for a schedule converted from torch's: it writes what torch's would, and torch refuses no
+        value (its linear OneCycleLR gives a negative lr at step total_steps, which Lightning writes
+        after a run's last step)."""
+        if not self._refuses_invalid:
+            return _BLOCK
+        valid = torch.isfinite(block).logical_and_(block >= 0).all(dim=1)  # nan >= 0 is False
+        return _BLOCK if bool(valid.all()) else int(valid.logical_not_().nonzero()[0])
 
     def _row(self, index: int) -> list[float]:
         """Row ``index`` of the block, for the optimizer: refused if it holds a negative or
