@@ -167,7 +167,7 @@ RESUME_FIX = (
     [
         (
             [{"CosineDecayLR": COSINE}],
-            "schedulers[0] is SequentialLR or SequentialWD in the checkpoint but CosineDecayLR in the config",
+            "schedulers[0] is SequentialLR or SequentialWD in the checkpoint but CosineDecayLR in this run",
         ),
         (
             [
@@ -180,11 +180,11 @@ RESUME_FIX = (
                     }
                 }
             ],
-            "schedulers[0].schedulers[1] is CosineDecayLR in the checkpoint but ExponentialLR in the config",
+            "schedulers[0].schedulers[1] is CosineDecayLR in the checkpoint but ExponentialLR in this run",
         ),
         (
             [*CEREBRAS["schedulers"], {"CosineDecayWD": {"initial_val": 0.01, "end_val": 0.0, "total_iters": STEPS}}],
-            "holds 1 scheduler, the config 2 schedulers",
+            "holds 1 scheduler, this run 2 schedulers",
         ),
     ],
     ids=["another class", "another class nested", "another number"],

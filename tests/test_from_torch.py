@@ -323,6 +323,24 @@ def test_lightning_project_trains_under_csx_with_torchs_rates(case):
     _assert_relative(torch.tensor(got, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64))
 
 
+def test_a_driven_torch_scheduler_writes_torchs_values_even_negative_ones():
+    """torch's linear three-phase OneCycleLR gives a negative lr at step total_steps (Lightning steps
+    there after a run's last step); driven by its closed form it gives the same, as under auto."""
+
+    def run(driven):
+        optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        scheduler = L.OneCycleLR(optimizer, max_lr=0.5, total_steps=30, three_phase=True, anneal_strategy="linear")
+        if driven:
+            assert drive(scheduler, strict=True)
+        for _ in range(30):
+            optimizer.step()
+            scheduler.step()
+        return optimizer.param_groups[0]["lr"]
+
+    assert run(driven=False) < 0
+    assert run(driven=True) == pytest.approx(run(driven=False), rel=1e-9)
+
+
 def test_a_checkpoint_written_before_the_switch_to_csx_resumes(tmp_path):
     import lightning.pytorch as pl
     from lightning.pytorch.demos.boring_classes import BoringModel

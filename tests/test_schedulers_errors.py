@@ -390,22 +390,96 @@ def test_sequential_milestones_follow_one_rule_in_python_and_yaml():
         cs.build([{"SequentialLR": {"schedulers": yaml_three, "milestones": [20, 10]}}], optimizer)
 
 
+LR_RULE = r"a learning rate must be >= 0 \(torch's optimizers refuse lr < 0\)"
+WD_RULE = r"a weight decay must be >= 0 \(torch's optimizers refuse weight_decay < 0\)"
+
+
 @pytest.mark.parametrize(
-    ("cls", "args", "argument"),
+    ("cls", "args", "argument", "rule"),
     [
-        ("LinearLR", (-0.1, 0.0, 10), "initial_learning_rate=-0.1"),
-        ("CosineDecayLR", (0.1, -1e-5, 10), "end_learning_rate=-1e-05"),
-        ("ConstantLR", (-0.5,), "learning_rate=-0.5"),
+        ("LinearLR", (-0.1, 0.0, 10), "initial_learning_rate=-0.1", LR_RULE),
+        ("CosineDecayLR", (0.1, -1e-5, 10), "end_learning_rate=-1e-05", LR_RULE),
+        ("ConstantLR", (-0.5,), "learning_rate=-0.5", LR_RULE),
+        ("InverseSquareRootDecayLR", (0.1, -1.0), "scale=-1.0; scale multiplies every learning rate", LR_RULE),
+        ("LinearWD", (-0.1, 0.0, 4), "initial_val=-0.1", WD_RULE),
+        ("CosineDecayWD", (0.1, -0.01, 4), "end_val=-0.01", WD_RULE),
+        ("PiecewiseConstantWD", ([0.1, -0.2], [3]), r"vals=\[0.1, -0.2\]", WD_RULE),
+        ("InverseSquareRootDecayWD", (0.1, -2.0), "scale=-2.0; scale multiplies every weight decay", WD_RULE),
+        (
+            "CyclicMomentum",
+            (-0.8, 0.9, 5),
+            "base_val=-0.8",
+            r"a momentum must be >= 0 \(torch's optimizers refuse momentum < 0\)",
+        ),
     ],
 )
-def test_a_negative_learning_rate_is_refused(cls, args, argument):
-    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
-    with pytest.raises(
-        ValueError,
-        match=rf"^{cls}: got {argument}; a learning rate must be >= 0 \(torch's "
-        r"optimizers refuse lr < 0\)$",
-    ):
+def test_an_argument_giving_negative_values_is_refused(cls, args, argument, rule):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1, momentum=0.9, weight_decay=0.01)
+    with pytest.raises(ValueError, match=rf"^{cls}: got {argument}; {rule}$"):
         getattr(cs, cls)(optimizer, *args)
+    assert optimizer.param_groups[0]["lr"] == 0.1
+    assert optimizer.param_groups[0]["weight_decay"] == 0.01
+
+
+def _refused(cls, step, value, rule=LR_RULE):
+    return rf"^{cls}: step {step} gives {value}; {rule}, and finite; fix the schedule's arguments \(or its _get_closed_form\) so that no step gives one$"
+
+
+class _Falling(cs.LRScheduler):
+    """A custom closed form that turns negative at step 3 (0.1, 0.05, 0, -0.05)."""
+
+    def __init__(self, optimizer):
+        super().__init__(optimizer)
+
+    def _get_closed_form(self):
+        return 0.1 - 0.05 * self.last_epoch
+
+
+@pytest.mark.parametrize(
+    ("make", "good_steps", "refused"),
+    [
+        (lambda o: cs.LambdaLR(o, 1.0, lambda k: 1.0 - k * 0.5), 3, _refused("LambdaLR", 3, "lr=-0.5")),
+        (lambda o: _Falling(o), 3, _refused("_Falling", 3, r"lr=-0.05000000447034836")),
+        (lambda o: cs.MultiplicativeLR(o, 0.1, 1.5), 219, _refused("MultiplicativeLR", 219, "lr=inf")),
+        # past the first block of precomputed steps (1024)
+        (lambda o: cs.LambdaLR(o, 1.0, lambda k: 2000.0 - k), 2001, _refused("LambdaLR", 2001, "lr=-1.0")),
+    ],
+    ids=["lambda", "custom", "multiplicative_overflow", "lambda_late"],
+)
+def test_a_step_giving_a_negative_or_infinite_value_is_refused_before_the_optimizer_gets_it(make, good_steps, refused):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    scheduler = make(optimizer)
+    for _ in range(good_steps - 1):
+        scheduler.step()
+    last = optimizer.param_groups[0]["lr"]
+    assert 0 <= last < float("inf")
+    with pytest.raises(ValueError, match=refused):
+        scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == last  # the refused value was not written
+    assert scheduler.state_dict()["last_epoch"] == good_steps - 1  # nor the step taken
+
+
+def test_a_step_past_a_refused_one_to_a_valid_value_is_taken():
+    """Negative at step 3 only: stepping into it is refused, jumping over it (step(epoch)) is not."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    scheduler = cs.LambdaLR(optimizer, 1.0, lambda k: (k - 3.0) ** 2 - 0.5)
+    scheduler.step()
+    scheduler.step()
+    with pytest.raises(ValueError, match=_refused("LambdaLR", 3, "lr=-0.5")):
+        scheduler.step()
+    with pytest.warns(UserWarning, match="epoch parameter"):
+        scheduler.step(4)
+    assert optimizer.param_groups[0]["lr"] == 0.5
+
+
+def test_a_nan_or_negative_weight_decay_at_the_first_step_is_refused_at_construction():
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], weight_decay=0.01)
+    with pytest.raises(ValueError, match=_refused("LambdaLR", 0, "lr=nan")):
+        cs.LambdaLR(optimizer, 0.1, lambda k: k * float("nan"))
+    with pytest.raises(ValueError, match=_refused("LambdaWD", 0, "weight_decay=-0.10000000149011612", WD_RULE)):
+        cs.LambdaWD(optimizer, 0.1, lambda k: k - 1.0)
+    assert optimizer.param_groups[0]["lr"] == 0.001
+    assert optimizer.param_groups[0]["weight_decay"] == 0.01
 
 
 def test_tags_matching_no_group_raise_one_error_type_at_any_depth_of_a_yaml_block():
@@ -528,3 +602,22 @@ def test_a_step_count_past_int64_is_refused_before_it_overflows(name, args, mess
 def test_int64s_largest_step_count_still_builds_a_schedule():
     schedule = cs.LinearLR(_optimizer(), initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=2**63 - 1)
     assert schedule.values(torch.tensor([0, 2**62]))[:, 0].tolist() == [0.0, 0.5]
+
+
+def test_sequential_milestones_left_out_are_where_each_child_ends():
+    """As build() infers them for Model Zoo YAML (cerebras.pytorch 2.10's class requires them)."""
+    optimizer = _optimizer()
+    children = [
+        cs.LinearLR(optimizer, 0.0, 0.1, 4),
+        cs.ConstantLR(optimizer, 0.1, 3),
+        cs.LinearLR(optimizer, 0.1, 0.0, 5),
+    ]
+    inferred = cs.SequentialLR(optimizer, children)
+    assert inferred.milestones == [4, 7]
+    assert torch.equal(inferred.values(20), cs.SequentialLR(optimizer, children, [4, 7]).values(20))
+    with pytest.raises(
+        ValueError,
+        match=r"^SequentialLR: milestones are missing and schedulers\[0\] \(ConstantLR\) has no total_iters to infer "
+        r"them from; give milestones \(the step where each next scheduler starts\)$",
+    ):
+        cs.SequentialLR(optimizer, [cs.ConstantLR(optimizer, 0.1), children[2]])

@@ -1,9 +1,11 @@
 """Closed-form schedulers inside a real Lightning Trainer.fit (CPU, a tiny model)."""
 
 import lightning.pytorch as pl
+import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from cs_lightning.errors import CheckpointSchedulersError
 from cs_lightning.schedulers import CosineDecayLR, LinearLR, LinearWD, SequentialLR, lightning_config
 
 
@@ -58,3 +60,72 @@ def test_fit_steps_schedules_every_optimizer_step_and_resumes_exactly(tmp_path):
     resumed = TinyModule()
     _fit(resumed, 12, ckpt_path=tmp_path / "six.ckpt")
     assert first.seen + resumed.seen == whole.seen
+
+
+class _Scheduled(pl.LightningModule):
+    """A linear regression whose one scheduler, stepped per optimizer step, ``make`` builds."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+        self.make = make
+        self.seen: list[float] = []
+
+    def training_step(self, batch, batch_idx):
+        self.seen.append(self.optimizers().param_groups[0]["lr"])
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x), y)
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.make(optimizer), "interval": "step"}}
+
+
+def _csx_fit(module: pl.LightningModule, max_steps: int, ckpt_path=None) -> pl.Trainer:
+    import cs_lightning  # noqa: F401  registers "csx"
+
+    trainer = pl.Trainer(
+        strategy="csx",
+        max_steps=max_steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, _data(), ckpt_path=ckpt_path)
+    return trainer
+
+
+FIX = "fix: resume with the schedulers it was trained with, or start a new run from its weights (without ckpt_path)"
+
+
+@pytest.mark.parametrize(
+    ("saved", "resumed", "found"),
+    [
+        (
+            lambda o: LinearLR(o, 0.1, 0.0, 10),
+            lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5),
+            "schedulers[0] is LinearLR in the checkpoint but torch's StepLR in this run",
+        ),
+        (
+            lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5),
+            lambda o: LinearLR(o, 0.1, 0.0, 10),
+            "schedulers[0] is a torch scheduler in the checkpoint but LinearLR in this run",
+        ),
+        (
+            lambda o: LinearLR(o, 0.1, 0.0, 10),
+            lambda o: CosineDecayLR(o, 0.1, 0.0, 10),
+            "schedulers[0] is LinearLR in the checkpoint but CosineDecayLR in this run",
+        ),
+    ],
+    ids=["catalogue_into_torch", "torch_into_catalogue", "catalogue_into_catalogue"],
+)
+def test_resuming_a_python_run_with_another_scheduler_class_is_refused_naming_both(saved, resumed, found, tmp_path):
+    """Under csx a torch scheduler is driven by a closed form, whose step would follow any loaded state:
+    without this check LinearLR's state gave StepLR's run 0.05, 0.05, 0.025 (torch alone: 0.06, 0.06, 0.03)."""
+    _csx_fit(_Scheduled(saved), 4).save_checkpoint(tmp_path / "four.ckpt")
+    module = _Scheduled(resumed)
+    with pytest.raises(CheckpointSchedulersError) as raised:
+        _csx_fit(module, 7, ckpt_path=tmp_path / "four.ckpt")
+    assert str(raised.value) == f"ckpt_path: {str(tmp_path / 'four.ckpt')!r}: {found}; {FIX}"
+    assert module.seen == []  # refused before any step

@@ -117,7 +117,9 @@ def test_build_needs_lengths_to_infer(optimizer):
             ]
         }
     }
-    with pytest.raises(ConfigError, match=r"schedulers\[0\] \(StepLR\) has no total_iters; give milestones"):
+    with pytest.raises(
+        ConfigError, match=r"schedulers\[0\] \(StepLR\) has no total_iters to infer them from; give mil"
+    ):
         build(spec, optimizer)
     spec["SequentialLR"]["milestones"] = [20]
     assert build(spec, optimizer)[0].milestones == [20]

@@ -8,7 +8,7 @@ import torch
 
 from cs_lightning import schedulers as cs
 from cs_lightning.errors import CheckpointSchedulersError, ConfigError
-from cs_lightning.schedulers.resume import check_checkpoint
+from cs_lightning.schedulers.resume import check_scheduler_states
 
 
 def _optimizer():
@@ -73,9 +73,9 @@ def test_a_checkpoint_with_another_number_of_schedulers_is_refused():
     states = [cs.LinearLR(optimizer, 0.1, 0.0, 10).state_dict()]
     two = [cs.LinearLR(optimizer, 0.1, 0.0, 10), cs.CosineDecayWD(optimizer, 0.1, 0.0, 10)]
     with pytest.raises(CheckpointSchedulersError) as raised:
-        check_checkpoint("run.ckpt", states, two)
+        check_scheduler_states("run.ckpt", states, two)
     assert isinstance(raised.value, ConfigError)
-    assert str(raised.value) == f"ckpt_path: 'run.ckpt' holds 1 scheduler, the config 2 schedulers; {FIX}"
+    assert str(raised.value) == f"ckpt_path: 'run.ckpt' holds 1 scheduler, this run 2 schedulers; {FIX}"
 
 
 @pytest.mark.parametrize(
@@ -84,37 +84,37 @@ def test_a_checkpoint_with_another_number_of_schedulers_is_refused():
         (
             lambda o: cs.LinearLR(o, 0.1, 0.0, 10),
             lambda o: cs.CosineDecayLR(o, 0.1, 0.0, 10),
-            "schedulers[0] is LinearLR in the checkpoint but CosineDecayLR in the config",
+            "schedulers[0] is LinearLR in the checkpoint but CosineDecayLR in this run",
         ),
         (
             lambda o: cs.ChainedLR([cs.LinearLR(o, 0.1, 0.0, 10), cs.StepLR(o, 1.0, 3, 0.5)]),
             lambda o: cs.LinearLR(o, 0.1, 0.0, 10),
-            "schedulers[0] is ChainedLR, ChainedScheduler or ChainedWD in the checkpoint but LinearLR in the config",
+            "schedulers[0] is ChainedLR, ChainedScheduler or ChainedWD in the checkpoint but LinearLR in this run",
         ),
         (
             lambda o: _sequence(o, 8),
             lambda o: cs.SequentialLR(
                 o, [cs.LinearLR(o, 0.0, 0.1, 4), cs.ExponentialLR(o, 0.1, 8, 0.5)], milestones=[4]
             ),
-            "schedulers[0].schedulers[1] is CosineDecayLR in the checkpoint but ExponentialLR in the config",
+            "schedulers[0].schedulers[1] is CosineDecayLR in the checkpoint but ExponentialLR in this run",
         ),
         (
             lambda o: cs.SequentialLR(
                 o, [cs.LinearLR(o, 0.0, 0.1, 4), cs.ConstantLR(o, 0.1), cs.CosineDecayLR(o, 0.1, 0.0, 8)], [4, 8]
             ),
             lambda o: _sequence(o, 8),
-            "schedulers[0].schedulers holds 3 schedulers in the checkpoint but 2 in the config",
+            "schedulers[0].schedulers holds 3 schedulers in the checkpoint, this run 2 schedulers",
         ),
     ],
 )
 def test_a_checkpoint_with_another_scheduler_class_is_refused_naming_both(saved, configured, found):
     optimizer = _optimizer()
     with pytest.raises(CheckpointSchedulersError) as raised:
-        check_checkpoint("run.ckpt", [saved(optimizer).state_dict()], [configured(optimizer)])
+        check_scheduler_states("run.ckpt", [saved(optimizer).state_dict()], [configured(optimizer)])
     assert str(raised.value) == f"ckpt_path: 'run.ckpt': {found}; {FIX}"
 
 
 def test_the_states_of_the_configured_schedulers_pass_the_check():
     optimizer = _optimizer()
     configured = [_sequence(optimizer, 8), cs.CosineDecayWD(optimizer, 0.1, 0.0, 10)]
-    check_checkpoint("run.ckpt", [s.state_dict() for s in configured], configured)
+    check_scheduler_states("run.ckpt", [s.state_dict() for s in configured], configured)

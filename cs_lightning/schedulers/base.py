@@ -22,6 +22,7 @@ import inspect
 import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from numbers import Real
 from typing import Any, ClassVar, TypeGuard
 
 import torch
@@ -40,6 +41,10 @@ Tags = str | None | Sequence[str | None]
 _BLOCK = 1024
 # Arguments (in their weight-decay spelling) that are values of the schedule itself.
 _VALUE_ARGUMENTS = frozenset({"initial_val", "end_val", "val", "vals", "base_val", "max_val", "eta_min"})
+# Arguments that multiply every value of the schedule.
+_FACTOR_ARGUMENTS = frozenset({"scale"})
+# How errors name each scheduled setting.
+_SETTING_NAMES = {"lr": "learning rate", "weight_decay": "weight decay", "momentum": "momentum"}
 # Jumps a schedule reports for plots and tables (see Scheduler._breakpoints); a schedule
 # with more has them closer together than a plot's samples, which then show its envelope.
 MAX_BREAKPOINTS = 4096
@@ -86,12 +91,13 @@ def _group_tags(group: dict) -> set:
 class _Cursor:
     """Where stepping is: the step, a block of precomputed rows, the row written last."""
 
-    __slots__ = ("block", "last", "start", "step")
+    __slots__ = ("block", "last", "start", "step", "valid")
 
     def __init__(self, step: int) -> None:
         self.step = step
         self.start = step
         self.block: list[list[float]] = []
+        self.valid = 0  # rows of the block that may reach the optimizer (see Scheduler._row)
         self.last: list[float] = []
 
 
@@ -115,7 +121,12 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     Subclass ``LRScheduler`` or ``WeightDecayScheduler``, store your arguments, call
     ``super().__init__(optimizer, total_iters=..., last_epoch=...)`` and override
     ``_get_closed_form()``: torch ops on ``self.last_epoch`` (a tensor of steps), no Python
-    ``if``/``min``/``int()`` on it; ``torch.where`` selects between branches.
+    ``if``/``min``/``int()`` on it; ``torch.where`` selects between branches. It returns the
+    value at those steps, a tensor (or a number, for a constant). Two rules:
+
+    * store each argument before calling ``super().__init__()``: it evaluates the closed form;
+    * store each argument under its own name (``self.period = period``): ``state_dict()`` saves
+      the constructor's arguments by name, and resuming checks them.
 
     Args:
         optimizer: the optimizer whose param groups receive the values.
@@ -170,6 +181,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._probe: Steps | None = None
         self._dtype = torch.float32
         self._tensor_values = False
+        self._refuses_invalid = True  # see _row; False for a schedule converted from torch's
         # Groups present now are bound by their tags; a group added later joins at a step
         # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
         # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
@@ -180,20 +192,26 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self.base_lrs: list[Any] = [group.get(self.param_group_key) for group in optimizer.param_groups]
         self._cursor = _Cursor(last_epoch + 1)
         self._check_closed_form()
-        self._write(self._cursor.block[0])
+        self._write(self._row(0))
 
     def _arg(self, check: Callable[..., Any], name: str, value: Any, *extra: Any) -> Any:
-        """Run an argument check, naming the argument as this class spells it. A learning
-        rate (a value argument of an LR schedule) must also be >= 0: torch's optimizers
-        refuse lr < 0, and a schedule should not reach one hundreds of steps into a run."""
+        """Run an argument check, naming the argument as this class spells it. A value of the
+        schedule (``initial_learning_rate``, ``end_val``, ...) and a factor of every value
+        (``scale``) must also be >= 0: torch's optimizers refuse a negative lr, weight_decay or
+        momentum, and a schedule should not reach one hundreds of steps into a run."""
         owner, public = type(self).__name__, _public_name(type(self), name)
         checked = check(owner, public, value, *extra)
         values = checked if isinstance(checked, list) else [checked]
-        if self.param_group_key == "lr" and name in _VALUE_ARGUMENTS and any(v < 0 for v in values):
-            raise UsageError(
-                f"{owner}: got {public}={value!r}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0)"
-            )
+        if name in _VALUE_ARGUMENTS | _FACTOR_ARGUMENTS and any(v < 0 for v in values):
+            setting = _SETTING_NAMES[self.param_group_key]
+            factor = f"{public} multiplies every {setting}; " if name in _FACTOR_ARGUMENTS else ""
+            raise UsageError(f"{owner}: got {public}={value!r}; {factor}{self._non_negative()}")
         return checked
+
+    def _non_negative(self) -> str:
+        """The rule a value of this schedule follows, e.g. ``a learning rate must be >= 0 (...)``."""
+        key = self.param_group_key
+        return f"a {_SETTING_NAMES[key]} must be >= 0 (torch's optimizers refuse {key} < 0)"
 
     # -- the closed form -------------------------------------------------------------
 
@@ -277,6 +295,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             self._probe = saved
         if isinstance(value, evaluation.Pending):  # a built-in's: one value per step, in the compute dtype
             return value
+        if not isinstance(value, (Tensor, Real)) or isinstance(value, bool):
+            raise ClosedFormError(
+                f"{type(self).__name__}._get_closed_form returned {value!r}; return the value at "
+                "self.last_epoch: a tensor computed from it with torch ops (or a number, for a constant)"
+            )
         if not isinstance(value, Tensor):
             value = torch.as_tensor(value, dtype=self._dtype)
         elif value.dtype != self._dtype:
@@ -297,7 +320,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             try:
                 self._closed_form_at(torch.tensor(start))
             except Exception:  # noqa: BLE001
-                raise error from None
+                raise self._argument_stored_late(error) or error from None
             raise self._python_control_flow(error) from error
         # A closed form that branches on the whole tensor (`.all()`, `.any()`) gives other
         # values for a step alone than for the same step among others.
@@ -311,6 +334,17 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
                     f"step {start + offset} gives {alone} alone but {among} among other steps"
                 )
         self._set_block(start, curve)
+
+    def _argument_stored_late(self, error: Exception) -> ClosedFormError | None:
+        """The error to raise if ``error`` is the closed form reading an attribute this scheduler
+        does not have yet: an argument stored after ``super().__init__()``, which evaluates it."""
+        if not (isinstance(error, AttributeError) and error.obj is self):
+            return None
+        return ClosedFormError(
+            f"{type(self).__name__}._get_closed_form reads self.{error.name}, which is not set yet: "
+            f"store the arguments (self.{error.name} = ...) before calling super().__init__(), "
+            "which evaluates the closed form"
+        )
 
     def _python_control_flow(self, cause: object) -> ClosedFormError:
         return ClosedFormError(
@@ -408,10 +442,39 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         cursor = self._cursor
         cursor.block = block.tolist()
         cursor.start = start
+        cursor.valid = self._valid_rows(block)
+
+    def _valid_rows(self, block: Tensor) -> int:
+        """The rows of ``block`` before its first negative or non-finite value (see ``_row``). All of
+        them for a schedule converted from torch's: it writes what torch's would, and torch refuses no
+        value (its linear OneCycleLR gives a negative lr at step total_steps, which Lightning writes
+        after a run's last step)."""
+        if not self._refuses_invalid:
+            return _BLOCK
+        valid = torch.isfinite(block).logical_and_(block >= 0).all(dim=1)  # nan >= 0 is False
+        return _BLOCK if bool(valid.all()) else int(valid.logical_not_().nonzero()[0])
+
+    def _row(self, index: int) -> list[float]:
+        """Row ``index`` of the block, for the optimizer: refused if it holds a negative or
+        non-finite value. A schedule may turn negative (a lambda) or overflow (a growing
+        MultiplicativeLR) far into a run, where its arguments do not show it; a block may also
+        hold such steps that the run never reaches (OneCycleLR extrapolates past its end), so a
+        row is judged when it is written, not when it is computed."""
+        cursor = self._cursor
+        row = cursor.block[index]
+        # past the first invalid row, a row may be valid again (a schedule negative for a while)
+        if index < cursor.valid or all(0 <= v < math.inf for v in row):
+            return row
+        value = next(v for v in row if not 0 <= v < math.inf)  # nan fails both
+        raise UsageError(
+            f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}; "
+            f"{self._non_negative()}, and finite; fix the schedule's arguments (or its _get_closed_form) "
+            "so that no step gives one"
+        )
 
     def _refill(self, step: int) -> list[float]:
         self._set_block(step, self._value_at(range(step, step + _BLOCK)))
-        return self._cursor.block[0]
+        return self._row(0)
 
     def _write(self, row: list[float]) -> None:
         self._cursor.last = row
@@ -469,10 +532,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     def _jump(self, step: int) -> None:
         """Go to ``step`` and write its values (from the precomputed block when it holds them)."""
         cursor = self._cursor
-        cursor.step = step
         index = step - cursor.start
         fresh = 0 <= index < len(cursor.block)
-        self._write(cursor.block[index] if fresh else self._refill(step))
+        row = self._row(index) if fresh else self._refill(step)
+        cursor.step = step  # after the row passed its check: a refused step is not taken
+        self._write(row)
 
     def values(self, steps: int | Iterable[int] | Tensor) -> Tensor:
         """The schedule at many steps at once, changing nothing.
@@ -592,13 +656,19 @@ class _PendingForm(Scheduler):
 
 
 class LRScheduler(Scheduler):
-    """A closed-form schedule of the learning rate (``param_group["lr"]``)."""
+    """A closed-form schedule of the learning rate (``param_group["lr"]``).
+
+    Subclass it for a schedule of your own, as ``Scheduler`` says: store each argument under its
+    own name, before calling ``super().__init__()``, and override ``_get_closed_form()``."""
 
     param_group_key: ClassVar[str] = "lr"
 
 
 class WeightDecayScheduler(Scheduler):
-    """A closed-form schedule of the weight decay (``param_group["weight_decay"]``)."""
+    """A closed-form schedule of the weight decay (``param_group["weight_decay"]``).
+
+    Subclass it for a schedule of your own, as ``Scheduler`` says: store each argument under its
+    own name, before calling ``super().__init__()``, and override ``_get_closed_form()``."""
 
     param_group_key: ClassVar[str] = "weight_decay"
     _group_needs = ("weight_decay",)

@@ -55,6 +55,20 @@ def _scheduler_list(owner: str, name: str, value: object) -> list[Scheduler]:
     return list(value)
 
 
+def _ends(owner: str, children: list[Scheduler]) -> list[int]:
+    """The steps where each child but the last ends: the running sum of their ``total_iters``."""
+    ends, end = [], 0
+    for index, child in enumerate(children[:-1]):
+        if child.total_iters is None:
+            raise UsageError(
+                f"{owner}: milestones are missing and schedulers[{index}] ({type(child).__name__}) has no "
+                "total_iters to infer them from; give milestones (the step where each next scheduler starts)"
+            )
+        end += child.total_iters
+        ends.append(end)
+    return ends
+
+
 class _Composite(Scheduler):
     """A scheduler whose closed form evaluates other schedulers' closed forms."""
 
@@ -74,7 +88,9 @@ class _Sequential(_Composite, _PendingForm):
         \quad (m_{-1} = 0, m_n = \infty)
 
     :math:`f_j` = ``schedulers`` (each counts from its own step 0, at its milestone),
-    :math:`m_j` = ``milestones`` (strictly increasing, one fewer than the schedulers). A
+    :math:`m_j` = ``milestones`` (strictly increasing, one fewer than the schedulers; left
+    out, the running sum of the children's ``total_iters``, each child lasting its length, as
+    Model Zoo configs infer them: cerebras.pytorch 2.10's class requires them). A
     child's ``total_iters`` does not bound its stage, as in cerebras.pytorch 2.10 and torch:
     a milestone may cut a warmup short, or come after a child reaches its end value (which
     it then holds, or keeps decaying, as its closed form says); ExponentialLR's is a decay
@@ -87,12 +103,14 @@ class _Sequential(_Composite, _PendingForm):
         self,
         optimizer: torch.optim.Optimizer,
         schedulers: Sequence[Scheduler],
-        milestones: Sequence[int],
+        milestones: Sequence[int] | None = None,
         last_epoch: int = -1,
         param_group_tags: Tags = None,
     ) -> None:
         owner = type(self).__name__
         self.schedulers = _scheduler_list(owner, "schedulers", schedulers)
+        if milestones is None:
+            milestones = _ends(owner, self.schedulers)
         self.milestones = _checks.milestones(owner, "milestones", milestones)
         if len(self.milestones) != len(self.schedulers) - 1:
             raise UsageError(

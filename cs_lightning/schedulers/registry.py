@@ -37,7 +37,6 @@ from cs_lightning.errors import (
     format_key_path,
 )
 from cs_lightning.schedulers.base import Scheduler, _group_tags, _has_closed_form
-from cs_lightning.schedulers.composite import _Sequential
 from cs_lightning.user_code import import_dotted
 
 
@@ -233,7 +232,6 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
     if tags is not None:
         args.setdefault("param_group_tags", tags)
     cls = _resolve_at(name, path)
-    sequential = issubclass(cls, _Sequential)
     renamed = legacy_arguments(cls, args)
     if renamed:  # in {Name: {args}}, a cerebras.pytorch 2.x block, a 1.x name is a mistake
         old, new = renamed[0]
@@ -242,15 +240,13 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
             f"{cls.__name__} has no argument {old!r}, Model Zoo 1.x's name for {new}; fix: write {new}, "
             "or cs-lightning convert the Model Zoo config it came from",
         )
-    check_arguments(cls, args, path, ours=["optimizer"], filled=["milestones"] if sequential else [])
+    check_arguments(cls, args, path, ours=["optimizer"])
     parameters = inspect.signature(cls).parameters
     tags = args.get("param_group_tags")
     if "scheduler" in args and "scheduler" in parameters:
         args["scheduler"] = _build_one(args["scheduler"], optimizer, (*path, "scheduler"), tags)
     if "schedulers" in args and "schedulers" in parameters:
         args["schedulers"] = _build_children(args["schedulers"], optimizer, tags, (*path, "schedulers"))
-    if sequential and "schedulers" in args:
-        args["milestones"] = _milestones(args["schedulers"], args.get("milestones"), path)
     if "optimizer" in parameters:
         args["optimizer"] = optimizer
     try:  # the constructor checks the values: ValueError/TypeError naming the argument, by convention
@@ -321,18 +317,3 @@ def _build_children(spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path
     if not isinstance(spec, Sequence) or isinstance(spec, str):
         raise ConfigError(path, f"got {spec!r}; give a list of {{Name: {{arguments}}}}")
     return [_build_one(item, optimizer, (*path, i), tags) for i, item in enumerate(spec)]
-
-
-def _milestones(children: list[Scheduler], given: Any, path: KeyPath) -> Any:
-    """``given``, else the running sum of the children's ``total_iters`` (each child lasts its length)."""
-    if given is not None:  # any stage lengths, as in cerebras.pytorch 2.10: SequentialLR checks the list
-        return given
-    lengths = [child.total_iters for child in children[:-1]]
-    for index, length in enumerate(lengths):
-        if length is None:
-            raise ConfigError(
-                path,
-                f"milestones are missing and schedulers[{index}] "
-                f"({type(children[index]).__name__}) has no total_iters; give milestones",
-            )
-    return [sum(lengths[: i + 1]) for i in range(len(lengths))]

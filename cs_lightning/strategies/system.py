@@ -50,7 +50,7 @@ from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
 from cs_lightning.errors import ConfigError, UsageError, UsageTypeError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
-from cs_lightning.schedulers.resume import check_checkpoint
+from cs_lightning.schedulers.resume import check_scheduler_states
 from cs_lightning.step_closure import StepBoundary
 from cs_lightning.strategies.checkpoints import (
     RNG_KEY,
@@ -294,7 +294,7 @@ class CSXSystemMixin(Strategy):
     def _check_checkpoint_schedulers(self, checkpoint: Mapping[str, Any]) -> None:
         if "lr_schedulers" in checkpoint:  # else Lightning says the checkpoint holds weights only
             schedulers = [config.scheduler for config in self.lr_scheduler_configs]
-            check_checkpoint(self._connected_module.trainer.ckpt_path, checkpoint["lr_schedulers"], schedulers)
+            check_scheduler_states(self._connected_module.trainer.ckpt_path, checkpoint["lr_schedulers"], schedulers)
 
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
