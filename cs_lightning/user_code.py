@@ -12,7 +12,9 @@ from __future__ import annotations
 import importlib
 import os
 import sysconfig
+import traceback
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import torch
@@ -56,6 +58,20 @@ def is_own_file(file: str) -> bool:
     """Whether ``file`` is the user's own code: neither torch, cs_lightning, the standard library nor
     an installed package (Lightning's ``seed_everything`` is not the line a user can change)."""
     return is_user_file(file) and not is_library_file(file)
+
+
+def users_line(tb: TracebackType | None) -> str:
+    """`` (at file.py:N, in function)`` for the innermost frame of the user's own code in ``tb``,
+    the line a traceback would have shown them; failing that (all of the user's code is installed
+    as a package), the innermost frame outside torch, cs_lightning and the standard library; else "".
+    The file is relative to the working directory, as the user names it."""
+    frames = traceback.extract_tb(tb)
+    own = [frame for frame in frames if is_own_file(frame.filename)]
+    found = own or [frame for frame in frames if is_user_file(frame.filename)]
+    if not found:
+        return ""
+    frame = found[-1]
+    return f" (at {os.path.relpath(frame.filename)}:{frame.lineno}, in {frame.name})"
 
 
 def import_dotted(path: str) -> Any:

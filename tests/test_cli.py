@@ -1027,6 +1027,18 @@ class BadScheduler(LightningModule):
 """
 
 
+def test_an_imported_module_failing_inside_the_standard_library_names_its_own_line(
+    tmp_path: Path, capfd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "badmod.py").write_text('import json\njson.loads("x")\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", "--imports", "badmod.py"]) == 2
+    assert capfd.readouterr().err == (
+        "cs-lightning: error: imports[0]: importing 'badmod.py' raised JSONDecodeError: Expecting value: line 1 "
+        "column 1 (char 0) (at badmod.py:2, in <module>); fix: correct that module\n"
+    )
+
+
 def test_a_refusal_raised_in_the_users_configure_optimizers_is_one_line_and_exit_2(tmp_path: Path, capfd) -> None:
     """A cs_lightning refusal is a CSLightningError wherever it is raised: one line, no traceback."""
     (tmp_path / "bad_scheduler.py").write_text(BAD_SCHEDULER_MODEL)
@@ -1236,7 +1248,7 @@ ONE_LINE_FAILURES = {
     "module raising on import": (
         ["fit", "--imports", "boom.py"],
         "imports[0]: importing 'boom.py' raised "
-        "RuntimeError: boom at import ({tmp}/boom.py, line 2); fix: correct that module",
+        "RuntimeError: boom at import (at boom.py:2, in <module>); fix: correct that module",
     ),
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],

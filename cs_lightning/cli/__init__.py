@@ -40,7 +40,6 @@ import os
 import signal
 import sys
 import threading
-import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,7 +54,7 @@ from cs_lightning.cli.error_lines import _parser_error
 from cs_lightning.cli.lightning_cli import CSLightningCLI
 from cs_lightning.cli.schedule_command import _schedule_command
 from cs_lightning.errors import CSLightningError, UsageError, UsageTypeError
-from cs_lightning.user_code import is_own_file
+from cs_lightning.user_code import users_line
 
 __all__ = ["CSLightningCLI", "main"]
 
@@ -118,11 +117,7 @@ def _users_line(err: CSLightningError) -> str:
     the line a traceback would have shown. Empty for a config's mistake: its key path says where."""
     if not isinstance(err, (UsageError, UsageTypeError)):
         return ""
-    frames = [frame for frame in traceback.extract_tb(err.__traceback__) if is_own_file(frame.filename)]
-    if not frames:
-        return ""
-    frame = frames[-1]
-    return f" (at {os.path.relpath(frame.filename)}:{frame.lineno}, in {frame.name})"
+    return users_line(err.__traceback__)
 
 
 def _note_interrupts(seen: list[int]) -> Any:

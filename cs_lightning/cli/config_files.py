@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.optimizers import merge_optimizer_blocks
+from cs_lightning.user_code import users_line
 
 
 def read_config_file(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
@@ -71,15 +71,10 @@ def _run_user_module(run: Callable[[], object], entry: str, key: KeyPath, fix: s
     except (ImportError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; {fix}") from None
     except Exception as err:  # noqa: BLE001 - the user's module failed while running: say where, as one line
+        where = users_line(err.__traceback__)
         raise ConfigError(
-            key, f"importing {entry!r} raised {type(err).__name__}: {err}{_where(err)}; fix: correct that module"
+            key, f"importing {entry!r} raised {type(err).__name__}: {err}{where}; fix: correct that module"
         ) from None
-
-
-def _where(err: BaseException) -> str:
-    """` (file.py, line N)` of the innermost frame of a traceback, or nothing."""
-    frames = traceback.extract_tb(err.__traceback__)
-    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
 
 
 def _option_values(argv: Sequence[str], *names: str) -> list[str]:
