@@ -203,6 +203,19 @@ def check_arguments(
         )
 
 
+def refused_at(path: KeyPath, error: ValueError | TypeError, given: str = "") -> ConfigError:
+    """The refusal ``error`` of a constructor given the values of the block at ``path``, as one line that
+    ends in a fix. A TypeError stays one (`ConfigTypeError`): a wrong kind of value, not a wrong value.
+
+    ``given`` starts the message when the constructor's own words do not name the values (torch's
+    optimizers: ``Invalid learning rate: -1``). A message that carries its own fix keeps it.
+    """
+    message = given + str(error)
+    if "fix:" not in message:
+        message = f"{message.rstrip('.')}; fix: correct the value"
+    return (ConfigTypeError if isinstance(error, TypeError) else ConfigError)(path, message)
+
+
 def _spelt(cls: type, arg: str, takes: list[str], ours: Collection[str]) -> str:
     """How to correct the unknown argument ``arg``."""
     if arg in ours:

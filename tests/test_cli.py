@@ -1271,16 +1271,17 @@ ONE_LINE_FAILURES = {
             "bogus",
         ],
         f"trainer.strategy.init_args.compile_backend: compile_backend='bogus' is not a torch.compile backend; "
-        f"{BACKEND_CHOICES}",
+        f"{BACKEND_CHOICES.rstrip('.')}; fix: correct the value",
     ),
     "a compile backend neither a name nor a callable, in YAML": (
         ["fit", "--config", "run.yaml", "--config", "backend3.yaml"],
         "trainer.strategy.init_args.compile_backend: compile_backend=3 is neither a backend name nor a callable; "
-        f"{BACKEND_CHOICES}",
+        f"{BACKEND_CHOICES.rstrip('.')}; fix: correct the value",
     ),
     "an unknown init_mode": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.init_mode", "lazy"],
-        "trainer.strategy.init_args.init_mode: init_mode='lazy' is not supported; use one of ('exact', 'independent')",
+        "trainer.strategy.init_args.init_mode: init_mode='lazy' is not supported; use one of ('exact', 'independent'); "
+        "fix: correct the value",
     ),
     "a misspelt strategy option": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_chek", "false"],
@@ -1289,7 +1290,8 @@ ONE_LINE_FAILURES = {
     ),
     "a strategy option of the wrong type": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXStrategy", "--trainer.strategy.init_args.trace_check", "maybe"],
-        "trainer.strategy.init_args.trace_check: trace_check='maybe' must be a bool (True or False)",
+        "trainer.strategy.init_args.trace_check: trace_check='maybe' must be a bool (True or False); fix: correct the "
+        "value",
     ),
     "a strategy option its constructor refuses": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.state_dict_type", "bogus"],
@@ -1428,7 +1430,8 @@ def test_a_negative_learning_rate_is_refused_with_its_key_path(block, key, tmp_p
     assert main(["schedule", "--config", str(path)]) == 2
     assert capfd.readouterr() == (
         "",
-        f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0)\n",
+        f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0); fix: correct "
+        "the value\n",
     )
     assert snapshot(tmp_path) == before
 

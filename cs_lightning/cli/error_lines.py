@@ -19,7 +19,8 @@ from jsonargparse import ArgumentParser, Namespace
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
-from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath
+from cs_lightning.config_blocks import refused_at
+from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
 from cs_lightning.user_code import import_dotted
 
@@ -245,10 +246,8 @@ def csx_option_error(class_path: str, key: KeyPath, value: Any) -> ConfigError |
         return None
     try:
         CSXOptions(**{str(name): value})
-    except ValueError as error:
-        return ConfigError(key, str(error))
-    except TypeError as error:
-        return ConfigTypeError(key, str(error))
+    except (ValueError, TypeError) as error:
+        return refused_at(key, error)
     return None
 
 
