@@ -35,6 +35,18 @@ def load_yaml(text: str) -> Any:
     return get_loader("yaml")(text)
 
 
+def yaml_problem(err: yaml.YAMLError, text: str) -> str:
+    """What YAML could not read in ``text``, and where, in a few words (its own report spans several lines):
+    at a line and column when the text has several lines, at a character when it is one (a value given
+    on the command line)."""
+    problem, mark = getattr(err, "problem", None) or err, getattr(err, "problem_mark", None)
+    if mark is None:
+        return str(problem)
+    if len(text.splitlines()) > 1:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return f"{problem} at character {mark.index + 1}"  # from the text's start: right also past a last newline
+
+
 def read_yaml(path: Path, key: KeyPath | str, same_value_ok: bool = False) -> tuple[Any, list[str]]:
     """The parsed file at `path`, and notes on keys repeated with an equal scalar value.
 
@@ -55,12 +67,8 @@ def read_yaml(path: Path, key: KeyPath | str, same_value_ok: bool = False) -> tu
             f"{err.start}); fix: save the file as UTF-8",
         ) from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(
-            key,
-            f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
-            "fix: correct the YAML syntax there",
+            key, f"{str(path)!r} is not valid YAML ({yaml_problem(err, text)}); fix: correct the YAML syntax there"
         ) from None
     notes: list[str] = []
     refused: list[str] = []

@@ -664,7 +664,23 @@ def test_yaml_syntax_error_is_one_line_with_its_position(command: str, tmp_path:
     assert main([command, "--config", "run.yaml"]) == 2
     out, err = capfd.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1
-    assert re.match(r"cs-lightning: error: config(\[0\])?: 'run.yaml' is not valid YAML at line 2, column 8", err)
+    assert re.fullmatch(
+        r"cs-lightning: error: config(\[0\])?: 'run.yaml' is not valid YAML \(did not find expected ',' or '}' at "
+        r"line 2, column 8\); fix: correct the YAML syntax there\n",
+        err,
+    )
+
+
+def test_an_inline_strategy_block_reads_its_values_as_a_yaml_file_does(tmp_path: Path, capfd) -> None:
+    """3e-4 is the number 0.0003, as fit reads it from run.yaml, not the string '3e-4' of YAML 1.1's loader
+    (a string that compile_backend, a name or a callable, would take and leave to a worse line)."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    block = "{class_path: cs_lightning.CSXStrategy, init_args: {compile: true, compile_backend: 3e-4}}"
+    assert main(["fit", "--config", str(path), "--trainer.strategy", block]) == 2
+    assert capfd.readouterr().err.endswith(
+        "cs-lightning: error: trainer.strategy.init_args.compile_backend: compile_backend=0.0003 is neither a backend "
+        f"name nor a callable; {BACKEND_CHOICES.rstrip('.')}; fix: correct the value\n"
+    )
 
 
 @pytest.mark.parametrize(("option", "module"), [("--imports", "digits_a"), ("--imports+", "digits_b")])
@@ -1202,17 +1218,17 @@ ONE_LINE_FAILURES = {
     ),
     "a strategy block given inline that is not YAML": (
         ["fit", "--trainer.strategy", "{class_path: cs_lightning.CSXStrategy"],
-        "trainer.strategy: '{{class_path: cs_lightning.CSXStrategy' is not a YAML/JSON mapping (expected ',' or "
-        "'}}', but got '<stream end>' at character 38); fix: correct its syntax",
+        "trainer.strategy: '{{class_path: cs_lightning.CSXStrategy' is not a YAML/JSON mapping (did not find "
+        "expected ',' or '}}' at character 38); fix: correct its syntax",
     ),
     "a schedulers list written without spaces after its colons": (
         ["fit", "--schedulers", "[{LinearLR:{total_iters:10}}]"],
-        "schedulers: '[{{LinearLR:{{total_iters:10}}}}]' does not read as a list or mapping of values; fix: correct "
-        "its syntax (YAML reads a:1 as one word: write a: 1)",
+        "schedulers: '[{{LinearLR:{{total_iters:10}}}}]' is not YAML (found unexpected ':' at character 11); fix: "
+        "correct its syntax (YAML reads a:1 as one word: write a: 1)",
     ),
     "a schedulers list that is not YAML": (
         ["fit", "--schedulers", "[{LinearLR: {total_iters: 10}]"],
-        "schedulers: '[{{LinearLR: {{total_iters: 10}}]' is not YAML (expected ',' or '}}', but got ']' at character "
+        "schedulers: '[{{LinearLR: {{total_iters: 10}}]' is not YAML (did not find expected ',' or '}}' at character "
         "30); fix: correct its syntax",
     ),
     "a Trainer argument Lightning refuses": (

@@ -242,3 +242,20 @@ def test_a_constructor_refusing_a_blocks_values_is_one_line_with_a_fix_of_the_sa
     with pytest.raises(ConfigError) as raised:
         build_block()
     assert (type(raised.value), str(raised.value)) == (kind, line)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("model: {class_path: x\ntrainer: [1,\n", "at line 2, column 8"),
+        ("trainer: {max_steps: 2\n", "at character 24"),  # one line: as a value on the command line is said
+    ],
+)
+def test_a_yaml_syntax_error_says_where_as_the_command_lines_do(text: str, where: str, tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        read_yaml(tmp_path / "run.yaml", "config")
+    assert str(raised.value) == (
+        f"config: {str(tmp_path / 'run.yaml')!r} is not valid YAML (did not find expected ',' or '}}' {where}); "
+        "fix: correct the YAML syntax there"
+    )

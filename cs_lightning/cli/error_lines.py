@@ -19,7 +19,7 @@ from jsonargparse import ArgumentParser, Namespace
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
-from cs_lightning.config_blocks import refused_at
+from cs_lightning.config_blocks import load_yaml, refused_at, yaml_problem
 from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
 from cs_lightning.user_code import import_dotted
@@ -306,17 +306,13 @@ def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
     if given is None or not re.search(r"Expected a <class '(list|dict)'>", report):
         return None
     text = given.group(1).strip()
-    try:
-        yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        return ConfigError(key, f"{text!r} is not YAML ({yaml_problem(err)}); fix: correct its syntax")
+    # a:1 is one word to YAML in a block, and a syntax error inside [...] or {...} to libyaml
     colon = " (YAML reads a:1 as one word: write a: 1)" if re.search(r"\w:[^\s/]", text) else ""
+    try:
+        load_yaml(text)
+    except yaml.YAMLError as err:
+        return ConfigError(key, f"{text!r} is not YAML ({yaml_problem(err, text)}); fix: correct its syntax{colon}")
     return ConfigError(key, f"{text!r} does not read as a list or mapping of values; fix: correct its syntax{colon}")
-
-
-def yaml_problem(err: yaml.MarkedYAMLError) -> str:
-    """What YAML could not read, and where, in a few words (its own report spans several lines)."""
-    return f"{err.problem} at character {err.problem_mark.column + 1}" if err.problem_mark else str(err.problem)
 
 
 def _choice_error(key: KeyPath, report: str) -> ConfigError | None:

@@ -38,9 +38,9 @@ from cs_lightning.cli.error_lines import (
     _unknown_key,
     csx_option_error,
     imported_or_none,
-    yaml_problem,
 )
 from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
+from cs_lightning.config_blocks import load_yaml, yaml_problem
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
 from cs_lightning.strategies.checkpoints import SHARDED_REST
@@ -147,9 +147,9 @@ def _check_inline_strategy(text: str) -> None:
     parser refused as a Strategy, and so kept as a string: Lightning would call it an invalid strategy
     name. Parse it alone, as a YAML block would be parsed, for the report that names what is wrong in it."""
     try:
-        block = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        problem = yaml_problem(err)
+        block = load_yaml(text)
+    except yaml.YAMLError as err:
+        problem = yaml_problem(err, text)
         raise ConfigError(
             ("trainer", "strategy"), f"{text!r} is not a YAML/JSON mapping ({problem}); fix: correct its syntax"
         ) from None
