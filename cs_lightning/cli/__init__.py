@@ -48,7 +48,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from tqdm import tqdm
 
 from cs_lightning.cli.cache_command import _cache_command
-from cs_lightning.cli.config_files import _run_imports
+from cs_lightning.cli.config_files import _run_imports, given_config_files
 from cs_lightning.cli.convert_command import convert_command
 from cs_lightning.cli.error_lines import _parser_error
 from cs_lightning.cli.lightning_cli import CSLightningCLI
@@ -86,7 +86,7 @@ def main(args: Sequence[str] | None = None) -> int:
         if argv[:1] and argv[0] in _OWN_COMMANDS:
             _OWN_COMMANDS[argv[0]](argv[1:])
             return 0
-        imported = _run_imports(argv)
+        imported = _run_imports(given_config_files(argv), argv)
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")

@@ -92,17 +92,26 @@ def _entries(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(entry) for entry in value or []]
 
 
-def _run_imports(argv: Sequence[str]) -> dict[str, str]:
+# A config file as read once: its path (`imports:` entries are relative to its folder) and its keys.
+ConfigFile = tuple[Path, dict[str, Any]]
+
+
+def given_config_files(argv: Sequence[str]) -> list[ConfigFile]:
+    """The `--config` files of a `fit`-like command line, each read once; a missing one is left to the
+    parser, which reports it with its own key."""
+    paths = map(Path, _option_values(argv, "--config", "-c"))
+    return [(path, read_config_file(path)) for path in paths if path.is_file()]
+
+
+def _run_imports(files: Sequence[ConfigFile], argv: Sequence[str] = ()) -> dict[str, str]:
     """Import every `imports:` entry, before parsing resolves names; map each entry to its import.
 
-    Entries come from each `--config` file (paths relative to that file) and from
-    `--imports` on the command line (relative to the working directory).
+    Entries come from each config file of `files` (paths relative to that file) and from
+    `--imports` in `argv`, the command line (relative to the working directory).
     """
     done = {}
-    for path in map(Path, _option_values(argv, "--config", "-c")):
-        if not path.is_file():
-            continue  # the parser reports the missing file with its own key
-        for i, entry in enumerate(_entries(read_config_file(path).get("imports"))):
+    for path, data in files:
+        for i, entry in enumerate(_entries(data.get("imports"))):
             done[entry] = _import_entry(entry, path.parent, ("imports", i))
     for value in _option_values(argv, "--imports", "--imports+"):
         for i, entry in enumerate(_entries(load_yaml(value))):
@@ -110,7 +119,7 @@ def _run_imports(argv: Sequence[str]) -> dict[str, str]:
     return done
 
 
-def _merged(paths: Sequence[Path]) -> dict[str, Any]:
+def _merged(files: Sequence[ConfigFile]) -> dict[str, Any]:
     """Config files merged like repeated --config: later files override earlier keys, and
     `optimizer:` blocks combine as `fit` combines them (`merge_optimizer_blocks`)."""
 
@@ -124,8 +133,7 @@ def _merged(paths: Sequence[Path]) -> dict[str, Any]:
         return base
 
     merged: dict[str, Any] = {}
-    for path in paths:
-        data = read_config_file(path)
+    for _, data in files:
         earlier = merged.get("optimizer")
         merge(merged, data)
         if "optimizer" in data:

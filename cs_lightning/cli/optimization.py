@@ -33,8 +33,7 @@ def _schedulers_factory(
     (`schedulers[0].SequentialLR...`, `schedulers[0].init_args...`).
     """
     try:
-        probe = param_groups.probe(tagged, named_tags(spec) if any_tags else ())
-        built = cs_schedulers.build(spec, make_optimizer(probe))
+        built = cs_schedulers.build(spec, make_optimizer(probe_groups(tagged, spec, any_tags)))
     except ParamGroupTagsError as err:
         fix = (
             f"fix: use a tag of the param_groups: block ({', '.join(entry.tag for entry in tagged)}) or add an entry"
@@ -60,6 +59,12 @@ def _schedulers_factory(
         return cs_schedulers.build(spec, optimizer)
 
     return build
+
+
+def probe_groups(tagged: list[param_groups.TaggedGroup], spec: Any, any_tags: bool) -> list[dict[str, Any]]:
+    """The groups of a throwaway optimizer for the `schedulers:` block `spec`: those the `param_groups:`
+    entries `tagged` build and, with `any_tags`, one more per other tag `spec` names."""
+    return param_groups.probe(tagged, named_tags(spec) if any_tags else ())
 
 
 def _scales_per_group(scheduler: cs_schedulers.Scheduler) -> bool:
