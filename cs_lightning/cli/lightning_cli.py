@@ -296,16 +296,12 @@ class CSLightningCLI(LightningCLI):
         if ckpt_path:
             _check_checkpoint(str(ckpt_path), config.get("trainer") or {})
         given = _model_arguments(config)
-        if ckpt_path and Path(str(ckpt_path)).is_dir():
-            # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt
-            config["ckpt_path"] = str(Path(str(ckpt_path)) / SHARDED_REST)
-        try:
-            if ckpt_path and Path(config["ckpt_path"]).is_file():
-                self._take_hyperparameters(str(ckpt_path), Path(config["ckpt_path"]), config.get("model").class_path)
-        finally:
-            config = self.config.get(str(self.config.get("subcommand")))
-            config["ckpt_path"] = ckpt_path
-        loaded = _model_arguments(config)
+        if ckpt_path:
+            path = Path(str(ckpt_path))
+            hparams_file = path / SHARDED_REST if path.is_dir() else path  # a sharded folder keeps them in meta.pt
+            if hparams_file.is_file():
+                self._take_hyperparameters(str(ckpt_path), hparams_file, config.get("model").class_path)
+        loaded = _model_arguments(self.config.get(str(self.config.get("subcommand"))))  # a new config if taken
         changed = sorted(key for key in given if key in loaded and loaded[key] != given[key])
         if changed:
             listed = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
