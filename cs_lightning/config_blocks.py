@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -176,6 +176,15 @@ def _arguments(args: Any, path: KeyPath, shape: str) -> dict[str, Any]:
     return dict(args)
 
 
+def keyword_names(init: Callable[..., Any]) -> tuple[list[str], bool]:
+    """The names ``init`` (a function or a class) takes by keyword, in its signature's order, and whether
+    it takes any other (``**kwargs``)."""
+    parameters = inspect.signature(init).parameters.values()
+    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = [p.name for p in parameters if p.kind in by_keyword and p.name != "self"]
+    return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 def check_arguments(
     cls: type,
     args: Mapping[str, Any],
@@ -192,17 +201,15 @@ def check_arguments(
     ``note`` ends the fix of an unknown argument (the optimizer's pointer to ``cs-lightning convert``).
     An unknown argument is a `ConfigError` at its own key; missing ones a `ConfigTypeError` at ``path``.
     """
-    parameters = inspect.signature(cls).parameters.values()
-    named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    named, takes_any = keyword_names(cls)  # takes_any: it takes every name
     takes = [name for name in named if name not in ours]
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)  # it takes every name
     for arg in args:
         if arg in ours or (arg not in takes and not takes_any):
             fix = _spelt(cls, arg, takes, ours) + note
             raise ConfigError((*path, arg), f"{cls.__name__} has no argument {arg!r}; fix: {fix}")
     missing = [
         p.name
-        for p in parameters
+        for p in inspect.signature(cls).parameters.values()
         if p.name in takes and p.name not in args and p.name not in filled and p.default is p.empty
     ]
     if missing:

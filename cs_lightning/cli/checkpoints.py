@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy, StrategyRegistry
 
 from cs_lightning.cli.error_lines import imported_or_none
@@ -17,6 +16,7 @@ from cs_lightning.errors import ConfigError
 from cs_lightning.strategies.checkpoints import (
     SHARD_INDEX,
     SHARDED_REST,
+    load_mapped,
     sharded_checkpoint_problem,
     sharded_checkpoint_refused,
 )
@@ -120,7 +120,7 @@ def _pickled_names(path: Path, fix: str) -> set[str]:
 def saved_hyperparameters(path: Path) -> dict[str, Any]:
     """The hyperparameters a checkpoint file holds. The file is memory-mapped, so none of its
     tensors is read (LightningCLI's own reading loads them all: seconds and gigabytes for a big model)."""
-    saved = torch.load(path, map_location="cpu", mmap=True, weights_only=True).get("hyper_parameters")
+    saved = load_mapped(path, True).get("hyper_parameters")
     return dict(saved) if isinstance(saved, Mapping) else {}
 
 

@@ -253,6 +253,7 @@ def csx_option_error(class_path: str, key: KeyPath, value: Any) -> ConfigError |
 
 def _arguments_of(class_path: str) -> list[str]:
     """The arguments jsonargparse accepts for a class (what it checked the config against), or none."""
+    # not config_blocks.keyword_names: jsonargparse follows **kwargs into the parent class, as it did when it checked
     try:
         parser = ArgumentParser(exit_on_error=False)
         parser.add_class_arguments(import_dotted(class_path), "of", fail_untyped=False)

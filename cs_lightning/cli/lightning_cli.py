@@ -39,7 +39,13 @@ from cs_lightning.cli.error_lines import (
     csx_option_error,
     imported_or_none,
 )
-from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
+from cs_lightning.cli.optimization import (
+    ADD_AN_OPTIMIZER,
+    SchedulersFactory,
+    _attach_optimizers,
+    _has_own_optimizers,
+    _run_factories,
+)
 from cs_lightning.config_blocks import load_yaml, yaml_problem
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
@@ -304,10 +310,10 @@ class CSLightningCLI(LightningCLI):
         loaded = _model_arguments(self.config.get(str(self.config.get("subcommand"))))  # a new config if taken
         changed = sorted(key for key in given if key in loaded and loaded[key] != given[key])
         if changed:
-            listed = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
+            replaced = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
             warnings.warn(
                 f"ckpt_path: the checkpoint's hyperparameters replace model arguments given in the "
-                f"config or command line: {listed}",
+                f"config or command line: {replaced}",
                 stacklevel=2,
             )
 
@@ -348,8 +354,7 @@ class CSLightningCLI(LightningCLI):
         if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
             raise ConfigError(
                 "optimizer",
-                f"missing, and {type(self.model).__name__} has no configure_optimizers; "
-                "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+                f"missing, and {type(self.model).__name__} has no configure_optimizers; {ADD_AN_OPTIMIZER}",
             )
         if self.subcommand in _EVAL_LOOPS:
             _check_eval_loop(str(self.subcommand), self.model, self.datamodule)

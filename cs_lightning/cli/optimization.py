@@ -20,6 +20,9 @@ from cs_lightning.schedulers.registry import named_tags
 
 SchedulersFactory = Callable[[torch.optim.Optimizer], list]
 
+# The fix of every line that finds no optimizer: block where one is needed
+ADD_AN_OPTIMIZER = "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}"
+
 
 def _schedulers_factory(
     spec: Any, make_optimizer: OptimizerFactory, any_tags: bool, tagged: list[param_groups.TaggedGroup]
@@ -96,8 +99,7 @@ def _run_factories(
     if make_optimizer is None and (tagged or scheduler_spec not in (None, [])):
         raise ConfigError(
             "param_groups" if tagged else "schedulers",
-            f"{'param groups' if tagged else 'schedulers'} need an optimizer to act on; "
-            "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+            f"{'param groups' if tagged else 'schedulers'} need an optimizer to act on; {ADD_AN_OPTIMIZER}",
         )
     if scheduler_spec in (None, []):
         _refuse_unapplied_scales(tagged)

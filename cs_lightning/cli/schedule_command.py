@@ -13,7 +13,7 @@ from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cli.config_files import _merged, _run_imports, read_config_file
 from cs_lightning.cli.error_lines import _OneLineParser, unknown_key_error
-from cs_lightning.cli.optimization import _run_factories, probe_groups
+from cs_lightning.cli.optimization import ADD_AN_OPTIMIZER, _run_factories, probe_groups
 from cs_lightning.cli.output_file import check_output_path, write_output
 from cs_lightning.errors import ConfigError
 
@@ -47,8 +47,7 @@ def _schedule_command(argv: Sequence[str]) -> None:
     if make_optimizer is None:
         raise ConfigError(
             "optimizer",
-            "no optimizer: and no schedulers: block, nothing to draw; "
-            "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+            f"no optimizer: and no schedulers: block, nothing to draw; {ADD_AN_OPTIMIZER}",
         )
     if make_schedulers is None:
         make_schedulers = _constant_schedule
