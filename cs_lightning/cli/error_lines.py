@@ -80,10 +80,16 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
             or ConfigError(key, f"{detail}; fix: correct this value")
         )
     class_path, problem = class_problem.groups()
+    return _class_path_error(key, class_path, problem, keyed.group(2))
+
+
+def _class_path_error(key: KeyPath, class_path: str, problem: str, report: str) -> ConfigError:
+    """jsonargparse's "Problem with given class_path" at ``key`` (``problem``, within its whole ``report``): an
+    init_args value of the wrong type, a required argument missing, an unknown one, or a class that does not load."""
     init_arg = re.match(r'Parser key "([^"]+)":', problem)
     if init_arg:  # the class loaded; one of its init_args has a value of the wrong type
         at = (*key, "init_args", *_dotted(init_arg.group(1)))
-        return _init_arg_error(at, keyed.group(2), init_arg.group(0), _refused_csx_option(at, class_path, problem))
+        return _init_arg_error(at, report, init_arg.group(0), _refused_csx_option(at, class_path, problem))
     needed = re.search(r"arguments are required: (\S+)", problem)
     if needed:  # the class loaded; an argument without a default was not given
         name, dotted = needed.group(1), ".".join(map(str, key))
