@@ -98,6 +98,15 @@ def import_dotted(path: str) -> Any:
     return getattr(module, name)
 
 
+def imported_or_none(class_path: str) -> Any:
+    """The object a dotted path names, or None when it cannot be imported: for what only adds to an error
+    line (a reason, a registered name) or names a class that may be gone (a checkpoint's)."""
+    try:
+        return import_dotted(class_path)
+    except ImportError:
+        return None
+
+
 def _outer_class(path: str, error: Exception) -> Any:
     """What ``path`` names when it is no module because it is an attribute of one (``module.Outer``, whose
     nested class a class path may name, as jsonargparse writes it); None otherwise."""

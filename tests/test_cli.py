@@ -1333,7 +1333,7 @@ def test_a_sharded_folder_passes_for_every_strategy_that_reads_one(tmp_path: Pat
     from jsonargparse import Namespace
     from lightning.pytorch.strategies import ModelParallelStrategy
 
-    from cs_lightning.cli.checkpoints import _check_checkpoint
+    from cs_lightning.cli.checkpoints import check_ckpt_path
     from cs_lightning.errors import ConfigError
 
     class TensorParallel(ModelParallelStrategy):
@@ -1342,10 +1342,10 @@ def test_a_sharded_folder_passes_for_every_strategy_that_reads_one(tmp_path: Pat
     _checkpoint_files(tmp_path)
     readers = ("csx_fsdp", "fsdp", Namespace(class_path="lightning.pytorch.strategies.FSDPStrategy"), TensorParallel())
     for strategy in readers:
-        _check_checkpoint(str(tmp_path / "sharded"), {"strategy": strategy})
+        check_ckpt_path(str(tmp_path / "sharded"), {"strategy": strategy})
     for strategy in ("ddp", Namespace(class_path="cs_lightning.CSXStrategy")):
         with pytest.raises(ConfigError, match="cannot read"):
-            _check_checkpoint(str(tmp_path / "sharded"), {"strategy": strategy})
+            check_ckpt_path(str(tmp_path / "sharded"), {"strategy": strategy})
 
 
 @pytest.mark.parametrize("case", sorted(ONE_LINE_FAILURES))

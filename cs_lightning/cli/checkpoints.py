@@ -11,7 +11,6 @@ from typing import Any
 
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy, StrategyRegistry
 
-from cs_lightning.cli.error_lines import imported_or_none
 from cs_lightning.errors import ConfigError
 from cs_lightning.strategies.checkpoints import (
     SHARD_INDEX,
@@ -20,13 +19,13 @@ from cs_lightning.strategies.checkpoints import (
     sharded_checkpoint_problem,
     sharded_checkpoint_refused,
 )
-from cs_lightning.user_code import import_dotted
+from cs_lightning.user_code import import_dotted, imported_or_none
 
 # ckpt_path values Lightning resolves itself, not file paths.
 _LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
 
 
-def _check_checkpoint(value: str, trainer: Mapping[str, Any]) -> None:
+def check_ckpt_path(value: str, trainer: Mapping[str, Any]) -> None:
     """Refuse a `ckpt_path` that is no Lightning checkpoint, before anything is built or written.
 
     A file is read as far as the archive's index and its small pickle of names (torch.save
@@ -141,10 +140,3 @@ def check_model_class(value: str, hyperparameters: Mapping[str, Any], configured
         f"model.class_path to {written_by} to resume that model, or leave ckpt_path out to start {configured} "
         "from its own initial weights",
     )
-
-
-def _model_arguments(config: Any) -> dict[str, Any]:
-    """The model's init_args in a parsed config, as a plain dict."""
-    model = config.get("model") if config is not None else None
-    init_args = model.get("init_args") if model is not None and hasattr(model, "get") else None
-    return dict(vars(init_args)) if init_args is not None and hasattr(init_args, "__dict__") else {}

@@ -103,7 +103,7 @@ def given_config_files(argv: Sequence[str]) -> list[ConfigFile]:
     return [(path, read_config_file(path)) for path in paths if path.is_file()]
 
 
-def _run_imports(files: Sequence[ConfigFile], argv: Sequence[str] = ()) -> dict[str, str]:
+def run_imports(files: Sequence[ConfigFile], argv: Sequence[str] = ()) -> dict[str, str]:
     """Import every `imports:` entry, before parsing resolves names; map each entry to its import.
 
     Entries come from each config file of `files` (paths relative to that file) and from
@@ -119,7 +119,7 @@ def _run_imports(files: Sequence[ConfigFile], argv: Sequence[str] = ()) -> dict[
     return done
 
 
-def _merged(files: Sequence[ConfigFile]) -> dict[str, Any]:
+def merged_config(files: Sequence[ConfigFile]) -> dict[str, Any]:
     """Config files merged like repeated --config: later files override earlier keys, and
     `optimizer:` blocks combine as `fit` combines them (`merge_optimizer_blocks`)."""
 

@@ -22,7 +22,7 @@ from lightning.pytorch.strategies import StrategyRegistry
 from cs_lightning.config_blocks import load_yaml, refused_at, yaml_problem
 from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
-from cs_lightning.user_code import import_dotted
+from cs_lightning.user_code import import_dotted, imported_or_none
 
 # A union's report: its frame, and the bare "Expected a <class 'str'>" of each member that is not the one meant
 _NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class '[\w.]+'>$|Given value)")
@@ -34,10 +34,10 @@ def _flatten(message: str) -> str:
     return " ".join(line for line in lines if line and not _NOISE.match(line))
 
 
-def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
+def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     """An argparse/jsonargparse error message -> a `ConfigError` at the key it names, with a fix
     (`own_commands`: those `cs-lightning` runs besides Lightning's, for the hint on a wrong one).
-    An unknown key is `_unknown_key`'s: naming the closest key takes the parser."""
+    An unknown key is `unknown_key`'s: naming the closest key takes the parser."""
     required = re.search(r"arguments are required: (?:\w+\.)?(\S+)", message)
     if required and not message.startswith("Parser key"):  # a block of the config; a class's own is below
         return ConfigError(
@@ -125,7 +125,7 @@ _UNKNOWN_KEY = (
 _LIGHTNING_SCHEDULER_KEYS = ("lr_scheduler", "lr_schedulers", "scheduler")
 
 
-def _unknown_key(message: str, parser: ArgumentParser, command: str | None) -> ConfigError | None:
+def unknown_key(message: str, parser: ArgumentParser, command: str | None) -> ConfigError | None:
     """A report of a key `parser` does not take -> a `ConfigError` at the outermost such key, with
     the closest name at its level (None for any other report; `command`: the subcommand run).
 
@@ -275,15 +275,6 @@ def _decided_by(class_path: str) -> Mapping[str, str]:
     return decided if isinstance(decided, Mapping) else {}
 
 
-def imported_or_none(class_path: str) -> Any:
-    """The object a dotted path names, or None when it cannot be imported: for what only adds to an error
-    line (a reason, a registered name) or names a class that may be gone (a checkpoint's)."""
-    try:
-        return import_dotted(class_path)
-    except ImportError:
-        return None
-
-
 _TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
 
 
@@ -350,7 +341,7 @@ def _dotted(key: str) -> KeyPath:
 _BUILT_KEYS = ("model", "data", "trainer.strategy")
 
 
-def _instantiation_error(config: Namespace, err: Exception) -> ConfigError:
+def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
     """A model/data/strategy constructor failed: say which key, from the class_path in the report."""
     text = _flatten(str(err))
     for key in _BUILT_KEYS:
@@ -377,7 +368,7 @@ def _instantiation_error(config: Namespace, err: Exception) -> ConfigError:
 _BUILT_IN = {"precision": "precision", "accelerators": "accelerator", "strategies": "strategy"}
 
 
-def _missing_package(err: ModuleNotFoundError, trainer: Mapping[str, Any]) -> ConfigError:
+def missing_package(err: ModuleNotFoundError, trainer: Mapping[str, Any]) -> ConfigError:
     """Lightning's refusal, while making the Trainer, of a value that needs a package not installed
     (``precision: transformer-engine``, ``accelerator: tpu``): the argument, its value, what to install.
     Raised elsewhere, it is not a value's fault: re-raised as it is."""
@@ -394,7 +385,7 @@ def _missing_package(err: ModuleNotFoundError, trainer: Mapping[str, Any]) -> Co
     )
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage, so errors stay one line."""
 
     def error(self, message: str) -> NoReturn:

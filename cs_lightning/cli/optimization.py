@@ -88,7 +88,7 @@ def _refuse_unapplied_scales(tagged: list[param_groups.TaggedGroup]) -> None:
         )
 
 
-def _run_factories(
+def run_factories(
     config: Mapping[str, Any], any_tags: bool = False
 ) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
     """The optimizer and scheduler factories of a parsed config, fully validated (`any_tags`:
@@ -108,7 +108,7 @@ def _run_factories(
     return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer, any_tags, tagged)
 
 
-def _attach_optimizers(
+def attach_optimizers(
     model: LightningModule,
     make_optimizer: OptimizerFactory,
     make_schedulers: SchedulersFactory | None,
@@ -128,7 +128,7 @@ def _attach_optimizers(
             return optimizer
         return [optimizer], [cs_schedulers.lightning_config(s) for s in make_schedulers(optimizer)]
 
-    if _has_own_optimizers(model):
+    if has_own_optimizers(model):
         warnings.warn(
             f"{type(model).__name__}.configure_optimizers is replaced by the YAML optimizer: block", stacklevel=2
         )
@@ -136,5 +136,5 @@ def _attach_optimizers(
     model.configure_optimizers = MethodType(configure_optimizers, model)  # type: ignore[method-assign]
 
 
-def _has_own_optimizers(model: LightningModule) -> bool:
+def has_own_optimizers(model: LightningModule) -> bool:
     return type(model).configure_optimizers is not LightningModule.configure_optimizers

@@ -11,9 +11,9 @@ import torch
 
 from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
-from cs_lightning.cli.config_files import _merged, _run_imports, read_config_file
-from cs_lightning.cli.error_lines import _OneLineParser, unknown_key_error
-from cs_lightning.cli.optimization import ADD_AN_OPTIMIZER, _run_factories, probe_groups
+from cs_lightning.cli.config_files import merged_config, read_config_file, run_imports
+from cs_lightning.cli.error_lines import OneLineParser, unknown_key_error
+from cs_lightning.cli.optimization import ADD_AN_OPTIMIZER, probe_groups, run_factories
 from cs_lightning.cli.output_file import check_output_path, write_output
 from cs_lightning.errors import ConfigError
 
@@ -24,9 +24,9 @@ RUN_KEYS = (
 )  # fmt: skip
 
 
-def _schedule_command(argv: Sequence[str]) -> None:
+def schedule_command(argv: Sequence[str]) -> None:
     """`cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]`."""
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="cs-lightning schedule",
         description="Draw or tabulate the configured schedules without building the model.",
     )
@@ -38,12 +38,12 @@ def _schedule_command(argv: Sequence[str]) -> None:
     parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
     opts = parser.parse_args(list(argv))
     files = [(Path(path), read_config_file(path)) for path in opts.config]
-    _run_imports(files)
-    config = _merged(files)
+    run_imports(files)
+    config = merged_config(files)
     for key in config:  # a misspelt schedulers: would draw a constant learning rate
         if key not in RUN_KEYS:
             raise unknown_key_error([key], 0, sorted(RUN_KEYS), "fit")
-    make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
+    make_optimizer, make_schedulers = run_factories(config, any_tags=True)
     if make_optimizer is None:
         raise ConfigError(
             "optimizer",
