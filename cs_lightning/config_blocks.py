@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,6 +33,18 @@ def load_yaml(text: str) -> Any:
     from jsonargparse import get_loader
 
     return get_loader("yaml")(text)
+
+
+def yaml_problem(err: yaml.YAMLError, text: str) -> str:
+    """What YAML could not read in ``text``, and where, in a few words (its own report spans several lines):
+    at a line and column when the text has several lines, at a character when it is one (a value given
+    on the command line)."""
+    problem, mark = getattr(err, "problem", None) or err, getattr(err, "problem_mark", None)
+    if mark is None:
+        return str(problem)
+    if len(text.splitlines()) > 1:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return f"{problem} at character {mark.index + 1}"  # from the text's start: right also past a last newline
 
 
 def read_yaml(path: Path, key: KeyPath | str, same_value_ok: bool = False) -> tuple[Any, list[str]]:
@@ -55,12 +67,8 @@ def read_yaml(path: Path, key: KeyPath | str, same_value_ok: bool = False) -> tu
             f"{err.start}); fix: save the file as UTF-8",
         ) from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(
-            key,
-            f"{str(path)!r} is not valid YAML{where}: {getattr(err, 'problem', err)}; "
-            "fix: correct the YAML syntax there",
+            key, f"{str(path)!r} is not valid YAML ({yaml_problem(err, text)}); fix: correct the YAML syntax there"
         ) from None
     notes: list[str] = []
     refused: list[str] = []
@@ -175,6 +183,15 @@ def _arguments(args: Any, path: KeyPath, shape: str) -> dict[str, Any]:
     return dict(args)
 
 
+def keyword_names(init: Callable[..., Any]) -> tuple[list[str], bool]:
+    """The names ``init`` (a function or a class) takes by keyword, in its signature's order, and whether
+    it takes any other (``**kwargs``)."""
+    parameters = inspect.signature(init).parameters.values()
+    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = [p.name for p in parameters if p.kind in by_keyword and p.name != "self"]
+    return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 def check_arguments(
     cls: type,
     args: Mapping[str, Any],
@@ -191,23 +208,34 @@ def check_arguments(
     ``note`` ends the fix of an unknown argument (the optimizer's pointer to ``cs-lightning convert``).
     An unknown argument is a `ConfigError` at its own key; missing ones a `ConfigTypeError` at ``path``.
     """
-    parameters = inspect.signature(cls).parameters.values()
-    named = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    named, takes_any = keyword_names(cls)  # takes_any: it takes every name
     takes = [name for name in named if name not in ours]
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)  # it takes every name
     for arg in args:
         if arg in ours or (arg not in takes and not takes_any):
             fix = _spelt(cls, arg, takes, ours) + note
             raise ConfigError((*path, arg), f"{cls.__name__} has no argument {arg!r}; fix: {fix}")
     missing = [
         p.name
-        for p in parameters
+        for p in inspect.signature(cls).parameters.values()
         if p.name in takes and p.name not in args and p.name not in filled and p.default is p.empty
     ]
     if missing:
         raise ConfigTypeError(
             path, f"{cls.__name__} needs {', '.join(missing)}; fix: add " + ", ".join(f"{m}: <value>" for m in missing)
         )
+
+
+def refused_at(path: KeyPath, error: ValueError | TypeError, given: str = "") -> ConfigError:
+    """The refusal ``error`` of a constructor given the values of the block at ``path``, as one line that
+    ends in a fix. A TypeError stays one (`ConfigTypeError`): a wrong kind of value, not a wrong value.
+
+    ``given`` starts the message when the constructor's own words do not name the values (torch's
+    optimizers: ``Invalid learning rate: -1``). A message that carries its own fix keeps it.
+    """
+    message = given + str(error)
+    if "fix:" not in message:
+        message = f"{message.rstrip('.')}; fix: correct the value"
+    return (ConfigTypeError if isinstance(error, TypeError) else ConfigError)(path, message)
 
 
 def _spelt(cls: type, arg: str, takes: list[str], ours: Collection[str]) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import ParamsT
 
-from cs_lightning.config_blocks import check_arguments, parse_block
+from cs_lightning.config_blocks import check_arguments, parse_block, refused_at
 from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath, format_key_path
 from cs_lightning.user_code import import_dotted
 
@@ -231,7 +231,7 @@ def optimizer_factory(spec: Any, key: KeyPath = ("optimizer",)) -> OptimizerFact
     try:  # let the optimizer judge the values itself, on a throwaway parameter
         cls([torch.nn.Parameter(torch.zeros(1))], **args)
     except (ValueError, TypeError) as err:
-        raise ConfigError(args_key, f"{cls.__name__} rejects {args}: {err}; fix: correct the value") from None
+        raise refused_at(args_key, err, f"{cls.__name__} rejects {args}: ") from None
 
     def build(params: ParamsT) -> torch.optim.Optimizer:
         return cls(params, **args)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import importlib
 import os
 import sysconfig
+import traceback
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import torch
@@ -62,6 +64,20 @@ def is_own_file(file: str) -> bool:
     return is_user_file(file) and not is_library_file(file)
 
 
+def users_line(tb: TracebackType | None) -> str:
+    """`` (at file.py:N, in function)`` for the innermost frame of the user's own code in ``tb``,
+    the line a traceback would have shown them; failing that (all of the user's code is installed
+    as a package), the innermost frame outside torch, cs_lightning and the standard library; else "".
+    The file is relative to the working directory, as the user names it."""
+    frames = traceback.extract_tb(tb)
+    own = [frame for frame in frames if is_own_file(frame.filename)]
+    found = own or [frame for frame in frames if is_user_file(frame.filename)]
+    if not found:
+        return ""
+    frame = found[-1]
+    return f" (at {os.path.relpath(frame.filename)}:{frame.lineno}, in {frame.name})"
+
+
 def import_dotted(path: str) -> Any:
     """The object at the dotted import path ``path`` (``package.module.Name``).
 
@@ -84,6 +100,15 @@ def import_dotted(path: str) -> Any:
     if not hasattr(module, name):
         raise ImportError(f"module {module_name!r} has no {name!r}")
     return getattr(module, name)
+
+
+def imported_or_none(class_path: str) -> Any:
+    """The object a dotted path names, or None when it cannot be imported: for what only adds to an error
+    line (a reason, a registered name) or names a class that may be gone (a checkpoint's)."""
+    try:
+        return import_dotted(class_path)
+    except ImportError:
+        return None
 
 
 def _outer_class(path: str, error: Exception) -> Any:

@@ -653,9 +653,7 @@ def test_a_config_that_is_not_a_mapping_is_one_line(command: str, text: str, hol
     assert main([command, "--config", "run.yaml"]) == 2
     out, err = capfd.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1
-    assert re.match(
-        rf"cs-lightning: error: config(\[0\])?: 'run.yaml' holds {holds}, not a mapping of keys; fix: ", err
-    )
+    assert re.match(rf"cs-lightning: error: config: 'run.yaml' holds {holds}, not a mapping of keys; fix: ", err)
 
 
 @pytest.mark.parametrize("command", ["fit", "schedule"])
@@ -664,7 +662,23 @@ def test_yaml_syntax_error_is_one_line_with_its_position(command: str, tmp_path:
     assert main([command, "--config", "run.yaml"]) == 2
     out, err = capfd.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1
-    assert re.match(r"cs-lightning: error: config(\[0\])?: 'run.yaml' is not valid YAML at line 2, column 8", err)
+    assert re.fullmatch(
+        r"cs-lightning: error: config: 'run.yaml' is not valid YAML \(did not find expected ',' or '}' at "
+        r"line 2, column 8\); fix: correct the YAML syntax there\n",
+        err,
+    )
+
+
+def test_an_inline_strategy_block_reads_its_values_as_a_yaml_file_does(tmp_path: Path, capfd) -> None:
+    """3e-4 is the number 0.0003, as fit reads it from run.yaml, not the string '3e-4' of YAML 1.1's loader
+    (a string that compile_backend, a name or a callable, would take and leave to a worse line)."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    block = "{class_path: cs_lightning.CSXStrategy, init_args: {compile: true, compile_backend: 3e-4}}"
+    assert main(["fit", "--config", str(path), "--trainer.strategy", block]) == 2
+    assert capfd.readouterr().err.endswith(
+        "cs-lightning: error: trainer.strategy.init_args.compile_backend: compile_backend=0.0003 is neither a backend "
+        f"name nor a callable; {BACKEND_CHOICES.rstrip('.')}; fix: correct the value\n"
+    )
 
 
 @pytest.mark.parametrize(("option", "module"), [("--imports", "digits_a"), ("--imports+", "digits_b")])
@@ -1027,6 +1041,18 @@ class BadScheduler(LightningModule):
 """
 
 
+def test_an_imported_module_failing_inside_the_standard_library_names_its_own_line(
+    tmp_path: Path, capfd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "badmod.py").write_text('import json\njson.loads("x")\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", "--imports", "badmod.py"]) == 2
+    assert capfd.readouterr().err == (
+        "cs-lightning: error: imports[0]: importing 'badmod.py' raised JSONDecodeError: Expecting value: line 1 "
+        "column 1 (char 0) (at badmod.py:2, in <module>); fix: correct that module\n"
+    )
+
+
 def test_a_refusal_raised_in_the_users_configure_optimizers_is_one_line_and_exit_2(tmp_path: Path, capfd) -> None:
     """A cs_lightning refusal is a CSLightningError wherever it is raised: one line, no traceback."""
     (tmp_path / "bad_scheduler.py").write_text(BAD_SCHEDULER_MODEL)
@@ -1210,17 +1236,17 @@ ONE_LINE_FAILURES = {
     ),
     "a strategy block given inline that is not YAML": (
         ["fit", "--trainer.strategy", "{class_path: cs_lightning.CSXStrategy"],
-        "trainer.strategy: '{{class_path: cs_lightning.CSXStrategy' is not a YAML/JSON mapping (expected ',' or "
-        "'}}', but got '<stream end>' at character 38); fix: correct its syntax",
+        "trainer.strategy: '{{class_path: cs_lightning.CSXStrategy' is not a YAML/JSON mapping (did not find "
+        "expected ',' or '}}' at character 38); fix: correct its syntax",
     ),
     "a schedulers list written without spaces after its colons": (
         ["fit", "--schedulers", "[{LinearLR:{total_iters:10}}]"],
-        "schedulers: '[{{LinearLR:{{total_iters:10}}}}]' does not read as a list or mapping of values; fix: correct "
-        "its syntax (YAML reads a:1 as one word: write a: 1)",
+        "schedulers: '[{{LinearLR:{{total_iters:10}}}}]' is not YAML (found unexpected ':' at character 11); fix: "
+        "correct its syntax (YAML reads a:1 as one word: write a: 1)",
     ),
     "a schedulers list that is not YAML": (
         ["fit", "--schedulers", "[{LinearLR: {total_iters: 10}]"],
-        "schedulers: '[{{LinearLR: {{total_iters: 10}}]' is not YAML (expected ',' or '}}', but got ']' at character "
+        "schedulers: '[{{LinearLR: {{total_iters: 10}}]' is not YAML (did not find expected ',' or '}}' at character "
         "30); fix: correct its syntax",
     ),
     "a Trainer argument Lightning refuses": (
@@ -1256,7 +1282,7 @@ ONE_LINE_FAILURES = {
     "module raising on import": (
         ["fit", "--imports", "boom.py"],
         "imports[0]: importing 'boom.py' raised "
-        "RuntimeError: boom at import ({tmp}/boom.py, line 2); fix: correct that module",
+        "RuntimeError: boom at import (at boom.py:2, in <module>); fix: correct that module",
     ),
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
@@ -1279,16 +1305,17 @@ ONE_LINE_FAILURES = {
             "bogus",
         ],
         f"trainer.strategy.init_args.compile_backend: compile_backend='bogus' is not a torch.compile backend; "
-        f"{BACKEND_CHOICES}",
+        f"{BACKEND_CHOICES.rstrip('.')}; fix: correct the value",
     ),
     "a compile backend neither a name nor a callable, in YAML": (
         ["fit", "--config", "run.yaml", "--config", "backend3.yaml"],
         "trainer.strategy.init_args.compile_backend: compile_backend=3 is neither a backend name nor a callable; "
-        f"{BACKEND_CHOICES}",
+        f"{BACKEND_CHOICES.rstrip('.')}; fix: correct the value",
     ),
     "an unknown init_mode": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.init_mode", "lazy"],
-        "trainer.strategy.init_args.init_mode: init_mode='lazy' is not supported; use one of ('exact', 'independent')",
+        "trainer.strategy.init_args.init_mode: init_mode='lazy' is not supported; use one of ('exact', 'independent'); "
+        "fix: correct the value",
     ),
     "a misspelt strategy option": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXDDPStrategy", "--trainer.strategy.trace_chek", "false"],
@@ -1297,7 +1324,8 @@ ONE_LINE_FAILURES = {
     ),
     "a strategy option of the wrong type": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXStrategy", "--trainer.strategy.init_args.trace_check", "maybe"],
-        "trainer.strategy.init_args.trace_check: trace_check='maybe' must be a bool (True or False)",
+        "trainer.strategy.init_args.trace_check: trace_check='maybe' must be a bool (True or False); fix: correct the "
+        "value",
     ),
     "a strategy option its constructor refuses": (
         ["fit", "--trainer.strategy", "cs_lightning.CSXFSDPStrategy", "--trainer.strategy.state_dict_type", "bogus"],
@@ -1325,7 +1353,7 @@ def test_a_sharded_folder_passes_for_every_strategy_that_reads_one(tmp_path: Pat
     from jsonargparse import Namespace
     from lightning.pytorch.strategies import ModelParallelStrategy
 
-    from cs_lightning.cli.checkpoints import _check_checkpoint
+    from cs_lightning.cli.checkpoints import check_ckpt_path
     from cs_lightning.errors import ConfigError
 
     class TensorParallel(ModelParallelStrategy):
@@ -1334,10 +1362,10 @@ def test_a_sharded_folder_passes_for_every_strategy_that_reads_one(tmp_path: Pat
     _checkpoint_files(tmp_path)
     readers = ("csx_fsdp", "fsdp", Namespace(class_path="lightning.pytorch.strategies.FSDPStrategy"), TensorParallel())
     for strategy in readers:
-        _check_checkpoint(str(tmp_path / "sharded"), {"strategy": strategy})
+        check_ckpt_path(str(tmp_path / "sharded"), {"strategy": strategy})
     for strategy in ("ddp", Namespace(class_path="cs_lightning.CSXStrategy")):
         with pytest.raises(ConfigError, match="cannot read"):
-            _check_checkpoint(str(tmp_path / "sharded"), {"strategy": strategy})
+            check_ckpt_path(str(tmp_path / "sharded"), {"strategy": strategy})
 
 
 @pytest.mark.parametrize("case", sorted(ONE_LINE_FAILURES))
@@ -1400,7 +1428,7 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
     for args, line in (
         (
             ["schedule", "--config", "run.yaml"],
-            "config[0]: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5",
+            "config: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5",
         ),
         (["fit", "--config", "run.yaml"], "config: 'run.yaml' gives key 'learning_rate' twice, at lines 5 and 5"),
         (["convert", "mz.yaml", "-o", "out.yaml"], "source: 'mz.yaml' gives key 'seed' twice, at lines 3 and 5"),
@@ -1437,7 +1465,8 @@ def test_a_negative_learning_rate_is_refused_with_its_key_path(block, key, tmp_p
     assert main(["schedule", "--config", str(path)]) == 2
     assert capfd.readouterr() == (
         "",
-        f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0)\n",
+        f"cs-lightning: error: {key}; a learning rate must be >= 0 (torch's optimizers refuse lr < 0); fix: correct "
+        "the value\n",
     )
     assert snapshot(tmp_path) == before
 

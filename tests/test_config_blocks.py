@@ -9,6 +9,7 @@ import torch
 from cs_lightning.config_blocks import Block, check_arguments, parse_block, read_yaml
 from cs_lightning.convert import convert
 from cs_lightning.errors import ConfigError, ConfigTypeError, format_key_path
+from cs_lightning.optimizers import optimizer_factory
 from cs_lightning.schedulers import build
 
 NEGATIVE = {
@@ -198,3 +199,63 @@ def test_a_class_taking_keyword_arguments_takes_any_name_but_still_needs_its_own
     check_arguments(Forwarding, {"lr": 0.1, "dampening": 0.5}, ("opt",), ours=["params"])
     with pytest.raises(ConfigTypeError, match="Forwarding needs lr"):
         check_arguments(Forwarding, {"dampening": 0.5}, ("opt",), ours=["params"])
+
+
+LINEAR = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("build_block", "kind", "line"),
+    [
+        (
+            lambda: optimizer_factory({"AdamW": {"lr": -1}}),
+            ConfigError,
+            "optimizer.AdamW: AdamW rejects {'lr': -1}: Invalid learning rate: -1; fix: correct the value",
+        ),
+        (
+            lambda: optimizer_factory({"AdamW": {"betas": 0.9}}),
+            ConfigTypeError,
+            "optimizer.AdamW: AdamW rejects {'betas': 0.9}: 'float' object is not subscriptable; fix: correct the value",
+        ),
+        (
+            lambda: build([{"LinearLR": {**LINEAR, "total_iters": 0}}], _optimizer()),
+            ConfigError,
+            "schedulers[0].LinearLR: LinearLR: got total_iters=0; total_iters must be >= 1; fix: correct the value",
+        ),
+        (
+            lambda: build([{"LinearLR": {**LINEAR, "total_iters": "ten"}}], _optimizer()),
+            ConfigTypeError,
+            "schedulers[0].LinearLR: LinearLR: got total_iters='ten'; total_iters must be an int; fix: correct the value",
+        ),
+        (  # the constructor's own fix stands
+            lambda: build([{"LinearLR": {**LINEAR, "total_iters": 2.5}}], _optimizer()),
+            ConfigTypeError,
+            "schedulers[0].LinearLR: LinearLR: got total_iters=2.5; total_iters must be an int; fix: write an integer, "
+            "e.g. 2",
+        ),
+    ],
+)
+def test_a_constructor_refusing_a_blocks_values_is_one_line_with_a_fix_of_the_same_kind(
+    build_block, kind: type, line: str
+) -> None:
+    """Optimizers and schedulers say it alike: a wrong kind stays a TypeError, and the line ends in a fix."""
+    with pytest.raises(ConfigError) as raised:
+        build_block()
+    assert (type(raised.value), str(raised.value)) == (kind, line)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("model: {class_path: x\ntrainer: [1,\n", "at line 2, column 8"),
+        ("trainer: {max_steps: 2\n", "at character 24"),  # one line: as a value on the command line is said
+    ],
+)
+def test_a_yaml_syntax_error_says_where_as_the_command_lines_do(text: str, where: str, tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        read_yaml(tmp_path / "run.yaml", "config")
+    assert str(raised.value) == (
+        f"config: {str(tmp_path / 'run.yaml')!r} is not valid YAML (did not find expected ',' or '}}' {where}); "
+        "fix: correct the YAML syntax there"
+    )

@@ -386,7 +386,9 @@ def test_sequential_milestones_follow_one_rule_in_python_and_yaml():
     with pytest.raises(ValueError, match=f"^SequentialLR: {message}$"):
         cs.SequentialLR(optimizer, three, [20, 10])
     yaml_three = [*children[:1], {"ConstantLR": {"learning_rate": 0.1}}, children[1]]
-    with pytest.raises(ValueError, match=f"^schedulers\\[0\\].SequentialLR: SequentialLR: {message}$"):
+    with pytest.raises(
+        ValueError, match=f"^schedulers\\[0\\].SequentialLR: SequentialLR: {message}; fix: correct the value$"
+    ):
         cs.build([{"SequentialLR": {"schedulers": yaml_three, "milestones": [20, 10]}}], optimizer)
 
 

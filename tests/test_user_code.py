@@ -3,8 +3,11 @@ the one import of the user's code by dotted path."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import textwrap
+import traceback
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ import torch
 import cs_lightning.schedulers.base
 from cs_lightning.deferred import deferred_init
 from cs_lightning.errors import DeferredInitWarning
-from cs_lightning.user_code import import_dotted, is_user_file
+from cs_lightning.user_code import import_dotted, is_user_file, users_line
 
 TORCH_DIR = str(Path(torch.__file__).parent)
 
@@ -117,3 +120,42 @@ def test_a_module_that_raises_as_it_is_imported_is_an_import_error_naming_its_er
     with pytest.raises(ImportError) as raised:
         import_dotted("raises_at_import.Model")
     assert str(raised.value) == "'raises_at_import' cannot be imported (RuntimeError: boom)"
+
+
+def _traceback_of(run: object) -> BaseException:
+    try:
+        run()  # type: ignore[operator]
+    except Exception as error:  # any error: its traceback is what is tested
+        return error
+    raise AssertionError("nothing raised")
+
+
+def test_the_users_line_is_their_own_frame_not_the_standard_librarys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """json.loads fails inside json/decoder.py; the line to change is the user's call of it."""
+    (tmp_path / "decodes_at_import.py").write_text('import json\njson.loads("x")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    error = _traceback_of(lambda: __import__("decodes_at_import"))
+    assert error.__traceback__ is not None and "decoder.py" in str(traceback.extract_tb(error.__traceback__)[-1])
+    assert users_line(error.__traceback__) == " (at decodes_at_import.py:2, in <module>)"
+
+
+def test_the_users_line_falls_back_to_an_installed_package_and_then_to_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "installed_user_code.py").write_text("import json\n\ndef load():\n    return json.loads('x')\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.chdir(tmp_path)
+    import installed_user_code  # type: ignore[import-not-found]
+
+    in_package = _traceback_of(installed_user_code.load).__traceback__
+    assert in_package is not None
+    expected = f" (at {os.path.join('site-packages', 'installed_user_code.py')}:4, in load)"
+    assert users_line(in_package.tb_next) == expected  # without _traceback_of's own frame
+    in_json_only = _traceback_of(functools.partial(json.loads, "x")).__traceback__
+    assert in_json_only is not None
+    assert users_line(in_json_only.tb_next) == ""  # without _traceback_of's own frame: json's only

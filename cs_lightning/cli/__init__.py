@@ -40,7 +40,6 @@ import os
 import signal
 import sys
 import threading
-import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,23 +47,23 @@ from typing import Any
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from tqdm import tqdm
 
-from cs_lightning.cli.cache_command import _cache_command
-from cs_lightning.cli.config_files import _run_imports
+from cs_lightning.cli.cache_command import cache_command
+from cs_lightning.cli.config_files import given_config_files, run_imports
 from cs_lightning.cli.convert_command import convert_command
-from cs_lightning.cli.error_lines import _parser_error
+from cs_lightning.cli.error_lines import parser_error
 from cs_lightning.cli.lightning_cli import CSLightningCLI
-from cs_lightning.cli.schedule_command import _schedule_command
+from cs_lightning.cli.schedule_command import schedule_command
 from cs_lightning.errors import CSLightningError, UsageError, UsageTypeError
-from cs_lightning.user_code import is_own_file
+from cs_lightning.user_code import users_line
 
 __all__ = ["CSLightningCLI", "main"]
 
 
 # Commands run before Lightning's parser sees the arguments (its own: fit, validate, test, predict).
 _OWN_COMMANDS: dict[str, Callable[[Sequence[str]], None]] = {
-    "schedule": _schedule_command,
+    "schedule": schedule_command,
     "convert": convert_command,
-    "cache": _cache_command,
+    "cache": cache_command,
 }
 
 
@@ -87,7 +86,7 @@ def main(args: Sequence[str] | None = None) -> int:
         if argv[:1] and argv[0] in _OWN_COMMANDS:
             _OWN_COMMANDS[argv[0]](argv[1:])
             return 0
-        imported = _run_imports(argv)
+        imported = run_imports(given_config_files(argv), argv)
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
@@ -97,7 +96,7 @@ def main(args: Sequence[str] | None = None) -> int:
         # under devices=N every rank runs the same config and code into it, so rank 0 says it for all
         return _fail(str(err) + _users_line(err)) if _is_rank_zero() else 2
     except argparse.ArgumentError as err:
-        return _fail(str(_parser_error(str(err), _OWN_COMMANDS)))
+        return _fail(str(parser_error(str(err), _OWN_COMMANDS)))
     except KeyboardInterrupt:
         return _interrupted()
     except BrokenPipeError:  # `cs-lightning schedule | head`: the reader has all it wanted
@@ -118,11 +117,7 @@ def _users_line(err: CSLightningError) -> str:
     the line a traceback would have shown. Empty for a config's mistake: its key path says where."""
     if not isinstance(err, (UsageError, UsageTypeError)):
         return ""
-    frames = [frame for frame in traceback.extract_tb(err.__traceback__) if is_own_file(frame.filename)]
-    if not frames:
-        return ""
-    frame = frames[-1]
-    return f" (at {os.path.relpath(frame.filename)}:{frame.lineno}, in {frame.name})"
+    return users_line(err.__traceback__)
 
 
 def _note_interrupts(seen: list[int]) -> Any:

@@ -6,17 +6,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cs_lightning.cache import cache_dir, cache_variable
-from cs_lightning.cli.error_lines import _OneLineParser
+from cs_lightning.cli.error_lines import OneLineParser
 from cs_lightning.errors import ConfigError
 
 
-def _cache_command(argv: Sequence[str]) -> None:
+def cache_command(argv: Sequence[str]) -> None:
     """`cs-lightning cache info` and `cs-lightning cache clear`: what cs_lightning keeps on disk
     (the trace check's verdicts, deferred init's generator jump tables)."""
     from cs_lightning.deferred import mt19937
     from cs_lightning.trace_cache import TraceCache
 
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="cs-lightning cache",
         description="Show or clear cs_lightning's cache (CS_LIGHTNING_CACHE_DIR): trace-check verdicts, jump tables.",
     )

@@ -9,25 +9,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
 from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy, StrategyRegistry
 
-from cs_lightning.cli.error_lines import imported_or_none
 from cs_lightning.errors import ConfigError
 from cs_lightning.strategies.checkpoints import (
     SHARDED_FOLDER_FIX,
     SHARDED_REST,
+    load_mapped,
     sharded_checkpoint_problem,
     sharded_checkpoint_refused,
     sharded_folder_error,
 )
-from cs_lightning.user_code import import_dotted
+from cs_lightning.user_code import import_dotted, imported_or_none
 
 # ckpt_path values Lightning resolves itself, not file paths.
 _LIGHTNING_CHECKPOINTS = ("best", "last", "hpc")
 
 
-def _check_checkpoint(value: str, trainer: Mapping[str, Any]) -> None:
+def check_ckpt_path(value: str, trainer: Mapping[str, Any]) -> None:
     """Refuse a `ckpt_path` that is no Lightning checkpoint, before anything is built or written.
 
     A file is read as far as the archive's index and its small pickle of names (torch.save
@@ -117,7 +116,7 @@ def _pickled_names(path: Path, fix: str) -> set[str]:
 def saved_hyperparameters(path: Path) -> dict[str, Any]:
     """The hyperparameters a checkpoint file holds. The file is memory-mapped, so none of its
     tensors is read (LightningCLI's own reading loads them all: seconds and gigabytes for a big model)."""
-    saved = torch.load(path, map_location="cpu", mmap=True, weights_only=True).get("hyper_parameters")
+    saved = load_mapped(path, True).get("hyper_parameters")
     return dict(saved) if isinstance(saved, Mapping) else {}
 
 
@@ -138,10 +137,3 @@ def check_model_class(value: str, hyperparameters: Mapping[str, Any], configured
         f"model.class_path to {written_by} to resume that model, or leave ckpt_path out to start {configured} "
         "from its own initial weights",
     )
-
-
-def _model_arguments(config: Any) -> dict[str, Any]:
-    """The model's init_args in a parsed config, as a plain dict."""
-    model = config.get("model") if config is not None else None
-    init_args = model.get("init_args") if model is not None and hasattr(model, "get") else None
-    return dict(vars(init_args)) if init_args is not None and hasattr(init_args, "__dict__") else {}

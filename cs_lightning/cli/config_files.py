@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.convert import model_zoo_layout
 from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.optimizers import merge_optimizer_blocks
+from cs_lightning.user_code import users_line
 
 
 def read_config_file(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
@@ -79,15 +79,10 @@ def _run_user_module(run: Callable[[], object], entry: str, key: KeyPath, fix: s
     except (ImportError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; {fix}") from None
     except Exception as err:  # noqa: BLE001 - the user's module failed while running: say where, as one line
+        where = users_line(err.__traceback__)
         raise ConfigError(
-            key, f"importing {entry!r} raised {type(err).__name__}: {err}{_where(err)}; fix: correct that module"
+            key, f"importing {entry!r} raised {type(err).__name__}: {err}{where}; fix: correct that module"
         ) from None
-
-
-def _where(err: BaseException) -> str:
-    """` (file.py, line N)` of the innermost frame of a traceback, or nothing."""
-    frames = traceback.extract_tb(err.__traceback__)
-    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
 
 
 def _option_values(argv: Sequence[str], *names: str) -> list[str]:
@@ -105,17 +100,26 @@ def _entries(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(entry) for entry in value or []]
 
 
-def _run_imports(argv: Sequence[str]) -> dict[str, str]:
+# A config file as read once: its path (`imports:` entries are relative to its folder) and its keys.
+ConfigFile = tuple[Path, dict[str, Any]]
+
+
+def given_config_files(argv: Sequence[str]) -> list[ConfigFile]:
+    """The `--config` files of a `fit`-like command line, each read once; a missing one is left to the
+    parser, which reports it with its own key."""
+    paths = map(Path, _option_values(argv, "--config", "-c"))
+    return [(path, read_config_file(path)) for path in paths if path.is_file()]
+
+
+def run_imports(files: Sequence[ConfigFile], argv: Sequence[str] = ()) -> dict[str, str]:
     """Import every `imports:` entry, before parsing resolves names; map each entry to its import.
 
-    Entries come from each `--config` file (paths relative to that file) and from
-    `--imports` on the command line (relative to the working directory).
+    Entries come from each config file of `files` (paths relative to that file) and from
+    `--imports` in `argv`, the command line (relative to the working directory).
     """
     done = {}
-    for path in map(Path, _option_values(argv, "--config", "-c")):
-        if not path.is_file():
-            continue  # the parser reports the missing file with its own key
-        for i, entry in enumerate(_entries(read_config_file(path).get("imports"))):
+    for path, data in files:
+        for i, entry in enumerate(_entries(data.get("imports"))):
             done[entry] = _import_entry(entry, path.parent, ("imports", i))
     for value in _option_values(argv, "--imports", "--imports+"):
         for i, entry in enumerate(_entries(load_yaml(value))):
@@ -123,7 +127,7 @@ def _run_imports(argv: Sequence[str]) -> dict[str, str]:
     return done
 
 
-def _merged(paths: Sequence[Path]) -> dict[str, Any]:
+def merged_config(files: Sequence[ConfigFile]) -> dict[str, Any]:
     """Config files merged like repeated --config: later files override earlier keys, and
     `optimizer:` blocks combine as `fit` combines them (`merge_optimizer_blocks`)."""
 
@@ -137,8 +141,7 @@ def _merged(paths: Sequence[Path]) -> dict[str, Any]:
         return base
 
     merged: dict[str, Any] = {}
-    for path in paths:
-        data = read_config_file(path)
+    for _, data in files:
         earlier = merged.get("optimizer")
         merge(merged, data)
         if "optimizer" in data:

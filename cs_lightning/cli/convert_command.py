@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from cs_lightning.cli.error_lines import _OneLineParser
+from cs_lightning.cli.error_lines import OneLineParser
 from cs_lightning.cli.output_file import check_output_path, write_output
 from cs_lightning.config_blocks import read_yaml
 from cs_lightning.convert import Report, convert, dump
@@ -33,7 +33,7 @@ def convert_command(argv: Sequence[str]) -> None:
     A mistake raises `ConfigError`; `cs_lightning.cli.main` turns it into the one error line
     and exit code 2 that every subcommand gives, before anything is printed or written.
     """
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="cs-lightning convert", description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML."
     )
     parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")

@@ -19,9 +19,10 @@ from jsonargparse import ArgumentParser, Namespace
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
-from cs_lightning.errors import ConfigError, ConfigTypeError, KeyPath
+from cs_lightning.config_blocks import load_yaml, refused_at, yaml_problem
+from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
-from cs_lightning.user_code import import_dotted
+from cs_lightning.user_code import import_dotted, imported_or_none
 
 # A union's report: its frame, and the bare "Expected a <class 'str'>" of each member that is not the one meant
 _NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class '[\w.]+'>$|Given value)")
@@ -33,10 +34,10 @@ def _flatten(message: str) -> str:
     return " ".join(line for line in lines if line and not _NOISE.match(line))
 
 
-def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
+def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     """An argparse/jsonargparse error message -> a `ConfigError` at the key it names, with a fix
     (`own_commands`: those `cs-lightning` runs besides Lightning's, for the hint on a wrong one).
-    An unknown key is `_unknown_key`'s: naming the closest key takes the parser."""
+    An unknown key is `unknown_key`'s: naming the closest key takes the parser."""
     required = re.search(r"arguments are required: (?:\w+\.)?(\S+)", message)
     if required and not message.startswith("Parser key"):  # a block of the config; a class's own is below
         return ConfigError(
@@ -79,10 +80,16 @@ def _parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
             or ConfigError(key, f"{detail}; fix: correct this value")
         )
     class_path, problem = class_problem.groups()
+    return _class_path_error(key, class_path, problem, keyed.group(2))
+
+
+def _class_path_error(key: KeyPath, class_path: str, problem: str, report: str) -> ConfigError:
+    """jsonargparse's "Problem with given class_path" at ``key`` (``problem``, within its whole ``report``): an
+    init_args value of the wrong type, a required argument missing, an unknown one, or a class that does not load."""
     init_arg = re.match(r'Parser key "([^"]+)":', problem)
     if init_arg:  # the class loaded; one of its init_args has a value of the wrong type
         at = (*key, "init_args", *_dotted(init_arg.group(1)))
-        return _init_arg_error(at, keyed.group(2), init_arg.group(0), _refused_csx_option(at, class_path, problem))
+        return _init_arg_error(at, report, init_arg.group(0), _refused_csx_option(at, class_path, problem))
     needed = re.search(r"arguments are required: (\S+)", problem)
     if needed:  # the class loaded; an argument without a default was not given
         name, dotted = needed.group(1), ".".join(map(str, key))
@@ -118,7 +125,7 @@ _UNKNOWN_KEY = (
 _LIGHTNING_SCHEDULER_KEYS = ("lr_scheduler", "lr_schedulers", "scheduler")
 
 
-def _unknown_key(message: str, parser: ArgumentParser, command: str | None) -> ConfigError | None:
+def unknown_key(message: str, parser: ArgumentParser, command: str | None) -> ConfigError | None:
     """A report of a key `parser` does not take -> a `ConfigError` at the outermost such key, with
     the closest name at its level (None for any other report; `command`: the subcommand run).
 
@@ -245,15 +252,14 @@ def csx_option_error(class_path: str, key: KeyPath, value: Any) -> ConfigError |
         return None
     try:
         CSXOptions(**{str(name): value})
-    except ValueError as error:
-        return ConfigError(key, str(error))
-    except TypeError as error:
-        return ConfigTypeError(key, str(error))
+    except (ValueError, TypeError) as error:
+        return refused_at(key, error)
     return None
 
 
 def _arguments_of(class_path: str) -> list[str]:
     """The arguments jsonargparse accepts for a class (what it checked the config against), or none."""
+    # not config_blocks.keyword_names: jsonargparse follows **kwargs into the parent class, as it did when it checked
     try:
         parser = ArgumentParser(exit_on_error=False)
         parser.add_class_arguments(import_dotted(class_path), "of", fail_untyped=False)
@@ -267,15 +273,6 @@ def _decided_by(class_path: str) -> Mapping[str, str]:
     data_parallel_size...): correctly spelt, they are not in its signature, so jsonargparse does not take them."""
     decided = getattr(imported_or_none(class_path), "decided_arguments", None)  # without it the line stands
     return decided if isinstance(decided, Mapping) else {}
-
-
-def imported_or_none(class_path: str) -> Any:
-    """The object a dotted path names, or None when it cannot be imported: for what only adds to an error
-    line (a reason, a registered name) or names a class that may be gone (a checkpoint's)."""
-    try:
-        return import_dotted(class_path)
-    except ImportError:
-        return None
 
 
 _TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
@@ -307,17 +304,13 @@ def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
     if given is None or not re.search(r"Expected a <class '(list|dict)'>", report):
         return None
     text = given.group(1).strip()
-    try:
-        yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        return ConfigError(key, f"{text!r} is not YAML ({yaml_problem(err)}); fix: correct its syntax")
+    # a:1 is one word to YAML in a block, and a syntax error inside [...] or {...} to libyaml
     colon = " (YAML reads a:1 as one word: write a: 1)" if re.search(r"\w:[^\s/]", text) else ""
+    try:
+        load_yaml(text)
+    except yaml.YAMLError as err:
+        return ConfigError(key, f"{text!r} is not YAML ({yaml_problem(err, text)}); fix: correct its syntax{colon}")
     return ConfigError(key, f"{text!r} does not read as a list or mapping of values; fix: correct its syntax{colon}")
-
-
-def yaml_problem(err: yaml.MarkedYAMLError) -> str:
-    """What YAML could not read, and where, in a few words (its own report spans several lines)."""
-    return f"{err.problem} at character {err.problem_mark.column + 1}" if err.problem_mark else str(err.problem)
 
 
 def _choice_error(key: KeyPath, report: str) -> ConfigError | None:
@@ -348,7 +341,7 @@ def _dotted(key: str) -> KeyPath:
 _BUILT_KEYS = ("model", "data", "trainer.strategy")
 
 
-def _instantiation_error(config: Namespace, err: Exception) -> ConfigError:
+def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
     """A model/data/strategy constructor failed: say which key, from the class_path in the report."""
     text = _flatten(str(err))
     for key in _BUILT_KEYS:
@@ -375,7 +368,7 @@ def _instantiation_error(config: Namespace, err: Exception) -> ConfigError:
 _BUILT_IN = {"precision": "precision", "accelerators": "accelerator", "strategies": "strategy"}
 
 
-def _missing_package(err: ModuleNotFoundError, trainer: Mapping[str, Any]) -> ConfigError:
+def missing_package(err: ModuleNotFoundError, trainer: Mapping[str, Any]) -> ConfigError:
     """Lightning's refusal, while making the Trainer, of a value that needs a package not installed
     (``precision: transformer-engine``, ``accelerator: tpu``): the argument, its value, what to install.
     Raised elsewhere, it is not a value's fault: re-raised as it is."""
@@ -392,7 +385,7 @@ def _missing_package(err: ModuleNotFoundError, trainer: Mapping[str, Any]) -> Co
     )
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage, so errors stay one line."""
 
     def error(self, message: str) -> NoReturn:

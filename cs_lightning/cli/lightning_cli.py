@@ -27,25 +27,30 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from cs_lightning import param_groups
 from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
 from cs_lightning.cli.checkpoints import (
-    _check_checkpoint,
-    _model_arguments,
+    check_ckpt_path,
     check_model_class,
     saved_hyperparameters,
 )
 from cs_lightning.cli.error_lines import (
-    _instantiation_error,
-    _missing_package,
-    _parser_error,
-    _unknown_key,
     csx_option_error,
-    imported_or_none,
-    yaml_problem,
+    instantiation_error,
+    missing_package,
+    parser_error,
+    unknown_key,
 )
-from cs_lightning.cli.optimization import SchedulersFactory, _attach_optimizers, _has_own_optimizers, _run_factories
+from cs_lightning.cli.optimization import (
+    ADD_AN_OPTIMIZER,
+    SchedulersFactory,
+    attach_optimizers,
+    has_own_optimizers,
+    run_factories,
+)
+from cs_lightning.config_blocks import load_yaml, yaml_problem
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import OptimizerFactory
 from cs_lightning.strategies.checkpoints import SHARDED_REST
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
+from cs_lightning.user_code import imported_or_none
 
 
 class _HeldRecords(logging.Filter):
@@ -157,9 +162,9 @@ def _check_inline_strategy(text: str) -> None:
     parser refused as a Strategy, and so kept as a string: Lightning would call it an invalid strategy
     name. Parse it alone, as a YAML block would be parsed, for the report that names what is wrong in it."""
     try:
-        block = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        problem = yaml_problem(err)
+        block = load_yaml(text)
+    except yaml.YAMLError as err:
+        problem = yaml_problem(err, text)
         raise ConfigError(
             ("trainer", "strategy"), f"{text!r} is not a YAML/JSON mapping ({problem}); fix: correct its syntax"
         ) from None
@@ -168,7 +173,7 @@ def _check_inline_strategy(text: str) -> None:
     try:
         parser.parse_object({"trainer": {"strategy": block}})
     except argparse.ArgumentError as err:
-        raise _parser_error(str(err), ()) from None
+        raise parser_error(str(err), ()) from None
 
 
 def _check_strategy_options(trainer: Mapping[str, Any]) -> None:
@@ -233,7 +238,7 @@ class CSLightningCLI(LightningCLI):
     """
 
     def __init__(self, args: Any = None, imported: Mapping[str, str] | None = None, **kwargs: Any) -> None:
-        """`imported`: what `_run_imports` returned, so the saved config holds absolute paths."""
+        """`imported`: what `run_imports` returned, so the saved config holds absolute paths."""
         # the clock feeds the Done: line under any strategy; its metrics are logged only when asked
         kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss(log_metrics=False)]})
         kwargs.setdefault("save_config_callback", _SaveConfig)
@@ -292,7 +297,7 @@ class CSLightningCLI(LightningCLI):
         except argparse.ArgumentError as err:
             # the keys each level takes are the parser's to say: an unknown key is named here, the rest by main
             command = self._command_given(args)
-            unknown = _unknown_key(str(err), self._parser(command), command)
+            unknown = unknown_key(str(err), self._parser(command), command)
             if unknown is None:
                 raise
             raise unknown from None
@@ -304,7 +309,7 @@ class CSLightningCLI(LightningCLI):
         _check_strategy_string(trainer)
         _check_strategy_options(trainer)
         self._held_logs = _HeldRecords("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero")
-        self.make_optimizer, self.make_schedulers = _run_factories(config)
+        self.make_optimizer, self.make_schedulers = run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
 
     def _command_given(self, args: Any) -> str | None:
@@ -326,24 +331,20 @@ class CSLightningCLI(LightningCLI):
             return
         ckpt_path = config.get("ckpt_path")
         if ckpt_path:
-            _check_checkpoint(str(ckpt_path), config.get("trainer") or {})
+            check_ckpt_path(str(ckpt_path), config.get("trainer") or {})
         given = _model_arguments(config)
-        if ckpt_path and Path(str(ckpt_path)).is_dir():
-            # Lightning reads hyperparameters from a file only; a sharded folder keeps them in meta.pt
-            config["ckpt_path"] = str(Path(str(ckpt_path)) / SHARDED_REST)
-        try:
-            if ckpt_path and Path(config["ckpt_path"]).is_file():
-                self._take_hyperparameters(str(ckpt_path), Path(config["ckpt_path"]), config.get("model").class_path)
-        finally:
-            config = self.config.get(str(self.config.get("subcommand")))
-            config["ckpt_path"] = ckpt_path
-        loaded = _model_arguments(config)
+        if ckpt_path:
+            path = Path(str(ckpt_path))
+            hparams_file = path / SHARDED_REST if path.is_dir() else path  # a sharded folder keeps them in meta.pt
+            if hparams_file.is_file():
+                self._take_hyperparameters(str(ckpt_path), hparams_file, config.get("model").class_path)
+        loaded = _model_arguments(self.config.get(str(self.config.get("subcommand"))))  # a new config if taken
         changed = sorted(key for key in given if key in loaded and loaded[key] != given[key])
         if changed:
-            listed = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
+            replaced = ", ".join(f"{key}={given[key]!r} -> {loaded[key]!r}" for key in changed)
             warnings.warn(
                 f"ckpt_path: the checkpoint's hyperparameters replace model arguments given in the "
-                f"config or command line: {listed}",
+                f"config or command line: {replaced}",
                 stacklevel=2,
             )
 
@@ -367,12 +368,12 @@ class CSLightningCLI(LightningCLI):
             raise
         except (ValueError, TypeError, MisconfigurationException) as err:  # a value refused; a bug keeps its traceback
             config = self.config.get(str(self.subcommand), self.config)
-            raise _instantiation_error(config, err) from err
+            raise instantiation_error(config, err) from err
         finally:
             held_logs.stop()
         held_logs.replay()
         if self.make_optimizer is not None:
-            _attach_optimizers(self.model, self.make_optimizer, self.make_schedulers, self.tagged_groups)
+            attach_optimizers(self.model, self.make_optimizer, self.make_schedulers, self.tagged_groups)
 
     def before_fit(self) -> None:
         self._fit_started = time.time()  # what the Done: line names must be written after this
@@ -381,11 +382,10 @@ class CSLightningCLI(LightningCLI):
         """Refuse a model that cannot run the subcommand, or whose parameters `param_groups:` globs
         miss, before the Trainer exists: making it logs (devices found) and writes the run's folder,
         which would spoil the one-line error."""
-        if self.make_optimizer is None and not _has_own_optimizers(self.model) and self.subcommand == "fit":
+        if self.make_optimizer is None and not has_own_optimizers(self.model) and self.subcommand == "fit":
             raise ConfigError(
                 "optimizer",
-                f"missing, and {type(self.model).__name__} has no configure_optimizers; "
-                "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+                f"missing, and {type(self.model).__name__} has no configure_optimizers; {ADD_AN_OPTIMIZER}",
             )
         if self.subcommand in _EVAL_LOOPS:
             _check_eval_loop(str(self.subcommand), self.model, self.datamodule)
@@ -399,7 +399,7 @@ class CSLightningCLI(LightningCLI):
             return super().instantiate_trainer(**kwargs)
         except ModuleNotFoundError as err:  # Lightning's way of saying an optional package is missing
             config = self.config.get(str(self.subcommand), self.config)
-            raise _missing_package(err, config.get("trainer") or {}) from err
+            raise missing_package(err, config.get("trainer") or {}) from err
 
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
@@ -473,3 +473,10 @@ def _written_checkpoint(trainer: Trainer, since: float) -> str | None:
     # a sharded checkpoint (csx_fsdp) is a folder
     written = [(os.path.getmtime(p), p) for p in known if p and os.path.exists(p) and os.path.getmtime(p) >= since]
     return max(written)[1] if written else None
+
+
+def _model_arguments(config: Any) -> dict[str, Any]:
+    """The model's init_args in a parsed config, as a plain dict."""
+    model = config.get("model") if config is not None else None
+    init_args = model.get("init_args") if model is not None and hasattr(model, "get") else None
+    return dict(vars(init_args)) if init_args is not None and hasattr(init_args, "__dict__") else {}

@@ -20,6 +20,9 @@ from cs_lightning.schedulers.registry import named_tags
 
 SchedulersFactory = Callable[[torch.optim.Optimizer], list]
 
+# The fix of every line that finds no optimizer: block where one is needed
+ADD_AN_OPTIMIZER = "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}"
+
 
 def _schedulers_factory(
     spec: Any, make_optimizer: OptimizerFactory, any_tags: bool, tagged: list[param_groups.TaggedGroup]
@@ -33,8 +36,7 @@ def _schedulers_factory(
     (`schedulers[0].SequentialLR...`, `schedulers[0].init_args...`).
     """
     try:
-        probe = param_groups.probe(tagged, named_tags(spec) if any_tags else ())
-        built = cs_schedulers.build(spec, make_optimizer(probe))
+        built = cs_schedulers.build(spec, make_optimizer(probe_groups(tagged, spec, any_tags)))
     except ParamGroupTagsError as err:
         fix = (
             f"fix: use a tag of the param_groups: block ({', '.join(entry.tag for entry in tagged)}) or add an entry"
@@ -62,6 +64,12 @@ def _schedulers_factory(
     return build
 
 
+def probe_groups(tagged: list[param_groups.TaggedGroup], spec: Any, any_tags: bool) -> list[dict[str, Any]]:
+    """The groups of a throwaway optimizer for the `schedulers:` block `spec`: those the `param_groups:`
+    entries `tagged` build and, with `any_tags`, one more per other tag `spec` names."""
+    return param_groups.probe(tagged, named_tags(spec) if any_tags else ())
+
+
 def _scales_per_group(scheduler: cs_schedulers.Scheduler) -> bool:
     """Whether a scheduler is, or composes, a ScalePerParamLR/WD."""
     scaling = (cs_schedulers.ScalePerParamLR, cs_schedulers.ScalePerParamWD)
@@ -80,7 +88,7 @@ def _refuse_unapplied_scales(tagged: list[param_groups.TaggedGroup]) -> None:
         )
 
 
-def _run_factories(
+def run_factories(
     config: Mapping[str, Any], any_tags: bool = False
 ) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
     """The optimizer and scheduler factories of a parsed config, fully validated (`any_tags`:
@@ -91,8 +99,7 @@ def _run_factories(
     if make_optimizer is None and (tagged or scheduler_spec not in (None, [])):
         raise ConfigError(
             "param_groups" if tagged else "schedulers",
-            f"{'param groups' if tagged else 'schedulers'} need an optimizer to act on; "
-            "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+            f"{'param groups' if tagged else 'schedulers'} need an optimizer to act on; {ADD_AN_OPTIMIZER}",
         )
     if scheduler_spec in (None, []):
         _refuse_unapplied_scales(tagged)
@@ -101,7 +108,7 @@ def _run_factories(
     return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer, any_tags, tagged)
 
 
-def _attach_optimizers(
+def attach_optimizers(
     model: LightningModule,
     make_optimizer: OptimizerFactory,
     make_schedulers: SchedulersFactory | None,
@@ -121,7 +128,7 @@ def _attach_optimizers(
             return optimizer
         return [optimizer], [cs_schedulers.lightning_config(s) for s in make_schedulers(optimizer)]
 
-    if _has_own_optimizers(model):
+    if has_own_optimizers(model):
         warnings.warn(
             f"{type(model).__name__}.configure_optimizers is replaced by the YAML optimizer: block", stacklevel=2
         )
@@ -129,5 +136,5 @@ def _attach_optimizers(
     model.configure_optimizers = MethodType(configure_optimizers, model)  # type: ignore[method-assign]
 
 
-def _has_own_optimizers(model: LightningModule) -> bool:
+def has_own_optimizers(model: LightningModule) -> bool:
     return type(model).configure_optimizers is not LightningModule.configure_optimizers

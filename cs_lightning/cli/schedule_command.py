@@ -11,12 +11,11 @@ import torch
 
 from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
-from cs_lightning.cli.config_files import _merged, _run_imports, read_config_file
-from cs_lightning.cli.error_lines import _OneLineParser, unknown_key_error
-from cs_lightning.cli.optimization import _run_factories
+from cs_lightning.cli.config_files import merged_config, read_config_file, run_imports
+from cs_lightning.cli.error_lines import OneLineParser, unknown_key_error
+from cs_lightning.cli.optimization import ADD_AN_OPTIMIZER, probe_groups, run_factories
 from cs_lightning.cli.output_file import check_output_path, write_output
 from cs_lightning.errors import ConfigError
-from cs_lightning.schedulers.registry import named_tags
 
 # The top-level keys of a run config (what `fit` takes): `schedule` reads some and passes over the others
 RUN_KEYS = (
@@ -25,9 +24,9 @@ RUN_KEYS = (
 )  # fmt: skip
 
 
-def _schedule_command(argv: Sequence[str]) -> None:
+def schedule_command(argv: Sequence[str]) -> None:
     """`cs-lightning schedule --config run.yaml [--steps N] [--out lr.png | --table]`."""
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="cs-lightning schedule",
         description="Draw or tabulate the configured schedules without building the model.",
     )
@@ -38,28 +37,25 @@ def _schedule_command(argv: Sequence[str]) -> None:
     output.add_argument("--table", action="store_true", help="print a table (the default)")
     parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
     opts = parser.parse_args(list(argv))
-    paths = [Path(p) for p in opts.config]
-    for i, path in enumerate(paths):
-        read_config_file(path, key=("config", i))
-    _run_imports(argv)
-    config = _merged(paths)
+    files = [(Path(path), read_config_file(path)) for path in opts.config]
+    run_imports(files)
+    config = merged_config(files)
     for key in config:  # a misspelt schedulers: would draw a constant learning rate
         if key not in RUN_KEYS:
             raise unknown_key_error([key], 0, sorted(RUN_KEYS), "fit")
-    make_optimizer, make_schedulers = _run_factories(config, any_tags=True)
+    make_optimizer, make_schedulers = run_factories(config, any_tags=True)
     if make_optimizer is None:
         raise ConfigError(
             "optimizer",
-            "no optimizer: and no schedulers: block, nothing to draw; "
-            "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}",
+            f"no optimizer: and no schedulers: block, nothing to draw; {ADD_AN_OPTIMIZER}",
         )
     if make_schedulers is None:
         make_schedulers = _constant_schedule
     steps = _steps_to_show(opts.steps, config)
-    probe = param_groups.probe(param_groups.parse(config.get("param_groups")), named_tags(config.get("schedulers")))
-    schedulers = make_schedulers(make_optimizer(probe))
+    tagged = param_groups.parse(config.get("param_groups"))
+    schedulers = make_schedulers(make_optimizer(probe_groups(tagged, config.get("schedulers"), any_tags=True)))
     if opts.out:
-        out = _picture_path(opts.out, paths, opts.force)
+        out = _picture_path(opts.out, [path for path, _ in files], opts.force)
         try:
             figure = cs_schedulers.plot(schedulers, steps)
         except ImportError as err:  # matplotlib is an extra

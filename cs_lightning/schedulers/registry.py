@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import yaml
 
-from cs_lightning.config_blocks import check_arguments, parse_block
+from cs_lightning.config_blocks import check_arguments, parse_block, refused_at
 from cs_lightning.errors import (
     ConfigError,
     ConfigTypeError,
@@ -253,10 +253,8 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
         return cls(**args)
     except ParamGroupTagsError as error:  # keeps its class, which the CLI catches to add its fix
         raise error.under(*path) from error
-    except ValueError as error:
-        raise ConfigError(path, str(error)) from error
-    except TypeError as error:
-        raise ConfigTypeError(path, str(error)) from error
+    except (ValueError, TypeError) as error:
+        raise refused_at(path, error) from error
 
 
 def _refuse_torch_scheduler(name: str, args: dict[str, Any], optimizer: torch.optim.Optimizer, path: KeyPath) -> None:

@@ -12,7 +12,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from typing_extensions import override
 
-from cs_lightning.strategies.system import CSXSystemMixin, keyword_names
+from cs_lightning.config_blocks import keyword_names
+from cs_lightning.strategies.system import CSXSystemMixin
 
 
 class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
@@ -41,7 +42,7 @@ class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
         """DDPStrategy's own arguments, and DistributedDataParallel's, which it passes on."""
         names, _ = keyword_names(DDPStrategy.__init__)
         ddp_names, _ = keyword_names(DistributedDataParallel.__init__)
-        return names | (ddp_names - {"module"})
+        return set(names) | (set(ddp_names) - {"module"})
 
     @override
     def _setup_model(self, model: nn.Module) -> DistributedDataParallel:

@@ -46,6 +46,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning import deferred, trace
+from cs_lightning.config_blocks import keyword_names
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
 from cs_lightning.errors import ConfigError, UsageError, UsageTypeError
 from cs_lightning.schedulers import Scheduler
@@ -164,7 +165,7 @@ class CSXSystemMixin(Strategy):
     def _lightning_arguments(cls) -> set[str] | None:
         """The keyword arguments the Lightning strategy takes, None when it takes any (``**kwargs``)."""
         names, takes_any = keyword_names(super().__init__)
-        return None if takes_any else names
+        return None if takes_any else set(names)
 
     def _refuse_unknown(self, kwargs: Mapping[str, Any]) -> None:
         """Name a misspelled option here, with its closest spelling: Lightning's strategy would only say
@@ -548,18 +549,10 @@ def renamed(name: str, stacklevel: int) -> Any:
     return globals()[_RENAMED[name]]
 
 
-def keyword_names(init: Callable[..., Any]) -> tuple[set[str], bool]:
-    """The names ``init`` takes by keyword, and whether it takes any other (``**kwargs``)."""
-    parameters = inspect.signature(init).parameters.values()
-    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names = {p.name for p in parameters if p.kind in by_keyword and p.name != "self"}
-    return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
-
 def _own_keyword_names(cls: type) -> set[str]:
     """The named keyword arguments of the ``__init__`` that ``cls`` itself defines (none if it defines none)."""
     init = cls.__dict__.get("__init__")
-    return keyword_names(init)[0] if init is not None else set()
+    return set(keyword_names(init)[0]) if init is not None else set()
 
 
 def _let_collectives_finish() -> None:
