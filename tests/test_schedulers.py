@@ -40,7 +40,7 @@ from cs_lightning.schedulers import (
 # LambdaLR/LambdaWD without a function: the reference's fixed one
 CASES = json.loads((REPO / "tests/reference/cerebras_schedules.json").read_text())
 # Cases that step without ever reaching a negative value: OneCycle's linear last phase
-# extrapolates below 0 past its end, a step refused (see test_schedulers_parity).
+# extrapolates below 0 past its end, where an update is refused (see test_schedulers_parity).
 STEPPABLE = [case for case in CASES if all(v >= 0 for row in case["values"] for v in row)]
 
 
@@ -728,7 +728,7 @@ def test_lambda_refuses_a_dotted_path_that_is_no_function_in_one_line(path, prob
     message = str(raised.value)
     assert "\n" not in message and message.startswith(f"schedulers.LambdaLR: LambdaLR: got lr_lambda={path!r}; ")
     if problem is None:  # imports, but is a number
-        assert message.endswith("lr_lambda must be a function of the step tensor")
+        assert message.endswith("lr_lambda must be a function of the step tensor; fix: correct the value")
     else:
         assert message.endswith(f"; {problem}; {FUNCTION_FIX}")
 

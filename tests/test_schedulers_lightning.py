@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from cs_lightning.errors import CheckpointSchedulersError
-from cs_lightning.schedulers import CosineDecayLR, LinearLR, LinearWD, SequentialLR, lightning_config
+from cs_lightning.schedulers import CosineDecayLR, LinearLR, LinearWD, OneCycleLR, SequentialLR, lightning_config
 
 
 class TinyModule(pl.LightningModule):
@@ -129,3 +129,27 @@ def test_resuming_a_python_run_with_another_scheduler_class_is_refused_naming_bo
         _csx_fit(module, 7, ckpt_path=tmp_path / "four.ckpt")
     assert str(raised.value) == f"ckpt_path: {str(tmp_path / 'four.ckpt')!r}: {found}; {FIX}"
     assert module.seen == []  # refused before any step
+
+
+class OneCycleModule(TinyModule):
+    """cerebras.pytorch's linear three-phase OneCycle: below 0 at step total_steps (8), past its end."""
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        schedule = OneCycleLR(optimizer, 0.004, 0.1, total_steps=8, three_phase=True, anneal_strategy="linear")
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+@pytest.mark.parametrize("strategy", ["auto", "csx"])
+def test_a_run_of_total_steps_ends_and_a_longer_one_is_refused_its_negative_update(strategy: str) -> None:
+    """Lightning steps the schedulers after the last update too, writing step 8's negative value: a
+    run of 8 steps never uses it and ends; a run of 9 would, and is refused before that update."""
+    kwargs = dict(strategy=strategy, accelerator="cpu", logger=False, enable_checkpointing=False)
+    trainer = pl.Trainer(max_steps=8, enable_progress_bar=False, enable_model_summary=False, **kwargs)
+    trainer.fit(OneCycleModule(), _data())
+    assert trainer.global_step == 8
+    module = OneCycleModule()
+    trainer = pl.Trainer(max_steps=9, enable_progress_bar=False, enable_model_summary=False, **kwargs)
+    with pytest.raises(ValueError, match=r"^OneCycleLR: step 8 gives lr=-0\.000951"):
+        trainer.fit(module, _data())
+    assert trainer.global_step == 8 and all(lr >= 0 for lr, _ in module.seen[:8])

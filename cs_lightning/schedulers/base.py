@@ -91,13 +91,14 @@ def _group_tags(group: dict) -> set:
 class _Cursor:
     """Where stepping is: the step, a block of precomputed rows, the row written last."""
 
-    __slots__ = ("block", "last", "start", "step", "valid")
+    __slots__ = ("block", "last", "refusal", "start", "step", "valid")
 
     def __init__(self, step: int) -> None:
         self.step = step
         self.start = step
         self.block: list[list[float]] = []
-        self.valid = 0  # rows of the block that may reach the optimizer (see Scheduler._row)
+        self.valid = 0  # rows of the block before the first one an update may not use (see Scheduler._refusal)
+        self.refusal: str | None = None  # why the row written last may not be used (see Scheduler._refusal)
         self.last: list[float] = []
 
 
@@ -192,7 +193,10 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self.base_lrs: list[Any] = [group.get(self.param_group_key) for group in optimizer.param_groups]
         self._cursor = _Cursor(last_epoch + 1)
         self._check_closed_form()
-        self._write(self._row(0))
+        if self._refusal(0) is not None:  # a schedule that starts out of range is wrong from its arguments
+            raise UsageError(self._refusal(0))
+        self._write(self._cursor.block[0])
+        optimizer.register_step_pre_hook(self._refuse_an_update)
 
     def _arg(self, check: Callable[..., Any], name: str, value: Any, *extra: Any) -> Any:
         """Run an argument check, naming the argument as this class spells it. A value of the
@@ -454,27 +458,35 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         valid = torch.isfinite(block).logical_and_(block >= 0).all(dim=1)  # nan >= 0 is False
         return _BLOCK if bool(valid.all()) else int(valid.logical_not_().nonzero()[0])
 
-    def _row(self, index: int) -> list[float]:
-        """Row ``index`` of the block, for the optimizer: refused if it holds a negative or
-        non-finite value. A schedule may turn negative (a lambda) or overflow (a growing
-        MultiplicativeLR) far into a run, where its arguments do not show it; a block may also
-        hold such steps that the run never reaches (OneCycleLR extrapolates past its end), so a
-        row is judged when it is written, not when it is computed."""
+    def _refusal(self, index: int) -> str | None:
+        """Why row ``index`` of the block may not be used by an update (a negative or non-finite value), or
+        None. A schedule may turn negative (a lambda) or overflow (a growing MultiplicativeLR) far into a run,
+        where its arguments do not show it. Such a row is still written, as cerebras.pytorch writes it:
+        Lightning steps the schedulers once more after a run's last update (OneCycleLR extrapolates below 0
+        there), and `_refuse_an_update` refuses the update that would use it."""
         cursor = self._cursor
         row = cursor.block[index]
         # past the first invalid row, a row may be valid again (a schedule negative for a while)
         if index < cursor.valid or all(0 <= v < math.inf for v in row):
-            return row
+            return None
         value = next(v for v in row if not 0 <= v < math.inf)  # nan fails both
-        raise UsageError(
+        return (
             f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}; "
             f"{self._non_negative()}, and finite; fix the schedule's arguments (or its _get_closed_form) "
             "so that no step gives one"
         )
 
+    def _refuse_an_update(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        """The optimizer's step pre-hook: no update with a value this schedule wrote out of range. A
+        schedule composed into another writes nothing: its parent's values are the ones used."""
+        refusal = self._cursor.refusal
+        if refusal is not None and not self._parents:
+            raise UsageError(refusal)
+
     def _refill(self, step: int) -> list[float]:
         self._set_block(step, self._value_at(range(step, step + _BLOCK)))
-        return self._row(0)
+        self._cursor.refusal = self._refusal(0)
+        return self._cursor.block[0]
 
     def _write(self, row: list[float]) -> None:
         self._cursor.last = row
@@ -534,8 +546,10 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         cursor = self._cursor
         index = step - cursor.start
         fresh = 0 <= index < len(cursor.block)
-        row = self._row(index) if fresh else self._refill(step)
-        cursor.step = step  # after the row passed its check: a refused step is not taken
+        if fresh:
+            cursor.refusal = self._refusal(index)
+        row = cursor.block[index] if fresh else self._refill(step)
+        cursor.step = step
         self._write(row)
 
     def values(self, steps: int | Iterable[int] | Tensor) -> Tensor:
