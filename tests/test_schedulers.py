@@ -600,6 +600,42 @@ def test_table_and_plot(tmp_path):
     assert figure.axes[0].lines[0].get_ydata()[10] == pytest.approx(0.1)
 
 
+def _scaled_groups(scales):
+    groups = [
+        {"params": [torch.nn.Parameter(torch.ones(1))], "adjust_learning_rate": a, "tags": {f"t{k}"}}
+        for k, a in enumerate(scales)
+    ]
+    optimizer = torch.optim.SGD(groups, lr=0.1)
+    return ScalePerParamLR(optimizer, CosineDecayLR(optimizer, 0.2, 0.01, total_iters=100))
+
+
+def test_plot_draws_groups_of_one_schedule_as_one_curve_naming_them_all():
+    """Groups of the same scale would be drawn on top of each other, the legend naming curves one cannot see."""
+    figure = plot(_scaled_groups([1.0, 0.5, 0.5, 0.25]), 50)
+    (ax,) = figure.axes
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels == [
+        "ScalePerParamLR group 0 (t0)",
+        "ScalePerParamLR groups 1 (t1), 2 (t2)",
+        "ScalePerParamLR group 3 (t3)",
+    ]
+    assert [line.get_ydata()[0] for line in ax.lines] == [pytest.approx(0.2), pytest.approx(0.1), pytest.approx(0.05)]
+
+
+def test_plot_puts_a_long_legend_beside_the_panel(tmp_path):
+    """Thirty groups (a Model Zoo layer-wise decay): the legend covered the curves and squeezed the panel away."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "constrained_layout not applied" among others
+        figure = plot(_scaled_groups([0.9**k for k in range(30)]), 50, out=str(tmp_path / "lr.png"))
+    (ax,) = figure.axes
+    assert len(ax.get_legend().get_texts()) == 30
+    panel, legend = ax.get_window_extent(), ax.get_legend().get_window_extent()
+    assert legend.x0 >= panel.x1  # beside the curves, not over them
+    assert panel.height > 100  # pixels: the panel keeps its room
+
+
 def _huge_schedule():
     """Warmup, then a staircase of three levels, over 10**9 steps; and a staircase weight decay."""
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], lr=1.0)

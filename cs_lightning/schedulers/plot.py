@@ -64,8 +64,33 @@ def _tags(scheduler: Scheduler, group: int) -> str:
     return f" ({', '.join(names)})" if names else ""
 
 
+# Legend entries a panel holds inside its axes; more go beside it, in columns of at most _LEGEND_ROWS.
+_LEGEND_INSIDE = 6
+_LEGEND_ROWS = 24
+
+
+def _curves(columns: list[tuple[str, str, list[float]]]) -> list[tuple[str, str, list[float]]]:
+    """The columns with equal values drawn as one curve, labelled with every group it stands for
+    (groups of one scale would be drawn exactly on top of each other, hiding all but the last)."""
+    merged: dict[tuple[str, tuple[float, ...]], list[str]] = {}
+    for key, label, values in columns:
+        merged.setdefault((key, tuple(values)), []).append(label)
+    return [(key, _joined(labels), list(values)) for (key, values), labels in merged.items()]
+
+
+def _joined(labels: list[str]) -> str:
+    """``LinearLR group 1 (a)`` and ``LinearLR group 2 (b)`` -> ``LinearLR groups 1 (a), 2 (b)``."""
+    if len(labels) == 1:
+        return labels[0]
+    name = labels[0].split(" group ")[0]
+    if not all(label.startswith(f"{name} group ") for label in labels):
+        return ", ".join(labels)
+    return f"{name} groups " + ", ".join(label.split(" group ", 1)[1] for label in labels)
+
+
 def plot(schedulers: Scheduler | list[Scheduler], steps: int, out: str | None = None) -> Figure:
-    """Plot the schedules over ``range(steps)``: one panel per key (lr, weight_decay).
+    """Plot the schedules over ``range(steps)``: one panel per key (lr, weight_decay), one curve
+    per distinct schedule (groups that follow the same one share a curve and its legend entry).
 
     Returns the matplotlib figure, and saves it to ``out`` (format from the extension)
     when given. Needs matplotlib (``pip install cs-lightning[plot]``).
@@ -84,15 +109,23 @@ def plot(schedulers: Scheduler | list[Scheduler], steps: int, out: str | None = 
     jumps = {k for b in _breakpoints(schedulers, steps, MAX_BREAKPOINTS) for k in (b - 1, b)}
     x = sorted(evenly | jumps)
     columns = _columns(schedulers, x)
-    keys = list(dict.fromkeys(key for key, _, _ in columns))
-    figure = Figure(figsize=(7, 2.6 * len(keys)), layout="constrained")
+    curves = _curves(columns)
+    keys = list(dict.fromkeys(key for key, _, _ in curves))
+    most = max(sum(key == k for key, _, _ in curves) for k in keys)
+    beside = most > _LEGEND_INSIDE  # a long legend goes right of the panels, not over the curves
+    columns_of_legend = math.ceil(most / _LEGEND_ROWS)
+    width = 7 + (3.2 * columns_of_legend if beside else 0)
+    figure = Figure(figsize=(width, max(2.6, 0.17 * min(most, _LEGEND_ROWS)) * len(keys)), layout="constrained")
     axes = figure.subplots(len(keys), 1, squeeze=False)[:, 0]
     for ax, key in zip(axes, keys):
-        for column_key, label, values in columns:
-            if column_key == key:
+        for curve_key, label, values in curves:
+            if curve_key == key:
                 ax.plot(x, values, label=label)
         ax.set_ylabel(key)
-        ax.legend(fontsize="small")
+        if beside:
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), ncols=columns_of_legend)
+        else:
+            ax.legend(fontsize="small")
     axes[-1].set_xlabel("optimizer step")
     if out is not None:
         figure.savefig(out)
