@@ -44,7 +44,7 @@ from cs_lightning import mup, param_groups, schedulers
 from cs_lightning.config_blocks import parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, torch_optimizers
-from cs_lightning.schedulers.registry import legacy_arguments, named_tags
+from cs_lightning.schedulers.registry import named_tags, with_new_names
 
 _CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
 
@@ -469,7 +469,7 @@ def _canonical(block: Any, key: KeyPath) -> dict[str, Any]:
     """One scheduler block -> `{ClassName: {args}}` with the class's own names, children too."""
     name, args, args_key = parse_block(block, key, "scheduler")
     cls = _scheduler_class(name, args_key)  # the name is the key, as in schedulers[0].Name
-    args = _renamed(cls, args)
+    args = with_new_names(cls, args)
     if isinstance(args.get("schedulers"), list):
         args["schedulers"] = [
             _canonical(child, (*args_key, "schedulers", i)) for i, child in enumerate(args["schedulers"])
@@ -492,15 +492,7 @@ def _legacy_item(item: Any, key: KeyPath, notes: list[str]) -> tuple[dict[str, A
     for ignored, meaning in _IGNORED_BY_1_9.get(cls.__name__, {}).items():
         if ignored in args:
             notes.append(f"warning: {format_key_path((*key, ignored))}: {args.pop(ignored)!r} dropped: {meaning}")
-    return {cls.__name__: _renamed(cls, args)}, main
-
-
-def _renamed(cls: type, args: dict[str, Any]) -> dict[str, Any]:
-    """`args` with legacy spellings (`steps`, `decay_steps`, ...) under the names `cls` takes."""
-    args = dict(args)
-    for old, new in legacy_arguments(cls, args):
-        args[new] = args.pop(old)
-    return args
+    return {cls.__name__: with_new_names(cls, args)}, main
 
 
 def _legacy_schedule(spec: Any, key: KeyPath, notes: list[str]) -> list[dict[str, Any]]:

@@ -187,21 +187,28 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+# What YAML gives that is never a number: text, true/false, a list or a mapping. None and a tensor may
+# be (an Optional[float] turned off, torch's lr as a Tensor): the constructor judges those.
+_NOT_A_NUMBER = (str, bool, list, tuple, dict)
+
+
 def _check_kinds(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
-    """Each value is of the kind the constructor's default is: a number, or a tuple of numbers.
+    """A value is not of another kind than the constructor's default: a number, or a tuple of numbers.
 
     torch checks its numbers with comparisons, so text reaches the user as "'<=' not supported
     between 'float' and 'str'", and ``lr: true`` is not refused at all (it trains at 1.0)."""
     parameters = inspect.signature(cls).parameters
     for arg, value in args.items():
         default: Any = parameters[arg].default if arg in parameters else None
-        if _is_number(default) and not _is_number(value):
+        if _is_number(default) and isinstance(value, _NOT_A_NUMBER):
             quoted = isinstance(value, str) and _reads_as_number(value)
             fix = f"write it without quotes: {value}" if quoted else f"write a number such as {default}"
             raise ConfigTypeError((*key, arg), f"expected a number, got {value!r}; fix: {fix}")
-        pair = isinstance(default, tuple) and bool(default) and all(map(_is_number, default))
-        if pair and not (
-            isinstance(value, (list, tuple)) and len(value) == len(default) and all(map(_is_number, value))
+        numbers = isinstance(default, tuple) and bool(default) and all(map(_is_number, default))
+        if numbers and not (
+            isinstance(value, (list, tuple))
+            and len(value) == len(default)
+            and not any(isinstance(v, _NOT_A_NUMBER) for v in value)
         ):
             raise ConfigTypeError(
                 (*key, arg),

@@ -302,6 +302,35 @@ def test_a_refusal_after_parsing_leaves_lightnings_logs_flowing(tmp_path: Path) 
         assert logging.getLogger(name).filters == [], name
 
 
+def test_what_is_held_while_a_run_is_built_keeps_the_users_filters_and_comes_out_in_order() -> None:
+    """Holding warnings swaps how they are shown, never the filters: a filter the user's code sets while
+    the run is built (a DataModule silencing Lightning's worker-count warning) stays set."""
+    import warnings
+
+    from cs_lightning.cli.lightning_cli import _HeldRecords
+
+    logger = logging.getLogger("cs_lightning.test.held")
+    held = _HeldRecords(logger.name)
+    logger.warning("first")
+    warnings.warn("second", UserWarning, stacklevel=1)
+    warnings.filterwarnings("ignore", message="set while held")
+    logger.warning("third")
+    held.stop()
+    assert any(f[1] is not None and f[1].pattern == "set while held" for f in warnings.filters)
+    warnings.filters[:] = [f for f in warnings.filters if f[1] is None or f[1].pattern != "set while held"]
+    shown: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: shown.append(record.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.showwarning = lambda message, *rest: shown.append(str(message))
+            held.replay()
+    finally:
+        logger.removeHandler(handler)
+    assert shown == ["first", "second", "third"] and not warned
+
+
 def test_a_clock_in_the_config_is_the_runs_only_clock(
     tmp_path: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -1170,13 +1199,6 @@ ONE_LINE_FAILURES = {
         "csx_fsdp, or save single-file checkpoints, which every strategy reads, with trainer.strategy: "
         "{{class_path: cs_lightning.CSXFSDPStrategy, init_args: {{state_dict_type: full}}}}",  # str.format'd
     ),
-    "a sharded folder for DeepSpeed, which reads its own folders": (
-        ["fit", "--trainer.strategy", "deepspeed", "--ckpt_path", "sharded"],
-        "ckpt_path: 'sharded' is a sharded checkpoint (a folder of torch.distributed.checkpoint shards, as csx_fsdp "
-        "writes by default), which trainer.strategy 'deepspeed' cannot read; fix: resume it with trainer.strategy: "
-        "csx_fsdp, or save single-file checkpoints, which every strategy reads, with trainer.strategy: "
-        "{{class_path: cs_lightning.CSXFSDPStrategy, init_args: {{state_dict_type: full}}}}",  # str.format'd
-    ),
     "a Model Zoo config, not yet converted": (
         ["fit", "--config", "modelzoo.yaml"],
         "config: 'modelzoo.yaml' is a Cerebras Model Zoo config (Trainer layout, trainer: {{init: ...}}), which "
@@ -1363,6 +1385,8 @@ def test_a_sharded_folder_passes_for_every_strategy_that_reads_one(tmp_path: Pat
     readers = ("csx_fsdp", "fsdp", Namespace(class_path="lightning.pytorch.strategies.FSDPStrategy"), TensorParallel())
     for strategy in readers:
         check_ckpt_path(str(tmp_path / "sharded"), {"strategy": strategy})
+    # DeepSpeed's checkpoints are folders of its own: it judges any folder itself
+    check_ckpt_path(str(tmp_path / "checkpoints"), {"strategy": "deepspeed"})
     for strategy in ("ddp", Namespace(class_path="cs_lightning.CSXStrategy")):
         with pytest.raises(ConfigError, match="cannot read"):
             check_ckpt_path(str(tmp_path / "sharded"), {"strategy": strategy})

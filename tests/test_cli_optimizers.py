@@ -156,3 +156,16 @@ def test_a_model_zoo_block_leaving_a_default_that_torch_sets_differently_is_warn
         warnings.simplefilter("error")
         optimizer_factory({"AdamW": {"lr": 0.01}})  # torch's own spelling: torch's defaults, as written
         optimizer_factory({"Adam": {"lr": 0.01, "eps": 1e-6, "correct_bias": True}})
+
+
+class ClippedSGD(torch.optim.SGD):
+    """timm's Lamb spells it so: an Optional[float] whose None turns the clipping off."""
+
+    def __init__(self, params, lr: float = 0.1, max_grad_norm: float | None = 1.0) -> None:
+        super().__init__(params, lr=lr)
+        self.max_grad_norm = max_grad_norm
+
+
+def test_null_for_a_number_whose_default_is_one_is_the_constructors_to_judge() -> None:
+    build = optimizer_factory({"class_path": "test_cli_optimizers.ClippedSGD", "init_args": {"max_grad_norm": None}})
+    assert build([torch.nn.Parameter(torch.ones(1))]).max_grad_norm is None

@@ -4,6 +4,10 @@ cerebras.pytorch 2.10 accepts most of these and produces nan, inf, a silent cons
 ZeroDivisionError later; here the constructor refuses them, and nothing is written.
 """
 
+import copy
+import gc
+import weakref
+
 import pytest
 import torch
 import yaml
@@ -629,3 +633,41 @@ def test_sequential_milestones_left_out_are_where_each_child_ends():
         r"them from; give milestones \(the step where each next scheduler starts\)$",
     ):
         cs.SequentialLR(optimizer, [cs.ConstantLR(optimizer, 0.1), children[2]])
+
+
+def _stepped_into_a_negative_value():
+    weight = torch.nn.Parameter(torch.ones(1))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    scheduler = _Falling(optimizer)  # picklable, unlike a lambda
+    for _ in range(3):
+        scheduler.step()
+    weight.grad = torch.ones(1)
+    return optimizer, scheduler
+
+
+def test_a_refusal_survives_pickling_and_deepcopy():
+    """An optimizer pickles without its hooks: the scheduler registers its own again."""
+    import pickle
+
+    _, scheduler = _stepped_into_a_negative_value()
+    for copied in (copy.deepcopy(scheduler), pickle.loads(pickle.dumps(scheduler))):
+        copied.optimizer.param_groups[0]["params"][0].grad = torch.ones(1)
+        with pytest.raises(ValueError, match=_refused("_Falling", 3, r"lr=-0.05000000447034836")):
+            copied.optimizer.step()
+
+
+def test_a_scheduler_thrown_away_or_overwritten_refuses_nothing():
+    optimizer, scheduler = _stepped_into_a_negative_value()
+    later = cs.LinearLR(optimizer, 0.1, 0.01, 10)  # writes its own value: the negative one is no longer used
+    optimizer.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.1)
+    del later
+    scheduler.step(3)  # writes the negative value again
+    with pytest.raises(ValueError, match=_refused("_Falling", 3, r"lr=-0.05000000447034836")):
+        optimizer.step()
+    watched = weakref.ref(scheduler)
+    del scheduler
+    gc.collect()
+    assert watched() is None  # the optimizer's hook held it weakly
+    cs.LinearLR(optimizer, 0.1, 0.01, 10)
+    optimizer.step()

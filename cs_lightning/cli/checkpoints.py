@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy, StrategyRegistry
+from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy, ModelParallelStrategy, StrategyRegistry
 
 from cs_lightning.errors import ConfigError
 from cs_lightning.strategies.checkpoints import (
@@ -43,6 +43,9 @@ def check_ckpt_path(value: str, trainer: Mapping[str, Any]) -> None:
     strategy = trainer.get("strategy")
     fix = SHARDED_FOLDER_FIX  # files and folders alike
     path = Path(value)
+    chosen = _strategy_class(strategy)
+    if path.is_dir() and chosen is not None and issubclass(chosen, DeepSpeedStrategy):
+        return  # DeepSpeed's checkpoints are folders of its own making, which it judges itself
     if path.is_dir():
         if (path / SHARDED_REST).is_file():
             _pickled_names(path / SHARDED_REST, fix)  # the rest of the state must be readable too
@@ -83,19 +86,27 @@ def _strategy_name(strategy: Any) -> str:
     return str(getattr(strategy, "class_path", None) or type(strategy).__name__)
 
 
-def _reads_sharded(strategy: Any) -> bool:
-    """Whether the strategy loads torch.distributed.checkpoint folders: Lightning's FSDPStrategy and
-    ModelParallelStrategy and their subclasses (csx_fsdp among them) do; csx, csx_ddp, DDP, DeepSpeed
-    and auto read files only. A strategy that cannot be resolved here is left for Lightning to judge."""
+def _strategy_class(strategy: Any) -> type | None:
+    """The class the config's strategy names; None for auto, or one that cannot be resolved here."""
     if strategy is None or strategy == "auto":
-        return False
+        return None
     if isinstance(strategy, str):
         chosen = StrategyRegistry[strategy]["strategy"] if strategy in StrategyRegistry else None
     elif getattr(strategy, "class_path", None):
         chosen = imported_or_none(strategy.class_path)
     else:
         chosen = type(strategy)
-    return not isinstance(chosen, type) or issubclass(chosen, (FSDPStrategy, ModelParallelStrategy))
+    return chosen if isinstance(chosen, type) else None
+
+
+def _reads_sharded(strategy: Any) -> bool:
+    """Whether the strategy loads torch.distributed.checkpoint folders: Lightning's FSDPStrategy and
+    ModelParallelStrategy and their subclasses (csx_fsdp among them) do; csx, csx_ddp, DDP and auto
+    read files only. A strategy named but not resolved here is left for Lightning to judge."""
+    if strategy is None or strategy == "auto":
+        return False
+    chosen = _strategy_class(strategy)
+    return chosen is None or issubclass(chosen, (FSDPStrategy, ModelParallelStrategy))
 
 
 def _pickled_names(path: Path, fix: str) -> set[str]:

@@ -12,7 +12,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 from jsonargparse import ArgumentParser
@@ -46,7 +46,7 @@ from cs_lightning.cli.optimization import (
     run_factories,
 )
 from cs_lightning.config_blocks import load_yaml, yaml_problem
-from cs_lightning.errors import ConfigError
+from cs_lightning.errors import ConfigError, CSLightningError
 from cs_lightning.optimizers import OptimizerFactory
 from cs_lightning.strategies.checkpoints import SHARDED_REST
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -54,40 +54,53 @@ from cs_lightning.user_code import imported_or_none
 
 
 class _HeldRecords(logging.Filter):
-    """Hold some loggers' records, and every warning, back until `stop()`; `replay()` then gives
-    them out, in order.
+    """Hold some loggers' records, and every warning shown, back until `stop()`; `replay()` then gives
+    them out, in the order they came.
 
     Seeding logs "Seed set to N" before the model is built, an optimizer block written for Model Zoo
     warns of torch's other defaults, and making the Trainer logs the devices found before it checks
     its other arguments; when building then fails on a configuration mistake, those lines would
-    spoil the one-line error.
+    spoil the one-line error. Only how a warning is shown is swapped, never the filters, which the
+    user's code may set meanwhile (a DataModule silencing Lightning's worker-count warning).
     """
 
     def __init__(self, *names: str) -> None:
         super().__init__()
         self.loggers = [logging.getLogger(name) for name in names]
-        self.records: list[logging.LogRecord] = []
+        self.held: list[logging.LogRecord | warnings.WarningMessage] = []
         for logger in self.loggers:
             logger.addFilter(self)
-        self._catching: warnings.catch_warnings | None = warnings.catch_warnings(record=True)
-        self.warned: list[warnings.WarningMessage] = self._catching.__enter__()
+        self._shown_by: Any = warnings.showwarning
+        warnings.showwarning = self._hold_warning
 
     def filter(self, record: logging.LogRecord) -> bool:
-        self.records.append(record)
+        self.held.append(record)
         return False
+
+    def _hold_warning(
+        self,
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        self.held.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
 
     def stop(self) -> None:
         for logger in self.loggers:
             logger.removeFilter(self)
-        if self._catching is not None:
-            self._catching.__exit__(None, None, None)
-            self._catching = None
+        if warnings.showwarning == self._hold_warning:  # else something replaced it since, and keeps its own
+            warnings.showwarning = self._shown_by
 
     def replay(self) -> None:
-        for warned in self.warned:
-            warnings.warn_explicit(warned.message, warned.category, warned.filename, warned.lineno)
-        for record in self.records:
-            logging.getLogger(record.name).handle(record)
+        for item in self.held:
+            if isinstance(item, logging.LogRecord):
+                logging.getLogger(item.name).handle(item)
+            else:
+                warnings.showwarning(item.message, item.category, item.filename, item.lineno)
+        self.held = []
 
 
 _DESCRIPTION = "Train from YAML with Lightning, Cerebras-style optimizer:/schedulers: blocks accepted."
@@ -258,6 +271,13 @@ class CSLightningCLI(LightningCLI):
             args = [*args, "--imports", json.dumps(list(dict.fromkeys(imported.values())))]
         try:
             super().__init__(args=args, **kwargs)
+        except (CSLightningError, argparse.ArgumentError):
+            raise  # one line: what was held back would spoil it
+        except BaseException:  # a bug's traceback comes with what was said before it
+            if self._held_logs is not None:
+                self._held_logs.stop()
+                self._held_logs.replay()
+            raise
         finally:  # a refusal between parsing and building (a checkpoint's) must not leave the logs held
             if self._held_logs is not None:
                 self._held_logs.stop()

@@ -21,6 +21,7 @@ import functools
 import inspect
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from numbers import Real
 from typing import Any, ClassVar, TypeGuard
@@ -182,7 +183,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._probe: Steps | None = None
         self._dtype = torch.float32
         self._tensor_values = False
-        self._refuses_invalid = True  # see _row; False for a schedule converted from torch's
+        self._refuses_invalid = True  # see _refusal; False for a schedule converted from torch's
         # Groups present now are bound by their tags; a group added later joins at a step
         # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
         # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
@@ -196,7 +197,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if self._refusal(0) is not None:  # a schedule that starts out of range is wrong from its arguments
             raise UsageError(self._refusal(0))
         self._write(self._cursor.block[0])
-        optimizer.register_step_pre_hook(self._refuse_an_update)
+        self._watch_updates()
 
     def _arg(self, check: Callable[..., Any], name: str, value: Any, *extra: Any) -> Any:
         """Run an argument check, naming the argument as this class spells it. A value of the
@@ -449,7 +450,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         cursor.valid = self._valid_rows(block)
 
     def _valid_rows(self, block: Tensor) -> int:
-        """The rows of ``block`` before its first negative or non-finite value (see ``_row``). All of
+        """The rows of ``block`` before its first negative or non-finite value (see ``_refusal``). All of
         them for a schedule converted from torch's: it writes what torch's would, and torch refuses no
         value (its linear OneCycleLR gives a negative lr at step total_steps, which Lightning writes
         after a run's last step)."""
@@ -476,12 +477,33 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             "so that no step gives one"
         )
 
-    def _refuse_an_update(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        """The optimizer's step pre-hook: no update with a value this schedule wrote out of range. A
-        schedule composed into another writes nothing: its parent's values are the ones used."""
+    def _watch_updates(self) -> None:
+        """Refuse an update that would use a value out of range (see `_refusal`), by a step pre-hook of the
+        optimizer. The hook holds this scheduler weakly: one thrown away stops checking, and is freed."""
+        watched = weakref.ref(self)
+
+        def refuse_an_update(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            scheduler = watched()
+            if scheduler is not None:
+                scheduler._refuse_an_update()
+
+        self.optimizer.register_step_pre_hook(refuse_an_update)
+
+    def _refuse_an_update(self) -> None:
+        """Raise the refusal of the row this schedule wrote last, while the param groups still hold it: a
+        schedule composed into another writes nothing (its parent's values are used), and one whose values
+        another scheduler has since replaced is no longer used."""
         refusal = self._cursor.refusal
-        if refusal is not None and not self._parents:
+        if refusal is None or self._parents:
+            return
+        groups, key = self.optimizer.param_groups, self.param_group_key
+        held = [float(groups[index][key]) for index in self._targets]  # a tensor value is read only here
+        if all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(held, self._cursor.last)):
             raise UsageError(refusal)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._watch_updates()  # a pickled optimizer keeps no hooks
 
     def _refill(self, step: int) -> list[float]:
         self._set_block(step, self._value_at(range(step, step + _BLOCK)))
