@@ -212,10 +212,11 @@ LINEAR = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0}
             ConfigError,
             "optimizer.AdamW: AdamW rejects {'lr': -1}: Invalid learning rate: -1; fix: correct the value",
         ),
-        (
-            lambda: optimizer_factory({"AdamW": {"betas": 0.9}}),
+        (  # None may be a number's value (an Optional[float]): torch's comparison refuses it here
+            lambda: optimizer_factory({"AdamW": {"lr": None}}),
             ConfigTypeError,
-            "optimizer.AdamW: AdamW rejects {'betas': 0.9}: 'float' object is not subscriptable; fix: correct the value",
+            "optimizer.AdamW: AdamW rejects {'lr': None}: '<=' not supported between instances of 'float' and "
+            "'NoneType'; fix: correct the value",
         ),
         (
             lambda: build([{"LinearLR": {**LINEAR, "total_iters": 0}}], _optimizer()),
