@@ -35,8 +35,9 @@ def _data() -> DataLoader:
     return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4)
 
 
-def _fit(module: TinyModule, max_steps: int, ckpt_path=None) -> pl.Trainer:
+def _fit(module: pl.LightningModule, max_steps: int, ckpt_path=None, strategy: str = "auto") -> pl.Trainer:
     trainer = pl.Trainer(
+        strategy=strategy,
         max_steps=max_steps,
         accelerator="cpu",
         enable_progress_bar=False,
@@ -82,18 +83,7 @@ class _Scheduled(pl.LightningModule):
 
 
 def _csx_fit(module: pl.LightningModule, max_steps: int, ckpt_path=None) -> pl.Trainer:
-    import cs_lightning  # noqa: F401  registers "csx"
-
-    trainer = pl.Trainer(
-        strategy="csx",
-        max_steps=max_steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(module, _data(), ckpt_path=ckpt_path)
-    return trainer
+    return _fit(module, max_steps, ckpt_path, strategy="csx")
 
 
 FIX = "fix: resume with the schedulers it was trained with, or start a new run from its weights (without ckpt_path)"
@@ -144,12 +134,8 @@ class OneCycleModule(TinyModule):
 def test_a_run_of_total_steps_ends_and_a_longer_one_is_refused_its_negative_update(strategy: str) -> None:
     """Lightning steps the schedulers after the last update too, writing step 8's negative value: a
     run of 8 steps never uses it and ends; a run of 9 would, and is refused before that update."""
-    kwargs = dict(strategy=strategy, accelerator="cpu", logger=False, enable_checkpointing=False)
-    trainer = pl.Trainer(max_steps=8, enable_progress_bar=False, enable_model_summary=False, **kwargs)
-    trainer.fit(OneCycleModule(), _data())
-    assert trainer.global_step == 8
+    assert _fit(OneCycleModule(), 8, strategy=strategy).global_step == 8
     module = OneCycleModule()
-    trainer = pl.Trainer(max_steps=9, enable_progress_bar=False, enable_model_summary=False, **kwargs)
     with pytest.raises(ValueError, match=r"^OneCycleLR: step 8 gives lr=-0\.000951"):
-        trainer.fit(module, _data())
-    assert trainer.global_step == 8 and all(lr >= 0 for lr, _ in module.seen[:8])
+        _fit(module, 9, strategy=strategy)
+    assert module.trainer.global_step == 8 and all(lr >= 0 for lr, _ in module.seen[:8])
