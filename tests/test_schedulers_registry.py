@@ -303,3 +303,29 @@ def test_schedulers_of_different_values_or_groups_stand_side_by_side():
     assert (first._targets, second._targets) == ([0], [1])
     (sequence,) = build([{"SequentialLR": {"schedulers": [{"LinearLR": WARMUP}, {"CosineDecayLR": DECAY}]}}], optimizer)
     assert sequence.milestones == [10]  # children of one schedule set the same value, one at a time
+
+
+def test_a_yaml_milestone_cutting_a_warmup_short_is_warned_of_once(optimizer):
+    """As cerebras.pytorch runs it (the value jumps at the milestone), but in a config almost never meant;
+    Python's SequentialLR, which torch schedules convert to, says nothing."""
+    import warnings
+
+    def spec(milestones):
+        children = [
+            {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "total_iters": 4}},
+            {"CosineDecayLR": {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 10}},
+        ]
+        return {"SequentialLR": {"schedulers": children, "milestones": milestones}}
+
+    with pytest.warns(UserWarning) as warned:
+        build(spec([1]), optimizer)
+    assert [str(w.message) for w in warned] == [
+        "schedulers.SequentialLR: milestones[0]=1 starts schedulers[1] 1 steps into schedulers[0] (LinearLR, "
+        "total_iters=4), cutting it short: the value jumps there; give milestones[0]=4, or leave milestones out "
+        "to infer them"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build(spec([4]), optimizer)  # where the warmup ends
+        build(spec([6]), optimizer)  # after it: the warmup's end value holds, as a constant stage would
+        SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 0.1, 4), CosineDecayLR(optimizer, 0.1, 0.0, 10)], [1])

@@ -37,6 +37,7 @@ from cs_lightning.errors import (
     format_key_path,
 )
 from cs_lightning.schedulers.base import Scheduler, _group_tags, _has_closed_form
+from cs_lightning.schedulers.composite import _Sequential, warn_of_cut_stages
 from cs_lightning.user_code import import_dotted
 
 
@@ -250,11 +251,14 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
     if "optimizer" in parameters:
         args["optimizer"] = optimizer
     try:  # the constructor checks the values: ValueError/TypeError naming the argument, by convention
-        return cls(**args)
+        built = cls(**args)
     except ParamGroupTagsError as error:  # keeps its class, which the CLI catches to add its fix
         raise error.under(*path) from error
     except (ValueError, TypeError) as error:
         raise refused_at(path, error) from error
+    if isinstance(built, _Sequential) and "milestones" in args:
+        warn_of_cut_stages(format_key_path(path), built.schedulers, built.milestones)
+    return built
 
 
 def _refuse_torch_scheduler(name: str, args: dict[str, Any], optimizer: torch.optim.Optimizer, path: KeyPath) -> None:
