@@ -32,7 +32,6 @@ one, not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path;
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +42,7 @@ import yaml
 from cs_lightning import mup, param_groups, schedulers
 from cs_lightning.config_blocks import parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
-from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, torch_optimizers
+from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, number_in_text, torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, with_new_names
 
 _CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
@@ -425,20 +424,11 @@ def _numeric(default: Any, value: Any, key: KeyPath, notes: list[str]) -> Any:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
-    number = _float_or_none(value)  # None for a bool too: torch would run lr=True as 1.0
+    number = number_in_text(value)  # None for a bool too: torch would run lr=True as 1.0
     if number is None:
         raise ConfigError(key, f"expected a number, got {value!r}; fix: write a number such as 1.0e-4")
     notes.append(f"{format_key_path(key)}: the text {value!r} read as the number {number!r}")
     return number
-
-
-def _float_or_none(value: Any) -> float | None:
-    """A finite number read from text, else None."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if isinstance(value, str) and math.isfinite(number) else None
 
 
 def _tagged_groups(out: _Output, groups: list[Any], key: KeyPath) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import math
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -201,7 +202,7 @@ def _check_kinds(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
     for arg, value in args.items():
         default: Any = parameters[arg].default if arg in parameters else None
         if _is_number(default) and isinstance(value, _NOT_A_NUMBER):
-            quoted = isinstance(value, str) and _reads_as_number(value)
+            quoted = number_in_text(value) is not None
             fix = f"write it without quotes: {value}" if quoted else f"write a number such as {default}"
             raise ConfigTypeError((*key, arg), f"expected a number, got {value!r}; fix: {fix}")
         numbers = isinstance(default, tuple) and bool(default) and all(map(_is_number, default))
@@ -216,12 +217,13 @@ def _check_kinds(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
             )
 
 
-def _reads_as_number(text: str) -> bool:
+def number_in_text(value: Any) -> float | None:
+    """The finite number a text reads as (``"2.0e-4"``), else None (for a bool or a number too)."""
     try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if isinstance(value, str) and math.isfinite(number) else None
 
 
 def optimizer_factory(spec: Any, key: KeyPath = ("optimizer",)) -> OptimizerFactory:

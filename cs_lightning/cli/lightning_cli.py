@@ -95,6 +95,7 @@ class _HeldRecords(logging.Filter):
             warnings.showwarning = self._shown_by
 
     def replay(self) -> None:
+        self.stop()  # else the warnings given out would be held again
         for item in self.held:
             if isinstance(item, logging.LogRecord):
                 logging.getLogger(item.name).handle(item)
@@ -275,7 +276,6 @@ class CSLightningCLI(LightningCLI):
             raise  # one line: what was held back would spoil it
         except BaseException:  # a bug's traceback comes with what was said before it
             if self._held_logs is not None:
-                self._held_logs.stop()
                 self._held_logs.replay()
             raise
         finally:  # a refusal between parsing and building (a checkpoint's) must not leave the logs held
@@ -389,9 +389,7 @@ class CSLightningCLI(LightningCLI):
         except (ValueError, TypeError, MisconfigurationException) as err:  # a value refused; a bug keeps its traceback
             config = self.config.get(str(self.subcommand), self.config)
             raise instantiation_error(config, err) from err
-        finally:
-            held_logs.stop()
-        held_logs.replay()
+        held_logs.replay()  # on a failure, __init__ stops holding (and gives a bug's traceback what was held)
         if self.make_optimizer is not None:
             attach_optimizers(self.model, self.make_optimizer, self.make_schedulers, self.tagged_groups)
 

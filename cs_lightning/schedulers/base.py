@@ -194,8 +194,9 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self.base_lrs: list[Any] = [group.get(self.param_group_key) for group in optimizer.param_groups]
         self._cursor = _Cursor(last_epoch + 1)
         self._check_closed_form()
-        if self._refusal(0) is not None:  # a schedule that starts out of range is wrong from its arguments
-            raise UsageError(self._refusal(0))
+        refusal = self._refusal(0)
+        if refusal is not None:  # a schedule that starts out of range is wrong from its arguments
+            raise UsageError(refusal)
         self._write(self._cursor.block[0])
         self._watch_updates()
 

@@ -140,7 +140,6 @@ class _Sequential(_Composite, _PendingForm):
                 f"{owner}: got {len(self.milestones)} milestones for {len(self.schedulers)} "
                 "schedulers; give one milestone fewer than schedulers"
             )
-
         last = self.schedulers[-1].total_iters
         total = None if last is None else ([0, *self.milestones][-1] + last)
         super().__init__(optimizer, total_iters=total, last_epoch=last_epoch, param_group_tags=param_group_tags)
