@@ -5,6 +5,9 @@ one mid-step stalls the device. :func:`step_closure` makes that explicit: a deco
 called during a training step is queued with its arguments, and runs once the step is done
 (after the optimizer step), with every tensor argument of every queued call copied to the host
 in one batch. Outside a step (plain PyTorch, validation, other strategies) it runs at once.
+The tensors are read when the step ends, not when the call is made: one changed in place after
+the call (a parameter, by the optimizer step) shows its new value; pass ``x.detach().clone()``
+for the value at the call.
 """
 
 from __future__ import annotations

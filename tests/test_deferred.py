@@ -809,6 +809,25 @@ def test_independent_mode_for_random_ops_without_a_generator_argument() -> None:
     assert not torch.equal(values[0].a, values[0].b)
 
 
+@pytest.mark.parametrize("mode", ["exact", "independent"])
+def test_a_buffer_copied_from_a_tensor_requiring_grad_has_no_graph(mode: str) -> None:
+    """A constructor copying from a real parameter under no_grad (a teacher's table, over the
+    1 MB that is kept by reference): grad mode is per thread, so the materializing threads
+    must not record the copy either."""
+    table = nn.Parameter(torch.randn(600, 600))
+
+    class Student(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("frozen", torch.empty(600, 600))
+            with torch.no_grad():
+                self.frozen.copy_(table)
+
+    student = materialize(deferred_init(Student), dtype=torch.float64, mode=mode)
+    assert not student.frozen.requires_grad and student.frozen.grad_fn is None
+    assert torch.equal(student.frozen, table.detach().double())
+
+
 # -- diagnostics --------------------------------------------------------------------
 
 
@@ -986,6 +1005,27 @@ def test_deferred_tensors_refuse_computation_until_materialized() -> None:
         lazy(torch.ones(3))
     with pytest.raises(DeferredInitError, match="saving or pickling"):
         torch.save(lazy.state_dict(), "weights.pt")
+
+
+@pytest.mark.parametrize(
+    "read, what",
+    [
+        (lambda w: w.tolist(), r"tolist\(\)"),
+        (lambda w: w.numpy(), r"numpy\(\)"),
+        (lambda w: np.asarray(w), r"numpy.asarray\(\)"),
+        (lambda w: w[0, 0].item(), "_local_scalar_dense.default"),
+        (lambda w: bool(w[0, 0] > 0), "gt.Scalar"),
+    ],
+)
+def test_reading_a_value_until_materialized_is_refused_and_draws_nothing(read, what: str) -> None:
+    torch.manual_seed(SEED)
+    eager = nn.Linear(4, 4)
+    torch.manual_seed(SEED)
+    lazy = deferred_init(nn.Linear, 4, 4)
+    with pytest.raises(DeferredInitError, match=f"{what} on a deferred tensor outside recording"):
+        read(lazy.weight)
+    # the read ran and drew nothing: materialize sees the generator as recording left it
+    assert_same(eager, materialize(lazy))
 
 
 def test_deferred_tensors_of_another_recording_are_refused_by_name() -> None:

@@ -85,13 +85,14 @@ def replay_independent(
         first = next(iter(ops[indices[0]].writes))
         generator = torch.Generator(device=executor.device_of(first))
         generator.manual_seed(stream_seed(seed, key))
-        for k in indices:
-            executor.run(ops[k], generator)
-        for sid in sids:
-            if sid in targets:
-                on_ready(sid, executor)
-            elif sid not in keep:
-                executor.release(sid, reusable=True)
+        with torch.no_grad():  # grad mode is per thread: a source requiring grad must not be recorded
+            for k in indices:
+                executor.run(ops[k], generator)
+            for sid in sids:
+                if sid in targets:
+                    on_ready(sid, executor)
+                elif sid not in keep:
+                    executor.release(sid, reusable=True)
 
     groups = [idx for idx in _groups(ops, flags) if any(sid in targets for k in idx for sid in ops[k].writes)]
     # Largest groups first, so that the threads finish together.

@@ -97,7 +97,11 @@ def materialize(
             now, so draw no random numbers between recording and materialize (a
             warning says when that happened). Modules recorded in one block may be
             materialized in any order: the first call replays the whole block and keeps
-            the other modules' tensors until their turn.
+            the other modules' tensors until their turn. Modules of separate blocks (two
+            ``deferred_init`` calls) must be materialized in recording order: eager drew
+            the second's numbers after the first's, and a seed set again in between
+            cannot be told apart from none, so the second, materialized first, draws the
+            first's numbers.
             ``"independent"``: each tensor draws from its own CPU generator, seeded
             from ``torch.initial_seed()``, its qualified name (as seen from ``module``)
             and shape, then moves to ``device``; parallel on all threads, the same

@@ -113,13 +113,13 @@ class DeferredTensor(torch.Tensor):
         raise DeferredInitError(_not_materialized("saving or pickling"))
 
     def tolist(self) -> Any:
-        return self._cs_recording.concrete(self).tolist()
+        return self._cs_recording.concrete(self, "tolist()").tolist()
 
     def numpy(self, *, force: bool = False) -> Any:
-        return self._cs_recording.concrete(self).numpy()
+        return self._cs_recording.concrete(self, "numpy()").numpy(force=force)
 
     def __array__(self, dtype: Any = None) -> Any:
-        return self._cs_recording.concrete(self).__array__(dtype)
+        return self._cs_recording.concrete(self, "numpy.asarray()").__array__(dtype)
 
 
 @functools.cache
@@ -344,7 +344,11 @@ class Recorder(Recording):
                 f"in {constructor_site()}. Build this module eagerly. ({err})"
             ) from err
         if is_random:  # its draws must come after everything recorded so far
-            self.flush(f"{func} draws random numbers and has no meta kernel")
+            self.flush(
+                f"{func} draws random numbers and has no meta kernel",
+                "It cannot be recorded, and eager drew its numbers after everything recorded so far",
+                "To keep the whole model deferred, make this draw outside the constructor.",
+            )
         out = self._concrete_call(func, flat, spec, fakes)
         flat_out, out_spec = tree_flatten(out)
         return tree_unflatten(
@@ -460,17 +464,20 @@ class Recorder(Recording):
     def _concrete_call(self, func: torch._ops.OpOverload, flat: list, spec: TreeSpec, fakes: list[int]) -> Any:
         values = list(flat)
         for i in fakes:
-            values[i] = self.concrete(flat[i])
+            values[i] = self.concrete(flat[i], func)
         args, kwargs = tree_unflatten(values, spec)
         return func(*args, **kwargs)
 
-    def concrete(self, fake: DeferredTensor) -> torch.Tensor:
+    def concrete(self, fake: DeferredTensor, what: Any) -> torch.Tensor:
         """The value a recorded tensor holds now, as eager construction would have it.
 
         Without randomness in its history it is computed aside, on the CPU, and nothing
         else changes. With randomness, the draws must happen now and in eager's order:
-        everything recorded so far is run for real (see :meth:`flush`).
+        everything recorded so far is run for real (see :meth:`flush`). After the recording
+        block, a read (``what``) is refused as any other use of an unmaterialized weight.
         """
+        if not self.active:
+            raise DeferredInitError(_not_materialized(what))
         ref = self.ref(fake)
         pending = [self.ops[k] for k in self.pending()]
         live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]

@@ -87,7 +87,7 @@ def materialize_sharded(
             if mode == "exact" and k == 0:
                 warn_if_rng_moved(recording)
             wanted = [e for e in group if not any(name in provided for name in e.fqns)]
-            whole.update(_materialize_recording(recording, wanted, place, agree, mode, rng))
+            whole.update(_place_recording_shards(recording, wanted, place, agree, mode, rng))
     return whole
 
 
@@ -231,7 +231,7 @@ class _Placer:
                 setattr(slot.owner, slot.name, final)
 
 
-def _materialize_recording(
+def _place_recording_shards(
     recording: Recording,
     group: list[Deferred],
     place: _Placer,
@@ -239,6 +239,8 @@ def _materialize_recording(
     mode: str,
     rng: str,
 ) -> dict[str, str]:
+    """Place this rank's shards of ``group`` (the tensors of one recording); returns ``{name: why}``
+    for each parameter generated whole."""
     by_sid = by_storage(group)
     # a storage is mine, with every tensor viewing it, when the module holds it (or a checkpoint provides it)
     mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes()}
@@ -258,9 +260,8 @@ def _materialize_recording(
         place.rows(by_sid[sid][0], flat)
 
     def on_whole(sid: int, executor: Executor) -> None:
-        with torch.no_grad():  # grad mode is per thread: the independent mode calls this on its threads
-            for entry in by_sid[sid]:
-                place.whole(entry, executor.view(entry.ref))
+        for entry in by_sid[sid]:
+            place.whole(entry, executor.view(entry.ref))
 
     if mode == "independent":  # whole tensors, each from its own generator, one per thread at a time
 
