@@ -666,6 +666,32 @@ def test_a_generator_of_the_callers_own_replays_exactly_and_is_watched() -> None
         materialize(lazy)
 
 
+class SeedPerLayer(nn.Module):
+    """One seed per layer, from a generator of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+        self.generator = torch.Generator()
+        for k, layer in enumerate(self.layers):
+            self.generator.manual_seed(100 + k)
+            nn.init.normal_(layer.weight, generator=self.generator)
+        self.last = nn.Parameter(torch.randn(20, generator=self.generator))
+
+
+def test_a_generator_of_the_callers_own_seeded_again_draws_from_each_seed() -> None:
+    torch.manual_seed(SEED)
+    eager = SeedPerLayer()
+    eager_states = torch.get_rng_state(), eager.generator.get_state()
+    torch.manual_seed(SEED)
+    with pytest.warns(DeferredInitWarning, match="generator of the constructor's own was seeded or set"):
+        lazy = materialize(deferred_init(SeedPerLayer))
+    assert_same(eager, lazy)
+    assert not torch.equal(lazy.layers[0].weight, lazy.layers[1].weight)
+    assert torch.equal(torch.get_rng_state(), eager_states[0])
+    assert torch.equal(lazy.generator.get_state(), eager_states[1])
+
+
 class DataAssign(nn.Module):
     """Old-style init: replaces `.data`, converts dtype and deep-copies inside __init__."""
 
@@ -1005,6 +1031,43 @@ def test_deferred_tensors_refuse_computation_until_materialized() -> None:
         lazy(torch.ones(3))
     with pytest.raises(DeferredInitError, match="saving or pickling"):
         torch.save(lazy.state_dict(), "weights.pt")
+
+
+class TiesByAddress(nn.Module):
+    """Checks tying and aliasing by data_ptr(), as some libraries do before tying weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.net = nn.Linear(4, 8, bias=False), nn.Linear(8, 4)
+        self.head = nn.Linear(8, 4, bias=False)
+        self.head.weight = self.net.weight
+        assert self.head.weight.data_ptr() == self.net.weight.data_ptr()
+        assert self.net.weight[1].data_ptr() - self.net.weight.data_ptr() == 8 * 4
+        if self.net.weight.data_ptr() != self.emb.weight.data_ptr():  # not tied: eager zeroes it
+            nn.init.zeros_(self.net.weight)
+
+
+def test_data_ptr_tells_recorded_tensors_apart_as_eager_does() -> None:
+    torch.manual_seed(SEED)
+    eager = TiesByAddress()
+    torch.manual_seed(SEED)
+    lazy = deferred_init(TiesByAddress)
+    assert len({lazy.emb.weight.data_ptr(), lazy.net.weight.data_ptr(), lazy.net.bias.data_ptr()}) == 3
+    assert_same(eager, materialize(lazy))
+    assert not lazy.net.weight.any()
+
+
+class WritesThroughNumpy(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.zeros(4))
+        assert self.gain.detach().numpy().sum() == 0.0 and np.asarray(self.gain.detach()).shape == (4,)
+        self.gain.detach().numpy()[:] = 1.0  # in eager, gain becomes ones
+
+
+def test_a_write_through_numpy_while_recording_is_refused_not_lost() -> None:
+    with pytest.raises(ValueError, match="read-only"):
+        materialize(deferred_init(WritesThroughNumpy))
 
 
 @pytest.mark.parametrize(

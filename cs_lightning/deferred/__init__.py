@@ -37,6 +37,14 @@ Limits, each reported rather than hidden:
   eagerly, with a warning naming the constructor and the user's line; the values stay
   eager's. Seeding before any draw is recorded (the top of ``configure_model``) keeps the
   whole model deferred. ``nn.init.trunc_normal_`` is recorded as one call instead.
+* A ``torch.Generator`` of the constructor's own is drawn from as it is at ``materialize``,
+  like the global one. Seeded or set to another state after draws from it were recorded,
+  it makes everything recorded so far run eagerly, with a warning (exact). Seeded again to
+  the state of its first recorded draw, or rewound to a state read by ``get_state()`` after
+  a draw, it is NOT seen (recording leaves its state unmoved, and its methods cannot be
+  watched): eager's numbers repeat or rewind there, the replay's continue. Give such a
+  generator one seed, or each seed a generator of its own.
+* Modules recorded in separate blocks materialize in recording order (see ``materialize``).
 * Writing random numbers into a tensor created outside the recording, or an in-place
   op without a meta kernel, cannot be deferred: ``recording()`` raises
   :class:`~cs_lightning.errors.DeferredInitError` naming the constructor, and

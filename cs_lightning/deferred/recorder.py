@@ -68,6 +68,24 @@ _METADATA_QUERIES = {aten._has_compatible_shallow_copy_type.default, aten.is_sam
 _CONST_COPY_BYTES = 1 << 20
 
 
+class _StandInAddresses:
+    """Distinct, non-overlapping stand-in addresses for recorded storages (see
+    ``DeferredTensor.data_ptr``), above the ones a process's heap and mappings use."""
+
+    def __init__(self) -> None:
+        self._next = 1 << 44
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> int:
+        with self._lock:
+            address = self._next
+            self._next += (nbytes // 4096 + 2) * 4096  # a page apart
+            return address
+
+
+_ADDRESSES = _StandInAddresses()
+
+
 class DeferredTensor(torch.Tensor):
     """A tensor recorded by :func:`recording`: real device and metadata, no data."""
 
@@ -115,11 +133,24 @@ class DeferredTensor(torch.Tensor):
     def tolist(self) -> Any:
         return self._cs_recording.concrete(self, "tolist()").tolist()
 
+    # The arrays are read-only: they hold the values, not the recorded storage, so a write
+    # through them would be lost; numpy refuses it at the user's line instead.
     def numpy(self, *, force: bool = False) -> Any:
-        return self._cs_recording.concrete(self, "numpy()").numpy(force=force)
+        return _read_only(self._cs_recording.concrete(self, "numpy()").numpy(force=force))
 
     def __array__(self, dtype: Any = None) -> Any:
-        return self._cs_recording.concrete(self, "numpy.asarray()").__array__(dtype)
+        return _read_only(self._cs_recording.concrete(self, "numpy.asarray()").__array__(dtype))
+
+    def data_ptr(self) -> int:
+        """A stand-in address, the same for tensors viewing the same memory (offset included) and
+        distinct otherwise, so identity checks (``a.data_ptr() == b.data_ptr()`` for tying) answer
+        as in eager; nothing lives there."""
+        return self._cs_recording.stand_in_address(self)
+
+
+def _read_only(array: Any) -> Any:
+    array.flags.writeable = False
+    return array
 
 
 @functools.cache
@@ -220,6 +251,7 @@ class Recorder(Recording):
         self.active = True  # False once its block has exited (in-place init is still recorded)
         self._last_write: dict[int, int] = {}  # storage -> index of the last op writing it
         self._concrete: dict[int, tuple[int, torch.Tensor]] = {}  # values read by constructors, cached
+        self._addresses: dict[int, int] = {}  # storage -> its stand-in address
         self.site = user_site()
 
     def _wrap(self, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
@@ -233,7 +265,12 @@ class Recorder(Recording):
         sid = len(self.storages)
         self._sids[meta.untyped_storage()._cdata] = sid
         self.storages[sid] = Storage(sid, meta.untyped_storage().nbytes(), meta.dtype, device, meta)
+        self._addresses[sid] = _ADDRESSES.take(self.storages[sid].nbytes)
         return sid
+
+    def stand_in_address(self, fake: DeferredTensor) -> int:
+        ref = self.ref(fake)
+        return self._addresses[ref.sid] + ref.offset * ref.dtype.itemsize
 
     # -- dispatch ------------------------------------------------------------------
     def dispatch(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
@@ -438,8 +475,28 @@ class Recorder(Recording):
 
     def _note_generators(self, logged: list[Any]) -> None:
         for x in logged:
-            if isinstance(x, torch.Generator) and id(x) not in self.generators:
-                self.generators[id(x)] = (x, x.get_state())
+            if not isinstance(x, torch.Generator) or x is torch.default_generator:
+                continue  # (the global generator's setters are watched by _patched)
+            noted = self.generators.get(id(x))
+            if noted is not None and not torch.equal(noted[1], x.get_state()):
+                self._generator_set(x, noted[1])
+            self.generators[id(x)] = (x, x.get_state())
+
+    def _generator_set(self, generator: torch.Generator, noted: torch.Tensor) -> None:
+        """The caller seeded or set ``generator`` since the draws pending from it were recorded:
+        eager made them from its earlier state, so they are drawn now, from that state."""
+        if not any(any(x is generator for x in self.ops[k].flat) for k in self.pending()):
+            return
+        now = generator.get_state()
+        generator.set_state(noted)
+        try:
+            self.flush(
+                "a generator of the constructor's own was seeded or set after random numbers were drawn from it",
+                "Eager drew those numbers before it was set",
+                "To keep the whole model deferred, give each seed a torch.Generator of its own.",
+            )
+        finally:
+            generator.set_state(now)
 
     @staticmethod
     def _pin_factory_defaults(
