@@ -18,6 +18,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1033,6 +1034,34 @@ def test_deferred_tensors_refuse_computation_until_materialized() -> None:
         torch.save(lazy.state_dict(), "weights.pt")
 
 
+class HoldsATuple(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(4, 4)
+        self.consts = (torch.ones(4) * 0.5,)  # not a parameter, buffer, attribute, list or dict item
+
+
+def test_a_tensor_held_where_materialize_does_not_look_is_named_as_such() -> None:
+    lazy = materialize(deferred_init(HoldsATuple))
+    here = f"test_deferred.py:{sys._getframe().f_lineno + 2}"
+    with pytest.raises(DeferredInitError, match=rf"at .*{here}, recorded at .* held where materialize does not look"):
+        lazy.net(torch.ones(4)) * lazy.consts[0]
+
+
+def test_saving_while_recording_says_so(tmp_path: Path) -> None:
+    class Saves(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(4, 4)
+            torch.save(self.state_dict(), tmp_path / "weights.pt")
+
+    with (
+        recording(),
+        pytest.raises(DeferredInitError, match="saving or pickling on a deferred tensor at .*, while it is recorded"),
+    ):
+        Saves()
+
+
 class TiesByAddress(nn.Module):
     """Checks tying and aliasing by data_ptr(), as some libraries do before tying weights."""
 
@@ -1085,7 +1114,7 @@ def test_reading_a_value_until_materialized_is_refused_and_draws_nothing(read, w
     eager = nn.Linear(4, 4)
     torch.manual_seed(SEED)
     lazy = deferred_init(nn.Linear, 4, 4)
-    with pytest.raises(DeferredInitError, match=f"{what} on a deferred tensor outside recording"):
+    with pytest.raises(DeferredInitError, match=f"{what} on a deferred tensor at .*, outside recording"):
         read(lazy.weight)
     # the read ran and drew nothing: materialize sees the generator as recording left it
     assert_same(eager, materialize(lazy))

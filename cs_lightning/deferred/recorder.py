@@ -128,7 +128,7 @@ class DeferredTensor(torch.Tensor):
         return copy
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        raise DeferredInitError(_not_materialized("saving or pickling"))
+        raise DeferredInitError(self._cs_recording.not_materialized("saving or pickling"))
 
     def tolist(self) -> Any:
         return self._cs_recording.concrete(self, "tolist()").tolist()
@@ -185,14 +185,6 @@ def _covers_storage(meta: torch.Tensor) -> bool:
             return False
         expected *= size
     return meta.storage_offset() == 0 and meta.numel() * meta.element_size() == meta.untyped_storage().nbytes()
-
-
-def _not_materialized(what: Any) -> str:
-    return (
-        f"{what} on a deferred tensor outside recording(): the module holding it is "
-        "not materialized yet. Call cs_lightning.deferred.materialize(module) first "
-        "(with state_dict=... to load a checkpoint into it)."
-    )
 
 
 def constructor_site() -> str:
@@ -268,6 +260,28 @@ class Recorder(Recording):
         self._addresses[sid] = _ADDRESSES.take(self.storages[sid].nbytes)
         return sid
 
+    def not_materialized(self, what: Any) -> str:
+        """Why ``what`` (an op, a read, pickling) on one of this recording's tensors is refused."""
+        at = f"at {user_site()}"
+        if self.active:  # pickling, while the constructor runs
+            return (
+                f"{what} on a deferred tensor {at}, while it is recorded: its values do not exist yet. "
+                "Call cs_lightning.deferred.materialize(module) on the module holding it first."
+            )
+        if not self.done:
+            return (
+                f"{what} on a deferred tensor {at}, outside recording(): the module holding it is "
+                "not materialized yet. Call cs_lightning.deferred.materialize(module) first "
+                "(with state_dict=... to load a checkpoint into it)."
+            )
+        return (
+            f"{what} on a deferred tensor {at}, recorded at {self.site} and not materialized. If the module "
+            "holding it was materialized (fit does it), the tensor is held where materialize does not look "
+            "(a tuple, a nested container, a closure): register it as a buffer (register_buffer(name, tensor, "
+            "persistent=False)) or keep it as a plain attribute or in a list or dict attribute; otherwise "
+            "call cs_lightning.deferred.materialize(module) first."
+        )
+
     def stand_in_address(self, fake: DeferredTensor) -> int:
         ref = self.ref(fake)
         return self._addresses[ref.sid] + ref.offset * ref.dtype.itemsize
@@ -281,8 +295,9 @@ class Recorder(Recording):
         if any(flat[i]._cs_recording is not self for i in fakes):
             raise DeferredInitError(
                 f"{func} mixes deferred tensors of two recordings, in "
-                f"{constructor_site()}; materialize the module recorded first, or build "
-                "both in one recording() block."
+                f"{constructor_site()}; materialize the module recorded first "
+                "(cs_lightning.deferred.materialize(module)), or build both in one recording: "
+                "in Lightning, both in configure_model or both under one trainer.init_module()."
             )
         if func in _LIFT:
             return self._record_constant(flat[0])
@@ -331,7 +346,7 @@ class Recorder(Recording):
         if not self.active and not self._is_view(mout):
             # After the block, in-place init (model.apply(init_fn)) is still recorded;
             # anything that makes a new tensor (a forward pass) needs real weights.
-            raise DeferredInitError(_not_materialized(func))
+            raise DeferredInitError(self.not_materialized(func))
         by_meta = {id(m): i for i, m in enumerate(metas) if isinstance(m, torch.Tensor)}
         if any(id(w) in by_meta and by_meta[id(w)] in reals for w in written):
             raise DeferredInitError(
@@ -374,7 +389,7 @@ class Recorder(Recording):
     ) -> Any:
         """An op without a meta kernel: compute it on real values; results enter as values."""
         if not self.active:
-            raise DeferredInitError(_not_materialized(func)) from err
+            raise DeferredInitError(self.not_materialized(func)) from err
         if _written_args(func, margs, mkwargs):
             raise DeferredInitError(
                 f"{func} has no meta kernel and writes in place, so it cannot be recorded; "
@@ -534,7 +549,7 @@ class Recorder(Recording):
         block, a read (``what``) is refused as any other use of an unmaterialized weight.
         """
         if not self.active:
-            raise DeferredInitError(_not_materialized(what))
+            raise DeferredInitError(self.not_materialized(what))
         ref = self.ref(fake)
         pending = [self.ops[k] for k in self.pending()]
         live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]
