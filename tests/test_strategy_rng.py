@@ -120,8 +120,10 @@ class _Net(LightningModule):
     def __init__(self, init: str = "default") -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 1))
-        if init == "trunc_normal":  # rejection sampling: how many numbers it draws is known only by drawing them
+        if init == "trunc_normal":  # bounds at 100 std: one round of normal_, whose count is known
             nn.init.trunc_normal_(self.net[0].weight, std=0.02)
+        if init == "trunc_normal_wide":  # bounds at 2 std: rejection sampling, a count known only by drawing
+            nn.init.trunc_normal_(self.net[0].weight, std=1.0)
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         return nn.functional.mse_loss(self.net(batch[0]), batch[1])
@@ -148,25 +150,42 @@ def _init_module_then_draws(strategy: str, init: str = "default", apply_init: st
     return seen, drawn, list(split.val.indices)
 
 
-@pytest.mark.parametrize(("strategy", "apply_init"), [("csx", ""), ("csx_ddp", ""), ("csx", "weight")])
-def test_draws_after_init_module_are_eagers_and_so_are_the_weights(strategy: str, apply_init: str) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "init", "apply_init"),
+    [("csx", "default", ""), ("csx_ddp", "default", ""), ("csx", "default", "weight"), ("csx", "trunc_normal", "")],
+)
+def test_draws_after_init_module_are_eagers_and_so_are_the_weights(strategy: str, init: str, apply_init: str) -> None:
     """They drew what the recorded construction had not drawn yet: the user's numbers and then the
     weights (materialized from the moved generator) both differed from the default strategy's."""
-    eager, eager_drawn, eager_split = _init_module_then_draws(EAGER_TWIN[strategy], apply_init=apply_init)
+    eager, eager_drawn, eager_split = _init_module_then_draws(EAGER_TWIN[strategy], init, apply_init)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeferredInitWarning)
         # Lightning's "init_module cannot fully support" warning (a strategy overriding model_sharded_context)
         warnings.filterwarnings("error", message=".*cannot fully support proper instantiation")
-        csx, drawn, split = _init_module_then_draws(strategy, apply_init=apply_init)
+        csx, drawn, split = _init_module_then_draws(strategy, init, apply_init)
     assert torch.equal(drawn, eager_drawn) and split == eager_split
     _assert_same(eager, csx)
 
 
+def test_a_trunc_normal_taking_a_second_round_after_the_jump_is_reported() -> None:
+    """The jump counts a trunc_normal_ with bounds at 100 std as one round of normal_; a second
+    round (odds far under 1e-3, so simulated here by moving the jump's end) is reported."""
+    torch.manual_seed(0)
+    run = trainer("csx", max_steps=0, accelerator="cpu", devices=1)
+    with run.init_module():
+        model = _Net("trunc_normal")
+    recorded = model.net[0].weight._cs_recording
+    assert recorded.jumped_to is not None  # the generator was moved past the block's draws
+    recorded.jumped_to = torch.Generator().manual_seed(1).get_state()  # where a second round would not end
+    with pytest.warns(DeferredInitWarning, match="trunc_normal_ recorded at .* took a second round"):
+        run.fit(model, data())
+
+
 def test_draws_after_init_module_that_cannot_be_jumped_are_reported_at_the_users_line() -> None:
     """The warning named cs_lightning's system.py and no fix."""
-    _, eager_drawn, _ = _init_module_then_draws("auto", init="trunc_normal")
+    _, eager_drawn, _ = _init_module_then_draws("auto", init="trunc_normal_wide")
     with pytest.warns(DeferredInitWarning, match="between recording and materialize") as caught:
-        _, drawn, _ = _init_module_then_draws("csx", init="trunc_normal")
+        _, drawn, _ = _init_module_then_draws("csx", init="trunc_normal_wide")
     assert not torch.equal(drawn, eager_drawn)  # as before: its construction had drawn nothing yet
     [warning] = [w for w in caught if issubclass(w.category, DeferredInitWarning)]
     assert f"(recorded at {__file__}:{_line_of('INIT_MODULE_LINE')})" in str(warning.message)

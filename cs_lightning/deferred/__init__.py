@@ -29,8 +29,10 @@ Limits, each reported rather than hidden:
   numbers between recording and materialize (a warning says when that happened, naming
   the line that opened the recording). The csx strategies instead jump the generator past
   a ``trainer.init_module()`` block's draws as it ends (``recorder.jump_past_draws``) when every draw's count
-  is known (float32/float64 ``normal_``/``uniform_``/``randn``/``rand`` on the CPU): draws
-  made before ``fit`` are then eager's, and so are the weights.
+  is known (float32/float64 ``normal_``/``uniform_``/``randn``/``rand`` on the CPU, and a
+  ``trunc_normal_`` whose second round has odds under 1e-3, counted as one round and checked by
+  the replay, with a warning if it took two): draws made before ``fit`` are then eager's, and so
+  are the weights.
 * A constructor that reads random values (``.item()``, ``bool(t)``, a rejection loop),
   or sets or reads the global generator (``torch.manual_seed``, ``seed_everything``,
   ``fork_rng``) after random numbers were recorded, makes everything recorded so far run

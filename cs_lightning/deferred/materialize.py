@@ -351,6 +351,8 @@ def _materialize_recording(
             on_ready=on_ready,
             workers=workers,
         )
+        if rng == "eager":
+            _warn_if_jumped_wrong(recording)
     else:
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
         replay_independent(recording, targets=targets, keep=keep, keys=keys, on_ready=on_ready)
@@ -393,6 +395,26 @@ def warn_if_rng_moved(recording: Recording) -> None:
             DeferredInitWarning,
             stacklevel=user_stacklevel(),
         )
+
+
+def _warn_if_jumped_wrong(recording: Recording) -> None:
+    """The generator was jumped past the block's draws as it ended (``recorder.jump_past_draws``),
+    counting a ``trunc_normal_`` as one round: say so if the replay, which draws eager's numbers,
+    ended elsewhere."""
+    if (
+        recording.jumped_to is None
+        or recording.rng_after is None
+        or torch.equal(recording.rng_after, recording.jumped_to)
+    ):
+        return
+    warnings.warn(
+        f"materialize: a trunc_normal_ recorded at {recording.site} took a second round of draws (odds "
+        "under 1e-3); the generator had been moved past one round as the trainer.init_module() block "
+        "ended, so numbers drawn since then (a random_split, a torch.randn) differ from eager's. The "
+        "weights are eager's. Building the model in configure_model avoids it.",
+        DeferredInitWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def final_tensor(view: torch.Tensor, device: torch.device | None, dtype: torch.dtype | None) -> torch.Tensor:

@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
-from cs_lightning.deferred.replay import Executor, live_ops, replay_exact, skip_outputs
+from cs_lightning.deferred.replay import Executor, live_ops, replay_exact, skip_outputs, truncated_normal
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
 from cs_lightning.user_code import is_own_file, is_user_file
 
@@ -855,7 +855,8 @@ def jump_past_draws(recording: Recording) -> bool:
     a ``torch.randn``) are eager's too; materialize then replays from the state saved here.
 
     Only when every such draw's count of generator outputs is known without generating it
-    (float32/float64 ``normal_``, ``uniform_``, ``randn``, ``rand`` on the CPU; draws from the
+    (float32/float64 ``normal_``, ``uniform_``, ``randn``, ``rand`` on the CPU, and the one round
+    of ``normal_`` a ``trunc_normal_`` takes when a second has odds under 1e-3; draws from the
     user's own generators count none): returns whether the generator is where eager leaves it.
     A jump over many outputs costs 10-30 ms whatever their count (``mt19937.advance``).
     """
@@ -879,6 +880,9 @@ def _global_words(recording: Recording, indices: list[int]) -> int | None:
         if not op.random or own:
             continue
         words = counter.global_draws(op)
+        if words is None:  # a trunc_normal_ nearly sure to take one round counts as one (replay checks it)
+            fill = truncated_normal(op)
+            words = None if fill is None else fill.words
         if words is None:
             return None
         total += words
