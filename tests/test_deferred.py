@@ -1034,6 +1034,25 @@ def test_deferred_tensors_refuse_computation_until_materialized() -> None:
         torch.save(lazy.state_dict(), "weights.pt")
 
 
+def test_trunc_normal_after_the_block_is_recorded_as_in_place_init_is() -> None:
+    """model.apply(init_fn) between trainer.init_module() and fit: trunc_normal_'s Python loop
+    made a new tensor from a deferred one, refused as a read before materialize."""
+
+    def init(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.trunc_normal_(module.weight, std=0.02)
+
+    torch.manual_seed(SEED)
+    eager = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 4)).apply(init)
+    torch.manual_seed(SEED)
+    lazy = deferred_init(lambda: nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 4)))
+    lazy.apply(init)
+    assert_same(eager, materialize(lazy))
+    real = torch.empty(64)  # outside any recording the function is torch's own
+    nn.init.trunc_normal_(real, std=0.02, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(real, torch.empty(64).normal_(0.0, 0.02, generator=torch.Generator().manual_seed(0)))
+
+
 class HoldsATuple(nn.Module):
     def __init__(self) -> None:
         super().__init__()

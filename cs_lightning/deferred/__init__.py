@@ -38,7 +38,9 @@ Limits, each reported rather than hidden:
   ``fork_rng``) after random numbers were recorded, makes everything recorded so far run
   eagerly, with a warning naming the constructor and the user's line; the values stay
   eager's. Seeding before any draw is recorded (the top of ``configure_model``) keeps the
-  whole model deferred. ``nn.init.trunc_normal_`` is recorded as one call instead.
+  whole model deferred. ``nn.init.trunc_normal_`` is recorded as one call instead, in the block
+  and after it (``model.apply(init_fn)`` before ``fit``): its wrapper, swapped in at the first
+  recording, stays and passes real tensors straight to torch's function.
 * A ``torch.Generator`` of the constructor's own is drawn from as it is at ``materialize``,
   like the global one. Seeded or set to another state after draws from it were recorded,
   it makes everything recorded so far run eagerly, with a warning (exact). Seeded again to

@@ -721,14 +721,16 @@ _RNG_SETTERS = [
 ]
 _patch_lock = threading.Lock()
 _patch_users = 0
+_whole_calls_installed = False
 
 
 def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def call(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        recorder = current_recorder()
-        if recorder is None or not isinstance(tensor, DeferredTensor):
+        if not isinstance(tensor, DeferredTensor):
             return original(tensor, *args, **kwargs)
+        # in the block, its recorder; after it (model.apply(init_fn) before fit), the tensor's own
+        recorder = current_recorder() or tensor._cs_recording
         return recorder.record_call(original, tensor, args, kwargs)
 
     return call
@@ -761,13 +763,18 @@ def _getter(original: Callable[..., Any]) -> Callable[..., Any]:
 
 @contextlib.contextmanager
 def _patched() -> Iterator[None]:
-    """Swap in the recording wrappers (init functions, generator setters), process-wide;
-    each acts only on the thread that records."""
-    global _patch_users
-    patches = [(owner, name, _recorded_call) for owner, name in _WHOLE_CALLS]
-    patches += [(owner, name, _setter) for owner, name in _RNG_SETTERS]
+    """Swap in the recording wrappers (generator setters and getters), process-wide; each acts
+    only on the thread that records. The init functions' wrappers are swapped in at the first
+    recording and stay: in-place init after the block (``model.apply(init_fn)`` between
+    ``trainer.init_module()`` and ``fit``) is recorded too, and real tensors pass straight through."""
+    global _patch_users, _whole_calls_installed
+    patches = [(owner, name, _setter) for owner, name in _RNG_SETTERS]
     patches += [(owner, name, _getter) for owner, name in _RNG_GETTERS]
     with _patch_lock:
+        if not _whole_calls_installed:
+            for owner, name in _WHOLE_CALLS:
+                setattr(owner, name, _recorded_call(getattr(owner, name)))
+            _whole_calls_installed = True
         if _patch_users == 0:
             for owner, name, wrap in patches:
                 setattr(owner, name, wrap(getattr(owner, name)))

@@ -35,6 +35,8 @@ from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.errors import DeferredInitError
 
 aten = torch.ops.aten
+# torch's own function: recording wraps the public name (recorder._WHOLE_CALLS), and the log holds this one.
+TRUNC_NORMAL = torch.nn.init.trunc_normal_
 
 # Elements per scratch chunk: a multiple of 16, which keeps normal_'s draw count
 # (it redraws a 16-element tail when the size is not a multiple of 16) unchanged.
@@ -452,10 +454,10 @@ def truncated_normal(op: Op) -> _Fill | None:
     the odds of a second round are under 1e-3, the plan speculates on one round and checks
     it afterwards (see :func:`_run_plan`); elsewhere the call ends a stage.
     """
-    if op.func is not torch.nn.init.trunc_normal_ or not _one_round_is_normal():
+    if op.func is not TRUNC_NORMAL or not _one_round_is_normal():
         return None
     args, kwargs = tree_unflatten(op.flat, op.spec)
-    bound = inspect.signature(torch.nn.init.trunc_normal_).bind(*args, **kwargs)
+    bound = inspect.signature(TRUNC_NORMAL).bind(*args, **kwargs)
     bound.apply_defaults()
     target, mean, std, a, b = (bound.arguments[name] for name in ("tensor", "mean", "std", "a", "b"))
     if (
@@ -485,7 +487,7 @@ def _one_round_is_normal() -> bool:
     """Whether this torch's trunc_normal_ is one ``normal_`` when nothing is out of bounds
     (checked once, on private generators): if that ever changes, it replays serially."""
     generators = [torch.Generator().manual_seed(20240229) for _ in range(2)]
-    truncated = torch.nn.init.trunc_normal_(torch.empty(1000), std=0.02, generator=generators[0])
+    truncated = TRUNC_NORMAL(torch.empty(1000), std=0.02, generator=generators[0])
     normal = torch.empty(1000).normal_(0.0, 0.02, generator=generators[1])
     return torch.equal(truncated, normal) and torch.equal(generators[0].get_state(), generators[1].get_state())
 

@@ -34,6 +34,7 @@ from torch.utils._pytree import tree_unflatten
 
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.deferred.replay import (
+    TRUNC_NORMAL,
     Executor,
     chunkable,
     is_contiguous_ref,
@@ -259,7 +260,7 @@ def _row_op(op: Op, storage: Storage, span: tuple[int, int]) -> _RowOp | None:
         return None
     if any(isinstance(x, Const) and x.value.numel() != 1 for x in op.flat):
         return None
-    if op.func is torch.nn.init.trunc_normal_:
+    if op.func is TRUNC_NORMAL:
         fill = truncated_normal(op)
         if fill is None or not _covers(fill.target, storage):
             return None
