@@ -413,15 +413,13 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             return
         tags = self.param_group_tags
         new = {
-            i: groups[i][self.param_group_key]
-            for i in range(self._seen, len(groups))
-            if tags is None or tags & _group_tags(groups[i])
+            i: self._read(i) for i in range(self._seen, len(groups)) if tags is None or tags & _group_tags(groups[i])
         }
         self._seen = len(groups)
         if new:
             self._rebase(new)
 
-    def _rebase(self, values: dict[int, Any]) -> None:
+    def _rebase(self, values: dict[int, float]) -> None:
         """Param groups (index -> value) follow the schedule from these values, at this step."""
         step = self._cursor.step
         now = float(self._closed_form_at(torch.tensor(step)))
@@ -429,11 +427,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             if now == 0:
                 raise UsageError(
                     f"{type(self).__name__}: param_groups[{index}] joins the schedule at step {step} "
-                    f"holding {self.param_group_key}={float(value)}, but the schedule is 0 there, so "
+                    f"holding {self.param_group_key}={value}, but the schedule is 0 there, so "
                     "no multiple of it starts from that value; add the group where the schedule is "
                     "not 0, or build the scheduler after adding the group"
                 )
-            self._own_scales[index] = float(value) / now
+            self._own_scales[index] = value / now
         self._bind_groups()
         self._cursor.block = []  # its rows hold the values of the old scales
 
@@ -497,8 +495,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         refusal = self._cursor.refusal
         if refusal is None or self._parents:
             return
-        groups, key = self.optimizer.param_groups, self.param_group_key
-        held = [float(groups[index][key]) for index in self._targets]  # a tensor value is read only here
+        held = [self._read(index) for index in self._targets]
         if all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(held, self._cursor.last)):
             raise UsageError(refusal)
 
@@ -525,6 +522,10 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
                 held.fill_(value)
             else:
                 groups[index][key] = torch.tensor(value, dtype=torch.float32, device=_group_device(groups[index]))
+
+    def _read(self, index: int) -> float:
+        """The value param group ``index`` holds where ``_write`` writes it (a tensor value read as a float)."""
+        return float(self.optimizer.param_groups[index][self.param_group_key])
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
@@ -731,6 +732,10 @@ class MomentumScheduler(Scheduler):
                 group["momentum"] = value
             else:
                 group["betas"] = (value, *group["betas"][1:])
+
+    def _read(self, index: int) -> float:
+        group = self.optimizer.param_groups[index]
+        return float(group["momentum"] if "momentum" in group else group["betas"][0])
 
     def set_tensor_values(self, enabled: bool) -> None:
         if _checks.flag(type(self).__name__, "enabled", enabled):
