@@ -709,3 +709,19 @@ def test_a_scheduler_thrown_away_or_overwritten_refuses_nothing():
     assert watched() is None  # the optimizer's hook held it weakly
     cs.LinearLR(optimizer, 0.1, 0.01, 10)
     optimizer.step()
+
+
+def test_a_scheduler_freed_takes_its_optimizer_hook_with_it():
+    """A sweep or a notebook cell run again builds and drops schedulers on one optimizer: each step
+    of the optimizer would otherwise call a hook per scheduler ever built (children included)."""
+    optimizer = _optimizer()
+    for _ in range(50):
+        cs.SequentialLR(optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)])
+    gc.collect()  # a composite and its children refer to each other
+    assert len(optimizer._optimizer_step_pre_hooks) == 0
+    kept = cs.LinearLR(optimizer, 0.1, 0.01, 10)
+    copied = copy.deepcopy(kept)  # registers its own hook on the copied optimizer
+    assert len(optimizer._optimizer_step_pre_hooks) == len(copied.optimizer._optimizer_step_pre_hooks) == 1
+    del copied
+    gc.collect()
+    assert len(optimizer._optimizer_step_pre_hooks) == 1  # the copy's removal leaves the original's

@@ -478,7 +478,9 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
     def _watch_updates(self) -> None:
         """Refuse an update that would use a value out of range (see `_refusal`), by a step pre-hook of the
-        optimizer. The hook holds this scheduler weakly: one thrown away stops checking, and is freed."""
+        optimizer. The hook holds this scheduler weakly: one thrown away stops checking, and is freed. Its
+        hook goes with it, or schedulers built and dropped on one optimizer (a sweep, a notebook cell run
+        again) would leave a hook each, which every optimizer step calls."""
         watched = weakref.ref(self)
 
         def refuse_an_update(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
@@ -486,7 +488,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             if scheduler is not None:
                 scheduler._refuse_an_update()
 
-        self.optimizer.register_step_pre_hook(refuse_an_update)
+        # the handle is not kept in __dict__: it would pickle the optimizer's hooks with this scheduler
+        weakref.finalize(self, self.optimizer.register_step_pre_hook(refuse_an_update).remove)
 
     def _refuse_an_update(self) -> None:
         """Raise the refusal of the row this schedule wrote last, while the param groups still hold it: a
