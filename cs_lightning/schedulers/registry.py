@@ -28,11 +28,13 @@ import yaml
 
 from cs_lightning.config_blocks import check_arguments, parse_block, refused_at
 from cs_lightning.errors import (
+    ClosedFormError,
     ConfigError,
     ConfigTypeError,
     KeyPath,
     NotConvertible,
     ParamGroupTagsError,
+    UsageError,
     UsageTypeError,
     format_key_path,
 )
@@ -250,11 +252,14 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
         args["schedulers"] = _build_children(args["schedulers"], optimizer, tags, (*path, "schedulers"))
     if "optimizer" in parameters:
         args["optimizer"] = optimizer
-    try:  # the constructor checks the values: ValueError/TypeError naming the argument, by convention
+    # check_arguments refused what the call could not bind (an unknown or missing argument). The catalogue's checks
+    # refuse a value with a CSLightningError naming the argument: one line. Any other error is raised by the code of
+    # a constructor (a custom scheduler's own bug), and keeps its traceback.
+    try:
         built = cls(**args)
     except ParamGroupTagsError as error:  # keeps its class, which the CLI catches to add its fix
         raise error.under(*path) from error
-    except (ValueError, TypeError) as error:
+    except (UsageError, UsageTypeError, ClosedFormError) as error:
         raise refused_at(path, error) from error
     if isinstance(built, _Sequential) and "milestones" in args:
         warn_of_cut_stages(format_key_path(path), built.schedulers, built.milestones)
