@@ -51,6 +51,63 @@ def test_resolve_finds_a_subclass_defined_later():
     assert resolve("flatfortestlr") is FlatForTestLR
 
 
+def _constant_scheduler(value):
+    """A custom class named ConstantForTestLR, defined anew at each call, as a notebook cell run again does."""
+
+    class ConstantForTestLR(LRScheduler):
+        def __init__(self, optimizer, last_epoch=-1):
+            super().__init__(optimizer, last_epoch=last_epoch)
+
+        def _get_closed_form(self):
+            return torch.tensor(value)
+
+    return ConstantForTestLR
+
+
+def test_a_class_defined_again_resolves_to_the_one_defined_last():
+    """Both stay alive (here, as an instance or a notebook's history keeps them): one path, not an ambiguity."""
+    first, second = _constant_scheduler(0.1), _constant_scheduler(0.2)
+    assert first.__qualname__ == second.__qualname__
+    assert resolve("ConstantForTestLR") is second
+
+
+def test_a_reloaded_module_resolves_to_the_class_bound_there_now(tmp_path, monkeypatch):
+    """importlib.reload: the module's current class, even where an older one was defined after it."""
+    import importlib
+
+    (tmp_path / "reloaded_for_test.py").write_text(
+        "import torch\n"
+        "from cs_lightning.schedulers import LRScheduler\n\n\n"
+        "class ReloadedForTestLR(LRScheduler):\n"
+        "    def _get_closed_form(self):\n"
+        "        return torch.tensor(0.1)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("reloaded_for_test")
+    old = module.ReloadedForTestLR
+    new = importlib.reload(module).ReloadedForTestLR
+    assert new is not old and resolve("ReloadedForTestLR") is new
+    monkeypatch.setattr(module, "ReloadedForTestLR", old)  # bound again to the class defined first
+    assert resolve("ReloadedForTestLR") is old
+
+
+def test_classes_of_one_name_at_two_paths_are_ambiguous():
+    class ConstantForTestLR(LRScheduler):  # another path than _constant_scheduler's class
+        def _get_closed_form(self):
+            return torch.tensor(0.3)
+
+    kept = _constant_scheduler(0.1)
+    with pytest.raises(ConfigError) as raised:
+        resolve("ConstantForTestLR")
+    assert str(raised.value) == (
+        "scheduler name 'ConstantForTestLR' is ambiguous: "
+        f"{__name__}._constant_scheduler.<locals>.ConstantForTestLR, "
+        f"{__name__}.test_classes_of_one_name_at_two_paths_are_ambiguous.<locals>.ConstantForTestLR; "
+        "give the dotted path"
+    )
+    assert kept is not ConstantForTestLR
+
+
 def test_unknown_name_lists_the_closest():
     with pytest.raises(ValueError, match="unknown scheduler 'CosineDecay LR'; closest: CosineDecayLR"):
         resolve("CosineDecay LR")
