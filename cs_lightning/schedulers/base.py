@@ -20,6 +20,8 @@ import copy
 import functools
 import inspect
 import math
+import types
+import typing
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -824,6 +826,28 @@ def _schedulers_in(value: Any) -> Sequence[Scheduler]:
 def _is_state(value: Any) -> bool:
     """Arguments worth saving: data and nested schedulers, not functions."""
     return isinstance(value, Scheduler) or _is_scheduler_list(value) or not callable(value)
+
+
+@functools.cache
+def _function_arguments(cls: type) -> frozenset[str]:
+    """The constructor arguments of ``cls`` that may hold a function, so that a state of ``cls`` may leave
+    them out (see `_is_state`), known without an instance: those annotated as a callable (or a union with
+    one), and those without an annotation (a custom scheduler's, often), which may hold anything."""
+    try:
+        parameters = inspect.signature(cls, eval_str=True).parameters
+    except NameError:  # an annotation naming what only a type checker imports: read as none
+        return frozenset(_state_fields(cls))
+    return frozenset(name for name in _state_fields(cls) if _admits_a_function(parameters[name].annotation))
+
+
+def _admits_a_function(annotation: Any) -> bool:
+    """Whether an argument annotated ``annotation`` (``inspect.Parameter.empty``: none) may be given a function."""
+    if annotation in (inspect.Parameter.empty, Any, Callable):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_admits_a_function(member) for member in typing.get_args(annotation))
+    return origin is Callable
 
 
 def _to_state(value: Any) -> Any:
