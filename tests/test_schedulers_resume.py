@@ -81,9 +81,9 @@ def test_a_checkpoint_with_another_number_of_schedulers_is_refused():
 
 
 class ScaledByFnForTestLR(cs.LRScheduler):
-    """A custom schedule of a function argument named neither lr_lambda nor wd_lambda, not annotated."""
+    """A custom schedule of a function argument named neither lr_lambda nor wd_lambda, annotated as one."""
 
-    def __init__(self, optimizer, initial_learning_rate, fn, last_epoch=-1):
+    def __init__(self, optimizer, initial_learning_rate, fn: Callable[[Tensor], Tensor], last_epoch=-1):
         self.initial_learning_rate, self.fn = initial_learning_rate, fn
         super().__init__(optimizer, last_epoch=last_epoch)
 
@@ -91,10 +91,22 @@ class ScaledByFnForTestLR(cs.LRScheduler):
         return self.initial_learning_rate * self.fn(self.last_epoch)
 
 
-class ShapedForTestLR(cs.LRScheduler):
-    """The same with annotations, and other names: a function argument is one annotated as a callable."""
+class WiderForTestLR(cs.LRScheduler):
+    """Unannotated arguments count as data: a state of ScaledByFnForTestLR, which has initial_learning_rate alone,
+    is not taken for one of this class (as if ``end`` had held a function)."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, peak: float, shape: Callable[[Tensor], Tensor]) -> None:
+    def __init__(self, optimizer, initial_learning_rate, end, last_epoch=-1):
+        self.initial_learning_rate, self.end = initial_learning_rate, end
+        super().__init__(optimizer, last_epoch=last_epoch)
+
+    def _get_closed_form(self):
+        return torch.tensor(self.initial_learning_rate)
+
+
+class ShapedForTestLR(cs.LRScheduler):
+    """Every argument annotated, the function one as an optional callable."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, peak: float, shape: Callable[[Tensor], Tensor] | None) -> None:
         self.peak, self.shape = peak, shape
         super().__init__(optimizer)
 

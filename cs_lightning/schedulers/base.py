@@ -831,18 +831,19 @@ def _is_state(value: Any) -> bool:
 @functools.cache
 def _function_arguments(cls: type) -> frozenset[str]:
     """The constructor arguments of ``cls`` that may hold a function, so that a state of ``cls`` may leave
-    them out (see `_is_state`), known without an instance: those annotated as a callable (or a union with
-    one), and those without an annotation (a custom scheduler's, often), which may hold anything."""
+    them out (see `_is_state`), as far as the class tells without an instance: those annotated as a callable
+    (or a union with one). An argument without an annotation counts as data: taking it for a possible
+    function would let a state match every class whose other arguments it has."""
     try:
         parameters = inspect.signature(cls, eval_str=True).parameters
-    except NameError:  # an annotation naming what only a type checker imports: read as none
-        return frozenset(_state_fields(cls))
+    except NameError:  # an annotation naming what only a type checker imports: the class tells nothing
+        return frozenset()
     return frozenset(name for name in _state_fields(cls) if _admits_a_function(parameters[name].annotation))
 
 
 def _admits_a_function(annotation: Any) -> bool:
-    """Whether an argument annotated ``annotation`` (``inspect.Parameter.empty``: none) may be given a function."""
-    if annotation in (inspect.Parameter.empty, Any, Callable):
+    """Whether an argument annotated ``annotation`` may be given a function."""
+    if annotation is Any or annotation is Callable:
         return True
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
