@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from conftest import REPO
 
 from cs_lightning.cli import main
@@ -66,6 +67,24 @@ def test_custom_scheduler_is_found_by_name_and_drives_the_learning_rate(tmp_path
         probe, peak_learning_rate=3e-3, warmup_steps=20, decay_steps=60, total_iters=230
     )
     assert [logged[k] for k in range(3)] == schedule.values(range(3))[:, 0].tolist()
+
+
+def test_custom_scheduler_refuses_its_bad_values_in_one_line(tmp_path: Path, capfd) -> None:
+    """Its UsageError is said as the catalogue's refusals are: one line, exit code 2, nothing written."""
+    example = REPO / "examples" / "custom_scheduler"
+    config = yaml.safe_load((example / "config.yaml").read_text())
+    config["imports"] = [str(example / module) for module in config["imports"]]
+    config["schedulers"][0]["WarmupStableDecayLR"]["warmup_steps"] = 0
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    assert main(["fit", "--config", "run.yaml"]) == 2
+    out, err = capfd.readouterr()
+    assert (out, err) == (
+        "",
+        "cs-lightning: error: schedulers[0].WarmupStableDecayLR: WarmupStableDecayLR: got warmup_steps=0, "
+        "decay_steps=60, total_iters=230; need warmup_steps >= 1, decay_steps >= 1 and warmup_steps + "
+        "decay_steps <= total_iters; fix: correct the value\n",
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["run.yaml"]
 
 
 def test_the_config_saved_with_a_run_reruns_from_another_directory(tmp_path: Path, monkeypatch) -> None:

@@ -594,10 +594,22 @@ def test_table_and_plot(tmp_path):
     assert [line.split() for line in lines[1:]] == [["0", "0", "0.1"], ["10", "0.1", "0"], ["20", "0.1", "0"]]
     with pytest.raises(ValueError, match="table: got every=0"):
         table(schedulers, 21, every=0)
-    figure = plot(schedulers, 21, out=str(tmp_path / "schedule.png"))
+    figure = plot(schedulers, 21)
+    figure.savefig(tmp_path / "schedule.png")
     assert (tmp_path / "schedule.png").stat().st_size > 1000
     assert [ax.get_ylabel() for ax in figure.axes] == ["lr", "weight_decay"]
     assert figure.axes[0].lines[0].get_ydata()[10] == pytest.approx(0.1)
+
+
+def test_plot_writes_no_file(tmp_path):
+    """The caller saves the figure it returns: ``schedule --out`` writes it atomically, never over an
+    existing file without --force (``out=`` wrote over one, in place)."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    kept = tmp_path / "notes.png"
+    kept.write_bytes(b"not a plot")
+    with pytest.raises(TypeError, match="'out'"):
+        plot(LinearLR(optimizer, 0.0, 0.1, 10), 21, out=str(kept))
+    assert kept.read_bytes() == b"not a plot"
 
 
 def _scaled_groups(scales):
@@ -628,7 +640,8 @@ def test_plot_puts_a_long_legend_beside_the_panel(tmp_path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # matplotlib's "constrained_layout not applied" among others
-        figure = plot(_scaled_groups([0.9**k for k in range(30)]), 50, out=str(tmp_path / "lr.png"))
+        figure = plot(_scaled_groups([0.9**k for k in range(30)]), 50)
+        figure.savefig(tmp_path / "lr.png")  # lays the figure out
     (ax,) = figure.axes
     assert len(ax.get_legend().get_texts()) == 30
     panel, legend = ax.get_window_extent(), ax.get_legend().get_window_extent()

@@ -484,6 +484,44 @@ def test_an_update_past_a_refused_value_is_taken():
     assert optimizer.param_groups[0]["lr"] == 0.5 and weight.item() == 0.5
 
 
+MOMENTUM_RULE = r"a momentum must be >= 0 \(torch's optimizers refuse momentum < 0\)"
+
+
+@pytest.mark.parametrize(
+    ("make_optimizer", "held"),
+    [
+        (lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9), lambda group: group["momentum"]),
+        (lambda params: torch.optim.Adam(params, lr=0.1), lambda group: group["betas"][0]),
+    ],
+    ids=["sgd_momentum", "adam_beta1"],
+)
+def test_an_update_with_a_negative_momentum_is_refused_in_momentum_or_beta1(make_optimizer, held):
+    """A linear one-cycle extrapolates below 0 at step total_steps; Adam holds it as betas[0]."""
+    weight = torch.nn.Parameter(torch.ones(1))
+    optimizer = make_optimizer([weight])
+    scheduler = cs.OneCycleMomentum(optimizer, initial_val=0.9, max_val=0.1, total_steps=10, anneal_strategy="linear")
+    weight.grad = torch.ones(1)
+    for _ in range(10):
+        optimizer.step()
+        scheduler.step()
+    assert held(optimizer.param_groups[0]) == pytest.approx(-0.014182858)
+    updated = weight.item()
+    with pytest.raises(
+        ValueError, match=_refused("OneCycleMomentum", 10, "momentum=-0.014182858169078827", MOMENTUM_RULE)
+    ):
+        optimizer.step()
+    assert weight.item() == updated
+
+
+def test_a_group_added_to_adam_follows_a_momentum_schedule_from_its_own_beta1():
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    scheduler = cs.OneCycleMomentum(optimizer, initial_val=0.9, max_val=0.8, total_steps=10, anneal_strategy="linear")
+    optimizer.add_param_group({"params": [torch.nn.Parameter(torch.ones(1))], "betas": (0.45, 0.999)})
+    scheduler.step()
+    first, joined = (group["betas"] for group in optimizer.param_groups)
+    assert joined[0] == pytest.approx(first[0] / 2) and joined[1] == 0.999
+
+
 def test_a_nan_or_negative_weight_decay_at_the_first_step_is_refused_at_construction():
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], weight_decay=0.01)
     with pytest.raises(ValueError, match=_refused("LambdaLR", 0, "lr=nan")):
@@ -671,3 +709,19 @@ def test_a_scheduler_thrown_away_or_overwritten_refuses_nothing():
     assert watched() is None  # the optimizer's hook held it weakly
     cs.LinearLR(optimizer, 0.1, 0.01, 10)
     optimizer.step()
+
+
+def test_a_scheduler_freed_takes_its_optimizer_hook_with_it():
+    """A sweep or a notebook cell run again builds and drops schedulers on one optimizer: each step
+    of the optimizer would otherwise call a hook per scheduler ever built (children included)."""
+    optimizer = _optimizer()
+    for _ in range(50):
+        cs.SequentialLR(optimizer, [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.CosineDecayLR(optimizer, 0.1, 0.0, 90)])
+    gc.collect()  # a composite and its children refer to each other
+    assert len(optimizer._optimizer_step_pre_hooks) == 0
+    kept = cs.LinearLR(optimizer, 0.1, 0.01, 10)
+    copied = copy.deepcopy(kept)  # registers its own hook on the copied optimizer
+    assert len(optimizer._optimizer_step_pre_hooks) == len(copied.optimizer._optimizer_step_pre_hooks) == 1
+    del copied
+    gc.collect()
+    assert len(optimizer._optimizer_step_pre_hooks) == 1  # the copy's removal leaves the original's

@@ -67,7 +67,7 @@ def test_the_public_api_changes_no_global_torch_state(tmp_path):
         table(scheduler, 10_000)
         assert _global_state() == before, type(scheduler).__name__
     pytest.importorskip("matplotlib")
-    plot(_schedulers(optimizer, 10_000), 10_000, out=str(tmp_path / "lr.png"))
+    plot(_schedulers(optimizer, 10_000), 10_000).savefig(tmp_path / "lr.png")
     assert _global_state() == before
 
 

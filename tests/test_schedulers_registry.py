@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from cs_lightning.errors import ConfigError
+from cs_lightning.errors import ConfigError, ConfigTypeError
 from cs_lightning.schedulers import (
     ChainedScheduler,
     CosineDecayLR,
@@ -51,6 +51,63 @@ def test_resolve_finds_a_subclass_defined_later():
     assert resolve("flatfortestlr") is FlatForTestLR
 
 
+def _constant_scheduler(value):
+    """A custom class named ConstantForTestLR, defined anew at each call, as a notebook cell run again does."""
+
+    class ConstantForTestLR(LRScheduler):
+        def __init__(self, optimizer, last_epoch=-1):
+            super().__init__(optimizer, last_epoch=last_epoch)
+
+        def _get_closed_form(self):
+            return torch.tensor(value)
+
+    return ConstantForTestLR
+
+
+def test_a_class_defined_again_resolves_to_the_one_defined_last():
+    """Both stay alive (here, as an instance or a notebook's history keeps them): one path, not an ambiguity."""
+    first, second = _constant_scheduler(0.1), _constant_scheduler(0.2)
+    assert first.__qualname__ == second.__qualname__
+    assert resolve("ConstantForTestLR") is second
+
+
+def test_a_reloaded_module_resolves_to_the_class_bound_there_now(tmp_path, monkeypatch):
+    """importlib.reload: the module's current class, even where an older one was defined after it."""
+    import importlib
+
+    (tmp_path / "reloaded_for_test.py").write_text(
+        "import torch\n"
+        "from cs_lightning.schedulers import LRScheduler\n\n\n"
+        "class ReloadedForTestLR(LRScheduler):\n"
+        "    def _get_closed_form(self):\n"
+        "        return torch.tensor(0.1)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("reloaded_for_test")
+    old = module.ReloadedForTestLR
+    new = importlib.reload(module).ReloadedForTestLR
+    assert new is not old and resolve("ReloadedForTestLR") is new
+    monkeypatch.setattr(module, "ReloadedForTestLR", old)  # bound again to the class defined first
+    assert resolve("ReloadedForTestLR") is old
+
+
+def test_classes_of_one_name_at_two_paths_are_ambiguous():
+    class ConstantForTestLR(LRScheduler):  # another path than _constant_scheduler's class
+        def _get_closed_form(self):
+            return torch.tensor(0.3)
+
+    kept = _constant_scheduler(0.1)
+    with pytest.raises(ConfigError) as raised:
+        resolve("ConstantForTestLR")
+    assert str(raised.value) == (
+        "scheduler name 'ConstantForTestLR' is ambiguous: "
+        f"{__name__}._constant_scheduler.<locals>.ConstantForTestLR, "
+        f"{__name__}.test_classes_of_one_name_at_two_paths_are_ambiguous.<locals>.ConstantForTestLR; "
+        "give the dotted path"
+    )
+    assert kept is not ConstantForTestLR
+
+
 def test_unknown_name_lists_the_closest():
     with pytest.raises(ValueError, match="unknown scheduler 'CosineDecay LR'; closest: CosineDecayLR"):
         resolve("CosineDecay LR")
@@ -75,6 +132,61 @@ def test_a_scheduler_taking_keyword_arguments_gets_every_argument_of_its_block(o
     (built,) = build({"ForwardingForTestLR": WARMUP}, optimizer)
     assert type(built) is ForwardingForTestLR
     assert built.values(3)[:, 0].tolist() == pytest.approx([0.0, 0.01, 0.02])
+
+
+class TableForTestLR(LRScheduler):
+    """A custom scheduler with a bug of its own: ``len`` of an int, after the catalogue's checks ran."""
+
+    def __init__(self, optimizer, steps=10, last_epoch=-1):
+        self.steps = steps
+        super().__init__(optimizer, total_iters=steps, last_epoch=last_epoch)
+        self.table = torch.ones(steps) / len(steps)
+
+    def _get_closed_form(self):
+        return torch.clamp(self._float_steps() / self.steps, max=1.0)
+
+
+def test_a_bug_inside_a_custom_schedulers_constructor_keeps_its_traceback(optimizer):
+    """A value the catalogue's checks refuse is one line at its key path; an error raised by the class's own
+    code is a bug to fix there, not a value to correct: it propagates as raised."""
+    with pytest.raises(ConfigError) as refused:
+        build({"TableForTestLR": {"steps": 0}}, optimizer)
+    assert str(refused.value) == (
+        "schedulers.TableForTestLR: TableForTestLR: got total_iters=0; total_iters must be >= 1; fix: correct the value"
+    )
+    with pytest.raises(TypeError) as raised:
+        build({"TableForTestLR": {"steps": 5}}, optimizer)
+    assert type(raised.value) is TypeError and str(raised.value) == "object of type 'int' has no len()"
+    assert raised.traceback[-1].name == "__init__" and "len(steps)" in str(raised.traceback[-1].statement)
+
+
+def test_a_custom_schedulers_arguments_and_closed_form_are_refused_in_one_line(optimizer):
+    """What the call could not bind is refused before it, naming the argument; a closed form that
+    branches in Python is refused by the catalogue, naming the class."""
+
+    class BranchingForTestLR(LRScheduler):
+        def __init__(self, optimizer, value, last_epoch=-1):
+            self.value = value
+            super().__init__(optimizer, last_epoch=last_epoch)
+
+        def _get_closed_form(self):
+            return self.value if self.last_epoch < 5 else 0.01
+
+    with pytest.raises(ConfigError) as unknown:
+        build({"BranchingForTestLR": {"value": 0.1, "vale": 0.1}}, optimizer)
+    assert str(unknown.value) == (
+        "schedulers.BranchingForTestLR.vale: BranchingForTestLR has no argument 'vale'; fix: did you mean value?"
+    )
+    with pytest.raises(ConfigTypeError) as missing:
+        build({"BranchingForTestLR": {}}, optimizer)
+    assert str(missing.value) == (
+        "schedulers.BranchingForTestLR: BranchingForTestLR needs value; fix: add value: <value>"
+    )
+    with pytest.raises(
+        ConfigTypeError,
+        match=r"^schedulers\.BranchingForTestLR: BranchingForTestLR\._get_closed_form cannot be evaluated",
+    ):
+        build({"BranchingForTestLR": {"value": 0.1}}, optimizer)
 
 
 def test_build_shapes(optimizer):
@@ -231,6 +343,12 @@ def test_build_nested_and_chained_and_tags():
             {"LinearLR": {"initial_learning_rate": 0.0}},
             TypeError,
             r"schedulers\.LinearLR: LinearLR needs end_learning_rate, total_iters; fix: add end_learning_rate: <value>",
+        ),
+        (  # checked as the catalogue checks numbers (float() of it raised ValueError)
+            {"GroupScaledLR": {"scheduler": {"LinearLR": WARMUP}, "scales": ["x"]}},
+            ConfigTypeError,
+            r"^schedulers\.GroupScaledLR: GroupScaledLR: got scales\[0\]='x'; scales\[0\] must be a number; "
+            "fix: correct the value$",
         ),
         (
             [{"scheduler": "Lineer", **WARMUP}, {"scheduler": "CosineDecay", **DECAY}],

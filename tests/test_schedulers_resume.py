@@ -2,9 +2,11 @@
 
 import re
 import warnings
+from collections.abc import Callable
 
 import pytest
 import torch
+from torch import Tensor
 
 from cs_lightning import schedulers as cs
 from cs_lightning.errors import CheckpointSchedulersError, ConfigError
@@ -78,6 +80,44 @@ def test_a_checkpoint_with_another_number_of_schedulers_is_refused():
     assert str(raised.value) == f"ckpt_path: 'run.ckpt' holds 1 scheduler, this run 2 schedulers; {FIX}"
 
 
+class ScaledByFnForTestLR(cs.LRScheduler):
+    """A custom schedule of a function argument named neither lr_lambda nor wd_lambda, annotated as one."""
+
+    def __init__(self, optimizer, initial_learning_rate, fn: Callable[[Tensor], Tensor], last_epoch=-1):
+        self.initial_learning_rate, self.fn = initial_learning_rate, fn
+        super().__init__(optimizer, last_epoch=last_epoch)
+
+    def _get_closed_form(self):
+        return self.initial_learning_rate * self.fn(self.last_epoch)
+
+
+class WiderForTestLR(cs.LRScheduler):
+    """Unannotated arguments count as data: a state of ScaledByFnForTestLR, which has initial_learning_rate alone,
+    is not taken for one of this class (as if ``end`` had held a function)."""
+
+    def __init__(self, optimizer, initial_learning_rate, end, last_epoch=-1):
+        self.initial_learning_rate, self.end = initial_learning_rate, end
+        super().__init__(optimizer, last_epoch=last_epoch)
+
+    def _get_closed_form(self):
+        return torch.tensor(self.initial_learning_rate)
+
+
+class ShapedForTestLR(cs.LRScheduler):
+    """Every argument annotated, the function one as an optional callable."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, peak: float, shape: Callable[[Tensor], Tensor] | None) -> None:
+        self.peak, self.shape = peak, shape
+        super().__init__(optimizer)
+
+    def _get_closed_form(self) -> Tensor:
+        return self.peak * self.shape(self.last_epoch)
+
+
+def _halving(steps):
+    return 0.5**steps
+
+
 @pytest.mark.parametrize(
     ("saved", "configured", "found"),
     [
@@ -105,7 +145,23 @@ def test_a_checkpoint_with_another_number_of_schedulers_is_refused():
             lambda o: _sequence(o, 8),
             "schedulers[0].schedulers holds 3 schedulers in the checkpoint, this run 2 schedulers",
         ),
+        (
+            lambda o: ScaledByFnForTestLR(o, 0.1, _halving),
+            lambda o: cs.LinearLR(o, 0.1, 0.0, 10),
+            "schedulers[0] is ScaledByFnForTestLR in the checkpoint but LinearLR in this run",
+        ),
+        (
+            lambda o: ShapedForTestLR(o, 0.1, _halving),
+            lambda o: cs.LinearLR(o, 0.1, 0.0, 10),
+            "schedulers[0] is ShapedForTestLR in the checkpoint but LinearLR in this run",
+        ),
+        (
+            lambda o: cs.LambdaLR(o, 0.1, _halving),
+            lambda o: ScaledByFnForTestLR(o, 0.1, _halving),
+            "schedulers[0] is LambdaLR in the checkpoint but ScaledByFnForTestLR in this run",
+        ),
     ],
+    ids=["another class", "chained", "nested", "nested count", "custom fn", "custom typed fn", "lambda"],
 )
 def test_a_checkpoint_with_another_scheduler_class_is_refused_naming_both(saved, configured, found):
     optimizer = _optimizer()

@@ -20,6 +20,8 @@ import copy
 import functools
 import inspect
 import math
+import types
+import typing
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -413,15 +415,13 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             return
         tags = self.param_group_tags
         new = {
-            i: groups[i][self.param_group_key]
-            for i in range(self._seen, len(groups))
-            if tags is None or tags & _group_tags(groups[i])
+            i: self._read(i) for i in range(self._seen, len(groups)) if tags is None or tags & _group_tags(groups[i])
         }
         self._seen = len(groups)
         if new:
             self._rebase(new)
 
-    def _rebase(self, values: dict[int, Any]) -> None:
+    def _rebase(self, values: dict[int, float]) -> None:
         """Param groups (index -> value) follow the schedule from these values, at this step."""
         step = self._cursor.step
         now = float(self._closed_form_at(torch.tensor(step)))
@@ -429,11 +429,11 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             if now == 0:
                 raise UsageError(
                     f"{type(self).__name__}: param_groups[{index}] joins the schedule at step {step} "
-                    f"holding {self.param_group_key}={float(value)}, but the schedule is 0 there, so "
+                    f"holding {self.param_group_key}={value}, but the schedule is 0 there, so "
                     "no multiple of it starts from that value; add the group where the schedule is "
                     "not 0, or build the scheduler after adding the group"
                 )
-            self._own_scales[index] = float(value) / now
+            self._own_scales[index] = value / now
         self._bind_groups()
         self._cursor.block = []  # its rows hold the values of the old scales
 
@@ -480,7 +480,9 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
     def _watch_updates(self) -> None:
         """Refuse an update that would use a value out of range (see `_refusal`), by a step pre-hook of the
-        optimizer. The hook holds this scheduler weakly: one thrown away stops checking, and is freed."""
+        optimizer. The hook holds this scheduler weakly: one thrown away stops checking, and is freed. Its
+        hook goes with it, or schedulers built and dropped on one optimizer (a sweep, a notebook cell run
+        again) would leave a hook each, which every optimizer step calls."""
         watched = weakref.ref(self)
 
         def refuse_an_update(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
@@ -488,7 +490,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             if scheduler is not None:
                 scheduler._refuse_an_update()
 
-        self.optimizer.register_step_pre_hook(refuse_an_update)
+        # the handle is not kept in __dict__: it would pickle the optimizer's hooks with this scheduler
+        weakref.finalize(self, self.optimizer.register_step_pre_hook(refuse_an_update).remove)
 
     def _refuse_an_update(self) -> None:
         """Raise the refusal of the row this schedule wrote last, while the param groups still hold it: a
@@ -497,8 +500,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         refusal = self._cursor.refusal
         if refusal is None or self._parents:
             return
-        groups, key = self.optimizer.param_groups, self.param_group_key
-        held = [float(groups[index][key]) for index in self._targets]  # a tensor value is read only here
+        held = [self._read(index) for index in self._targets]
         if all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(held, self._cursor.last)):
             raise UsageError(refusal)
 
@@ -525,6 +527,10 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
                 held.fill_(value)
             else:
                 groups[index][key] = torch.tensor(value, dtype=torch.float32, device=_group_device(groups[index]))
+
+    def _read(self, index: int) -> float:
+        """The value param group ``index`` holds where ``_write`` writes it (a tensor value read as a float)."""
+        return float(self.optimizer.param_groups[index][self.param_group_key])
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
@@ -732,6 +738,10 @@ class MomentumScheduler(Scheduler):
             else:
                 group["betas"] = (value, *group["betas"][1:])
 
+    def _read(self, index: int) -> float:
+        group = self.optimizer.param_groups[index]
+        return float(group["momentum"] if "momentum" in group else group["betas"][0])
+
     def set_tensor_values(self, enabled: bool) -> None:
         if _checks.flag(type(self).__name__, "enabled", enabled):
             raise UsageError(
@@ -816,6 +826,29 @@ def _schedulers_in(value: Any) -> Sequence[Scheduler]:
 def _is_state(value: Any) -> bool:
     """Arguments worth saving: data and nested schedulers, not functions."""
     return isinstance(value, Scheduler) or _is_scheduler_list(value) or not callable(value)
+
+
+@functools.cache
+def _function_arguments(cls: type) -> frozenset[str]:
+    """The constructor arguments of ``cls`` that may hold a function, so that a state of ``cls`` may leave
+    them out (see `_is_state`), as far as the class tells without an instance: those annotated as a callable
+    (or a union with one). An argument without an annotation counts as data: taking it for a possible
+    function would let a state match every class whose other arguments it has."""
+    try:
+        parameters = inspect.signature(cls, eval_str=True).parameters
+    except NameError:  # an annotation naming what only a type checker imports: the class tells nothing
+        return frozenset()
+    return frozenset(name for name in _state_fields(cls) if _admits_a_function(parameters[name].annotation))
+
+
+def _admits_a_function(annotation: Any) -> bool:
+    """Whether an argument annotated ``annotation`` may be given a function."""
+    if annotation is Any or annotation is Callable:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_admits_a_function(member) for member in typing.get_args(annotation))
+    return origin is Callable
 
 
 def _to_state(value: Any) -> Any:

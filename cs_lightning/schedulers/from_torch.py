@@ -36,6 +36,7 @@ from torch.optim import lr_scheduler as torch_lr
 
 from cs_lightning import schedulers as cs
 from cs_lightning.errors import NotConvertible, UsageError
+from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import Scheduler
 
 
@@ -72,12 +73,12 @@ class GroupScaledLR(cs.ScalePerParamLR):
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Scheduler, scales: Sequence[float]) -> None:
-        if len(scales) != len(optimizer.param_groups):
+        self.scales = _checks.numbers("GroupScaledLR", "scales", scales)
+        if len(self.scales) != len(optimizer.param_groups):
             raise UsageError(
-                f"GroupScaledLR: got scales={list(scales)} for "
-                f"{len(optimizer.param_groups)} param groups; give one per group"
+                f"GroupScaledLR: got scales={self.scales} for {len(optimizer.param_groups)} param groups; "
+                "give one per group"
             )
-        self.scales = [float(s) for s in scales]
         super().__init__(optimizer, scheduler)
 
     def _group_scales(self) -> list[float]:

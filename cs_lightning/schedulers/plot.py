@@ -88,12 +88,13 @@ def _joined(labels: list[str]) -> str:
     return f"{name} groups " + ", ".join(label.split(" group ", 1)[1] for label in labels)
 
 
-def plot(schedulers: Scheduler | list[Scheduler], steps: int, out: str | None = None) -> Figure:
+def plot(schedulers: Scheduler | list[Scheduler], steps: int) -> Figure:
     """Plot the schedules over ``range(steps)``: one panel per key (lr, weight_decay), one curve
     per distinct schedule (groups that follow the same one share a curve and its legend entry).
 
-    Returns the matplotlib figure, and saves it to ``out`` (format from the extension)
-    when given. Needs matplotlib (``pip install cs-lightning[plot]``).
+    Returns the matplotlib figure, which the caller saves (``figure.savefig(path)``; ``cs-lightning
+    schedule --out`` writes it atomically, never over an existing file without ``--force``).
+    Needs matplotlib (``pip install cs-lightning[plot]``).
     """
     try:
         from matplotlib.figure import Figure
@@ -127,8 +128,6 @@ def plot(schedulers: Scheduler | list[Scheduler], steps: int, out: str | None = 
         else:
             ax.legend(fontsize="small")
     axes[-1].set_xlabel("optimizer step")
-    if out is not None:
-        figure.savefig(out)
     return figure
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,11 +29,13 @@ import yaml
 
 from cs_lightning.config_blocks import check_arguments, parse_block, refused_at
 from cs_lightning.errors import (
+    ClosedFormError,
     ConfigError,
     ConfigTypeError,
     KeyPath,
     NotConvertible,
     ParamGroupTagsError,
+    UsageError,
     UsageTypeError,
     format_key_path,
 )
@@ -46,19 +49,35 @@ def _concrete(cls: type[Scheduler]) -> bool:
 
 
 def _catalogue() -> dict[str, list[type[Scheduler]]]:
-    """Every concrete scheduler class alive now, by lower-case name."""
-    found: dict[str, list[type[Scheduler]]] = {}
+    """Every concrete scheduler class alive now, by lower-case name, one per ``module.qualname``.
+
+    A class defined again at the same path (a notebook cell run twice, ``importlib.reload``) leaves the
+    old one alive while anything refers to it: the class bound at that path now stands for it, or, where
+    none is (a class defined in a function), the one defined last.
+    """
+    found: dict[str, dict[str, type[Scheduler]]] = {}
     pending: list[type[Scheduler]] = list(type.__subclasses__(Scheduler))  # the real list: base._HiddenSubclasses
     seen: set[type] = set()
-    while pending:
-        cls = pending.pop()
+    for cls in pending:  # grows as it goes: each class's subclasses in the order they were defined
         if cls in seen:
             continue
         seen.add(cls)
         pending.extend(type.__subclasses__(cls))
         if _concrete(cls):
-            found.setdefault(cls.__name__.lower(), []).append(cls)
-    return found
+            at_path = found.setdefault(cls.__name__.lower(), {})
+            path = f"{cls.__module__}.{cls.__qualname__}"
+            if path not in at_path or at_path[path] is not _bound_at(cls):
+                at_path[path] = cls
+    return {name: list(at_path.values()) for name, at_path in found.items()}
+
+
+def _bound_at(cls: type) -> Any:
+    """What the module of ``cls`` holds now at its qualified name; None when nothing does (a class defined
+    in a function, a module no longer imported)."""
+    bound: Any = sys.modules.get(cls.__module__)
+    for name in cls.__qualname__.split("."):
+        bound = getattr(bound, name, None)
+    return bound
 
 
 def _import(path: str) -> Any:
@@ -250,11 +269,14 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
         args["schedulers"] = _build_children(args["schedulers"], optimizer, tags, (*path, "schedulers"))
     if "optimizer" in parameters:
         args["optimizer"] = optimizer
-    try:  # the constructor checks the values: ValueError/TypeError naming the argument, by convention
+    # check_arguments refused what the call could not bind (an unknown or missing argument). The catalogue's checks
+    # refuse a value with a CSLightningError naming the argument: one line. Any other error is raised by the code of
+    # a constructor (a custom scheduler's own bug), and keeps its traceback.
+    try:
         built = cls(**args)
     except ParamGroupTagsError as error:  # keeps its class, which the CLI catches to add its fix
         raise error.under(*path) from error
-    except (ValueError, TypeError) as error:
+    except (UsageError, UsageTypeError, ClosedFormError) as error:
         raise refused_at(path, error) from error
     if isinstance(built, _Sequential) and "milestones" in args:
         warn_of_cut_stages(format_key_path(path), built.schedulers, built.milestones)

@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cs_lightning.errors import CheckpointSchedulersError, KeyPath, format_key_path
-from cs_lightning.schedulers.base import Scheduler, _is_scheduler_list, _saved_fields, _state_fields
+from cs_lightning.schedulers.base import (
+    Scheduler,
+    _function_arguments,
+    _is_scheduler_list,
+    _saved_fields,
+    _state_fields,
+)
 from cs_lightning.schedulers.registry import _catalogue
 
 _PACKAGE = "cs_lightning.schedulers."
@@ -24,9 +30,11 @@ def _expected_keys(scheduler: Scheduler) -> set[str]:
     return {"last_epoch", *_saved_fields(scheduler)}
 
 
-def _saved_keys(cls: type[Scheduler]) -> set[str]:
-    """The keys of a state of ``cls``; a function argument (LambdaLR's ``lr_lambda``) is not saved."""
-    return {"last_epoch", *_state_fields(cls)} - {"lr_lambda", "wd_lambda"}
+def _may_be_state_of(cls: type[Scheduler], keys: set[str]) -> bool:
+    """Whether a state with ``keys`` may be one of ``cls``: it holds the step and every argument, but those given
+    a function (LambdaLR's ``lr_lambda``, a custom scheduler's ``fn``), which a state leaves out."""
+    fields = {"last_epoch", *_state_fields(cls)}
+    return keys <= fields and fields - keys <= _function_arguments(cls)
 
 
 def saved_class(state: Mapping[str, Any]) -> str:
@@ -44,7 +52,7 @@ def saved_class(state: Mapping[str, Any]) -> str:
 def _catalogue_classes(state: Mapping[str, Any]) -> list[str]:
     """The names of the cs_lightning scheduler classes whose states have the keys of ``state``."""
     keys = set(state)
-    classes = [cls for found in _catalogue().values() for cls in found if _saved_keys(cls) == keys]
+    classes = [cls for found in _catalogue().values() for cls in found if _may_be_state_of(cls, keys)]
     # a subclass that keeps its parent's arguments has its parent's keys: name the catalogue's own
     own = [cls for cls in classes if cls.__module__.startswith(_PACKAGE)]
     return sorted({cls.__name__ for cls in own or classes})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from cs_lightning.errors import UsageError
 from cs_lightning.schedulers import LRScheduler
 
 
@@ -39,8 +40,10 @@ class WarmupStableDecayLR(LRScheduler):
         end_learning_rate: float = 0.0,
         last_epoch: int = -1,
     ) -> None:
+        # a UsageError (a ValueError) refuses the values: `cs-lightning fit` says it in one line at the block's
+        # key; any other error raised here is taken for a bug in this class, and keeps its traceback
         if warmup_steps < 1 or decay_steps < 1 or warmup_steps + decay_steps > total_iters:
-            raise ValueError(
+            raise UsageError(
                 f"WarmupStableDecayLR: got warmup_steps={warmup_steps}, decay_steps={decay_steps}, "
                 f"total_iters={total_iters}; need warmup_steps >= 1, decay_steps >= 1 and "
                 "warmup_steps + decay_steps <= total_iters"
