@@ -182,7 +182,7 @@ class _CallGuard(TorchFunctionMode):
         if name in _HOST_READ_METHODS:
             site = self.code.site(sys._getframe(1))
             if site is not None:
-                raise GraphBreakError(_host_read_message(_method_read(name), _where(site)))
+                raise GraphBreakError(_host_read_message(_method_read(name), _where(site), site[0]))
         outer, self.calling = self.calling, (name, args, kwargs)
         try:
             return func(*args, **kwargs)
@@ -209,11 +209,11 @@ class _KernelGuard(TorchDispatchMode):
             if site is not None:
                 raise GraphBreakError(
                     _host_read_message(
-                        f"`{self._call_name()}` given a tensor where it needs a Python number", _where(site)
+                        f"`{self._call_name()}` given a tensor where it needs a Python number", _where(site), site[0]
                     )
                 )
         elif (
-            torch.Tag.dynamic_output_shape in func.tags
+            (torch.Tag.dynamic_output_shape in func.tags or func in _UNTAGGED_DYNAMIC_SHAPES)
             and _value_dependent(func, args, kwargs)
             and not self._static_call()
         ):
@@ -267,6 +267,8 @@ _HOST_READ_METHODS = frozenset(
         "is_nonzero",
     }
 )
+# Ops whose output shape depends on values that torch does not tag so: packing takes sum(lengths) rows.
+_UNTAGGED_DYNAMIC_SHAPES = frozenset({torch.ops.aten._pack_padded_sequence.default})
 # torch functions whose output shape is static though they compute through value-dependent ops.
 _STATIC_RESULTS = frozenset({"combinations", "ctc_loss", "linalg_lstsq"})
 # Libraries that keep books on the host for the user (logging, metrics): their reads pass, even
@@ -288,13 +290,37 @@ def _prints(frame: Any) -> bool:
     return frame.f_code.co_name == "print" and any(part in frame.f_code.co_filename for part in _LIGHTNING_DIRS)
 
 
-def _host_read_message(read: str, where: str) -> str:
-    """What the step reads (``read``), where (a traceback's lines), and how to fix it or skip the check."""
+def _host_read_message(read: str, where: str, file: str | None = None) -> str:
+    """What the step reads (``read``), where (a traceback's lines, from ``file``), and how to fix it
+    or skip the check."""
+    own = (
+        "keep the value a tensor (torch ops, torch.where), or read it after the step with"
+        " cs_lightning.step_closure or self.log"
+    )
     return (
         f"The training step reads a tensor's value to the host with {read}, which a CS-X system cannot do"
-        f" inside a step:\n{where}\nFix: keep the value a tensor (torch ops, torch.where), or read it"
-        f" after the step with cs_lightning.step_closure or self.log.\n{_HOW_TO_DISABLE}"
+        f" inside a step:\n{where}\n{_fix(own, file)}.\n{_HOW_TO_DISABLE}"
     )
+
+
+def _fix(own: str, file: str | None) -> str:
+    """The fix for a line of code the user can change; for a line of an installed package (a model
+    library such as transformers), also the ways around it when they cannot."""
+    if file is None or not is_library_file(file):
+        return f"Fix: {own}"
+    return (
+        f"Fix: {own}; or, as `{_package_of(file)}` is an installed package, if it is not yours to change: call it"
+        " in a way that takes no such step (an argument or a config option of that library), or check the step"
+        " with `compile=True` instead, where TorchDynamo's capture is the check (some libraries skip such steps"
+        " under torch.compile)"
+    )
+
+
+def _package_of(file: str) -> str:
+    """``transformers`` for ``.../site-packages/transformers/masking_utils.py``."""
+    parts = Path(file).parts
+    folder = next(k for k, part in enumerate(parts) if part in ("site-packages", "dist-packages"))
+    return Path(parts[folder + 1]).stem
 
 
 # How each read is named in the message.
@@ -322,8 +348,13 @@ def _method_read(name: str) -> str:
 def _dynamic_shape_message(op: str, site: tuple[str, int, str]) -> str:
     return (
         f"The training step calls `{op.split('.')[0]}`, whose output shape depends on the values of its input,"
-        f" which a CS-X system cannot do inside its static graph:\n{_where(site)}\nFix: keep shapes static"
-        " (a mask multiplied in, torch.where, a fixed size such as one_hot's num_classes).\n" + _HOW_TO_DISABLE
+        f" which a CS-X system cannot do inside its static graph:\n{_where(site)}\n"
+        + _fix(
+            "keep shapes static (a mask multiplied in, torch.where, a fixed size such as one_hot's num_classes)",
+            site[0],
+        )
+        + ".\n"
+        + _HOW_TO_DISABLE
     )
 
 

@@ -345,6 +345,7 @@ def test_reads_made_by_torch_and_libraries_pass() -> None:
         "torch.masked_select(x, x > 0)",
         "torch.repeat_interleave(x, i)",
         "torch.bincount(i)",
+        "nn.utils.rnn.pack_padded_sequence(x.view(2, 3), torch.tensor([3, 1]), batch_first=True)",
     ],
 )
 def test_every_value_dependent_shape_in_the_users_code_is_refused(op: str) -> None:
@@ -414,8 +415,12 @@ def test_the_models_own_package_is_checked_wherever_it_is_installed(tmp_path, mo
     model, x = Net(), torch.randn(3, 2)
     with lazy_trace(model):
         record(x.sum())  # another installed library's bookkeeping read passes
-        with pytest.raises(GraphBreakError, match=r"their_model.__init__.py\", line 9"):
+        with pytest.raises(GraphBreakError, match=r"their_model.__init__.py\", line 9") as refused:
             model(x)
+    # the fix for one's own code, and the ways around a line of a library one cannot change
+    assert "Fix: keep the value a tensor" in str(refused.value)
+    assert "`their_model` is an installed package, if it is not yours to change" in str(refused.value)
+    assert "check the step with `compile=True` instead" in str(refused.value)
 
 
 def test_the_check_leaves_no_mode_behind_and_changes_no_number() -> None:
