@@ -1053,6 +1053,17 @@ def test_trunc_normal_after_the_block_is_recorded_as_in_place_init_is() -> None:
     assert torch.equal(real, torch.empty(64).normal_(0.0, 0.02, generator=torch.Generator().manual_seed(0)))
 
 
+def test_a_lazy_module_dry_run_is_refused_with_the_fix() -> None:
+    class Lazy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.LazyLinear(16), nn.ReLU(), nn.LazyLinear(4))
+            self.net(torch.zeros(1, 8))  # torch's documented way to infer the shapes
+
+    with recording(), pytest.raises(DeferredInitError, match=r"nn.LazyLinear makes its weights outside it"):
+        Lazy()
+
+
 class HoldsATuple(nn.Module):
     def __init__(self) -> None:
         super().__init__()

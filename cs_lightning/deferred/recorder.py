@@ -308,7 +308,9 @@ class Recorder(Recording):
                 raise DeferredInitError(
                     f"{func} draws random numbers into a tensor created outside the "
                     f"recording, in {constructor_site()}; the draw would happen out of "
-                    "order. Create that tensor inside the constructor."
+                    "order. Create that tensor inside the constructor (a lazy module such as "
+                    "nn.LazyLinear makes its weights outside it, in its first forward: give the "
+                    "input size instead, as in nn.Linear(in_features, out_features))."
                 )
         if func in _METADATA_QUERIES:
             margs, mkwargs = tree_unflatten([self.meta(x) if i in fakes else x for i, x in enumerate(flat)], spec)

@@ -192,12 +192,9 @@ class Executor:
         if tree_unflatten(op.flat, op.spec)[1].get("generator") is not None:
             return None  # draws from the caller's own generator
         words_per_number = {torch.float32: 1, torch.float64: 2}.get(target.dtype)
-        n = target.numel
-        if words_per_number is None or (func is aten.normal_.default and n < 16):
+        if words_per_number is None or (func is aten.normal_.default and target.numel < 16):
             return None  # other paths (cached Box-Muller, other dtypes): draw them
-        if func is aten.normal_.default and n % 16:
-            n += 16  # normal_ redraws a 16-number tail when n is not a multiple of 16
-        return words_per_number * n
+        return words_per_number * numbers_drawn(func, target.numel)
 
     def _scratch_args(self, op: Op) -> tuple[tuple, dict]:
         """The op's arguments after the tensor it fills (none for randn and rand)."""
@@ -206,6 +203,12 @@ class Executor:
         flat = [self._const(x) if isinstance(x, Const) else x for x in op.flat]
         args, kwargs = tree_unflatten(flat, op.spec)
         return args[1:], kwargs
+
+
+def numbers_drawn(func: torch._ops.OpOverload, numel: int) -> int:
+    """Numbers a CPU ``uniform_`` or ``normal_`` (of 16 elements or more) draws to fill ``numel``:
+    one each, and ``normal_`` redraws a 16-number tail when ``numel`` is not a multiple of 16."""
+    return numel + (16 if func is aten.normal_.default and numel % 16 else 0)
 
 
 # Random ops whose draw count depends only on the number of elements (normal_ also on
@@ -473,7 +476,7 @@ def truncated_normal(op: Op) -> _Fill | None:
         return None
     lo, hi = (torch.tensor(x, dtype=torch.float32).item() for x in (a, b))  # as torch compares
     return _Fill(
-        aten.normal_.default, target, (mean, std), {}, target.numel + (16 if target.numel % 16 else 0), (lo, hi)
+        aten.normal_.default, target, (mean, std), {}, numbers_drawn(aten.normal_.default, target.numel), (lo, hi)
     )
 
 
@@ -567,8 +570,7 @@ def _within(fill: _Fill, executor: Executor) -> bool:
 class _SkippedDraws:
     """Outputs of the CPU generator that dead ops would have taken, owed until needed.
 
-    Few are simply drawn; many are jumped over (mt19937.advance), which costs about as
-    much as drawing 5-10M numbers whatever their count.
+    Few are simply drawn; many are jumped over (see :func:`skip_outputs` for where the line lies).
     """
 
     def __init__(self) -> None:

@@ -39,6 +39,7 @@ from cs_lightning.deferred.replay import (
     chunkable,
     is_contiguous_ref,
     live_ops,
+    numbers_drawn,
     skip_outputs,
     truncated_normal,
 )
@@ -73,7 +74,7 @@ _EMPTY = {aten.empty.memory_format, aten.empty_strided.default}
 _CONSTANT = {aten.zeros.default: 0.0, aten.ones.default: 1.0}
 # Skips of this many outputs or more are jumped: a rank skips the other ranks' rows of each tensor, the same
 # few distances layer after layer, so a jump costs ~1.5 ms (its polynomial cached), as much as drawing 0.7M.
-_JUMP_FROM = 1 << 20
+_ROWS_JUMP_FROM = 1 << 20
 
 
 @dataclass
@@ -197,7 +198,7 @@ class _Stream:
         target = self.at + word
         if target < self.pos:
             raise AssertionError(f"row replay went back in the stream: {self.pos} -> {target}")
-        skip_outputs(torch.default_generator, target - self.pos, _JUMP_FROM)
+        skip_outputs(torch.default_generator, target - self.pos, _ROWS_JUMP_FROM)
         self.pos = target
 
     def seek_op(self) -> None:
@@ -284,7 +285,7 @@ def _row_op(op: Op, storage: Storage, span: tuple[int, int]) -> _RowOp | None:
         ):
             return None
         args, kwargs = _args_after_target(op)
-        words = target.numel + (16 if func is aten.normal_.default and target.numel % 16 else 0)
+        words = numbers_drawn(func, target.numel)
         return _RowOp("fill", func, args, kwargs, words, target.numel)
     if (
         op.func in _ELEMENTWISE
