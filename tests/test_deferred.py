@@ -1167,9 +1167,23 @@ class WritesThroughNumpy(nn.Module):
         self.gain.detach().numpy()[:] = 1.0  # in eager, gain becomes ones
 
 
+class WritesThroughNumpyAfterADraw(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8))
+        self.w.detach().numpy()[:4] = 0.0  # runs the recording eagerly: the array is the weight's memory
+
+
 def test_a_write_through_numpy_while_recording_is_refused_not_lost() -> None:
     with pytest.raises(ValueError, match="read-only"):
         materialize(deferred_init(WritesThroughNumpy))
+    torch.manual_seed(SEED)
+    eager = WritesThroughNumpyAfterADraw()
+    torch.manual_seed(SEED)
+    with pytest.warns(DeferredInitWarning, match="reads the value of a randomly initialized tensor"):
+        lazy = materialize(deferred_init(WritesThroughNumpyAfterADraw))
+    assert_same(eager, lazy)
+    assert not lazy.w[:4].any()
 
 
 @pytest.mark.parametrize(
@@ -1182,7 +1196,7 @@ def test_a_write_through_numpy_while_recording_is_refused_not_lost() -> None:
         (lambda w: bool(w[0, 0] > 0), "gt.Scalar"),
     ],
 )
-def test_reading_a_value_until_materialized_is_refused_and_draws_nothing(read, what: str) -> None:
+def test_reading_a_value_of_random_history_until_materialized_is_refused_and_draws_nothing(read, what: str) -> None:
     torch.manual_seed(SEED)
     eager = nn.Linear(4, 4)
     torch.manual_seed(SEED)
@@ -1191,6 +1205,25 @@ def test_reading_a_value_until_materialized_is_refused_and_draws_nothing(read, w
         read(lazy.weight)
     # the read ran and drew nothing: materialize sees the generator as recording left it
     assert_same(eager, materialize(lazy))
+
+
+def test_reading_a_value_without_random_history_before_materialize_is_computed_aside() -> None:
+    """An index buffer or class weights read between trainer.init_module() and fit (in setup): no
+    draw to make in order, so the value is computed aside, as while recording."""
+
+    class Table(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("ids", torch.arange(5))
+            self.register_buffer("weights", torch.ones(3) / 6)
+
+    lazy = deferred_init(Table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        assert lazy.ids.tolist() == [0, 1, 2, 3, 4] and lazy.weights[0].item() == pytest.approx(1 / 6)
+        assert np.asarray(lazy.weights).shape == (3,) and not np.asarray(lazy.weights).flags.writeable
+    assert is_deferred(lazy)
+    assert torch.equal(materialize(lazy).ids, torch.arange(5))
 
 
 def test_deferred_tensors_of_another_recording_are_refused_by_name() -> None:

@@ -601,17 +601,6 @@ def test_table_and_plot(tmp_path):
     assert figure.axes[0].lines[0].get_ydata()[10] == pytest.approx(0.1)
 
 
-def test_plot_writes_no_file(tmp_path):
-    """The caller saves the figure it returns: ``schedule --out`` writes it atomically, never over an
-    existing file without --force (``out=`` wrote over one, in place)."""
-    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
-    kept = tmp_path / "notes.png"
-    kept.write_bytes(b"not a plot")
-    with pytest.raises(TypeError, match="'out'"):
-        plot(LinearLR(optimizer, 0.0, 0.1, 10), 21, out=str(kept))
-    assert kept.read_bytes() == b"not a plot"
-
-
 def _scaled_groups(scales):
     groups = [
         {"params": [torch.nn.Parameter(torch.ones(1))], "adjust_learning_rate": a, "tags": {f"t{k}"}}

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from cs_lightning import schedulers as cs
 from cs_lightning.errors import CheckpointSchedulersError, ConfigError
-from cs_lightning.schedulers.resume import check_scheduler_states
+from cs_lightning.schedulers.resume import check_scheduler_states, saved_class
 
 
 def _optimizer():
@@ -174,3 +174,22 @@ def test_the_states_of_the_configured_schedulers_pass_the_check():
     optimizer = _optimizer()
     configured = [_sequence(optimizer, 8), cs.CosineDecayWD(optimizer, 0.1, 0.0, 10)]
     check_scheduler_states("run.ckpt", [s.state_dict() for s in configured], configured)
+
+
+def test_a_custom_class_whose_annotation_does_not_evaluate_leaves_the_resume_check_working():
+    """One bad annotation among the live classes (naming what only a type checker knows) raised its
+    AttributeError out of the check that names a checkpoint's scheduler class."""
+
+    class BrokenAnnotationForTestLR(cs.LRScheduler):
+        def __init__(
+            self, optimizer, peak: float, fn: "torch.optim.lr_scheduler.NoSuchFn | None" = None, last_epoch=-1
+        ):
+            self.peak, self.fn = peak, fn
+            super().__init__(optimizer, last_epoch=last_epoch)
+
+        def _get_closed_form(self):
+            return torch.tensor(self.peak)
+
+    # its unreadable argument counts as data, saved in its states
+    assert saved_class({"last_epoch": 3, "peak": 0.1, "fn": None}) == "BrokenAnnotationForTestLR"
+    assert saved_class({"last_epoch": 3, "peak": 0.1}) == "ShapedForTestLR"

@@ -12,6 +12,7 @@ from lightning_models import data, trainer
 from torch import nn
 from torch.utils.data import DataLoader, random_split
 
+from cs_lightning.deferred import materialize
 from cs_lightning.errors import DeferredInitWarning
 
 
@@ -179,6 +180,23 @@ def test_a_trunc_normal_taking_a_second_round_after_the_jump_is_reported() -> No
     recorded.jumped_to = torch.Generator().manual_seed(1).get_state()  # where a second round would not end
     with pytest.warns(DeferredInitWarning, match="trunc_normal_ recorded at .* took a second round"):
         run.fit(model, data())
+
+
+def test_a_block_materialized_in_two_calls_after_a_jump_warns_nothing() -> None:
+    """The second call replays nothing; it once compared that nothing with the jump and warned of a
+    trunc_normal_ taking a second round (with no trunc_normal_ in the model)."""
+    torch.manual_seed(0)
+    eager = (nn.Linear(4, 4), nn.Linear(4, 4))
+    torch.manual_seed(0)
+    run = trainer("csx", max_steps=0, accelerator="cpu", devices=1)
+    with run.init_module():
+        first, second = nn.Linear(4, 4), nn.Linear(4, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        materialize(first)
+        materialize(second)
+    for want, got in zip(eager, (first, second)):
+        assert torch.equal(want.weight, got.weight) and torch.equal(want.bias, got.bias)
 
 
 def test_draws_after_init_module_that_cannot_be_jumped_are_reported_at_the_users_line() -> None:

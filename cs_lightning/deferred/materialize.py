@@ -24,7 +24,7 @@ from torch.nn.modules.instancenorm import _InstanceNorm
 from cs_lightning.deferred.independent import replay_independent
 from cs_lightning.deferred.oplog import Recording, Ref
 from cs_lightning.deferred.recorder import DeferredTensor, recording_paused, user_stacklevel
-from cs_lightning.deferred.replay import Executor, replay_exact
+from cs_lightning.deferred.replay import TRUNC_NORMAL, Executor, replay_exact
 from cs_lightning.errors import DeferredInitUsageError, DeferredInitWarning, UsageError
 
 _MODES = ("exact", "independent")
@@ -153,6 +153,7 @@ def materialize(
                 warn_if_rng_moved(recording)
             with recording.eager_generator():
                 finals.update(_materialize_recording(recording, group, device, dtype, mode, rng))
+            recording.materialized = True
         _assign(slots, finals, device, dtype, state_dict)
     return module
 
@@ -342,6 +343,7 @@ def _materialize_recording(
         # (bfloat16 weights) frees each float32 storage as soon as it is cast, one at a time.
         parallel = (device is None or device.type == "cpu") and dtype in (None, torch.float32)
         workers = torch.get_num_threads() if parallel else 1
+        replays_the_block = bool(recording.pending())  # (a second module of a block finds it replayed)
         replay_exact(
             recording,
             targets=targets,
@@ -351,7 +353,7 @@ def _materialize_recording(
             on_ready=on_ready,
             workers=workers,
         )
-        if rng == "eager":
+        if rng == "eager" and replays_the_block:
             _warn_if_jumped_wrong(recording)
     else:
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in targets}
@@ -400,6 +402,7 @@ def _warn_if_jumped_wrong(recording: Recording) -> None:
         recording.jumped_to is None
         or recording.rng_after is None
         or torch.equal(recording.rng_after, recording.jumped_to)
+        or not any(op.func is TRUNC_NORMAL for op in recording.ops)
     ):
         return
     warnings.warn(

@@ -83,6 +83,7 @@ class Recording:
         self.storages: dict[int, Storage] = {}
         self.uninitialized: set[int] = set()
         self.done: set[int] = set()  # indices of ops an earlier replay ran
+        self.materialized = False  # a materialize took tensors of it (a flush during recording does not count)
         self.executor: Executor | None = None  # the replay state, kept across materialize calls
         self.rng_state = torch.get_rng_state()  # what eager would have drawn from
         self.rng_after: torch.Tensor | None = None  # set when its replay is complete

@@ -70,7 +70,8 @@ _CONST_COPY_BYTES = 1 << 20
 
 class _StandInAddresses:
     """Distinct, non-overlapping stand-in addresses for recorded storages (see
-    ``DeferredTensor.data_ptr``), above the ones a process's heap and mappings use."""
+    ``DeferredTensor.data_ptr``), never reused in the process; from 16 TiB up, below where x86-64
+    Linux puts a process's heap and mappings."""
 
     def __init__(self) -> None:
         self._next = 1 << 44
@@ -133,13 +134,13 @@ class DeferredTensor(torch.Tensor):
     def tolist(self) -> Any:
         return self._cs_recording.concrete(self, "tolist()").tolist()
 
-    # The arrays are read-only: they hold the values, not the recorded storage, so a write
-    # through them would be lost; numpy refuses it at the user's line instead.
     def numpy(self, *, force: bool = False) -> Any:
-        return _read_only(self._cs_recording.concrete(self, "numpy()").numpy(force=force))
+        value, own = self._cs_recording.read(self, "numpy()")
+        return _writable_if(own, value.numpy(force=force))
 
     def __array__(self, dtype: Any = None) -> Any:
-        return _read_only(self._cs_recording.concrete(self, "numpy.asarray()").__array__(dtype))
+        value, own = self._cs_recording.read(self, "numpy.asarray()")
+        return _writable_if(own, value.__array__(dtype))
 
     def data_ptr(self) -> int:
         """A stand-in address, the same for tensors viewing the same memory (offset included) and
@@ -148,8 +149,11 @@ class DeferredTensor(torch.Tensor):
         return self._cs_recording.stand_in_address(self)
 
 
-def _read_only(array: Any) -> Any:
-    array.flags.writeable = False
+def _writable_if(own: bool, array: Any) -> Any:
+    """An array of a recorded tensor's value: read-only when it holds a copy, where a write would be
+    lost (numpy refuses it at the user's line instead)."""
+    if not own:
+        array.flags.writeable = False
     return array
 
 
@@ -185,6 +189,14 @@ def _covers_storage(meta: torch.Tensor) -> bool:
             return False
         expected *= size
     return meta.storage_offset() == 0 and meta.numel() * meta.element_size() == meta.untyped_storage().nbytes()
+
+
+def _mixes_recordings(func: Any) -> str:
+    return (
+        f"{func} mixes deferred tensors of two recordings, in {constructor_site()}; materialize the module "
+        "recorded first (cs_lightning.deferred.materialize(module)), or build both in one recording: in "
+        "Lightning, both in configure_model or both under one trainer.init_module()."
+    )
 
 
 def constructor_site() -> str:
@@ -268,7 +280,7 @@ class Recorder(Recording):
                 f"{what} on a deferred tensor {at}, while it is recorded: its values do not exist yet. "
                 "Call cs_lightning.deferred.materialize(module) on the module holding it first."
             )
-        if not self.done:
+        if not self.materialized:
             return (
                 f"{what} on a deferred tensor {at}, outside recording(): the module holding it is "
                 "not materialized yet. Call cs_lightning.deferred.materialize(module) first "
@@ -293,12 +305,7 @@ class Recorder(Recording):
         reals = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor)]
         is_random = torch.Tag.nondeterministic_seeded in func.tags
         if any(flat[i]._cs_recording is not self for i in fakes):
-            raise DeferredInitError(
-                f"{func} mixes deferred tensors of two recordings, in "
-                f"{constructor_site()}; materialize the module recorded first "
-                "(cs_lightning.deferred.materialize(module)), or build both in one recording: "
-                "in Lightning, both in configure_model or both under one trainer.init_module()."
-            )
+            raise DeferredInitError(_mixes_recordings(func))
         if func in _LIFT:
             return self._record_constant(flat[0])
         if not fakes and reals:
@@ -530,26 +537,32 @@ class Recorder(Recording):
         return func(*args, **kwargs)
 
     def concrete(self, fake: DeferredTensor, what: Any) -> torch.Tensor:
-        """The value a recorded tensor holds now, as eager construction would have it.
+        """The value a recorded tensor holds now, as eager construction would have it (see :meth:`read`)."""
+        return self.read(fake, what)[0]
+
+    def read(self, fake: DeferredTensor, what: Any) -> tuple[torch.Tensor, bool]:
+        """The value a recorded tensor holds now, as eager construction would have it, and whether it is
+        the tensor's own memory (a write to it lands in the weight) rather than a copy.
 
         Without randomness in its history it is computed aside, on the CPU, and nothing
-        else changes. With randomness, the draws must happen now and in eager's order:
-        everything recorded so far is run for real (see :meth:`flush`). After the recording
-        block, a read (``what``) is refused as any other use of an unmaterialized weight.
+        else changes: a copy. With randomness, the draws must happen now and in eager's order:
+        everything recorded so far is run for real (see :meth:`flush`), and the value is its own
+        memory. After the recording block that is refused (``what`` names the read), as any other
+        use of an unmaterialized weight is.
         """
-        if not self.active:
-            raise DeferredInitError(self.not_materialized(what))
         ref = self.ref(fake)
         pending = [self.ops[k] for k in self.pending()]
         live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]
         with recording_paused():
             if any(op.random for op in live):
+                if not self.active:
+                    raise DeferredInitError(self.not_materialized(what))
                 self.flush(
                     "a constructor reads the value of a randomly initialized tensor "
                     "(.item(), .tolist(), bool(...), a data-dependent loop)"
                 )
                 assert self.executor is not None  # flush() replayed into it
-                return self.executor.view(ref)
+                return self.executor.view(ref), True
             cached = self._concrete.get(ref.sid)
             if cached is None or cached[0] <= self._last_write.get(ref.sid, -1):
                 aside = Executor(self.storages, torch.device("cpu"))
@@ -560,7 +573,7 @@ class Recorder(Recording):
                     aside.run(op)
                 cached = (len(self.ops), aside.base(ref.sid))
                 self._concrete[ref.sid] = cached
-            return cached[1].as_strided(ref.size, ref.stride, ref.offset)
+            return cached[1].as_strided(ref.size, ref.stride, ref.offset), False
 
     def flush(
         self,
@@ -710,7 +723,6 @@ _RNG_SETTERS = [
 ]
 _patch_lock = threading.Lock()
 _patch_users = 0
-_whole_calls_installed = False
 
 
 def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -718,10 +730,12 @@ def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
     def call(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if not isinstance(tensor, DeferredTensor):
             return original(tensor, *args, **kwargs)
-        # in the block, its recorder; after it (model.apply(init_fn) before fit), the tensor's own
-        recorder = current_recorder() or tensor._cs_recording
-        return recorder.record_call(original, tensor, args, kwargs)
+        # recorded where the tensor was, in its block or after it (model.apply(init_fn) before fit)
+        if current_recorder() not in (None, tensor._cs_recording):
+            raise DeferredInitError(_mixes_recordings(original.__qualname__))
+        return tensor._cs_recording.record_call(original, tensor, args, kwargs)
 
+    call._cs_recorded = True  # type: ignore[attr-defined]
     return call
 
 
@@ -756,14 +770,13 @@ def _patched() -> Iterator[None]:
     only on the thread that records. The init functions' wrappers are swapped in at the first
     recording and stay: in-place init after the block (``model.apply(init_fn)`` between
     ``trainer.init_module()`` and ``fit``) is recorded too, and real tensors pass straight through."""
-    global _patch_users, _whole_calls_installed
+    global _patch_users
     patches = [(owner, name, _setter) for owner, name in _RNG_SETTERS]
     patches += [(owner, name, _getter) for owner, name in _RNG_GETTERS]
     with _patch_lock:
-        if not _whole_calls_installed:
-            for owner, name in _WHOLE_CALLS:
+        for owner, name in _WHOLE_CALLS:  # (again if something has rebound the name since)
+            if not getattr(getattr(owner, name), "_cs_recorded", False):
                 setattr(owner, name, _recorded_call(getattr(owner, name)))
-            _whole_calls_installed = True
         if _patch_users == 0:
             for owner, name, wrap in patches:
                 setattr(owner, name, wrap(getattr(owner, name)))

@@ -330,7 +330,8 @@ def replay_exact(
             finish(k)
     skipped.settle()
     recording.done.update(indices)
-    recording.rng_after = torch.get_rng_state()
+    if indices:  # (a later materialize of a replayed block moves nothing)
+        recording.rng_after = torch.get_rng_state()
     executor.drop_spares()
 
 

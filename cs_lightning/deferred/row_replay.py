@@ -174,7 +174,8 @@ def replay_rows(
     if draw_skipped_tail:
         stream.seek_op()
     recording.done.update(indices)
-    recording.rng_after = torch.get_rng_state()
+    if indices:  # (a later materialize of a replayed block moves nothing)
+        recording.rng_after = torch.get_rng_state()
     return demoted
 
 

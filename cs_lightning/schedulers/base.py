@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import itertools
 import math
 import types
 import typing
@@ -51,6 +52,19 @@ _SETTING_NAMES = {"lr": "learning rate", "weight_decay": "weight decay", "moment
 # Jumps a schedule reports for plots and tables (see Scheduler._breakpoints); a schedule
 # with more has them closer together than a plot's samples, which then show its envelope.
 MAX_BREAKPOINTS = 4096
+
+
+# Each optimizer's schedulers, by the order they were made (see Scheduler._watch_updates).
+_WATCHED: weakref.WeakKeyDictionary[torch.optim.Optimizer, weakref.WeakValueDictionary[int, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+_ORDER = itertools.count()
+
+
+def _refuse_updates(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    """The step pre-hook: each scheduler still alive refuses an update that would use its value out of range."""
+    for scheduler in list(_WATCHED.get(optimizer, {}).values()):
+        scheduler._refuse_an_update()
 
 
 class _Alias:
@@ -480,18 +494,14 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
     def _watch_updates(self) -> None:
         """Refuse an update that would use a value out of range (see `_refusal`), by a step pre-hook of the
-        optimizer. The hook holds this scheduler weakly: one thrown away stops checking, and is freed. Its
-        hook goes with it, or schedulers built and dropped on one optimizer (a sweep, a notebook cell run
-        again) would leave a hook each, which every optimizer step calls."""
-        watched = weakref.ref(self)
-
-        def refuse_an_update(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            scheduler = watched()
-            if scheduler is not None:
-                scheduler._refuse_an_update()
-
-        # the handle is not kept in __dict__: it would pickle the optimizer's hooks with this scheduler
-        weakref.finalize(self, self.optimizer.register_step_pre_hook(refuse_an_update).remove)
+        optimizer: one per optimizer, calling its schedulers in the order they were made. It holds them
+        weakly: one thrown away stops checking, and is freed; no hook is ever removed, so none can be while
+        the optimizer's step loops over its hooks (the cyclic collector frees a composite at any moment)."""
+        watched = _WATCHED.get(self.optimizer)
+        if watched is None:
+            watched = _WATCHED[self.optimizer] = weakref.WeakValueDictionary()
+            self.optimizer.register_step_pre_hook(_refuse_updates)
+        watched[next(_ORDER)] = self
 
     def _refuse_an_update(self) -> None:
         """Raise the refusal of the row this schedule wrote last, while the param groups still hold it: a
@@ -828,17 +838,24 @@ def _is_state(value: Any) -> bool:
     return isinstance(value, Scheduler) or _is_scheduler_list(value) or not callable(value)
 
 
-@functools.cache
 def _function_arguments(cls: type) -> frozenset[str]:
     """The constructor arguments of ``cls`` that may hold a function, so that a state of ``cls`` may leave
     them out (see `_is_state`), as far as the class tells without an instance: those annotated as a callable
     (or a union with one). An argument without an annotation counts as data: taking it for a possible
-    function would let a state match every class whose other arguments it has."""
-    try:
-        parameters = inspect.signature(cls, eval_str=True).parameters
-    except NameError:  # an annotation naming what only a type checker imports: the class tells nothing
-        return frozenset()
-    return frozenset(name for name in _state_fields(cls) if _admits_a_function(parameters[name].annotation))
+    function would let a state match every class whose other arguments it has. Kept per class while the
+    class lives (a class defined again, in a notebook, is freed with its entry)."""
+    known = _FUNCTION_ARGUMENTS.get(cls)
+    if known is None:
+        try:
+            parameters = inspect.signature(cls, eval_str=True).parameters
+            known = frozenset(name for name in _state_fields(cls) if _admits_a_function(parameters[name].annotation))
+        except (NameError, AttributeError, TypeError, SyntaxError):  # an annotation only a type checker reads
+            known = frozenset()
+        _FUNCTION_ARGUMENTS[cls] = known
+    return known
+
+
+_FUNCTION_ARGUMENTS: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def _admits_a_function(annotation: Any) -> bool:
