@@ -650,24 +650,21 @@ class OwnGenerator(nn.Module):
         nn.init.uniform_(self.lin.weight, generator=generator)
 
 
-def test_a_generator_of_the_callers_own_replays_exactly_and_is_eagers_meanwhile() -> None:
+def test_a_generator_of_the_callers_own_replays_exactly_and_is_watched() -> None:
     generator = torch.Generator()
     generator.manual_seed(3)
     torch.manual_seed(SEED)
     eager, eager_state = OwnGenerator(generator), generator.get_state()
-    eager_split = torch.randn(2, generator=generator)  # e.g. a data split drawn from the same generator
-    eager_after = generator.get_state()
     generator.manual_seed(3)
     torch.manual_seed(SEED)
-    lazy = deferred_init(OwnGenerator, generator)
-    assert torch.equal(generator.get_state(), eager_state)  # moved past the recorded draws, as eager
-    split = torch.randn(2, generator=generator)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeferredInitWarning)
-        materialize(lazy)
-    assert torch.equal(split, eager_split)
+    lazy = materialize(deferred_init(OwnGenerator, generator))
     assert_same(eager, lazy)
-    assert torch.equal(generator.get_state(), eager_after)
+    assert torch.equal(generator.get_state(), eager_state)
+    generator.manual_seed(3)
+    lazy = deferred_init(OwnGenerator, generator)
+    torch.randn(2, generator=generator)  # e.g. a data split drawn from the same generator
+    with pytest.warns(DeferredInitWarning, match="or one the constructor used"):
+        materialize(lazy)
 
 
 class SeedPerLayer(nn.Module):
@@ -683,43 +680,15 @@ class SeedPerLayer(nn.Module):
         self.last = nn.Parameter(torch.randn(20, generator=self.generator))
 
 
-class SameSeedTwice(nn.Module):
-    """Seeded again to the very seed of its first draw: both tensors are the same numbers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.generator = torch.Generator()
-        self.generator.manual_seed(0)
-        self.a = nn.Parameter(torch.randn(40, generator=self.generator))
-        self.generator.manual_seed(0)
-        self.b = nn.Parameter(torch.randn(40, generator=self.generator))
-
-
-class Rewound(nn.Module):
-    """Rewound with get_state()/set_state(): the third tensor repeats the second."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.generator = torch.Generator().manual_seed(5)
-        self.a = nn.Parameter(torch.randn(20, generator=self.generator))
-        state = self.generator.get_state()
-        self.b = nn.Parameter(torch.empty(20).uniform_(generator=self.generator))
-        self.generator.set_state(state)
-        self.c = nn.Parameter(torch.empty(20).uniform_(generator=self.generator))
-
-
-@pytest.mark.parametrize("build", [SeedPerLayer, SameSeedTwice, Rewound])
-def test_a_generator_of_the_callers_own_seeded_again_or_rewound_draws_as_eager(build: type[nn.Module]) -> None:
+def test_a_generator_of_the_callers_own_seeded_again_draws_from_each_seed() -> None:
     torch.manual_seed(SEED)
-    eager = build()
+    eager = SeedPerLayer()
     eager_states = torch.get_rng_state(), eager.generator.get_state()
     torch.manual_seed(SEED)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeferredInitWarning)  # nothing runs eagerly: all of it deferred
-        lazy = deferred_init(build)
-        assert is_deferred(lazy)
-        materialize(lazy)
+    with pytest.warns(DeferredInitWarning, match="generator of the constructor's own was seeded or set"):
+        lazy = materialize(deferred_init(SeedPerLayer))
     assert_same(eager, lazy)
+    assert not torch.equal(lazy.layers[0].weight, lazy.layers[1].weight)
     assert torch.equal(torch.get_rng_state(), eager_states[0])
     assert torch.equal(lazy.generator.get_state(), eager_states[1])
 
@@ -845,12 +814,17 @@ def test_independent_values_do_not_depend_on_what_else_was_recorded() -> None:
     assert not torch.equal(second[0].weight, second[1].weight)
 
 
-def test_independent_mode_replaces_the_generator_a_recorded_init_function_was_given() -> None:
+@pytest.mark.parametrize("positional", [False, True])
+def test_independent_mode_replaces_the_generator_a_recorded_init_function_was_given(positional: bool) -> None:
     class OwnTruncated(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.w = nn.Parameter(torch.empty(64, 8))
-            nn.init.trunc_normal_(self.w, std=0.02, generator=torch.Generator().manual_seed(1))
+            generator = torch.Generator().manual_seed(1)
+            if positional:
+                nn.init.trunc_normal_(self.w, 0.0, 0.02, -2.0, 2.0, generator)
+            else:
+                nn.init.trunc_normal_(self.w, std=0.02, generator=generator)
 
     one = materialize(deferred_init(OwnTruncated), mode="independent")  # was: "got multiple values for 'generator'"
     two = materialize(deferred_init(OwnTruncated), mode="independent")

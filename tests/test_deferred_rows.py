@@ -195,20 +195,3 @@ def test_values_made_when_a_constructor_reads_one_are_kept(world: int) -> None:
     with pytest.warns(DeferredInitWarning, match="reads the value of a randomly initialized tensor"):
         demoted = _assert_gathered_is_eager(ReadsAValue, world)
     assert demoted == [{}] * world
-
-
-class OwnSeeds(nn.Module):
-    """A generator of the constructor's own, seeded again per layer, beside the global one."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(6, 10) for _ in range(3))
-        generator = torch.Generator()
-        for k, layer in enumerate(self.layers):
-            generator.manual_seed(100 + k // 2)  # the second layer repeats the first one's numbers
-            nn.init.normal_(layer.weight, generator=generator)
-
-
-@pytest.mark.parametrize("world", [2, 3])
-def test_rows_drawn_from_a_generator_of_the_constructors_own_seeded_again_are_eagers(world: int) -> None:
-    _assert_gathered_is_eager(OwnSeeds, world)

@@ -41,10 +41,13 @@ Limits, each reported rather than hidden:
   whole model deferred. ``nn.init.trunc_normal_`` is recorded as one call instead, in the block
   and after it (``model.apply(init_fn)`` before ``fit``): its wrapper, swapped in at the first
   recording, stays and passes real tensors straight to torch's function.
-* A ``torch.Generator`` of the constructor's own is moved past each recorded draw as eager moves
-  it (the draw made into scratch memory, freed at once), and the replay draws from the state each
-  draw found: seeding it again, rewinding it (``get_state``/``set_state``) or drawing from it before
-  ``materialize`` all see eager's generator, and the weights are eager's.
+* A ``torch.Generator`` of the constructor's own is drawn from as it is at ``materialize``,
+  like the global one. Seeded or set to another state after draws from it were recorded,
+  it makes everything recorded so far run eagerly, with a warning (exact). Seeded again to
+  the state of its first recorded draw, or rewound to a state read by ``get_state()`` after
+  a draw, it is NOT seen (recording leaves its state unmoved, and its methods cannot be
+  watched): eager's numbers repeat or rewind there, the replay's continue. Give such a
+  generator one seed, or each seed a generator of its own.
 * Modules recorded in separate blocks materialize in recording order (see ``materialize``).
 * Writing random numbers into a tensor created outside the recording, or an in-place
   op without a meta kernel, cannot be deferred: ``recording()`` raises

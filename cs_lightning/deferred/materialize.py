@@ -380,8 +380,13 @@ def warn_if_rng_moved(recording: Recording) -> None:
     expected: torch.Tensor | None = recording.rng_state
     if recording.follows is not None:  # eager would have drawn after the earlier recording
         expected = recording.follows.rng_after
-    # (the caller's own generators are not checked: recording moved them past each draw, as eager did)
-    if expected is not None and not torch.equal(expected, torch.get_rng_state()):
+    moved = expected is not None and not torch.equal(expected, torch.get_rng_state())
+    # (a generator shared with an earlier recording is not checked: it moved legitimately)
+    moved = moved or (
+        recording.follows is None
+        and any(not torch.equal(g.get_state(), state) for g, state in recording.generators.values())
+    )
+    if moved:
         warnings.warn(
             "materialize: random numbers were drawn (or the seed was set) between recording and "
             f"materialize (recorded at {recording.site}), from the global generator or one the "

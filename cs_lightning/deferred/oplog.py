@@ -92,10 +92,9 @@ class Recording:
         self.replay_from: torch.Tensor | None = None
         self.jumped_to: torch.Tensor | None = None
         self.site = "unknown location"  # the user's line that opened the recording block
-        # Op index -> the caller's own generators it draws from, each with the state it drew from:
-        # recording moves them past each draw as eager does, so they are eager's meanwhile (seeded
-        # again, rewound, drawn from before materialize), and the replay enters those states.
-        self.own_generators: dict[int, list[tuple[torch.Generator, torch.Tensor]]] = {}
+        # The caller's own generators, each with its state when the recording first used
+        # it: like the global one, replay draws from them as they are at materialize.
+        self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         # Recorded right after another recording whose draws are still deferred: eager
         # would have drawn from the state that one's replay leaves.
         self.follows: Recording | None = None
@@ -126,23 +125,6 @@ class Recording:
             yield
         finally:
             torch.set_rng_state(now)
-
-    @contextlib.contextmanager
-    def own_generators_kept(self) -> Iterator[None]:
-        """Replays set the caller's own generators to the states recorded for each draw: put back
-        the states they have now (eager's, past every recorded draw) afterwards."""
-        generators = {id(g): g for states in self.own_generators.values() for g, _ in states}
-        now = {key: g.get_state() for key, g in generators.items()}
-        try:
-            yield
-        finally:
-            for key, g in generators.items():
-                g.set_state(now[key])
-
-    def enter_own_generators(self, index: int) -> None:
-        """Set the caller's own generators op ``index`` draws from to the states eager drew from."""
-        for generator, state in self.own_generators.get(index, ()):
-            generator.set_state(state)
 
     def pending(self) -> list[int]:
         """Indices of the ops no replay has run yet, in recording order."""

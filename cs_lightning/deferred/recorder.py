@@ -476,6 +476,7 @@ class Recorder(Recording):
         if not fakes and not reals:  # a factory: pin what defaults it resolved
             logged, spec = self._pin_factory_defaults(func, logged, spec, mout, device)
         index = len(self.ops)
+        self._note_generators(logged)
         self.ops.append(
             Op(
                 func,
@@ -488,7 +489,6 @@ class Recorder(Recording):
                 is_random,
             )
         )
-        self._draw_own_generators(index)
         for sid in writes | overwrites:
             self._last_write[sid] = index
             self.uninitialized.discard(sid)
@@ -497,17 +497,30 @@ class Recorder(Recording):
         if is_random and self.replay_from is not None:
             self._drawn_after_jump(index)
 
-    def _draw_own_generators(self, index: int) -> None:
-        """Move the caller's own generators op ``index`` draws from past its draws, as eager does,
-        keeping the states it drew from (the replay enters them): the generators are then eager's
-        meanwhile, whatever the constructor does with them next (seeds them again, rewinds them)."""
-        op = self.ops[index]
-        own = [x for x in op.flat if isinstance(x, torch.Generator) and x is not torch.default_generator]
-        if not op.random or not own:
+    def _note_generators(self, logged: list[Any]) -> None:
+        for x in logged:
+            if not isinstance(x, torch.Generator) or x is torch.default_generator:
+                continue  # (the global generator's setters are watched by _patched)
+            noted = self.generators.get(id(x))
+            if noted is not None and not torch.equal(noted[1], x.get_state()):
+                self._generator_set(x, noted[1])
+            self.generators[id(x)] = (x, x.get_state())
+
+    def _generator_set(self, generator: torch.Generator, noted: torch.Tensor) -> None:
+        """The caller seeded or set ``generator`` since the draws pending from it were recorded:
+        eager made them from its earlier state, so they are drawn now, from that state."""
+        if not any(any(x is generator for x in self.ops[k].flat) for k in self.pending()):
             return
-        self.own_generators[index] = [(g, g.get_state()) for g in own]
-        with recording_paused():
-            Executor(self.storages, None).advance(op)  # draws into scratch memory, freed at once
+        now = generator.get_state()
+        generator.set_state(noted)
+        try:
+            self.flush(
+                "a generator of the constructor's own was seeded or set after random numbers were drawn from it",
+                "Eager drew those numbers before it was set",
+                "To keep the whole model deferred, give each seed a torch.Generator of its own.",
+            )
+        finally:
+            generator.set_state(now)
 
     @staticmethod
     def _pin_factory_defaults(
@@ -639,10 +652,10 @@ class Recorder(Recording):
             )
         sid = frozenset({ref.sid})
         index = len(self.ops)
+        self._note_generators(logged)
         self.ops.append(
             Op(func, logged, spec, frozenset() if full else sid, sid, sid if full else frozenset(), (), True)
         )
-        self._draw_own_generators(index)
         self._last_write[ref.sid] = index
         self.uninitialized.discard(ref.sid)
         if self.replay_from is not None:

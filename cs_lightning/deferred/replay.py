@@ -243,14 +243,19 @@ _GLOBAL_RNG = threading.Lock()
 
 def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Run a random op drawing from ``generator`` instead of the global generator."""
-    if not isinstance(func, torch._ops.OpOverload):  # a recorded init function (its own generator, if any, replaced)
+    if not isinstance(func, torch._ops.OpOverload):  # a recorded init function
+        parameters = inspect.signature(func).parameters
+        if "generator" in parameters:  # given as it was, by position or keyword: replaced
+            bound = inspect.signature(func).bind(*args, **kwargs)
+            bound.arguments["generator"] = generator
+            return func(*bound.args, **bound.kwargs)
+    elif "generator" in {a.name for a in func._schema.arguments}:
         return func(*args, **{**kwargs, "generator": generator})
-    if "generator" in {a.name for a in func._schema.arguments}:
-        return func(*args, **{**kwargs, "generator": generator})
-    name = func._overloadname
-    sibling = "generator" if name == "default" else f"{name}_generator"
-    if sibling in func.overloadpacket.overloads():
-        return getattr(func.overloadpacket, sibling)(*args, **kwargs, generator=generator)
+    else:
+        name = func._overloadname
+        sibling = "generator" if name == "default" else f"{name}_generator"
+        if sibling in func.overloadpacket.overloads():
+            return getattr(func.overloadpacket, sibling)(*args, **kwargs, generator=generator)
     # No generator argument at all (randn_like, ...): seed the global generator from
     # ours for this one op, under a lock, and put the global state back afterwards.
     device = generator.device
@@ -311,34 +316,26 @@ def replay_exact(
             torch.set_rng_state(base)  # a truncated normal took a second round: eager's order, serially
             plan = None
     skipped = _SkippedDraws()
-    with recording.own_generators_kept():
-        for k, op in enumerate(ops):
-            if plan is not None and k in plan.done:
-                pass  # generated above, on the threads
-            elif flags[k]:
-                if op.random:
-                    skipped.settle()
-                    recording.enter_own_generators(indices[k])
-                executor.run(op)
-            elif draws_globally(op, indices[k], recording) and (draw_skipped_tail or k < last_draw) and plan is None:
-                words = executor.global_draws(op)
-                if words is None:
-                    skipped.settle()
-                    executor.advance(op)
-                else:
-                    skipped.add(words)
-            finish(k)
+    for k, op in enumerate(ops):
+        if plan is not None and k in plan.done:
+            pass  # generated above, on the threads
+        elif flags[k]:
+            if op.random:
+                skipped.settle()
+            executor.run(op)
+        elif op.random and (draw_skipped_tail or k < last_draw) and plan is None:
+            words = executor.global_draws(op)
+            if words is None:
+                skipped.settle()
+                executor.advance(op)
+            else:
+                skipped.add(words)
+        finish(k)
     skipped.settle()
     recording.done.update(indices)
     if indices:  # (a later materialize of a replayed block moves nothing)
         recording.rng_after = torch.get_rng_state()
     executor.drop_spares()
-
-
-def draws_globally(op: Op, index: int, recording: Recording) -> bool:
-    """Whether op ``index`` is a random one that moves the global generator. A dead draw from the
-    caller's own generator moves nothing: each live draw from it enters the state it drew from."""
-    return op.random and index not in recording.own_generators
 
 
 @dataclass

@@ -37,7 +37,6 @@ from cs_lightning.deferred.replay import (
     TRUNC_NORMAL,
     Executor,
     chunkable,
-    draws_globally,
     is_contiguous_ref,
     live_ops,
     numbers_drawn,
@@ -150,27 +149,25 @@ def replay_rows(
                     executor.release(sid)
 
     finish(-1)
-    with recording.own_generators_kept():
-        for k, op in enumerate(ops):
-            if k in row_ops:
-                sid = next(iter(op.writes))
-                _run_rows(row_ops[k], op, rows(sid), ranges[sid], stream, agree, recording.storages[sid])
-            elif flags[k]:
-                if op.random:
-                    stream.seek_op()
-                    recording.enter_own_generators(indices[k])
-                executor.run(op)
-                if op.random:
-                    stream.restart()
-            elif draws_globally(op, indices[k], recording) and (draw_skipped_tail or k < last_draw):
-                words = executor.global_draws(op)
-                if words is None:
-                    stream.seek_op()
-                    executor.advance(op)
-                    stream.restart()
-                else:
-                    stream.at += words
-            finish(k)
+    for k, op in enumerate(ops):
+        if k in row_ops:
+            sid = next(iter(op.writes))
+            _run_rows(row_ops[k], op, rows(sid), ranges[sid], stream, agree, recording.storages[sid])
+        elif flags[k]:
+            if op.random:
+                stream.seek_op()
+            executor.run(op)
+            if op.random:
+                stream.restart()
+        elif op.random and (draw_skipped_tail or k < last_draw):
+            words = executor.global_draws(op)
+            if words is None:
+                stream.seek_op()
+                executor.advance(op)
+                stream.restart()
+            else:
+                stream.at += words
+        finish(k)
     if draw_skipped_tail:
         stream.seek_op()
     recording.done.update(indices)
