@@ -39,8 +39,10 @@ Limits, each reported rather than hidden:
   eagerly, with a warning naming the constructor and the user's line; the values stay
   eager's. Seeding before any draw is recorded (the top of ``configure_model``) keeps the
   whole model deferred. ``nn.init.trunc_normal_`` is recorded as one call instead, in the block
-  and after it (``model.apply(init_fn)`` before ``fit``): its wrapper, swapped in at the first
-  recording, stays and passes real tensors straight to torch's function.
+  and after it (``model.apply(init_fn)`` before ``fit``): its wrapper, swapped in as cs_lightning is
+  imported, passes real tensors straight to torch's function (a ``from torch.nn.init import
+  trunc_normal_`` made before that import binds torch's own, whose rejection loop reads values:
+  everything recorded so far then runs eagerly, with a warning).
 * A ``torch.Generator`` of the constructor's own is drawn from as it is at ``materialize``,
   like the global one. Seeded or set to another state after draws from it were recorded,
   it makes everything recorded so far run eagerly, with a warning (exact). Seeded again to

@@ -135,11 +135,11 @@ class DeferredTensor(torch.Tensor):
         return self._cs_recording.concrete(self, "tolist()").tolist()
 
     def numpy(self, *, force: bool = False) -> Any:
-        value, own = self._cs_recording.read(self, "numpy()")
+        value, own = self._cs_recording.read(self, "numpy()", writable=True)
         return _writable_if(own, value.numpy(force=force))
 
     def __array__(self, dtype: Any = None) -> Any:
-        value, own = self._cs_recording.read(self, "numpy.asarray()")
+        value, own = self._cs_recording.read(self, "numpy.asarray()", writable=True)
         return _writable_if(own, value.__array__(dtype))
 
     def data_ptr(self) -> int:
@@ -150,8 +150,8 @@ class DeferredTensor(torch.Tensor):
 
 
 def _writable_if(own: bool, array: Any) -> Any:
-    """An array of a recorded tensor's value: read-only when it holds a copy, where a write would be
-    lost (numpy refuses it at the user's line instead)."""
+    """An array of a recorded tensor's value: read-only when it holds a copy (read after the recording
+    block), where a write would be lost (numpy refuses it at the user's line instead)."""
     if not own:
         array.flags.writeable = False
     return array
@@ -553,27 +553,37 @@ class Recorder(Recording):
         """The value a recorded tensor holds now, as eager construction would have it (see :meth:`read`)."""
         return self.read(fake, what)[0]
 
-    def read(self, fake: DeferredTensor, what: Any) -> tuple[torch.Tensor, bool]:
+    def read(self, fake: DeferredTensor, what: Any, writable: bool = False) -> tuple[torch.Tensor, bool]:
         """The value a recorded tensor holds now, as eager construction would have it, and whether it is
         the tensor's own memory (a write to it lands in the weight) rather than a copy.
 
         Without randomness in its history it is computed aside, on the CPU, and nothing
         else changes: a copy. With randomness, the draws must happen now and in eager's order:
         everything recorded so far is run for real (see :meth:`flush`), and the value is its own
-        memory. After the recording block that is refused (``what`` names the read), as any other
-        use of an unmaterialized weight is.
+        memory; so it is too for a ``writable`` read (a NumPy array, which may be written through)
+        in the recording block. After the block a read of random history is refused (``what`` names
+        it), as any other use of an unmaterialized weight is.
         """
         ref = self.ref(fake)
         pending = [self.ops[k] for k in self.pending()]
         live = [op for op, flag in zip(pending, live_ops(pending, {ref.sid})) if flag]
         with recording_paused():
-            if any(op.random for op in live):
+            random = any(op.random for op in live)
+            if random or (writable and self.active):
                 if not self.active:
                     raise DeferredInitError(self.not_materialized(what))
-                self.flush(
-                    "a constructor reads the value of a randomly initialized tensor "
-                    "(.item(), .tolist(), bool(...), a data-dependent loop)"
-                )
+                if random:
+                    self.flush(
+                        "a constructor reads the value of a randomly initialized tensor "
+                        "(.item(), .tolist(), bool(...), a data-dependent loop)"
+                    )
+                else:
+                    self.flush(
+                        f"a constructor takes a NumPy array of a tensor's memory ({what})",
+                        "A write through it must land in the tensor",
+                        "To keep the whole model deferred, fill the tensor with torch ops (torch.sin of a "
+                        "torch.arange) instead.",
+                    )
                 assert self.executor is not None  # flush() replayed into it
                 return self.executor.view(ref), True
             cached = self._concrete.get(ref.sid)
@@ -777,19 +787,25 @@ def _getter(original: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def _install_whole_calls() -> None:
+    """Swap in the init functions' wrappers, for good: in-place init after the block
+    (``model.apply(init_fn)`` between ``trainer.init_module()`` and ``fit``) is recorded too, and a
+    model module's ``from torch.nn.init import trunc_normal_`` made after ``import cs_lightning`` gets
+    the wrapper; real tensors pass straight through to torch's function."""
+    for owner, name in _WHOLE_CALLS:
+        if not getattr(getattr(owner, name), "_cs_recorded", False):
+            setattr(owner, name, _recorded_call(getattr(owner, name)))
+
+
 @contextlib.contextmanager
 def _patched() -> Iterator[None]:
     """Swap in the recording wrappers (generator setters and getters), process-wide; each acts
-    only on the thread that records. The init functions' wrappers are swapped in at the first
-    recording and stay: in-place init after the block (``model.apply(init_fn)`` between
-    ``trainer.init_module()`` and ``fit``) is recorded too, and real tensors pass straight through."""
+    only on the thread that records."""
     global _patch_users
     patches = [(owner, name, _setter) for owner, name in _RNG_SETTERS]
     patches += [(owner, name, _getter) for owner, name in _RNG_GETTERS]
     with _patch_lock:
-        for owner, name in _WHOLE_CALLS:  # (again if something has rebound the name since)
-            if not getattr(getattr(owner, name), "_cs_recorded", False):
-                setattr(owner, name, _recorded_call(getattr(owner, name)))
+        _install_whole_calls()  # again if something has rebound a name since
         if _patch_users == 0:
             for owner, name, wrap in patches:
                 setattr(owner, name, wrap(getattr(owner, name)))
@@ -909,3 +925,6 @@ def _global_words(recording: Recording, indices: list[int]) -> int | None:
             return None
         total += words
     return total
+
+
+_install_whole_calls()
