@@ -244,9 +244,9 @@ _GLOBAL_RNG = threading.Lock()
 def _draw_from(generator: torch.Generator, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Run a random op drawing from ``generator`` instead of the global generator."""
     if not isinstance(func, torch._ops.OpOverload):  # a recorded init function
-        parameters = inspect.signature(func).parameters
-        if "generator" in parameters:  # given as it was, by position or keyword: replaced
-            bound = inspect.signature(func).bind(*args, **kwargs)
+        signature = inspect.signature(func)
+        if "generator" in signature.parameters:  # given as it was, by position or keyword: replaced
+            bound = signature.bind(*args, **kwargs)
             bound.arguments["generator"] = generator
             return func(*bound.args, **bound.kwargs)
     elif "generator" in {a.name for a in func._schema.arguments}:
