@@ -838,24 +838,17 @@ def _is_state(value: Any) -> bool:
     return isinstance(value, Scheduler) or _is_scheduler_list(value) or not callable(value)
 
 
+@functools.cache
 def _function_arguments(cls: type) -> frozenset[str]:
     """The constructor arguments of ``cls`` that may hold a function, so that a state of ``cls`` may leave
     them out (see `_is_state`), as far as the class tells without an instance: those annotated as a callable
     (or a union with one). An argument without an annotation counts as data: taking it for a possible
-    function would let a state match every class whose other arguments it has. Kept per class while the
-    class lives (a class defined again, in a notebook, is freed with its entry)."""
-    known = _FUNCTION_ARGUMENTS.get(cls)
-    if known is None:
-        try:
-            parameters = inspect.signature(cls, eval_str=True).parameters
-            known = frozenset(name for name in _state_fields(cls) if _admits_a_function(parameters[name].annotation))
-        except (NameError, AttributeError, TypeError, SyntaxError):  # an annotation only a type checker reads
-            known = frozenset()
-        _FUNCTION_ARGUMENTS[cls] = known
-    return known
-
-
-_FUNCTION_ARGUMENTS: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDictionary()
+    function would let a state match every class whose other arguments it has."""
+    try:
+        parameters = inspect.signature(cls, eval_str=True).parameters
+    except (NameError, AttributeError, TypeError, SyntaxError):  # an annotation only a type checker reads
+        return frozenset()
+    return frozenset(name for name in _state_fields(cls) if _admits_a_function(parameters[name].annotation))
 
 
 def _admits_a_function(annotation: Any) -> bool:
