@@ -693,6 +693,35 @@ def test_a_generator_of_the_callers_own_seeded_again_draws_from_each_seed() -> N
     assert torch.equal(lazy.generator.get_state(), eager_states[1])
 
 
+@pytest.mark.parametrize("fill", ["cauchy_", "geometric_", "log_normal_", "exponential_"])
+def test_a_fill_given_a_generator_of_its_own_replays_exactly(fill: str) -> None:
+    # torch's meta references of geometric_, log_normal_ and cauchy_ assert on a generator=.
+    def build() -> nn.Module:
+        draw = getattr(torch.empty(6, 5), fill)
+        owned = draw(*(0.3,) * (fill == "geometric_"), generator=torch.Generator().manual_seed(7))
+        module = nn.Linear(5, 6)
+        module.register_buffer("drawn", owned)
+        return module
+
+    assert_identical(build)
+
+
+@pytest.mark.parametrize(
+    ("fill", "arguments", "message"),
+    [("normal_", {"std": -1.0}, "normal expects std >= 0.0"), ("geometric_", {"p": 1.5}, "expects p to be in")],
+)
+def test_a_fill_with_a_bad_argument_raises_eagers_error_at_the_constructors_line(fill, arguments, message) -> None:
+    def build() -> nn.Module:
+        return nn.ParameterList([getattr(torch.empty(3), fill)(**arguments)])
+
+    with pytest.raises(RuntimeError, match=message) as eager:
+        build()
+    with pytest.raises(RuntimeError, match=message) as recorded:
+        deferred_init(build)
+    assert str(recorded.value) == str(eager.value)
+    assert any(entry.name == "build" for entry in recorded.traceback)
+
+
 class DataAssign(nn.Module):
     """Old-style init: replaces `.data`, converts dtype and deep-copies inside __init__."""
 

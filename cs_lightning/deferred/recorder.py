@@ -51,11 +51,16 @@ _OVERWRITING = {
     aten.log_normal_,
     aten.cauchy_,
 }
+# In-place fills of every element: recording skips their meta kernels (slow Python references,
+# and those of geometric_, log_normal_ and cauchy_ refuse a generator=), as no metadata changes.
 _FILLS = {
     aten.normal_.default,
     aten.uniform_.default,
     aten.random_.default,
     aten.exponential_.default,
+    aten.geometric_.default,
+    aten.log_normal_.default,
+    aten.cauchy_.default,
     aten.fill_.Scalar,
     aten.zero_.default,
 }
@@ -179,6 +184,15 @@ def _written_args(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> lis
         value = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
         written.extend(value if isinstance(value, (list, tuple)) else [value])
     return [w for w in written if isinstance(w, torch.Tensor)]
+
+
+def _check_fill_arguments(func: torch._ops.OpOverload, flat: list, spec: TreeSpec) -> None:
+    """Raise now, at the constructor's line, what eager raises for a fill's arguments (``normal_``
+    with ``std < 0``), rather than at materialize: the same fill of an empty tensor checks them
+    and draws nothing."""
+    empty = torch.empty(0, dtype=flat[0].dtype, device=flat[0].device)
+    args, kwargs = tree_unflatten([empty, *flat[1:]], spec)
+    func(*args, **kwargs)
 
 
 def _covers_storage(meta: torch.Tensor) -> bool:
@@ -344,10 +358,10 @@ class Recorder(Recording):
         device = self._result_device(flat, mkwargs)
         if "device" in mkwargs:
             mkwargs["device"] = torch.device("meta")
+        fill = func in _FILLS and fakes == [0] and not reals
+        if fill:
+            _check_fill_arguments(func, flat, spec)
         try:
-            # In-place fills of their only tensor change no metadata: skip the meta
-            # kernel, a Python reference that is most of the cost of recording.
-            fill = func in _FILLS and fakes == [0] and not reals
             mout = metas[0] if fill else func(*margs, **mkwargs)
         except NotImplementedError as err:  # no meta kernel (data-dependent shape)
             return self._run_for_real(func, flat, spec, fakes, margs, mkwargs, is_random, err)
