@@ -196,6 +196,15 @@ def test_a_checkpoint_of_another_model_is_refused_naming_its_keys_and_shapes() -
         r" of this model, or set `strict_loading = False` on the LightningModule to initialize the missing ones\.$",
     ):
         fit(Regressor(build_in="configure_model", norm="batch"), "csx", steps=2, ckpt_path="ckpt/last.ckpt")
+    saved = torch.load("ckpt/last.ckpt", weights_only=False)
+    saved["state_dict"]["extra.w"] = torch.zeros(2)
+    torch.save(saved, "extra.ckpt")
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r": unexpected keys extra.w\. Load a checkpoint of this model, or set `strict_loading = False` on the"
+        r" LightningModule to ignore the unexpected ones\.$",
+    ):
+        fit(Regressor(build_in="configure_model"), "csx", steps=2, ckpt_path="extra.ckpt")
 
 
 class _Evaluated(Regressor):

@@ -128,7 +128,12 @@ def check_checkpoint_matches(module: nn.Module, shapes: Mapping[str, tuple[int, 
         return
     fix = "Load a checkpoint of this model"
     if missing or unexpected:
-        fix += ", or set `strict_loading = False` on the LightningModule to initialize the missing ones"
+        leniency = {
+            (True, False): "initialize the missing ones",
+            (False, True): "ignore the unexpected ones",
+            (True, True): "initialize the missing ones and ignore the unexpected ones",
+        }[(bool(missing), bool(unexpected))]
+        fix += f", or set `strict_loading = False` on the LightningModule to {leniency}"
     raise CheckpointMismatchError(
         f"Error(s) in loading state_dict for {type(module).__name__}: {'; '.join(problems)}. {fix}."
     )

@@ -127,7 +127,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     def __init__(
         self,
         *,
-        block_classes: Iterable[type[nn.Module] | str] | None = None,
+        block_classes: type[nn.Module] | str | Iterable[type[nn.Module] | str] | None = None,
         state_dict_type: str = "sharded",
         **kwargs: Any,
     ) -> None:
@@ -147,7 +147,13 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             save_distributed_checkpoint=state_dict_type == "sharded",
             **kwargs,
         )
-        self.block_classes = tuple(_block_class(c) for c in block_classes) if block_classes is not None else None
+        if self.options.compile and self.options.trace_check:
+            raise UsageError(
+                "compile=True with trace_check=True captures each step as one graph, which the"
+                " weight gathers of FSDP2 (hooks TorchDynamo does not trace) always break; add trace_check=False"
+                " to compile the code between them (the step is then not checked), or drop compile=True."
+            )
+        self.block_classes = _block_classes(block_classes)
         self.state_dict_type = state_dict_type
         self.sharded_whole: dict[str, str] = {}  # parameters generated whole (rows kept), with the op why
 
@@ -369,6 +375,22 @@ def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
                 " fix: give the module of the other dtype its own block (CSXFSDPStrategy(block_classes=[...]))"
                 " or build the model in one dtype"
             )
+
+
+def _block_classes(
+    given: type[nn.Module] | str | Iterable[type[nn.Module] | str] | None,
+) -> tuple[type[nn.Module], ...] | None:
+    """The classes named by ``block_classes``: a list of them, or one alone."""
+    if given is None:
+        return None
+    if isinstance(given, (str, type)):
+        return (_block_class(given),)
+    if not isinstance(given, Iterable):
+        raise UsageTypeError(
+            f"block_classes: {given!r} is not a module class, a dotted import path of one, or a list of them,"
+            " e.g. ['my_project.model.Block']."
+        )
+    return tuple(_block_class(c) for c in given)
 
 
 def _block_class(spec: type[nn.Module] | str) -> type[nn.Module]:
