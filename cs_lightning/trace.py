@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
@@ -122,7 +122,7 @@ def lazy_trace(model: nn.Module | None = None) -> Iterator[None]:
     (``x[mask]``, ``nonzero``, ``unique``), asked for directly or through a torch function.
     What torch's own modules and optimizers and installed bookkeeping libraries (Lightning's
     logging, torchmetrics' input checks) do on the user's behalf passes. Only the calling
-    thread is checked.
+    thread is checked. A refusal that code inside the block catches fails the block as it ends.
 
     Args:
         model: the packages its modules come from count as the user's code wherever they are
@@ -132,6 +132,12 @@ def lazy_trace(model: nn.Module | None = None) -> Iterator[None]:
     calls = _CallGuard(code)
     with calls, _KernelGuard(code, calls):
         yield
+    if calls.refused is not None:
+        # The user's code caught the refusal (a broad `except Exception` around a read) and ran on: its
+        # except branch is a path the system would never take, so the check fails all the same.
+        raise GraphBreakError(
+            f"{calls.refused}\n(The step's own code caught this error, in an `except` around the read, and ran on.)"
+        )
 
 
 class _UserCode:
@@ -175,6 +181,12 @@ class _CallGuard(TorchFunctionMode):
         super().__init__()
         self.code = code
         self.calling: tuple[str, tuple, dict] | None = None
+        self.refused: GraphBreakError | None = None  # the first refusal, even if the user's code catches it
+
+    def refuse(self, message: str) -> NoReturn:
+        error = GraphBreakError(message)
+        self.refused = self.refused or error
+        raise error
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -182,7 +194,7 @@ class _CallGuard(TorchFunctionMode):
         if name in _HOST_READ_METHODS:
             site = self.code.site(sys._getframe(1))
             if site is not None:
-                raise GraphBreakError(_host_read_message(_method_read(name), _where(site), site[0]))
+                self.refuse(_host_read_message(_method_read(name), _where(site), site[0]))
         outer, self.calling = self.calling, (name, args, kwargs)
         try:
             return func(*args, **kwargs)
@@ -207,7 +219,7 @@ class _KernelGuard(TorchDispatchMode):
         if func is torch.ops.aten._local_scalar_dense.default and not self._static_call():
             site = self.code.site(sys._getframe(1))
             if site is not None:
-                raise GraphBreakError(
+                self.calls.refuse(
                     _host_read_message(
                         f"`{self._call_name()}` given a tensor where it needs a Python number", _where(site), site[0]
                     )
@@ -219,7 +231,7 @@ class _KernelGuard(TorchDispatchMode):
         ):
             site = self.code.site(sys._getframe(1), past_torch=True)
             if site is not None:
-                raise GraphBreakError(_dynamic_shape_message(func.__name__, site))
+                self.calls.refuse(_dynamic_shape_message(func.__name__, site))
         return func(*args, **kwargs)
 
     def _call_name(self) -> str:

@@ -278,6 +278,39 @@ def test_a_host_read_in_training_step_is_refused_before_any_update(
     assert trainer.global_step == 0
 
 
+class CatchesTheRefusal(HostSyncInStep):
+    """A "safe logging" habit: a broad except around a read, which only the check makes raise."""
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+        try:
+            value = loss.item()
+        except Exception:
+            value = -1.0
+        self.log("value", value)
+        return loss
+
+
+def test_a_refusal_the_steps_own_code_catches_still_fails_the_check(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path))
+    model = CatchesTheRefusal("none")
+    before = [p.detach().clone() for p in model.parameters()]
+    data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+    trainer = Trainer(
+        strategy="csx",
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    with pytest.raises(GraphBreakError, match=r"(?s)`\.item\(\)`.*caught this error, in an `except`") as error:
+        trainer.fit(model, data)
+    assert f"line {_line_of(CatchesTheRefusal, 'value = loss.item()')}, in training_step" in str(error.value)
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))  # no update was applied
+    assert not [f for f in tmp_path.rglob("*") if f.is_file()]  # no verdict cached: the next run checks again
+
+
 @pytest.mark.parametrize("progress_bar", [False, True])
 def test_self_print_of_a_tensor_is_a_host_read_as_print_is(progress_bar: bool) -> None:
     """Lightning formats the tensor (in LightningModule.print, or the progress bar's print): it passed."""
@@ -413,7 +446,8 @@ def test_the_models_own_package_is_checked_wherever_it_is_installed(tmp_path, mo
     from their_model import Net
 
     model, x = Net(), torch.randn(3, 2)
-    with lazy_trace(model):
+    # a refusal caught inside the block (here by pytest) fails the block as it ends all the same
+    with pytest.raises(GraphBreakError, match="caught this error"), lazy_trace(model):
         record(x.sum())  # another installed library's bookkeeping read passes
         with pytest.raises(GraphBreakError, match=r"their_model.__init__.py\", line 9") as refused:
             model(x)
