@@ -218,6 +218,8 @@ class _KernelGuard(TorchDispatchMode):
         kwargs = kwargs or {}
         if func is torch.ops.aten._local_scalar_dense.default and not self._static_call():
             site = self.code.site(sys._getframe(1))
+            if site is not None and self._call_name() == "one_hot":  # reads its input's max: the class count
+                self.calls.refuse(_dynamic_shape_message("one_hot", site))
             if site is not None:
                 self.calls.refuse(
                     _host_read_message(
