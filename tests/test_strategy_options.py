@@ -41,6 +41,20 @@ def test_the_options_are_checked_naming_the_argument() -> None:
         CSXDDPStrategy(strict_schedulers=1)
 
 
+@pytest.mark.parametrize(
+    ("device", "why"),
+    [("xyz", "is not a torch device"), (1.5, "is not a torch device"), ("meta", "is not a device a CS-X runs on")],
+)
+def test_a_device_is_checked_as_the_strategy_is_built(device: object, why: str) -> None:
+    """Lightning took any value and failed only in fit (an AttributeError, or 'Device should be CPU')."""
+    with pytest.raises(ValueError, match=rf"^device={device!r} {why}.*; give 'cpu' or 'cuda:N', or leave it unset"):
+        CSXStrategy(device=device)  # type: ignore[arg-type]  # the wrong type is the test
+    cuda = f"cuda:{torch.cuda.device_count()}"  # one past the last: none on a CPU machine
+    with pytest.raises(ValueError, match=rf"device='{cuda}' is not a device a CS-X runs on here"):
+        CSXStrategy(device=cuda)
+    assert CSXStrategy(device="cpu:0").root_device == torch.device("cpu:0")
+
+
 def test_the_old_mixin_name_is_the_same_class_with_a_deprecation_warning() -> None:
     import cs_lightning.strategies as strategies
 
