@@ -43,6 +43,24 @@ def test_a_new_fit_compiles_afresh_instead_of_piling_up_recompiles() -> None:
     assert [b.compiled for b in backends] == [2, 2, 2]
 
 
+class WithTorchStepLR(Regressor):
+    def configure_optimizers(self) -> dict:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def test_the_compiled_update_leaves_a_torch_schedulers_step_wrapper_in_place(recwarn) -> None:
+    """torch's LRScheduler wraps optimizer.step in an instance attribute and warns when it is gone: the
+    compiled update shadowed it, then deleted it, and every later scheduler step warned."""
+    model = WithTorchStepLR()
+    run, losses = fit(model, CSXStrategy(compile=True, compile_backend="eager"), steps=3)
+    optimizer = run.optimizers[0]
+    assert "step" in optimizer.__dict__  # the wrapper is back
+    assert not [w for w in recwarn if "overridden after learning rate scheduler" in str(w.message)]
+    assert len(losses.values) == 3
+
+
 class SamplesAtTheEnd(Regressor):
     """Calls the model outside the training step, at ten batch sizes, as a sampling hook does."""
 

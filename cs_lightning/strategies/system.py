@@ -358,17 +358,9 @@ class CSXSystemMixin(Strategy):
         stays in place (those with no closed form warn, or raise if strict).
         """
         module = self._connected_module
-        own = module.__dict__.get("configure_optimizers")
         configure = module.configure_optimizers
-        # an instance attribute shadows the method for this one call
-        module.configure_optimizers = lambda: _step_closed_form(configure())  # type: ignore[method-assign]
-        try:
+        with _shadowed(module, "configure_optimizers", lambda: _step_closed_form(configure())):
             super().setup_optimizers(trainer)
-        finally:
-            if own is None:
-                del module.configure_optimizers
-            else:
-                module.configure_optimizers = own  # type: ignore[method-assign]
         convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
 
     @override
@@ -451,8 +443,9 @@ class CSXSystemMixin(Strategy):
             self._capture.close()
             self._capture = None
         for optimizer in self.optimizers:
-            if optimizer.__dict__.pop("_csx_compiled_update", None) is not None:
-                trace.forget(optimizer.step)
+            update = optimizer.__dict__.pop("_csx_compiled_update", None)
+            if update is not None:
+                trace.forget(update._torchdynamo_orig_callable)
         super().teardown()
 
     @property
@@ -646,8 +639,24 @@ def _compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) ->
         update(**kwargs)
         return loss
 
-    optimizer.step = step  # type: ignore[method-assign]  # an instance attribute shadows the method in the block
+    with _shadowed(optimizer, "step", step):
+        yield
+
+
+@contextmanager
+def _shadowed(owner: Any, name: str, value: Any) -> Generator[None, None, None]:
+    """Within the block an instance attribute ``name`` of ``owner`` is ``value``, shadowing its method;
+    afterwards it is as it was: an instance attribute there before (the wrapper a torch LRScheduler sets
+    on ``optimizer.step``, which warns when it is gone) is put back."""
+    before = owner.__dict__.get(name, _ABSENT)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        del optimizer.step
+        if before is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, before)
+
+
+_ABSENT = object()
