@@ -101,3 +101,51 @@ def test_each_rank_resumes_its_own_generators(tmp_path: Path) -> None:
     assert not torch.equal(states["uninterrupted0"], states["uninterrupted1"])
     assert torch.equal(states["resumed0"], states["uninterrupted0"])
     assert torch.equal(states["resumed1"], states["uninterrupted1"])
+
+
+DIFFERENT_SEEDS_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    import cs_lightning
+    from lightning.pytorch import Callback
+    from lightning_models import Regressor, fit
+
+    class SeededPerRank(Regressor):
+        def configure_model(self):
+            torch.manual_seed(self.global_rank)  # each rank its own weights
+            super().configure_model()
+
+    class Report(Callback):
+        def on_train_start(self, trainer, pl_module):
+            weights = torch.cat([p.detach().flatten() for p in pl_module.parameters()])
+            gathered = [torch.empty_like(weights) for _ in range(2)]
+            torch.distributed.all_gather(gathered, weights)
+            with open(f"rank{{trainer.global_rank}}.json", "w") as file:
+                json.dump({{"broadcast": trainer.strategy.weights_broadcast,
+                           "equal": torch.equal(*gathered)}}, file)
+
+    fit(SeededPerRank(build_in="configure_model"), cs_lightning.CSXDDPStrategy({options}), steps=1, devices=2,
+        accelerator="cpu", callbacks=[Report()])
+    """
+)
+
+
+def test_replicas_that_differ_are_broadcast_unless_init_sync_is_false_and_the_warning_says_which(
+    tmp_path: Path,
+) -> None:
+    """With init_sync=False weights_broadcast said True and the warning 'broadcasting', while none was made."""
+    seen = {}
+    for options in ("", "init_sync=False"):
+        script = tmp_path / "seeds.py"
+        script.write_text(DIFFERENT_SEEDS_SCRIPT.format(tests=str(REPO / "tests"), options=options))
+        run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+        assert run.returncode == 0, run.stderr[-3000:]
+        ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+        assert ranks[0] == ranks[1]
+        seen[options] = ranks[0], run.stderr
+    (broadcast, warned), (kept_apart, warned_apart) = seen[""], seen["init_sync=False"]
+    assert broadcast == {"broadcast": True, "equal": True} and "broadcasting rank 0's weights" in warned
+    assert kept_apart == {"broadcast": False, "equal": False}
+    assert "init_sync=False keeps them apart" in warned_apart and "broadcasting" not in warned_apart

@@ -47,37 +47,42 @@ class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
     @override
     def _setup_model(self, model: nn.Module) -> DistributedDataParallel:
         """Wrap in DDP without its initial weight broadcast when the replicas already agree."""
-        self.weights_broadcast = not _replicas_identical(model)
-        if self.weights_broadcast:
-            rank_zero_warn(
-                "The model replicas differ across ranks (were they built from different seeds?);"
-                " broadcasting rank 0's weights. Seed every rank alike to skip the broadcast."
-            )
+        identical = _replicas_identical(model, self.root_device)
         given = self._ddp_kwargs
-        self._ddp_kwargs = {"init_sync": self.weights_broadcast, **given}  # the user's init_sync still wins
+        self.weights_broadcast = bool(given.get("init_sync", not identical))  # the user's init_sync still wins
+        if not identical:
+            rank_zero_warn(
+                "The model replicas differ across ranks (were they built from different seeds?); "
+                + (
+                    "broadcasting rank 0's weights. Seed every rank alike to skip the broadcast."
+                    if self.weights_broadcast
+                    else "init_sync=False keeps them apart. Seed every rank alike, or drop init_sync=False."
+                )
+            )
+        self._ddp_kwargs = {**given, "init_sync": self.weights_broadcast}
         try:
             return super()._setup_model(model)
         finally:
             self._ddp_kwargs = given
 
 
-def _replicas_identical(model: nn.Module) -> bool:
+def _replicas_identical(model: nn.Module, device: torch.device) -> bool:
     """Compare a checksum of every parameter's and buffer's bits across ranks (a few bytes each, no weights)."""
     tensors = [t.detach() for t in (*model.parameters(), *model.buffers())]
     local = torch.stack([_bit_sum(t) for t in tensors]) if tensors else torch.zeros(1, dtype=torch.int64)
-    device = local.device if torch.distributed.get_backend() != "nccl" else tensors[0].device
-    local = local.to(device)
+    local = local.to(device if torch.distributed.get_backend() == "nccl" else torch.device("cpu"))
     gathered = [torch.empty_like(local) for _ in range(torch.distributed.get_world_size())]
     torch.distributed.all_gather(gathered, local)
     return all(torch.equal(gathered[0], other) for other in gathered[1:])
 
 
 def _bit_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """Sum of the tensor's raw bit patterns (wrapping int64): differs when any bit differs, almost surely."""
+    """Sum of the tensor's raw bit patterns (wrapping int64): replicas built from different seeds differ in it,
+    almost surely (values only moved to other places would not, which no seed does)."""
     flat = tensor.contiguous().view(-1)
     if flat.is_floating_point() or flat.is_complex():
         flat = flat.view(_SAME_WIDTH_INT[flat.element_size()])
-    return flat.to(torch.int64).sum()
+    return flat.sum(dtype=torch.int64)  # summed in int64, without an int64 copy of the tensor
 
 
 _SAME_WIDTH_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}
