@@ -51,17 +51,22 @@ class TimeToFirstLoss(Callback):
         self._first_step_start: float | None = None
         self._phases: dict[str, float] = {}
         self._reported = False
+        self._ended = False
 
     def start(self, at: float | None = None) -> None:
         """Start the clock (now, or at the ``time.perf_counter()`` value ``at``) unless it runs already.
 
-        A clock that has reported starts over: each ``fit`` of a Trainer gets its own line.
+        A clock runs until its fit ends, reported or not: each ``fit`` of a Trainer gets its own line.
         """
-        if self._reported:
-            self.metrics, self._phases, self._first_step_start = {}, {}, None
-            self._start, self._reported = None, False
+        if self._ended:
+            self.metrics, self._phases, self._first_step_start, self._start = {}, {}, None, None
+            self._reported = self._ended = False
         if self._start is None:
             self._start = time.perf_counter() if at is None else at
+
+    def _end(self) -> None:
+        """The fit ended, even before its first loss (it failed): the next one starts afresh."""
+        self._ended = True
 
     def add_phase(self, name: str, seconds: float) -> None:
         """Add ``seconds`` to a named part of the time to first loss (e.g. ``"materialize"``)."""
@@ -73,6 +78,15 @@ class TimeToFirstLoss(Callback):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if stage == "fit":
             self.start()
+
+    @override
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if stage == "fit":
+            self._end()
+
+    @override
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        self._end()
 
     @override
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:

@@ -60,6 +60,31 @@ def test_the_clock_starts_once_and_reports_once_per_fit(strategy: str, caplog: p
     assert 0 < clock.metrics["ttfl/setup"] < first["ttfl/setup"]  # the second fit's own clock
 
 
+
+class FailsFirst(Regressor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = True
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        if self.fail:
+            raise RuntimeError("a bug, fixed before the next fit")
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "csx"])
+def test_a_fit_that_failed_before_its_first_loss_leaves_no_time_to_the_next(strategy: str) -> None:
+    """The next fit kept the failed one's start: its time to first loss counted the pause in between."""
+    clock, model = TimeToFirstLoss(log_metrics=False), FailsFirst()
+    with pytest.raises(RuntimeError, match="a bug"):
+        fit(model, strategy, steps=1, callbacks=[clock])
+    time.sleep(1.0)
+    model.fail = False
+    started = time.perf_counter()
+    fit(model, strategy, steps=1, callbacks=[clock])
+    assert clock.metrics["ttfl/total"] <= time.perf_counter() - started
+
+
 def test_csx_reports_without_being_asked(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO):
         fit(Regressor(), "csx", steps=1)
