@@ -25,7 +25,7 @@ from typing_extensions import override
 
 from cs_lightning.errors import UsageTypeError
 
-__all__ = ["StepBoundary", "StepClosureCallback", "deferred_to_step_end", "step_closure"]
+__all__ = ["StepBoundary", "StepClosureCallback", "deferred_to_step_end", "run_at_once", "step_closure"]
 
 _Fn = TypeVar("_Fn", bound=Callable[..., Any])
 _Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -68,6 +68,18 @@ def deferred_to_step_end() -> Iterator[None]:
     finally:
         _queue = outer
     _run(calls)
+
+
+@contextmanager
+def run_at_once() -> Iterator[None]:
+    """Within the block closures run when called, even while a step is open: validation that Lightning
+    runs between the accumulated batches of one optimizer step is outside that step."""
+    global _queue
+    outer, _queue = _queue, None
+    try:
+        yield
+    finally:
+        _queue = outer
 
 
 def _run(calls: list[_Call]) -> list[Any]:

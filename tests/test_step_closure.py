@@ -4,8 +4,9 @@ from typing import Any
 
 import pytest
 import torch
+from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger
-from lightning_models import Regressor, fit
+from lightning_models import Regressor, data, fit
 from torch.overrides import TorchFunctionMode
 
 from cs_lightning import StepClosureCallback, step_closure
@@ -110,6 +111,46 @@ def test_accumulated_batches_share_one_step_whose_closures_run_after_the_update(
     fit(model, "csx", steps=3, accumulate_grad_batches=2)
     assert model.closures_run_when_step_returns == [0, 0, 2, 2, 4, 4]
     assert model.updated_before_closure == [True] * 6
+
+
+class _ValidatesBetweenAccumulatedBatches(Regressor):
+    """Validation after every batch: with two batches a step, it runs inside the open training step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[int] = []
+        self.at_validation_end: list[int] = []
+
+    @step_closure
+    def record(self, batch_idx: int) -> None:
+        self.seen.append(batch_idx)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.record(batch_idx)
+
+    def on_validation_epoch_end(self) -> None:
+        self.at_validation_end.append(len(self.seen))
+        self.seen.clear()
+
+
+@pytest.mark.parametrize("strategy", ["auto", "csx"])
+def test_closures_called_in_validation_inside_an_accumulating_step_run_at_once(strategy: str) -> None:
+    """Under csx they waited for the open training step, and counted toward the next validation."""
+    model = _ValidatesBetweenAccumulatedBatches()
+    trainer = Trainer(
+        strategy=strategy,
+        max_steps=2,
+        accumulate_grad_batches=2,
+        val_check_interval=1,
+        limit_val_batches=2,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(model, data(), data())
+    assert model.at_validation_end == [2, 2, 2, 2]
 
 
 class _TwoOptimizers(Regressor):

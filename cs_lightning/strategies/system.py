@@ -26,7 +26,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Generator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -52,7 +52,7 @@ from cs_lightning.errors import ConfigError, UsageError, UsageTypeError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
 from cs_lightning.schedulers.resume import check_scheduler_states
-from cs_lightning.step_closure import StepBoundary
+from cs_lightning.step_closure import StepBoundary, run_at_once
 from cs_lightning.strategies.checkpoints import (
     RNG_KEY,
     check_checkpoint_matches,
@@ -150,6 +150,7 @@ class CSXSystemMixin(Strategy):
         self._driven_clock: TimeToFirstLoss | None = None  # the clock, when the strategy's hooks drive it
         self._first_loss: Any = None  # what the first training_step returned, for the driven clock
         self._step = StepBoundary()
+        self._evaluation = ExitStack()  # while validation runs: closures run at once
         self._recorded = False
         self._check_pending = False
         self._capture: trace.Capture | None = None  # the compiled forwards, installed around each training step
@@ -231,7 +232,19 @@ class CSXSystemMixin(Strategy):
     @override
     def on_exception(self, exception: BaseException) -> None:
         super().on_exception(exception)
+        self._evaluation.close()
         self._step.abandon(exception)
+
+    @override
+    def on_validation_start(self) -> None:
+        """Validation may run inside an open step (between accumulated batches): its closures run at once."""
+        super().on_validation_start()
+        self._evaluation.enter_context(run_at_once())
+
+    @override
+    def on_validation_end(self) -> None:
+        self._evaluation.close()
+        super().on_validation_end()
 
     @override
     @contextmanager
