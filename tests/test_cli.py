@@ -463,7 +463,7 @@ CLASS_PATH_STRATEGIES = {
             **CSX_DEFAULTS,
             "init_mode": "exact",
             "state_dict_type": "sharded",
-            "sharded": [""],
+            "sharded": ["", "blocks.0"],  # each block of the ModuleList, then the root
         },
     ),
     "csx_fsdp with block classes and options": (
@@ -476,7 +476,7 @@ CLASS_PATH_STRATEGIES = {
             **CSX_DEFAULTS,
             "init_mode": "independent",
             "state_dict_type": "full",
-            "sharded": ["", "body.0"],
+            "sharded": ["", "blocks.0"],
         },
     ),
 }

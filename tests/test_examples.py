@@ -121,4 +121,5 @@ def test_tiny_gpt_runs_sharded_over_two_processes(tmp_path: Path) -> None:
         summary,
     ), summary
     assert (tmp_path / "lightning_logs/version_0/checkpoints/epoch=0-step=3.ckpt").is_dir()  # sharded: a folder
+    assert "the whole model is one sharded group" not in run.stderr  # block by block: its blocks are a ModuleList
     assert "--- sample ---\nMACBETH.\n" in run.stdout

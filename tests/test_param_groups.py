@@ -328,15 +328,15 @@ def test_globs_on_a_model_built_in_configure_model_are_refused_in_one_line(tmp_p
     alone when every rank refuses it). It leaves no file: config.yaml is written as fit starts (in the log
     folder Lightning makes before configure_model, which stays empty)."""
     block = _readme_block()
-    block["param_groups"][0]["params"] = ["blocks.*.weight"]
+    block["param_groups"][0]["params"] = ["layers.*.weight"]
     config = yaml.safe_load(_tiny_gpt(tmp_path, **block).read_text())
     config["trainer"].update(accelerator="cpu", devices=devices)
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     result = run_cli("fit", "--config", "run.yaml", cwd=tmp_path)
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if "error" in line] == [
-        "cs-lightning: error: param_groups[0].params: ['blocks.*.weight'] match no trainable parameter of the "
-        "model (its names: tok.weight, pos.weight, body.0.ln1.weight, body.0.ln1.bias, ... (28 in all)); fix: "
+        "cs-lightning: error: param_groups[0].params: ['layers.*.weight'] match no trainable parameter of the "
+        "model (its names: tok.weight, pos.weight, blocks.0.ln1.weight, blocks.0.ln1.bias, ... (28 in all)); fix: "
         "give globs of the model's parameter names (model.named_parameters())"
     ]
     assert [path for path in (tmp_path / "lightning_logs").rglob("*") if path.is_file()] == []

@@ -99,15 +99,17 @@ class TinyGPT(L.LightningModule):
         if n_embd % n_head:
             raise ValueError(f"n_embd must be a multiple of n_head, got n_embd={n_embd}, n_head={n_head}")
         self.save_hyperparameters()
-        self.body: nn.Module | None = None
+        self.blocks: nn.ModuleList | None = None
 
     def configure_model(self) -> None:
-        if self.body is not None:
+        if self.blocks is not None:
             return
         hp = self.hparams
         self.tok = nn.Embedding(VOCAB, hp.n_embd)
         self.pos = nn.Embedding(hp.block_size, hp.n_embd)
-        self.body = nn.Sequential(*(Block(hp.n_embd, hp.n_head) for _ in range(hp.n_layer)), nn.LayerNorm(hp.n_embd))
+        # a ModuleList of the repeated blocks: what csx_fsdp shards one by one
+        self.blocks = nn.ModuleList(Block(hp.n_embd, hp.n_head) for _ in range(hp.n_layer))
+        self.norm = nn.LayerNorm(hp.n_embd)
         self.head = nn.Linear(hp.n_embd, VOCAB, bias=False)
         self.head.weight = self.tok.weight
         # GPT-2's small init: unit-variance embeddings would start the tied read-out far from uniform.
@@ -116,7 +118,10 @@ class TinyGPT(L.LightningModule):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(tokens.shape[1], device=tokens.device)
-        return self.head(self.body(self.tok(tokens) + self.pos(positions)))
+        x = self.tok(tokens) + self.pos(positions)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
 
     def _loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         tokens, targets = batch
