@@ -131,7 +131,8 @@ class TimeToFirstLoss(Callback):
         with tqdm.external_write_mode():
             rank_zero_info(self._line())
         if self.log_metrics:
-            # the row of this batch, as `self.log` writes it: Lightning's logging step, and the epoch
+            # the row of this batch, as `self.log` writes it: Lightning's logging step (a private attribute:
+            # the step Lightning's own logger connector logs at, which no public one gives), and the epoch
             step = trainer.fit_loop.epoch_loop._batches_that_stepped
             for logger in trainer.loggers:
                 logger.log_metrics({**self.metrics, "epoch": trainer.current_epoch}, step=step)
