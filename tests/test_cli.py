@@ -1165,6 +1165,7 @@ CHECKPOINT_FIX = (
     "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
     ".metadata and meta.pt), or leave ckpt_path out"
 )
+FOLDER_FIX = "fix: give a folder that can be made and written"
 ONE_LINE_FAILURES = {
     "missing checkpoint": (
         ["fit", "--ckpt_path", "missing.ckpt"],
@@ -1359,6 +1360,18 @@ ONE_LINE_FAILURES = {
         "trainer.strategy.init_args.data_parallel_size: cs_lightning.CSXFSDPStrategy sets data_parallel_size itself "
         "(every rank is a data-parallel replica: the world size); fix: remove it",
     ),
+    "a default_root_dir under a file": (
+        ["fit", "--trainer.default_root_dir", "run.yaml/out"],
+        f"trainer.default_root_dir: 'run.yaml/out' lies under the file 'run.yaml'; {FOLDER_FIX}",
+    ),
+    "a logger's save_dir that is a file": (
+        ["validate", "--trainer.logger.save_dir", "weights.pt"],
+        f"trainer.logger.init_args.save_dir: 'weights.pt' is a file; {FOLDER_FIX}",
+    ),
+    "a checkpoint folder under a file, which fit would find after training": (
+        ["fit", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath", "run.yaml/ckpts"],
+        f"trainer.callbacks[1].init_args.dirpath: 'run.yaml/ckpts' lies under the file 'run.yaml'; {FOLDER_FIX}",
+    ),
     "a strategy given as a class path string": (
         ["validate", "--trainer.strategy", "cs_lightning.strategies.CSXFSDPStrategy"],
         "trainer.strategy: 'cs_lightning.strategies.CSXFSDPStrategy' is a class path, and a strategy given as a "
@@ -1404,12 +1417,44 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"
     )
-    before = snapshot(tmp_path)
+    before, folders = snapshot(tmp_path), _folders(tmp_path)
     config = [] if "--config" in args else ["--config", "run.yaml"]
     result = run_cli(args[0], *config, *args[1:], cwd=tmp_path)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == f"cs-lightning: error: {line.format(tmp=tmp_path)}\n"
     assert snapshot(tmp_path) == before
+    assert _folders(tmp_path) == folders  # no log folder, not even an empty one
+
+
+def _folders(root: Path) -> set[Path]:
+    return {path for path in root.rglob("*") if path.is_dir() and "cs_lightning_cache" not in path.parts}
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's sysfs")
+@pytest.mark.parametrize(
+    ("option", "key"),
+    [
+        ("--trainer.default_root_dir", "trainer.default_root_dir"),
+        ("--trainer.callbacks.dirpath", "trainer.callbacks[1].init_args.dirpath"),
+    ],
+)
+def test_a_folder_the_filesystem_refuses_is_one_line_even_for_root(
+    option: str, key: str, tmp_path: Path, capfd
+) -> None:
+    """sysfs refuses a new folder to root too, whom os.access lets write anywhere: the check tries it."""
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"]["callbacks"].append({"class_path": "lightning.pytorch.callbacks.ModelCheckpoint"})
+    path = write(tmp_path / "run.yaml", config)
+    before = _files(tmp_path)
+    assert main(["fit", "--config", str(path), option, "/sys/cslout"]) == 2
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert re.fullmatch(
+        rf"cs-lightning: error: {re.escape(key)}: '/sys/cslout' cannot be made in '/sys' "
+        rf"\((Operation not permitted|Permission denied)\); {FOLDER_FIX}\n",
+        err,
+    ), err
+    assert _files(tmp_path) == before
 
 
 @pytest.mark.parametrize("devices", [1, 2])

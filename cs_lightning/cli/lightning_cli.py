@@ -10,7 +10,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -45,8 +45,9 @@ from cs_lightning.cli.optimization import (
     has_own_optimizers,
     run_factories,
 )
+from cs_lightning.cli.output_file import folder_problem
 from cs_lightning.config_blocks import load_yaml, yaml_problem
-from cs_lightning.errors import ConfigError, CSLightningError
+from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
 from cs_lightning.optimizers import OptimizerFactory
 from cs_lightning.strategies.checkpoints import SHARDED_REST
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -204,6 +205,48 @@ def _check_strategy_options(trainer: Mapping[str, Any]) -> None:
             raise error
 
 
+def _check_output_folders(trainer: Mapping[str, Any]) -> None:
+    """Refuse a folder the run writes into that cannot be made or written, before anything is built:
+    Lightning finds out when it first writes there, after building the model, or, for a checkpoint's
+    folder, at the first save, after training (with the log folder written)."""
+    for key, folder in _output_folders(trainer):
+        if "://" in folder:  # a remote filesystem (s3://, gs://): fsspec's to judge
+            continue
+        problem = folder_problem(Path(folder))
+        if problem is not None:
+            raise ConfigError(key, f"{folder!r} {problem}; fix: give a folder that can be made and written")
+
+
+def _output_folders(trainer: Mapping[str, Any]) -> Iterator[tuple[KeyPath, str]]:
+    """The folders the trainer: block names for writing: default_root_dir, each logger's save_dir or
+    root_dir, each ModelCheckpoint's dirpath; with their key paths."""
+    if trainer.get("default_root_dir") is not None:
+        yield ("trainer", "default_root_dir"), str(trainer["default_root_dir"])
+    for key, block in _blocks(trainer, "logger"):
+        for name in ("save_dir", "root_dir"):
+            yield from _init_arg(block, (*key, "init_args", name))
+    for key, block in _blocks(trainer, "callbacks"):
+        checkpoint = imported_or_none(str(getattr(block, "class_path", "")))
+        if isinstance(checkpoint, type) and issubclass(checkpoint, ModelCheckpoint):
+            yield from _init_arg(block, (*key, "init_args", "dirpath"))
+
+
+def _blocks(trainer: Mapping[str, Any], name: str) -> Iterator[tuple[KeyPath, Any]]:
+    """The class_path blocks under trainer.<name>: one, or a list of them, with their key paths."""
+    value = trainer.get(name)
+    if isinstance(value, list):
+        yield from ((("trainer", name, i), block) for i, block in enumerate(value))
+    elif value is not None:
+        yield ("trainer", name), value
+
+
+def _init_arg(block: Any, key: KeyPath) -> Iterator[tuple[KeyPath, str]]:
+    """The init_arg at the end of ``key`` in a class_path block, when it is set."""
+    value = getattr(getattr(block, "init_args", None), str(key[-1]), None)
+    if value is not None:
+        yield key, str(value)
+
+
 class _SaveConfig(SaveConfigCallback):
     """Lightning's, but for `fit` config.yaml is written once the run is set up, and a refusal to write
     over an earlier run's config.yaml is one line, said before anything is built.
@@ -328,6 +371,7 @@ class CSLightningCLI(LightningCLI):
             _check_counts(trainer)
         _check_strategy_string(trainer)
         _check_strategy_options(trainer)
+        _check_output_folders(trainer)
         self._held_logs = _HeldRecords("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero")
         self.make_optimizer, self.make_schedulers = run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
