@@ -1165,6 +1165,10 @@ CHECKPOINT_FIX = (
     "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
     ".metadata and meta.pt), or leave ckpt_path out"
 )
+IMPORTS_TAKE = (
+    "imports: takes dotted module names or .py paths, as one string or a list of strings; fix: write e.g. "
+    "imports: [my_package.models, model.py]"
+)
 FOLDER_FIX = "fix: give a folder that can be made and written"
 ONE_LINE_FAILURES = {
     "missing checkpoint": (
@@ -1307,6 +1311,23 @@ ONE_LINE_FAILURES = {
         "imports[0]: importing 'boom.py' raised "
         "RuntimeError: boom at import (at boom.py:2, in <module>); fix: correct that module",
     ),
+    "imports given a number on the command line": (
+        ["fit", "--imports", "5"],
+        f"imports: got 5, and {IMPORTS_TAKE}",
+    ),
+    "imports given true in YAML": (
+        ["fit", "--config", "run.yaml", "--config", "imports_true.yaml"],
+        f"imports: got True, and {IMPORTS_TAKE}",
+    ),
+    "imports listing a number": (
+        ["fit", "--imports", "[boom.py, 5]"],
+        f"imports[1]: got 5, and {IMPORTS_TAKE}",
+    ),
+    "an empty imports entry": (
+        ["fit", "--config", "run.yaml", "--config", "imports_empty.yaml"],
+        "imports[0]: the entry is empty (''); fix: give a dotted module name or a .py path relative to ., or "
+        "remove the entry",
+    ),
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
@@ -1413,6 +1434,8 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     _checkpoint_files(tmp_path)
     (tmp_path / "boom.py").write_text("import os\nraise RuntimeError('boom at import')\n")
     (tmp_path / "modelzoo.yaml").write_text("trainer:\n  init: {loop: {max_steps: 2}}\n")
+    (tmp_path / "imports_true.yaml").write_text("imports: true\n")
+    (tmp_path / "imports_empty.yaml").write_text("imports: ['']\n")
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"

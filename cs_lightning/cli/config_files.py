@@ -44,6 +44,8 @@ def _import_entry(entry: str, base: Path, key: KeyPath) -> str:
     absolute path (the config Lightning saves with the run then works from any directory).
     """
     fix = f"fix: give a dotted module name or a .py path relative to {base}"
+    if not entry.strip():  # importlib would say "Empty module name", as if the module were at fault
+        raise ConfigError(key, f"the entry is empty ({entry!r}); {fix}, or remove the entry")
     if not entry.endswith(".py"):
         _run_user_module(lambda: importlib.import_module(entry), entry, key, fix)
         return entry
@@ -97,7 +99,22 @@ def _option_values(argv: Sequence[str], *names: str) -> list[str]:
 
 
 def _entries(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else [str(entry) for entry in value or []]
+    """An `imports:` value as its entries: it takes one string, or a list of them."""
+    entries = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(entries, list):
+        raise _not_an_entry(("imports",), value)
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str):
+            raise _not_an_entry(("imports", i), entry)
+    return entries
+
+
+def _not_an_entry(key: KeyPath, value: Any) -> ConfigError:
+    return ConfigError(
+        key,
+        f"got {value!r}, and imports: takes dotted module names or .py paths, as one string or a list of "
+        "strings; fix: write e.g. imports: [my_package.models, model.py]",
+    )
 
 
 # A config file as read once: its path (`imports:` entries are relative to its folder) and its keys.
