@@ -1328,6 +1328,14 @@ ONE_LINE_FAILURES = {
         "imports[0]: the entry is empty (''); fix: give a dotted module name or a .py path relative to ., or "
         "remove the entry",
     ),
+    "a seed below numpy's range": (
+        ["fit", "--seed_everything", "-1"],
+        "seed_everything: expected a whole number from 0 to 4294967295, got -1; fix: give one in that range",
+    ),
+    "a seed beyond numpy's range": (
+        ["validate", "--seed_everything", "4294967296"],
+        "seed_everything: expected a whole number from 0 to 4294967295, got 4294967296; fix: give one in that range",
+    ),
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",

@@ -46,7 +46,7 @@ from cs_lightning.cli.optimization import (
     run_factories,
 )
 from cs_lightning.cli.output_file import folder_problem
-from cs_lightning.config_blocks import load_yaml, yaml_problem
+from cs_lightning.config_blocks import SEED_MAX, check_whole_number, load_yaml, yaml_problem
 from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
 from cs_lightning.optimizers import OptimizerFactory
 from cs_lightning.strategies.checkpoints import SHARDED_REST
@@ -369,6 +369,8 @@ class CSLightningCLI(LightningCLI):
         if self.config.get("subcommand") == "fit":  # what only training reads
             _check_callbacks_have_a_logger(trainer)  # validate/test/predict run them without a logger
             _check_counts(trainer)
+        if not isinstance(config.get("seed_everything"), bool):  # true draws a seed, false seeds nothing
+            check_whole_number("seed_everything", config.get("seed_everything"), 0, SEED_MAX)
         _check_strategy_string(trainer)
         _check_strategy_options(trainer)
         _check_output_folders(trainer)
