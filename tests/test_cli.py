@@ -1169,6 +1169,10 @@ IMPORTS_TAKE = (
     "imports: takes dotted module names or .py paths, as one string or a list of strings; fix: write e.g. "
     "imports: [my_package.models, model.py]"
 )
+VALIDATION_RUNS = (
+    "validation runs every N training batches (an integer, 1 or more) or after a fraction of each epoch (a number "
+    "above 0 and at most 1.0); fix: write e.g. 100 or 0.25 (limit_val_batches: 0 turns validation off)"
+)
 FOLDER_FIX = "fix: give a folder that can be made and written"
 ONE_LINE_FAILURES = {
     "missing checkpoint": (
@@ -1250,6 +1254,22 @@ ONE_LINE_FAILURES = {
         ["fit", "--trainer.check_val_every_n_epoch", "0"],
         "trainer.check_val_every_n_epoch: got 0, and validation runs every N epochs; fix: write 1 or more "
         "(limit_val_batches: 0 turns validation off; null validates by val_check_interval alone)",
+    ),
+    "validation every 0 batches": (
+        ["fit", "--trainer.val_check_interval", "0"],
+        f"trainer.val_check_interval: got 0, and {VALIDATION_RUNS}",
+    ),
+    "validation every -2 batches": (
+        ["fit", "--trainer.val_check_interval", "-2"],
+        f"trainer.val_check_interval: got -2, and {VALIDATION_RUNS}",
+    ),
+    "validation after 0.0 of an epoch": (
+        ["fit", "--config", "run.yaml", "--config", "val_check_zero.yaml"],
+        f"trainer.val_check_interval: got 0.0, and {VALIDATION_RUNS}",
+    ),
+    "validation after 1.5 epochs": (
+        ["fit", "--trainer.val_check_interval", "1.5"],
+        f"trainer.val_check_interval: got 1.5, and {VALIDATION_RUNS}",
     ),
     "a Trainer argument Lightning refuses without backquotes": (
         ["fit", "--trainer.limit_train_batches", "-1"],
@@ -1444,6 +1464,7 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     (tmp_path / "modelzoo.yaml").write_text("trainer:\n  init: {loop: {max_steps: 2}}\n")
     (tmp_path / "imports_true.yaml").write_text("imports: true\n")
     (tmp_path / "imports_empty.yaml").write_text("imports: ['']\n")
+    (tmp_path / "val_check_zero.yaml").write_text("trainer: {val_check_interval: 0.0}\n")
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"

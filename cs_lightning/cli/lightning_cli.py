@@ -138,6 +138,22 @@ def _check_counts(trainer: Mapping[str, Any]) -> None:
             raise ConfigError(("trainer", key), f"got {value}, and {why}")
 
 
+def _check_val_check_interval(trainer: Mapping[str, Any]) -> None:
+    """Lightning's range, from its docs: an int counts training batches, a float is a fraction of the epoch in
+    [0.0, 1.0]. Of those, 0 divides by zero at the first step (after the log folder is written), and 0.0
+    validates after every batch, which no one writing 0 means: both refused."""
+    value = trainer.get("val_check_interval")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):  # None: each epoch's end; str, dict: a time
+        return
+    if (isinstance(value, int) and value < 1) or (isinstance(value, float) and not 0 < value <= 1):
+        raise ConfigError(
+            ("trainer", "val_check_interval"),
+            f"got {value!r}, and validation runs every N training batches (an integer, 1 or more) or after a "
+            "fraction of each epoch (a number above 0 and at most 1.0); fix: write e.g. 100 or 0.25 "
+            "(limit_val_batches: 0 turns validation off)",
+        )
+
+
 def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
     """Lightning refuses these at the first step, after the run has written its config.yaml."""
     if trainer.get("logger") is not False:
@@ -369,6 +385,7 @@ class CSLightningCLI(LightningCLI):
         if self.config.get("subcommand") == "fit":  # what only training reads
             _check_callbacks_have_a_logger(trainer)  # validate/test/predict run them without a logger
             _check_counts(trainer)
+            _check_val_check_interval(trainer)
         if not isinstance(config.get("seed_everything"), bool):  # true draws a seed, false seeds nothing
             check_whole_number("seed_everything", config.get("seed_everything"), 0, SEED_MAX)
         _check_strategy_string(trainer)
