@@ -1356,6 +1356,28 @@ ONE_LINE_FAILURES = {
         ["validate", "--seed_everything", "4294967296"],
         "seed_everything: expected a whole number from 0 to 4294967295, got 4294967296; fix: give one in that range",
     ),
+    "a seed that is a word": (
+        ["fit", "--seed_everything", "abc"],
+        "seed_everything: expected an integer or true/false, got 'abc'; fix: write an integer or true/false",
+    ),
+    "a seed with a fraction": (
+        ["test", "--seed_everything", "1.5"],
+        "seed_everything: expected an integer or true/false, got '1.5'; fix: write an integer or true/false",
+    ),
+    "schedulers given a bare name": (
+        ["fit", "--config", "run.yaml", "--config", "schedulers_name.yaml"],
+        "schedulers: expected a list or a mapping, got 'CosineDecayLR'; fix: write a list or a mapping, e.g. "
+        "[{{CosineDecayLR: {{initial_learning_rate: 0.001, end_learning_rate: 0.0, total_iters: 100}}}}]",
+    ),
+    "param_groups given a word": (
+        ["fit", "--param_groups", "x"],
+        "param_groups: expected a list, got 'x'; fix: write a list, e.g. [{{tag: decoder_kernel, params: "
+        "['*dense*weight*'], adjust_learning_rate: 0.25}}]",
+    ),
+    "deterministic none of true, false and warn": (
+        ["fit", "--trainer.deterministic", "abc"],
+        "trainer.deterministic: got 'abc', which is none of its choices; fix: write one of true, false, warn, null",
+    ),
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
@@ -1465,6 +1487,7 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     (tmp_path / "imports_true.yaml").write_text("imports: true\n")
     (tmp_path / "imports_empty.yaml").write_text("imports: ['']\n")
     (tmp_path / "val_check_zero.yaml").write_text("trainer: {val_check_interval: 0.0}\n")
+    (tmp_path / "schedulers_name.yaml").write_text("schedulers: CosineDecayLR\n")
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"

@@ -21,6 +21,7 @@ from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.config_blocks import load_yaml, refused_at, yaml_problem
 from cs_lightning.errors import ConfigError, KeyPath
+from cs_lightning.param_groups import ENTRY_EXAMPLE
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
 from cs_lightning.user_code import import_dotted, imported_or_none
 
@@ -30,8 +31,10 @@ _NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <
 
 def _flatten(message: str) -> str:
     """jsonargparse's nested report -> its informative lines, joined on one line."""
-    lines = [line.strip().lstrip("- ").strip() for line in message.splitlines()]
-    return " ".join(line for line in lines if line and not _NOISE.match(line))
+    lines = [line.strip().lstrip("- ").strip() for line in message.splitlines() if line.strip()]
+    informative = [line for line in lines if not _NOISE.match(line)]
+    # when every member of a union said only "Expected a <class ...>", the frame is all there is to say
+    return " ".join(informative or lines)
 
 
 def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
@@ -75,9 +78,9 @@ def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
         report = keyed.group(2)
         return (
             _choice_error(key, report)
+            or _flow_error(key, report)  # first: a list written inline is the union's list member mistyped
             or _type_error(key, report)
-            or _flow_error(key, report)
-            or ConfigError(key, f"{detail}; fix: correct this value")
+            or _as_reported(key, report)
         )
     class_path, problem = class_problem.groups()
     return _class_path_error(key, class_path, problem, keyed.group(2))
@@ -211,7 +214,17 @@ def _init_arg_error(key: KeyPath, report: str, header: str, csx_option: ConfigEr
     at = next(i for i, line in enumerate(lines) if header in line)
     depth = len(lines[at]) - len(lines[at].lstrip())
     nested = "\n".join(itertools.takewhile(lambda line: len(line) - len(line.lstrip()) > depth, lines[at + 1 :]))
-    return csx_option or _type_error(key, nested) or ConfigError(key, f"{_flatten(nested)}; fix: correct this value")
+    return csx_option or _type_error(key, nested) or _as_reported(key, nested)
+
+
+def _as_reported(key: KeyPath, report: str) -> ConfigError:
+    """A refusal that none of the above says in words: jsonargparse's report on one line, with the value
+    given when the report's informative lines do not show it."""
+    detail = _flatten(report)
+    given = re.search(r"Given value: (.*)", report)
+    if given is not None and given.group(1).strip() not in detail:
+        detail += f" (got {given.group(1).strip()!r})"
+    return ConfigError(key, f"{detail}; fix: correct this value")
 
 
 def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> ConfigError:
@@ -275,27 +288,50 @@ def _decided_by(class_path: str) -> Mapping[str, str]:
     return decided if isinstance(decided, Mapping) else {}
 
 
-_TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
+_TYPE_NAMES = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "list": "a list",
+    "dict": "a mapping",
+}
+
+
+# The shape of the blocks cs-lightning adds, for a value that is not one (schedulers: CosineDecayLR)
+_BLOCK_EXAMPLES: dict[KeyPath, str] = {
+    ("schedulers",): "[{CosineDecayLR: {initial_learning_rate: 0.001, end_learning_rate: 0.0, total_iters: 100}}]",
+    ("param_groups",): f"[{ENTRY_EXAMPLE}]",
+}
 
 
 def _type_error(key: KeyPath, report: str) -> ConfigError | None:
-    """jsonargparse's "Expected a <class 'int'>" for a plain-typed value, said in words, or None."""
+    """jsonargparse's "Expected a <class 'int'>" for a value of plain type, or of a union of plain types (its
+    report then holds nothing but those), said in words; None for any other type."""
     subtypes = re.search(r"Subtypes: \[(.*)\]", report)
-    if subtypes and set(re.findall(r"<class '([\w.]+)'>", subtypes.group(1))) - {*_TYPE_NAMES, "NoneType"}:
-        return None  # a union with a class (a strategy name or a class_path): not a plain value
+    plain = "|".join([*_TYPE_NAMES, "NoneType"])
+    if subtypes and re.sub(rf"<class '(?:{plain})'>|[,\s]", "", subtypes.group(1)):
+        return None  # a class (a strategy name or a class_path) or a generic (list[int]) among them: not plain
     expected = set(re.findall(r"Expected a <class '(\w+)'>", report)) - {"NoneType"}
-    if expected == {"int", "float"}:
-        expected = {"float"}  # either one: a number
+    if {"int", "float"} <= expected:
+        expected.remove("int")  # either one: a number
     given = re.search(r"(?:Got value|Given value): (.*)", report)
-    if len(expected) != 1 or not expected <= _TYPE_NAMES.keys() or given is None:
+    if not expected or not expected <= _TYPE_NAMES.keys() or given is None:
         return None
-    (name,) = expected
-    wanted, value = _TYPE_NAMES[name], given.group(1).strip()
+    names = [name for name in _TYPE_NAMES if name in expected]
+    # in a list of choices, bool's "true or false" would read as two of them
+    wanted = " or ".join(
+        _TYPE_NAMES[name] if len(names) == 1 else _TYPE_NAMES[name].replace(" or ", "/") for name in names
+    )
+    value = given.group(1).strip()
+    shown = "null" if "Given value type: <class 'NoneType'>" in report else repr(value)
     fix = f"write {wanted}"
     with contextlib.suppress(ValueError, OverflowError):
-        if name == "int" and float(value).is_integer():  # 1.0e9 in YAML is a float
+        if "int" in names and float(value).is_integer():  # 1.0e9 in YAML is a float
             fix += f", e.g. {int(float(value))}"
-    return ConfigError(key, f"expected {wanted}, got {value!r}; fix: {fix}")
+    if key in _BLOCK_EXAMPLES:
+        fix += f", e.g. {_BLOCK_EXAMPLES[key]}"
+    return ConfigError(key, f"expected {wanted}, got {shown}; fix: {fix}")
 
 
 def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
@@ -322,13 +358,14 @@ def _choice_error(key: KeyPath, report: str) -> ConfigError | None:
         return None
     types = expected.group(1)
     literals = re.findall(r"typing\.Literal\[([^\]]*)\]", types)
-    if not literals or re.sub(r"typing\.Literal\[[^\]]*\]|<class 'NoneType'>|[,\s]", "", types):
+    if not literals or re.sub(r"typing\.Literal\[[^\]]*\]|<class '(?:bool|NoneType)'>|[,\s]", "", types):
         return None  # another type among them: not a choice among values
     try:  # as YAML reads them: 16 and '16' are one choice written out
         choices = dict.fromkeys(str(value) for inner in literals for value in ast.literal_eval(f"({inner},)"))
     except (ValueError, SyntaxError):  # a choice Python cannot read back (an enum member): said as reported
         return None
-    listed = ", ".join(choices) + (", null" if "NoneType" in types else "")
+    flags = "true, false, " if "<class 'bool'>" in types else ""  # deterministic: true, false or warn
+    listed = flags + ", ".join(choices) + (", null" if "NoneType" in types else "")
     return ConfigError(key, f"got {given.group(1).strip()!r}, which is none of its choices; fix: write one of {listed}")
 
 
