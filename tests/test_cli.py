@@ -1366,13 +1366,18 @@ ONE_LINE_FAILURES = {
     ),
     "schedulers given a bare name": (
         ["fit", "--config", "run.yaml", "--config", "schedulers_name.yaml"],
-        "schedulers: expected a list or a mapping, got 'CosineDecayLR'; fix: write a list or a mapping, e.g. "
+        "schedulers: expected a list of {{Name: {{args}}}} mappings, got 'CosineDecayLR'; fix: write e.g. "
         "[{{CosineDecayLR: {{initial_learning_rate: 0.001, end_learning_rate: 0.0, total_iters: 100}}}}]",
     ),
     "param_groups given a word": (
         ["fit", "--param_groups", "x"],
-        "param_groups: expected a list, got 'x'; fix: write a list, e.g. [{{tag: decoder_kernel, params: "
-        "['*dense*weight*'], adjust_learning_rate: 0.25}}]",
+        "param_groups: expected a list of {{tag, params, adjust_learning_rate}} mappings, got 'x'; fix: write e.g. "
+        "[{{tag: decoder_kernel, params: ['*dense*weight*'], adjust_learning_rate: 0.25}}]",
+    ),
+    "an optimizer block written as a list": (
+        ["fit", "--config", "run.yaml", "--config", "optimizer_list.yaml"],
+        "optimizer: expected a mapping {{Name: {{args}}}} (or class_path/init_args), got a list, "
+        "[{{'AdamW': {{'lr': 0.001}}}}]; fix: write e.g. {{AdamW: {{lr: 0.001}}}}",
     ),
     "deterministic none of true, false and warn": (
         ["fit", "--trainer.deterministic", "abc"],
@@ -1488,6 +1493,7 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     (tmp_path / "imports_empty.yaml").write_text("imports: ['']\n")
     (tmp_path / "val_check_zero.yaml").write_text("trainer: {val_check_interval: 0.0}\n")
     (tmp_path / "schedulers_name.yaml").write_text("schedulers: CosineDecayLR\n")
+    (tmp_path / "optimizer_list.yaml").write_text("optimizer: [{AdamW: {lr: 0.001}}]\n")
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"

@@ -298,10 +298,15 @@ _TYPE_NAMES = {
 }
 
 
-# The shape of the blocks cs-lightning adds, for a value that is not one (schedulers: CosineDecayLR)
-_BLOCK_EXAMPLES: dict[KeyPath, str] = {
-    ("schedulers",): "[{CosineDecayLR: {initial_learning_rate: 0.001, end_learning_rate: 0.0, total_iters: 100}}]",
-    ("param_groups",): f"[{ENTRY_EXAMPLE}]",
+# The blocks cs-lightning adds: what each takes, and an example, for a value of another kind
+# (schedulers: CosineDecayLR; optimizer: [{AdamW: ...}]). Their types hold a str for the command line's sake.
+_BLOCK_SHAPES: dict[KeyPath, tuple[str, str]] = {
+    ("optimizer",): ("a mapping {Name: {args}} (or class_path/init_args)", "{AdamW: {lr: 0.001}}"),
+    ("schedulers",): (
+        "a list of {Name: {args}} mappings",
+        "[{CosineDecayLR: {initial_learning_rate: 0.001, end_learning_rate: 0.0, total_iters: 100}}]",
+    ),
+    ("param_groups",): ("a list of {tag, params, adjust_learning_rate} mappings", f"[{ENTRY_EXAMPLE}]"),
 }
 
 
@@ -324,20 +329,26 @@ def _type_error(key: KeyPath, report: str) -> ConfigError | None:
         _TYPE_NAMES[name] if len(names) == 1 else _TYPE_NAMES[name].replace(" or ", "/") for name in names
     )
     value = given.group(1).strip()
-    shown = "null" if "Given value type: <class 'NoneType'>" in report else repr(value)
+    kind = re.search(r"Given value type: <class '(\w+)'>", report)
+    shown = repr(value)
+    if kind is not None and kind.group(1) in ("NoneType", "list", "dict"):  # a value YAML read: say its kind
+        shown = "null" if kind.group(1) == "NoneType" else f"{_TYPE_NAMES[kind.group(1)]}, {value}"
     fix = f"write {wanted}"
     with contextlib.suppress(ValueError, OverflowError):
         if "int" in names and float(value).is_integer():  # 1.0e9 in YAML is a float
             fix += f", e.g. {int(float(value))}"
-    if key in _BLOCK_EXAMPLES:
-        fix += f", e.g. {_BLOCK_EXAMPLES[key]}"
+    if key in _BLOCK_SHAPES:
+        wanted, example = _BLOCK_SHAPES[key]
+        fix = f"write e.g. {example}"
     return ConfigError(key, f"expected {wanted}, got {shown}; fix: {fix}")
 
 
 def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
-    """A list or mapping written inline (`--schedulers '[...]'`) that did not read as one, or None."""
+    """A list or mapping written inline (`--schedulers '[...]'`) that is not YAML, or that YAML reads otherwise
+    than meant (a:1 is one word); None for any other report, a value of a kind the key does not take among them."""
     given = re.search(r"Given value: ([\[{].*)", report)
-    if given is None or not re.search(r"Expected a <class '(list|dict)'>", report):
+    typed = "Given value type: <class 'str'>" in report  # else a value YAML already read (a list in a file)
+    if given is None or not typed or not re.search(r"Expected a <class '(list|dict)'>", report):
         return None
     text = given.group(1).strip()
     # a:1 is one word to YAML in a block, and a syntax error inside [...] or {...} to libyaml
@@ -346,7 +357,9 @@ def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
         load_yaml(text)
     except yaml.YAMLError as err:
         return ConfigError(key, f"{text!r} is not YAML ({yaml_problem(err, text)}); fix: correct its syntax{colon}")
-    return ConfigError(key, f"{text!r} does not read as a list or mapping of values; fix: correct its syntax{colon}")
+    if colon:
+        return ConfigError(key, f"{text!r} does not read as the values meant; fix: correct its syntax{colon}")
+    return None
 
 
 def _choice_error(key: KeyPath, report: str) -> ConfigError | None:
