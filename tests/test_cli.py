@@ -983,6 +983,33 @@ def test_schedule_takes_the_top_level_keys_fit_takes(capsys) -> None:
 # ------------------------------------------------------------- Lightning's own options
 
 
+@pytest.mark.parametrize(
+    ("in_yaml", "on_command_line", "expected"),
+    [
+        ({"limit_val_batches": 1, "limit_train_batches": 32}, [], {"limit_val_batches": 1, "limit_train_batches": 32}),
+        ({}, ["--trainer.limit_val_batches", "1"], {"limit_val_batches": 1}),
+        (
+            {"limit_val_batches": 0.5},
+            ["--trainer.limit_test_batches", "0.25"],
+            {"limit_val_batches": 0.5, "limit_test_batches": 0.25},
+        ),
+    ],
+    ids=["yaml", "command line", "fractions"],
+)
+def test_an_integer_batch_count_stays_an_integer(in_yaml, on_command_line, expected, tmp_path: Path) -> None:
+    """limit_val_batches: 1 is one batch (what convert writes from Model Zoo's eval_steps: 1); 1.0 is all of them."""
+    from cs_lightning.cli import CSLightningCLI
+    from cs_lightning.cli.config_files import given_config_files, run_imports
+
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"].update(in_yaml)
+    args = ["--config", str(write(tmp_path / "run.yaml", config)), *on_command_line]
+    cli = CSLightningCLI(args=args, imported=run_imports(given_config_files(args), args), run=False)
+    taken = {key: getattr(cli.trainer, key) for key in expected}
+    assert taken == expected
+    assert {key: type(value) for key, value in taken.items()} == {key: type(value) for key, value in expected.items()}
+
+
 def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path: Path, capfd) -> None:
     base = write(tmp_path / "base.yaml", digits_run(tmp_path, **CEREBRAS))
     override = write(tmp_path / "override.yaml", {"optimizer": {"SGD": {"lr": 0.5}}, "trainer": {"max_steps": 7}})
@@ -1273,7 +1300,7 @@ ONE_LINE_FAILURES = {
     ),
     "a Trainer argument Lightning refuses without backquotes": (
         ["fit", "--trainer.limit_train_batches", "-1"],
-        "trainer.limit_train_batches: MisconfigurationException: You have passed invalid value -1.0 for "
+        "trainer.limit_train_batches: MisconfigurationException: You have passed invalid value -1 for "
         "limit_train_batches, it has to be in [0.0, 1.0] or an int.; fix: correct trainer.limit_train_batches",
     ),
     "a misspelt option in a strategy block given inline": (

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
+import operator
 import os
 import re
 import sys
@@ -12,10 +14,11 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, Union, get_args, get_origin
 
 import yaml
 from jsonargparse import ArgumentParser
+from jsonargparse._typehints import ActionTypeHint  # not exported; block_arguments uses it too
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -263,6 +266,27 @@ def _init_arg(block: Any, key: KeyPath) -> Iterator[tuple[KeyPath, str]]:
         yield key, str(value)
 
 
+def _ints_stay_ints(parser: LightningArgumentParser) -> None:
+    """Keep an integer given to a Trainer argument that takes an int or a float an int: limit_val_batches: 1 is one
+    batch, and 1.0 is all of them.
+
+    Lightning writes those as Optional[Union[int, float]], which Python's typing cache can hand back as
+    Union[float, int, None] (an equal union built earlier, in that order); jsonargparse tries a union's
+    members in order, and float takes 1 as 1.0. Here int goes first; a float given stays a float.
+    """
+    for action in parser._actions:
+        hint = getattr(action, "_typehint", None)
+        if (
+            not isinstance(action, ActionTypeHint)
+            or not action.dest.startswith("trainer.")
+            or get_origin(hint) is not Union
+        ):
+            continue
+        members = get_args(hint)
+        if float in members and int in members and members.index(float) < members.index(int):
+            action._typehint = functools.reduce(operator.or_, [int, *(m for m in members if m is not int)])
+
+
 class _SaveConfig(SaveConfigCallback):
     """Lightning's, but for `fit` config.yaml is written once the run is set up, and a refusal to write
     over an earlier run's config.yaml is one line, said before anything is built.
@@ -342,6 +366,7 @@ class CSLightningCLI(LightningCLI):
                 self._held_logs.stop()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        _ints_stay_ints(parser)
         # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.
         parser.add_argument(
             "--optimizer",
