@@ -867,6 +867,30 @@ def test_a_scheduler_path_with_an_empty_module_part_is_one_line(tmp_path: Path, 
     assert _files(tmp_path) == {Path("run.yaml")}
 
 
+def test_schedule_reads_several_config_files_as_fit_does(tmp_path: Path, capfd) -> None:
+    """A later file's schedulers: replaces the earlier one whole, also when each is a single mapping."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    later = {
+        "linear": {"LinearLR": LINEAR},
+        "cosine": {"CosineDecayLR": COSINE},
+        "partial": {"LinearLR": {"total_iters": 2}},
+    }
+    for name, block in later.items():
+        write(tmp_path / f"{name}.yaml", {"schedulers": block})
+    configs = ["--config", str(path), "--config", "linear.yaml", "--config"]
+    assert main(["schedule", *configs, "cosine.yaml", "--steps", "2"]) == 0
+    rows = [line.split() for line in capfd.readouterr().out.strip().splitlines()]
+    assert rows[0] == ["step", "CosineDecayLR", "group", "0", "lr"]
+    assert float(rows[1][1]) == pytest.approx(PEAK)
+    refusal = (
+        "cs-lightning: error: schedulers.LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
+        "initial_learning_rate: <value>, end_learning_rate: <value>\n"
+    )
+    for command in ("schedule", "fit"):
+        assert main([command, *configs, "partial.yaml"]) == 2
+        assert capfd.readouterr() == ("", refusal)
+
+
 def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CLASS_PATH))
     assert main(["schedule", "--config", str(path), "--steps", "40", "--out", "lr.png"]) == 0

@@ -9,10 +9,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jsonargparse import ArgumentParser
+
+from cs_lightning.cli.block_arguments import BLOCK_KEYS, add_block_arguments
 from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.convert import model_zoo_layout
 from cs_lightning.errors import ConfigError, KeyPath
-from cs_lightning.optimizers import merge_optimizer_blocks
 from cs_lightning.user_code import users_line
 
 
@@ -145,8 +147,10 @@ def run_imports(files: Sequence[ConfigFile], argv: Sequence[str] = ()) -> dict[s
 
 
 def merged_config(files: Sequence[ConfigFile]) -> dict[str, Any]:
-    """Config files merged like repeated --config: later files override earlier keys, and
-    `optimizer:` blocks combine as `fit` combines them (`merge_optimizer_blocks`)."""
+    """Config files merged as repeated --config merges them in `fit`: the optimizer:, schedulers: and
+    param_groups: blocks by fit's own parser actions (an optimizer block merges into one for the same
+    optimizer, a later schedulers: or param_groups: replaces the earlier whole), the other keys mapping by
+    mapping, later values winning (as fit's trainer: keys do)."""
 
     def merge(base: dict, extra: Mapping) -> dict:
         for key, value in extra.items():
@@ -157,10 +161,12 @@ def merged_config(files: Sequence[ConfigFile]) -> dict[str, Any]:
             )
         return base
 
+    parser = ArgumentParser(exit_on_error=False)
+    add_block_arguments(parser)
+    blocks = parser.get_defaults()
     merged: dict[str, Any] = {}
     for _, data in files:
-        earlier = merged.get("optimizer")
-        merge(merged, data)
-        if "optimizer" in data:
-            merged["optimizer"] = merge_optimizer_blocks(earlier, data["optimizer"])
+        merge(merged, {key: value for key, value in data.items() if key not in BLOCK_KEYS})
+        blocks = parser.parse_object({key: data[key] for key in BLOCK_KEYS if key in data}, blocks)
+    merged.update((key, blocks[key]) for key in BLOCK_KEYS if any(key in data for _, data in files))
     return merged

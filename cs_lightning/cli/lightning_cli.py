@@ -28,7 +28,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import param_groups
-from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
+from cs_lightning.cli.block_arguments import add_block_arguments
 from cs_lightning.cli.checkpoints import (
     check_ckpt_path,
     check_model_class,
@@ -367,26 +367,7 @@ class CSLightningCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         _ints_stay_ints(parser)
-        # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.
-        parser.add_argument(
-            "--optimizer",
-            action=OptimizerArgument.of(dict | str | None),
-            default=None,
-            help="Optimizer, {Name: {args}} or class_path/init_args; built after the model. A later "
-            "block for the same optimizer, or --optimizer.AdamW.lr 0.001, merges its arguments in.",
-        )
-        parser.add_argument(
-            "--schedulers",
-            action=WholeListArgument.of(list | dict | None),
-            default=None,
-            help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args; a later value replaces them.",
-        )
-        parser.add_argument(
-            "--param_groups",
-            action=WholeListArgument.of(list | None),
-            default=None,
-            help="Param groups by tag: [{tag:, params: [globs on parameter names], adjust_learning_rate:}].",
-        )
+        add_block_arguments(parser)
         parser.add_argument(
             "--imports",
             type=list[str] | str | None,
