@@ -1434,6 +1434,11 @@ ONE_LINE_FAILURES = {
         ["fit", "--trainer.deterministic", "abc"],
         "trainer.deterministic: got 'abc', which is none of its choices; fix: write one of true, false, warn, null",
     ),
+    "a model whose __init__ raises, given no init_args": (
+        ["fit", "--config", "run.yaml", "--config", "boom_model.yaml"],
+        "model: Boom failed to build: KeyError: 'width' (at boom_model.py:7, in __init__); fix: correct Boom, "
+        "which raised it",
+    ),
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
@@ -1545,6 +1550,11 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     (tmp_path / "val_check_zero.yaml").write_text("trainer: {val_check_interval: 0.0}\n")
     (tmp_path / "schedulers_name.yaml").write_text("schedulers: CosineDecayLR\n")
     (tmp_path / "optimizer_list.yaml").write_text("optimizer: [{AdamW: {lr: 0.001}}]\n")
+    (tmp_path / "boom_model.py").write_text(
+        "import lightning as L\n\n\nclass Boom(L.LightningModule):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.width = {'depth': 2}['width']\n"
+    )
+    (tmp_path / "boom_model.yaml").write_text("imports: [boom_model.py]\nmodel: {class_path: boom_model.Boom}\n")
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"

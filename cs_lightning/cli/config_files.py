@@ -15,7 +15,7 @@ from cs_lightning.cli.block_arguments import BLOCK_KEYS, add_block_arguments
 from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.convert import model_zoo_layout
 from cs_lightning.errors import ConfigError, KeyPath
-from cs_lightning.user_code import users_line
+from cs_lightning.user_code import raised
 
 
 def read_config_file(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
@@ -83,10 +83,7 @@ def _run_user_module(run: Callable[[], object], entry: str, key: KeyPath, fix: s
     except (ImportError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; {fix}") from None
     except Exception as err:  # noqa: BLE001 - the user's module failed while running: say where, as one line
-        where = users_line(err.__traceback__)
-        raise ConfigError(
-            key, f"importing {entry!r} raised {type(err).__name__}: {err}{where}; fix: correct that module"
-        ) from None
+        raise ConfigError(key, f"importing {entry!r} raised {raised(err)}; fix: correct that module") from None
 
 
 def _option_values(argv: Sequence[str], *names: str) -> list[str]:

@@ -23,7 +23,7 @@ from cs_lightning.config_blocks import load_yaml, refused_at, yaml_problem
 from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.param_groups import ENTRY_EXAMPLE
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
-from cs_lightning.user_code import import_dotted, imported_or_none
+from cs_lightning.user_code import import_dotted, imported_or_none, is_own_file, raised
 
 # A union's report: its frame, and the bare "Expected a <class 'str'>" of each member that is not the one meant
 _NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class '[\w.]+'>$|Given value)")
@@ -398,11 +398,7 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
         value = config.get(key)  # a strategy may be a name instead
         class_path = value.get("class_path") if isinstance(value, Namespace) else None
         if class_path and class_path in str(err):
-            return ConfigError(
-                (*_dotted(key), "init_args"),
-                f"{class_path.rsplit('.', 1)[-1]} failed to build: {text.split(' Given value')[0].removesuffix('.')}; "
-                f"fix: correct {key}.init_args",
-            )
+            return _build_error(key, class_path, value.get("init_args"), err, text)
     # Lightning names the Trainer argument it refuses, in backquotes (`gradient_clip_algorithm` bogus is
     # invalid) or bare (invalid value -1.0 for limit_train_batches)
     trainer = config.get("trainer")
@@ -411,6 +407,24 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
     if named:
         return ConfigError(("trainer", named[0]), f"{type(err).__name__}: {text}; fix: correct trainer.{named[0]}")
     return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")
+
+
+def _build_error(key: str, class_path: str, init_args: Any, err: Exception, text: str) -> ConfigError:
+    """The constructor of ``class_path`` at ``key`` refused or failed. The user's class raised (jsonargparse's
+    report holds only its message, its cause the rest): its type and line are said, as for a module under
+    imports:, and init_args are blamed only when some were given."""
+    name, cause = class_path.rsplit(".", 1)[-1], err.__cause__
+    given = bool(init_args and vars(init_args))
+    frames = traceback.extract_tb(cause.__traceback__) if cause is not None else []
+    # the user's class raised, not jsonargparse nor a library refusing a value in words of its own
+    if cause is not None and any(is_own_file(frame.filename) for frame in frames):
+        what = raised(cause)
+    else:
+        what = text.split(" Given value")[0].removesuffix(".")
+    fix = f"correct {key}.init_args" if given else f"correct {name}, which raised it"
+    return ConfigError(
+        (*_dotted(key), "init_args") if given else _dotted(key), f"{name} failed to build: {what}; fix: {fix}"
+    )
 
 
 # The Trainer arguments Lightning turns into an object that may need a package, by the folder of
