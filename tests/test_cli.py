@@ -1710,6 +1710,25 @@ def test_a_cache_folder_that_is_a_file_is_one_line(
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("action", ["info", "clear"])
+@pytest.mark.parametrize("subfolder", ["trace", "mt19937"])
+def test_a_cache_subfolder_that_is_a_file_is_one_line(
+    action: str, subfolder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
+) -> None:
+    """As for the cache folder itself: not 0 entries reported, or removed, from a folder that cannot be one."""
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / subfolder).write_text("mine\n")
+    monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["cache", action]) == 2
+    assert capfd.readouterr() == (
+        "",
+        f"cs-lightning: error: CS_LIGHTNING_CACHE_DIR: {str(tmp_path / 'cache' / subfolder)!r}, a folder of the "
+        f"cache {str(tmp_path / 'cache')!r}, is a file; fix: move that file away, or set CS_LIGHTNING_CACHE_DIR to "
+        "another folder\n",
+    )
+    assert (tmp_path / "cache" / subfolder).read_text() == "mine\n"
+
+
 def test_a_cache_refusal_names_xdg_cache_home_when_that_is_the_cause(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
 ) -> None:
