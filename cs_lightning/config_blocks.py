@@ -238,6 +238,19 @@ def refused_at(path: KeyPath, error: ValueError | TypeError, given: str = "") ->
     return (ConfigTypeError if isinstance(error, TypeError) else ConfigError)(path, message)
 
 
+# Lightning's seed_everything seeds numpy too, which takes a uint32 (and raises beyond it)
+SEED_MAX = 2**32 - 1
+
+
+def check_whole_number(key: KeyPath | str, value: Any, minimum: int, maximum: int) -> None:
+    """Refuse, at ``key``, a value that is not a whole number from ``minimum`` to ``maximum`` (YAML's
+    true and false are not numbers, though Python's bools are ints)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ConfigError(
+            key, f"expected a whole number from {minimum} to {maximum}, got {value!r}; fix: give one in that range"
+        )
+
+
 def _spelt(cls: type, arg: str, takes: list[str], ours: Collection[str]) -> str:
     """How to correct the unknown argument ``arg``."""
     if arg in ours:

@@ -40,7 +40,7 @@ import torch
 import yaml
 
 from cs_lightning import mup, param_groups, schedulers
-from cs_lightning.config_blocks import parse_block
+from cs_lightning.config_blocks import SEED_MAX, check_whole_number, parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, number_in_text, torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, with_new_names
@@ -200,9 +200,8 @@ class _Output:
         return value
 
 
-# torch and Lightning count steps in int64; Lightning's seed_everything takes a uint32 (else draws a random seed).
+# torch and Lightning count steps in int64
 _INT64_MAX = 2**63 - 1
-_SEED_MAX = 2**32 - 1
 
 
 def _take_count(out: _Output, src: KeyPath, dst: str, minimum: int = 1, maximum: int = _INT64_MAX) -> int | None:
@@ -210,10 +209,7 @@ def _take_count(out: _Output, src: KeyPath, dst: str, minimum: int = 1, maximum:
     value = out.source.get(src)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise ConfigError(
-            src, f"expected a whole number from {minimum} to {maximum}, got {value!r}; fix: give one in that range"
-        )
+    check_whole_number(src, value, minimum, maximum)
     out.set(dst, value, src)
     return value
 
@@ -554,7 +550,7 @@ def _trainer_layout(out: _Output) -> None:
             _INIT,
             "a Model Zoo Trainer config needs trainer: {init: {...}}; fix: check the file is a Trainer config",
         )
-    _take_count(out, (*_INIT, "seed"), "seed_everything", 0, _SEED_MAX)
+    _take_count(out, (*_INIT, "seed"), "seed_everything", 0, SEED_MAX)
     out.take((*_INIT, "model_dir"), "trainer.default_root_dir", str)
     backend_type = (*_INIT, "backend", "backend_type")
     backend = src.get(backend_type)
@@ -601,7 +597,7 @@ def _trainer_layout(out: _Output) -> None:
 
 def _legacy_layout(out: _Output) -> None:
     src = out.source
-    _take_count(out, ("runconfig", "seed"), "seed_everything", 0, _SEED_MAX)
+    _take_count(out, ("runconfig", "seed"), "seed_everything", 0, SEED_MAX)
     out.take(("runconfig", "model_dir"), "trainer.default_root_dir", str)
     _take_count(out, ("runconfig", "num_csx"), "trainer.devices")
     out.take(("runconfig", "checkpoint_path"), "ckpt_path", str)

@@ -34,7 +34,8 @@ from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 
 KEY: KeyPath = ("param_groups",)
 _ENTRY_KEYS = ("tag", "params", "adjust_learning_rate")
-_EXAMPLE = "{tag: decoder_kernel, params: ['*dense*weight*'], adjust_learning_rate: 0.25}"
+# What an entry looks like, in the error lines about one (here and in the CLI's)
+ENTRY_EXAMPLE = "{tag: decoder_kernel, params: ['*dense*weight*'], adjust_learning_rate: 0.25}"
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def parse(spec: Any, key: KeyPath = KEY) -> list[TaggedGroup]:
     if spec is None:
         return []
     if not isinstance(spec, list):
-        raise ConfigError(key, f"expected a list of entries such as [{_EXAMPLE}], got {spec!r}")
+        raise ConfigError(key, f"expected a list of entries such as [{ENTRY_EXAMPLE}], got {spec!r}")
     entries = [_entry(item, (*key, i)) for i, item in enumerate(spec)]
     seen: dict[str, KeyPath] = {}
     for entry in entries:
@@ -83,13 +84,13 @@ def parse(spec: Any, key: KeyPath = KEY) -> list[TaggedGroup]:
 
 def _entry(item: Any, key: KeyPath) -> TaggedGroup:
     if not isinstance(item, Mapping):
-        raise ConfigError(key, f"expected a mapping such as {_EXAMPLE}, got {item!r}")
+        raise ConfigError(key, f"expected a mapping such as {ENTRY_EXAMPLE}, got {item!r}")
     unknown = sorted(set(map(str, item)) - set(_ENTRY_KEYS))
     if unknown:
         raise ConfigError((*key, unknown[0]), f"unknown key; fix: an entry takes {', '.join(_ENTRY_KEYS)}")
     missing = [name for name in _ENTRY_KEYS if name not in item]
     if missing:
-        raise ConfigError(key, f"missing {', '.join(missing)}; fix: write {_EXAMPLE}")
+        raise ConfigError(key, f"missing {', '.join(missing)}; fix: write {ENTRY_EXAMPLE}")
     tag, patterns, scale = item["tag"], item["params"], item["adjust_learning_rate"]
     if not isinstance(tag, str) or not tag:
         raise ConfigError((*key, "tag"), f"expected a non-empty string, got {tag!r}")

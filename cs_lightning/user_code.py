@@ -78,6 +78,11 @@ def users_line(tb: TracebackType | None) -> str:
     return f" (at {os.path.relpath(frame.filename)}:{frame.lineno}, in {frame.name})"
 
 
+def raised(err: BaseException) -> str:
+    """``KeyError: 'width' (at model.py:8, in __init__)``: what the user's code raised, and where."""
+    return f"{type(err).__name__}: {err}{users_line(err.__traceback__)}"
+
+
 def import_dotted(path: str) -> Any:
     """The object at the dotted import path ``path`` (``package.module.Name``).
 

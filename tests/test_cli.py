@@ -867,6 +867,30 @@ def test_a_scheduler_path_with_an_empty_module_part_is_one_line(tmp_path: Path, 
     assert _files(tmp_path) == {Path("run.yaml")}
 
 
+def test_schedule_reads_several_config_files_as_fit_does(tmp_path: Path, capfd) -> None:
+    """A later file's schedulers: replaces the earlier one whole, also when each is a single mapping."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    later = {
+        "linear": {"LinearLR": LINEAR},
+        "cosine": {"CosineDecayLR": COSINE},
+        "partial": {"LinearLR": {"total_iters": 2}},
+    }
+    for name, block in later.items():
+        write(tmp_path / f"{name}.yaml", {"schedulers": block})
+    configs = ["--config", str(path), "--config", "linear.yaml", "--config"]
+    assert main(["schedule", *configs, "cosine.yaml", "--steps", "2"]) == 0
+    rows = [line.split() for line in capfd.readouterr().out.strip().splitlines()]
+    assert rows[0] == ["step", "CosineDecayLR", "group", "0", "lr"]
+    assert float(rows[1][1]) == pytest.approx(PEAK)
+    refusal = (
+        "cs-lightning: error: schedulers.LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
+        "initial_learning_rate: <value>, end_learning_rate: <value>\n"
+    )
+    for command in ("schedule", "fit"):
+        assert main([command, *configs, "partial.yaml"]) == 2
+        assert capfd.readouterr() == ("", refusal)
+
+
 def test_schedule_out_writes_a_picture(tmp_path: Path, capfd) -> None:
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, **CLASS_PATH))
     assert main(["schedule", "--config", str(path), "--steps", "40", "--out", "lr.png"]) == 0
@@ -981,6 +1005,33 @@ def test_schedule_takes_the_top_level_keys_fit_takes(capsys) -> None:
 
 
 # ------------------------------------------------------------- Lightning's own options
+
+
+@pytest.mark.parametrize(
+    ("in_yaml", "on_command_line", "expected"),
+    [
+        ({"limit_val_batches": 1, "limit_train_batches": 32}, [], {"limit_val_batches": 1, "limit_train_batches": 32}),
+        ({}, ["--trainer.limit_val_batches", "1"], {"limit_val_batches": 1}),
+        (
+            {"limit_val_batches": 0.5},
+            ["--trainer.limit_test_batches", "0.25"],
+            {"limit_val_batches": 0.5, "limit_test_batches": 0.25},
+        ),
+    ],
+    ids=["yaml", "command line", "fractions"],
+)
+def test_an_integer_batch_count_stays_an_integer(in_yaml, on_command_line, expected, tmp_path: Path) -> None:
+    """limit_val_batches: 1 is one batch (what convert writes from Model Zoo's eval_steps: 1); 1.0 is all of them."""
+    from cs_lightning.cli import CSLightningCLI
+    from cs_lightning.cli.config_files import given_config_files, run_imports
+
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"].update(in_yaml)
+    args = ["--config", str(write(tmp_path / "run.yaml", config)), *on_command_line]
+    cli = CSLightningCLI(args=args, imported=run_imports(given_config_files(args), args), run=False)
+    taken = {key: getattr(cli.trainer, key) for key in expected}
+    assert taken == expected
+    assert {key: type(value) for key, value in taken.items()} == {key: type(value) for key, value in expected.items()}
 
 
 def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path: Path, capfd) -> None:
@@ -1165,6 +1216,15 @@ CHECKPOINT_FIX = (
     "fix: give a .ckpt file that Lightning saved, or a sharded checkpoint folder (csx_fsdp's, holding "
     ".metadata and meta.pt), or leave ckpt_path out"
 )
+IMPORTS_TAKE = (
+    "imports: takes dotted module names or .py paths, as one string or a list of strings; fix: write e.g. "
+    "imports: [my_package.models, model.py]"
+)
+VALIDATION_RUNS = (
+    "validation runs every N training batches (an integer, 1 or more) or after a fraction of each epoch (a number "
+    "above 0 and at most 1.0); fix: write e.g. 100 or 0.25 (limit_val_batches: 0 turns validation off)"
+)
+FOLDER_FIX = "fix: give a folder that can be made and written"
 ONE_LINE_FAILURES = {
     "missing checkpoint": (
         ["fit", "--ckpt_path", "missing.ckpt"],
@@ -1246,9 +1306,25 @@ ONE_LINE_FAILURES = {
         "trainer.check_val_every_n_epoch: got 0, and validation runs every N epochs; fix: write 1 or more "
         "(limit_val_batches: 0 turns validation off; null validates by val_check_interval alone)",
     ),
+    "validation every 0 batches": (
+        ["fit", "--trainer.val_check_interval", "0"],
+        f"trainer.val_check_interval: got 0, and {VALIDATION_RUNS}",
+    ),
+    "validation every -2 batches": (
+        ["fit", "--trainer.val_check_interval", "-2"],
+        f"trainer.val_check_interval: got -2, and {VALIDATION_RUNS}",
+    ),
+    "validation after 0.0 of an epoch": (
+        ["fit", "--config", "run.yaml", "--config", "val_check_zero.yaml"],
+        f"trainer.val_check_interval: got 0.0, and {VALIDATION_RUNS}",
+    ),
+    "validation after 1.5 epochs": (
+        ["fit", "--trainer.val_check_interval", "1.5"],
+        f"trainer.val_check_interval: got 1.5, and {VALIDATION_RUNS}",
+    ),
     "a Trainer argument Lightning refuses without backquotes": (
         ["fit", "--trainer.limit_train_batches", "-1"],
-        "trainer.limit_train_batches: MisconfigurationException: You have passed invalid value -1.0 for "
+        "trainer.limit_train_batches: MisconfigurationException: You have passed invalid value -1 for "
         "limit_train_batches, it has to be in [0.0, 1.0] or an int.; fix: correct trainer.limit_train_batches",
     ),
     "a misspelt option in a strategy block given inline": (
@@ -1306,6 +1382,63 @@ ONE_LINE_FAILURES = {
         "imports[0]: importing 'boom.py' raised "
         "RuntimeError: boom at import (at boom.py:2, in <module>); fix: correct that module",
     ),
+    "imports given a number on the command line": (
+        ["fit", "--imports", "5"],
+        f"imports: got 5, and {IMPORTS_TAKE}",
+    ),
+    "imports given true in YAML": (
+        ["fit", "--config", "run.yaml", "--config", "imports_true.yaml"],
+        f"imports: got True, and {IMPORTS_TAKE}",
+    ),
+    "imports listing a number": (
+        ["fit", "--imports", "[boom.py, 5]"],
+        f"imports[1]: got 5, and {IMPORTS_TAKE}",
+    ),
+    "an empty imports entry": (
+        ["fit", "--config", "run.yaml", "--config", "imports_empty.yaml"],
+        "imports[0]: the entry is empty (''); fix: give a dotted module name or a .py path relative to ., or "
+        "remove the entry",
+    ),
+    "a seed below numpy's range": (
+        ["fit", "--seed_everything", "-1"],
+        "seed_everything: expected a whole number from 0 to 4294967295, got -1; fix: give one in that range",
+    ),
+    "a seed beyond numpy's range": (
+        ["validate", "--seed_everything", "4294967296"],
+        "seed_everything: expected a whole number from 0 to 4294967295, got 4294967296; fix: give one in that range",
+    ),
+    "a seed that is a word": (
+        ["fit", "--seed_everything", "abc"],
+        "seed_everything: expected an integer or true/false, got 'abc'; fix: write an integer or true/false",
+    ),
+    "a seed with a fraction": (
+        ["test", "--seed_everything", "1.5"],
+        "seed_everything: expected an integer or true/false, got '1.5'; fix: write an integer or true/false",
+    ),
+    "schedulers given a bare name": (
+        ["fit", "--config", "run.yaml", "--config", "schedulers_name.yaml"],
+        "schedulers: expected a list of {{Name: {{args}}}} mappings, got 'CosineDecayLR'; fix: write e.g. "
+        "[{{CosineDecayLR: {{initial_learning_rate: 0.001, end_learning_rate: 0.0, total_iters: 100}}}}]",
+    ),
+    "param_groups given a word": (
+        ["fit", "--param_groups", "x"],
+        "param_groups: expected a list of {{tag, params, adjust_learning_rate}} mappings, got 'x'; fix: write e.g. "
+        "[{{tag: decoder_kernel, params: ['*dense*weight*'], adjust_learning_rate: 0.25}}]",
+    ),
+    "an optimizer block written as a list": (
+        ["fit", "--config", "run.yaml", "--config", "optimizer_list.yaml"],
+        "optimizer: expected a mapping {{Name: {{args}}}} (or class_path/init_args), got a list, "
+        "[{{'AdamW': {{'lr': 0.001}}}}]; fix: write e.g. {{AdamW: {{lr: 0.001}}}}",
+    ),
+    "deterministic none of true, false and warn": (
+        ["fit", "--trainer.deterministic", "abc"],
+        "trainer.deterministic: got 'abc', which is none of its choices; fix: write one of true, false, warn, null",
+    ),
+    "a model whose __init__ raises, given no init_args": (
+        ["fit", "--config", "run.yaml", "--config", "boom_model.yaml"],
+        "model: Boom failed to build: KeyError: 'width' (at boom_model.py:7, in __init__); fix: correct Boom, "
+        "which raised it",
+    ),
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
@@ -1359,6 +1492,18 @@ ONE_LINE_FAILURES = {
         "trainer.strategy.init_args.data_parallel_size: cs_lightning.CSXFSDPStrategy sets data_parallel_size itself "
         "(every rank is a data-parallel replica: the world size); fix: remove it",
     ),
+    "a default_root_dir under a file": (
+        ["fit", "--trainer.default_root_dir", "run.yaml/out"],
+        f"trainer.default_root_dir: 'run.yaml/out' lies under the file 'run.yaml'; {FOLDER_FIX}",
+    ),
+    "a logger's save_dir that is a file": (
+        ["validate", "--trainer.logger.save_dir", "weights.pt"],
+        f"trainer.logger.init_args.save_dir: 'weights.pt' is a file; {FOLDER_FIX}",
+    ),
+    "a checkpoint folder under a file, which fit would find after training": (
+        ["fit", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath", "run.yaml/ckpts"],
+        f"trainer.callbacks[1].init_args.dirpath: 'run.yaml/ckpts' lies under the file 'run.yaml'; {FOLDER_FIX}",
+    ),
     "a strategy given as a class path string": (
         ["validate", "--trainer.strategy", "cs_lightning.strategies.CSXFSDPStrategy"],
         "trainer.strategy: 'cs_lightning.strategies.CSXFSDPStrategy' is a class path, and a strategy given as a "
@@ -1400,16 +1545,58 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
     _checkpoint_files(tmp_path)
     (tmp_path / "boom.py").write_text("import os\nraise RuntimeError('boom at import')\n")
     (tmp_path / "modelzoo.yaml").write_text("trainer:\n  init: {loop: {max_steps: 2}}\n")
+    (tmp_path / "imports_true.yaml").write_text("imports: true\n")
+    (tmp_path / "imports_empty.yaml").write_text("imports: ['']\n")
+    (tmp_path / "val_check_zero.yaml").write_text("trainer: {val_check_interval: 0.0}\n")
+    (tmp_path / "schedulers_name.yaml").write_text("schedulers: CosineDecayLR\n")
+    (tmp_path / "optimizer_list.yaml").write_text("optimizer: [{AdamW: {lr: 0.001}}]\n")
+    (tmp_path / "boom_model.py").write_text(
+        "import lightning as L\n\n\nclass Boom(L.LightningModule):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.width = {'depth': 2}['width']\n"
+    )
+    (tmp_path / "boom_model.yaml").write_text("imports: [boom_model.py]\nmodel: {class_path: boom_model.Boom}\n")
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"
     )
-    before = snapshot(tmp_path)
+    before, folders = snapshot(tmp_path), _folders(tmp_path)
     config = [] if "--config" in args else ["--config", "run.yaml"]
     result = run_cli(args[0], *config, *args[1:], cwd=tmp_path)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == f"cs-lightning: error: {line.format(tmp=tmp_path)}\n"
     assert snapshot(tmp_path) == before
+    assert _folders(tmp_path) == folders  # no log folder, not even an empty one
+
+
+def _folders(root: Path) -> set[Path]:
+    return {path for path in root.rglob("*") if path.is_dir() and "cs_lightning_cache" not in path.parts}
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's sysfs")
+@pytest.mark.parametrize(
+    ("option", "key"),
+    [
+        ("--trainer.default_root_dir", "trainer.default_root_dir"),
+        ("--trainer.callbacks.dirpath", "trainer.callbacks[1].init_args.dirpath"),
+    ],
+)
+def test_a_folder_the_filesystem_refuses_is_one_line_even_for_root(
+    option: str, key: str, tmp_path: Path, capfd
+) -> None:
+    """sysfs refuses a new folder to root too, whom os.access lets write anywhere: the check tries it."""
+    config = digits_run(tmp_path, **CEREBRAS)
+    config["trainer"]["callbacks"].append({"class_path": "lightning.pytorch.callbacks.ModelCheckpoint"})
+    path = write(tmp_path / "run.yaml", config)
+    before = _files(tmp_path)
+    assert main(["fit", "--config", str(path), option, "/sys/cslout"]) == 2
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert re.fullmatch(
+        rf"cs-lightning: error: {re.escape(key)}: '/sys/cslout' cannot be made in '/sys' "
+        rf"\((Operation not permitted|Permission denied)\); {FOLDER_FIX}\n",
+        err,
+    ), err
+    assert _files(tmp_path) == before
 
 
 @pytest.mark.parametrize("devices", [1, 2])
@@ -1521,6 +1708,25 @@ def test_a_cache_folder_that_is_a_file_is_one_line(
         "fix: set it to a folder (made when first written), or unset it\n",
     )
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("action", ["info", "clear"])
+@pytest.mark.parametrize("subfolder", ["trace", "mt19937"])
+def test_a_cache_subfolder_that_is_a_file_is_one_line(
+    action: str, subfolder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
+) -> None:
+    """As for the cache folder itself: not 0 entries reported, or removed, from a folder that cannot be one."""
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / subfolder).write_text("mine\n")
+    monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["cache", action]) == 2
+    assert capfd.readouterr() == (
+        "",
+        f"cs-lightning: error: CS_LIGHTNING_CACHE_DIR: {str(tmp_path / 'cache' / subfolder)!r}, a folder of the "
+        f"cache {str(tmp_path / 'cache')!r}, is a file; fix: move that file away, or set CS_LIGHTNING_CACHE_DIR to "
+        "another folder\n",
+    )
+    assert (tmp_path / "cache" / subfolder).read_text() == "mine\n"
 
 
 def test_a_cache_refusal_names_xdg_cache_home_when_that_is_the_cause(

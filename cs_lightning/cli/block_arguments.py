@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from jsonargparse import ArgumentParser
 from jsonargparse._typehints import ActionTypeHint  # not exported; see the module docstring
 
 from cs_lightning.config_blocks import load_yaml
@@ -83,3 +84,32 @@ class WholeListArgument(_BlockArgument):
                 f"list whole); fix: give the whole block, {base} '[{{...}}]', or put it in a second --config file",
             )
         super().parse(parser, cfg, value, option)
+
+
+# The top-level keys `add_block_arguments` adds
+BLOCK_KEYS = ("optimizer", "schedulers", "param_groups")
+
+
+def add_block_arguments(parser: ArgumentParser) -> None:
+    """Add --optimizer, --schedulers and --param_groups to ``parser``: `fit` and `schedule` both read the
+    blocks of their --config files through these actions, so several files combine alike in both."""
+    # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.
+    parser.add_argument(
+        "--optimizer",
+        action=OptimizerArgument.of(dict | str | None),
+        default=None,
+        help="Optimizer, {Name: {args}} or class_path/init_args; built after the model. A later "
+        "block for the same optimizer, or --optimizer.AdamW.lr 0.001, merges its arguments in.",
+    )
+    parser.add_argument(
+        "--schedulers",
+        action=WholeListArgument.of(list | dict | None),
+        default=None,
+        help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args; a later value replaces them.",
+    )
+    parser.add_argument(
+        "--param_groups",
+        action=WholeListArgument.of(list | None),
+        default=None,
+        help="Param groups by tag: [{tag:, params: [globs on parameter names], adjust_learning_rate:}].",
+    )

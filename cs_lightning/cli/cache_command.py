@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cs_lightning.cache import cache_dir, cache_variable
 from cs_lightning.cli.error_lines import OneLineParser
+from cs_lightning.cli.output_file import file_in_the_way
 from cs_lightning.errors import ConfigError
 
 
@@ -22,8 +23,9 @@ def cache_command(argv: Sequence[str]) -> None:
     )
     parser.add_argument("action", choices=["info", "clear"])
     opts = parser.parse_args(list(argv))
-    _check_cache_folder(cache_dir())
     cache, tables = TraceCache(), mt19937.stored()
+    for folder in (cache_dir(), cache.folder, tables.folder):  # the root first: a file there blocks all three
+        _check_cache_folder(folder, cache_dir())
     if opts.action == "clear":
         entries, files = cache.clear(), tables.clear()
         print(f"removed {entries} entr{'y' if entries == 1 else 'ies'} from {cache.folder}")
@@ -34,16 +36,22 @@ def cache_command(argv: Sequence[str]) -> None:
         print(f"jump tables {tables.folder}: {count} file{'s' * (count != 1)}, {tables.size()} bytes")
 
 
-def _check_cache_folder(folder: Path) -> None:
-    """Refuse a cache path that is, or lies under, a file: reading it would find nothing and
-    say 0 entries, and clearing it would remove nothing, both silently."""
-    existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
-    if existing is not None and not existing.is_dir():
-        where = "is a file" if existing == folder else f"lies under the file {str(existing)!r}"
-        variable = cache_variable()
-        fix = {
-            "CS_LIGHTNING_CACHE_DIR": "set it to a folder (made when first written), or unset it",
-            "XDG_CACHE_HOME": "set it, or CS_LIGHTNING_CACHE_DIR, to a folder",
-            None: "set CS_LIGHTNING_CACHE_DIR to a folder (made when first written)",
-        }[variable]
-        raise ConfigError(variable or "cache", f"{str(folder)!r} cannot be the cache folder: it {where}; fix: {fix}")
+def _check_cache_folder(folder: Path, root: Path) -> None:
+    """Refuse a cache folder (``root``, or one of its subfolders) that is, or lies under, a file: reading it
+    would find nothing and say 0 entries, and clearing it would remove nothing, both silently."""
+    where = file_in_the_way(folder)
+    if where is None:
+        return
+    variable = cache_variable()
+    if folder != root:
+        raise ConfigError(
+            variable or "cache",
+            f"{str(folder)!r}, a folder of the cache {str(root)!r}, {where}; fix: move that file away, or set "
+            "CS_LIGHTNING_CACHE_DIR to another folder",
+        )
+    fix = {
+        "CS_LIGHTNING_CACHE_DIR": "set it to a folder (made when first written), or unset it",
+        "XDG_CACHE_HOME": "set it, or CS_LIGHTNING_CACHE_DIR, to a folder",
+        None: "set CS_LIGHTNING_CACHE_DIR to a folder (made when first written)",
+    }[variable]
+    raise ConfigError(variable or "cache", f"{str(folder)!r} cannot be the cache folder: it {where}; fix: {fix}")

@@ -9,11 +9,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jsonargparse import ArgumentParser
+
+from cs_lightning.cli.block_arguments import BLOCK_KEYS, add_block_arguments
 from cs_lightning.config_blocks import load_yaml, read_yaml
 from cs_lightning.convert import model_zoo_layout
 from cs_lightning.errors import ConfigError, KeyPath
-from cs_lightning.optimizers import merge_optimizer_blocks
-from cs_lightning.user_code import users_line
+from cs_lightning.user_code import raised
 
 
 def read_config_file(path: str | Path, key: KeyPath | str = "config") -> dict[str, Any]:
@@ -44,6 +46,8 @@ def _import_entry(entry: str, base: Path, key: KeyPath) -> str:
     absolute path (the config Lightning saves with the run then works from any directory).
     """
     fix = f"fix: give a dotted module name or a .py path relative to {base}"
+    if not entry.strip():  # importlib would say "Empty module name", as if the module were at fault
+        raise ConfigError(key, f"the entry is empty ({entry!r}); {fix}, or remove the entry")
     if not entry.endswith(".py"):
         _run_user_module(lambda: importlib.import_module(entry), entry, key, fix)
         return entry
@@ -79,10 +83,7 @@ def _run_user_module(run: Callable[[], object], entry: str, key: KeyPath, fix: s
     except (ImportError, SyntaxError) as err:
         raise ConfigError(key, f"cannot import {entry!r}: {err}; {fix}") from None
     except Exception as err:  # noqa: BLE001 - the user's module failed while running: say where, as one line
-        where = users_line(err.__traceback__)
-        raise ConfigError(
-            key, f"importing {entry!r} raised {type(err).__name__}: {err}{where}; fix: correct that module"
-        ) from None
+        raise ConfigError(key, f"importing {entry!r} raised {raised(err)}; fix: correct that module") from None
 
 
 def _option_values(argv: Sequence[str], *names: str) -> list[str]:
@@ -97,7 +98,22 @@ def _option_values(argv: Sequence[str], *names: str) -> list[str]:
 
 
 def _entries(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else [str(entry) for entry in value or []]
+    """An `imports:` value as its entries: it takes one string, or a list of them."""
+    entries = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(entries, list):
+        raise _not_an_entry(("imports",), value)
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str):
+            raise _not_an_entry(("imports", i), entry)
+    return entries
+
+
+def _not_an_entry(key: KeyPath, value: Any) -> ConfigError:
+    return ConfigError(
+        key,
+        f"got {value!r}, and imports: takes dotted module names or .py paths, as one string or a list of "
+        "strings; fix: write e.g. imports: [my_package.models, model.py]",
+    )
 
 
 # A config file as read once: its path (`imports:` entries are relative to its folder) and its keys.
@@ -128,8 +144,10 @@ def run_imports(files: Sequence[ConfigFile], argv: Sequence[str] = ()) -> dict[s
 
 
 def merged_config(files: Sequence[ConfigFile]) -> dict[str, Any]:
-    """Config files merged like repeated --config: later files override earlier keys, and
-    `optimizer:` blocks combine as `fit` combines them (`merge_optimizer_blocks`)."""
+    """Config files merged as repeated --config merges them in `fit`: the optimizer:, schedulers: and
+    param_groups: blocks by fit's own parser actions (an optimizer block merges into one for the same
+    optimizer, a later schedulers: or param_groups: replaces the earlier whole), the other keys mapping by
+    mapping, later values winning (as fit's trainer: keys do)."""
 
     def merge(base: dict, extra: Mapping) -> dict:
         for key, value in extra.items():
@@ -140,10 +158,12 @@ def merged_config(files: Sequence[ConfigFile]) -> dict[str, Any]:
             )
         return base
 
+    parser = ArgumentParser(exit_on_error=False)
+    add_block_arguments(parser)
+    blocks = parser.get_defaults()
     merged: dict[str, Any] = {}
     for _, data in files:
-        earlier = merged.get("optimizer")
-        merge(merged, data)
-        if "optimizer" in data:
-            merged["optimizer"] = merge_optimizer_blocks(earlier, data["optimizer"])
+        merge(merged, {key: value for key, value in data.items() if key not in BLOCK_KEYS})
+        blocks = parser.parse_object({key: data[key] for key in BLOCK_KEYS if key in data}, blocks)
+    merged.update((key, blocks[key]) for key in BLOCK_KEYS if any(key in data for _, data in files))
     return merged

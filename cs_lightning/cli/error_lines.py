@@ -21,8 +21,9 @@ from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.config_blocks import load_yaml, refused_at, yaml_problem
 from cs_lightning.errors import ConfigError, KeyPath
+from cs_lightning.param_groups import ENTRY_EXAMPLE
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
-from cs_lightning.user_code import import_dotted, imported_or_none
+from cs_lightning.user_code import import_dotted, imported_or_none, is_own_file, raised
 
 # A union's report: its frame, and the bare "Expected a <class 'str'>" of each member that is not the one meant
 _NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <class '[\w.]+'>$|Given value)")
@@ -30,8 +31,10 @@ _NOISE = re.compile(r"^(Does not validate against|Subtypes:|Errors:|Expected a <
 
 def _flatten(message: str) -> str:
     """jsonargparse's nested report -> its informative lines, joined on one line."""
-    lines = [line.strip().lstrip("- ").strip() for line in message.splitlines()]
-    return " ".join(line for line in lines if line and not _NOISE.match(line))
+    lines = [line.strip().lstrip("- ").strip() for line in message.splitlines() if line.strip()]
+    informative = [line for line in lines if not _NOISE.match(line)]
+    # when every member of a union said only "Expected a <class ...>", the frame is all there is to say
+    return " ".join(informative or lines)
 
 
 def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
@@ -75,9 +78,9 @@ def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
         report = keyed.group(2)
         return (
             _choice_error(key, report)
+            or _flow_error(key, report)  # first: a list written inline is the union's list member mistyped
             or _type_error(key, report)
-            or _flow_error(key, report)
-            or ConfigError(key, f"{detail}; fix: correct this value")
+            or _as_reported(key, report)
         )
     class_path, problem = class_problem.groups()
     return _class_path_error(key, class_path, problem, keyed.group(2))
@@ -211,7 +214,17 @@ def _init_arg_error(key: KeyPath, report: str, header: str, csx_option: ConfigEr
     at = next(i for i, line in enumerate(lines) if header in line)
     depth = len(lines[at]) - len(lines[at].lstrip())
     nested = "\n".join(itertools.takewhile(lambda line: len(line) - len(line.lstrip()) > depth, lines[at + 1 :]))
-    return csx_option or _type_error(key, nested) or ConfigError(key, f"{_flatten(nested)}; fix: correct this value")
+    return csx_option or _type_error(key, nested) or _as_reported(key, nested)
+
+
+def _as_reported(key: KeyPath, report: str) -> ConfigError:
+    """A refusal that none of the above says in words: jsonargparse's report on one line, with the value
+    given when the report's informative lines do not show it."""
+    detail = _flatten(report)
+    given = re.search(r"Given value: (.*)", report)
+    if given is not None and given.group(1).strip() not in detail:
+        detail += f" (got {given.group(1).strip()!r})"
+    return ConfigError(key, f"{detail}; fix: correct this value")
 
 
 def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> ConfigError:
@@ -275,33 +288,67 @@ def _decided_by(class_path: str) -> Mapping[str, str]:
     return decided if isinstance(decided, Mapping) else {}
 
 
-_TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
+_TYPE_NAMES = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "list": "a list",
+    "dict": "a mapping",
+}
+
+
+# The blocks cs-lightning adds: what each takes, and an example, for a value of another kind
+# (schedulers: CosineDecayLR; optimizer: [{AdamW: ...}]). Their types hold a str for the command line's sake.
+_BLOCK_SHAPES: dict[KeyPath, tuple[str, str]] = {
+    ("optimizer",): ("a mapping {Name: {args}} (or class_path/init_args)", "{AdamW: {lr: 0.001}}"),
+    ("schedulers",): (
+        "a list of {Name: {args}} mappings",
+        "[{CosineDecayLR: {initial_learning_rate: 0.001, end_learning_rate: 0.0, total_iters: 100}}]",
+    ),
+    ("param_groups",): ("a list of {tag, params, adjust_learning_rate} mappings", f"[{ENTRY_EXAMPLE}]"),
+}
 
 
 def _type_error(key: KeyPath, report: str) -> ConfigError | None:
-    """jsonargparse's "Expected a <class 'int'>" for a plain-typed value, said in words, or None."""
+    """jsonargparse's "Expected a <class 'int'>" for a value of plain type, or of a union of plain types (its
+    report then holds nothing but those), said in words; None for any other type."""
     subtypes = re.search(r"Subtypes: \[(.*)\]", report)
-    if subtypes and set(re.findall(r"<class '([\w.]+)'>", subtypes.group(1))) - {*_TYPE_NAMES, "NoneType"}:
-        return None  # a union with a class (a strategy name or a class_path): not a plain value
+    plain = "|".join([*_TYPE_NAMES, "NoneType"])
+    if subtypes and re.sub(rf"<class '(?:{plain})'>|[,\s]", "", subtypes.group(1)):
+        return None  # a class (a strategy name or a class_path) or a generic (list[int]) among them: not plain
     expected = set(re.findall(r"Expected a <class '(\w+)'>", report)) - {"NoneType"}
-    if expected == {"int", "float"}:
-        expected = {"float"}  # either one: a number
+    if {"int", "float"} <= expected:
+        expected.remove("int")  # either one: a number
     given = re.search(r"(?:Got value|Given value): (.*)", report)
-    if len(expected) != 1 or not expected <= _TYPE_NAMES.keys() or given is None:
+    if not expected or not expected <= _TYPE_NAMES.keys() or given is None:
         return None
-    (name,) = expected
-    wanted, value = _TYPE_NAMES[name], given.group(1).strip()
+    names = [name for name in _TYPE_NAMES if name in expected]
+    # in a list of choices, bool's "true or false" would read as two of them
+    wanted = " or ".join(
+        _TYPE_NAMES[name] if len(names) == 1 else _TYPE_NAMES[name].replace(" or ", "/") for name in names
+    )
+    value = given.group(1).strip()
+    kind = re.search(r"Given value type: <class '(\w+)'>", report)
+    shown = repr(value)
+    if kind is not None and kind.group(1) in ("NoneType", "list", "dict"):  # a value YAML read: say its kind
+        shown = "null" if kind.group(1) == "NoneType" else f"{_TYPE_NAMES[kind.group(1)]}, {value}"
     fix = f"write {wanted}"
     with contextlib.suppress(ValueError, OverflowError):
-        if name == "int" and float(value).is_integer():  # 1.0e9 in YAML is a float
+        if "int" in names and float(value).is_integer():  # 1.0e9 in YAML is a float
             fix += f", e.g. {int(float(value))}"
-    return ConfigError(key, f"expected {wanted}, got {value!r}; fix: {fix}")
+    if key in _BLOCK_SHAPES:
+        wanted, example = _BLOCK_SHAPES[key]
+        fix = f"write e.g. {example}"
+    return ConfigError(key, f"expected {wanted}, got {shown}; fix: {fix}")
 
 
 def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
-    """A list or mapping written inline (`--schedulers '[...]'`) that did not read as one, or None."""
+    """A list or mapping written inline (`--schedulers '[...]'`) that is not YAML, or that YAML reads otherwise
+    than meant (a:1 is one word); None for any other report, a value of a kind the key does not take among them."""
     given = re.search(r"Given value: ([\[{].*)", report)
-    if given is None or not re.search(r"Expected a <class '(list|dict)'>", report):
+    typed = "Given value type: <class 'str'>" in report  # else a value YAML already read (a list in a file)
+    if given is None or not typed or not re.search(r"Expected a <class '(list|dict)'>", report):
         return None
     text = given.group(1).strip()
     # a:1 is one word to YAML in a block, and a syntax error inside [...] or {...} to libyaml
@@ -310,7 +357,9 @@ def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
         load_yaml(text)
     except yaml.YAMLError as err:
         return ConfigError(key, f"{text!r} is not YAML ({yaml_problem(err, text)}); fix: correct its syntax{colon}")
-    return ConfigError(key, f"{text!r} does not read as a list or mapping of values; fix: correct its syntax{colon}")
+    if colon:
+        return ConfigError(key, f"{text!r} does not read as the values meant; fix: correct its syntax{colon}")
+    return None
 
 
 def _choice_error(key: KeyPath, report: str) -> ConfigError | None:
@@ -322,13 +371,14 @@ def _choice_error(key: KeyPath, report: str) -> ConfigError | None:
         return None
     types = expected.group(1)
     literals = re.findall(r"typing\.Literal\[([^\]]*)\]", types)
-    if not literals or re.sub(r"typing\.Literal\[[^\]]*\]|<class 'NoneType'>|[,\s]", "", types):
+    if not literals or re.sub(r"typing\.Literal\[[^\]]*\]|<class '(?:bool|NoneType)'>|[,\s]", "", types):
         return None  # another type among them: not a choice among values
     try:  # as YAML reads them: 16 and '16' are one choice written out
         choices = dict.fromkeys(str(value) for inner in literals for value in ast.literal_eval(f"({inner},)"))
     except (ValueError, SyntaxError):  # a choice Python cannot read back (an enum member): said as reported
         return None
-    listed = ", ".join(choices) + (", null" if "NoneType" in types else "")
+    flags = "true, false, " if "<class 'bool'>" in types else ""  # deterministic: true, false or warn
+    listed = flags + ", ".join(choices) + (", null" if "NoneType" in types else "")
     return ConfigError(key, f"got {given.group(1).strip()!r}, which is none of its choices; fix: write one of {listed}")
 
 
@@ -348,11 +398,7 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
         value = config.get(key)  # a strategy may be a name instead
         class_path = value.get("class_path") if isinstance(value, Namespace) else None
         if class_path and class_path in str(err):
-            return ConfigError(
-                (*_dotted(key), "init_args"),
-                f"{class_path.rsplit('.', 1)[-1]} failed to build: {text.split(' Given value')[0].removesuffix('.')}; "
-                f"fix: correct {key}.init_args",
-            )
+            return _build_error(key, class_path, value.get("init_args"), err, text)
     # Lightning names the Trainer argument it refuses, in backquotes (`gradient_clip_algorithm` bogus is
     # invalid) or bare (invalid value -1.0 for limit_train_batches)
     trainer = config.get("trainer")
@@ -361,6 +407,24 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
     if named:
         return ConfigError(("trainer", named[0]), f"{type(err).__name__}: {text}; fix: correct trainer.{named[0]}")
     return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")
+
+
+def _build_error(key: str, class_path: str, init_args: Any, err: Exception, text: str) -> ConfigError:
+    """The constructor of ``class_path`` at ``key`` refused or failed. The user's class raised (jsonargparse's
+    report holds only its message, its cause the rest): its type and line are said, as for a module under
+    imports:, and init_args are blamed only when some were given."""
+    name, cause = class_path.rsplit(".", 1)[-1], err.__cause__
+    given = bool(init_args and vars(init_args))
+    frames = traceback.extract_tb(cause.__traceback__) if cause is not None else []
+    # the user's class raised, not jsonargparse nor a library refusing a value in words of its own
+    if cause is not None and any(is_own_file(frame.filename) for frame in frames):
+        what = raised(cause)
+    else:
+        what = text.split(" Given value")[0].removesuffix(".")
+    fix = f"correct {key}.init_args" if given else f"correct {name}, which raised it"
+    return ConfigError(
+        (*_dotted(key), "init_args") if given else _dotted(key), f"{name} failed to build: {what}; fix: {fix}"
+    )
 
 
 # The Trainer arguments Lightning turns into an object that may need a package, by the folder of

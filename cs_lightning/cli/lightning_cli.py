@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
+import operator
 import os
 import re
 import sys
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, Union, get_args, get_origin
 
 import yaml
 from jsonargparse import ArgumentParser
+from jsonargparse._typehints import ActionTypeHint  # not exported; block_arguments uses it too
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -25,7 +28,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from cs_lightning import param_groups
-from cs_lightning.cli.block_arguments import OptimizerArgument, WholeListArgument
+from cs_lightning.cli.block_arguments import add_block_arguments
 from cs_lightning.cli.checkpoints import (
     check_ckpt_path,
     check_model_class,
@@ -45,8 +48,9 @@ from cs_lightning.cli.optimization import (
     has_own_optimizers,
     run_factories,
 )
-from cs_lightning.config_blocks import load_yaml, yaml_problem
-from cs_lightning.errors import ConfigError, CSLightningError
+from cs_lightning.cli.output_file import folder_problem
+from cs_lightning.config_blocks import SEED_MAX, check_whole_number, load_yaml, yaml_problem
+from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
 from cs_lightning.optimizers import OptimizerFactory
 from cs_lightning.strategies.checkpoints import SHARDED_REST
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
@@ -137,6 +141,22 @@ def _check_counts(trainer: Mapping[str, Any]) -> None:
             raise ConfigError(("trainer", key), f"got {value}, and {why}")
 
 
+def _check_val_check_interval(trainer: Mapping[str, Any]) -> None:
+    """Lightning's range, from its docs: an int counts training batches, a float is a fraction of the epoch in
+    [0.0, 1.0]. Of those, 0 divides by zero at the first step (after the log folder is written), and 0.0
+    validates after every batch, which no one writing 0 means: both refused."""
+    value = trainer.get("val_check_interval")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):  # None: each epoch's end; str, dict: a time
+        return
+    if (isinstance(value, int) and value < 1) or (isinstance(value, float) and not 0 < value <= 1):
+        raise ConfigError(
+            ("trainer", "val_check_interval"),
+            f"got {value!r}, and validation runs every N training batches (an integer, 1 or more) or after a "
+            "fraction of each epoch (a number above 0 and at most 1.0); fix: write e.g. 100 or 0.25 "
+            "(limit_val_batches: 0 turns validation off)",
+        )
+
+
 def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
     """Lightning refuses these at the first step, after the run has written its config.yaml."""
     if trainer.get("logger") is not False:
@@ -202,6 +222,69 @@ def _check_strategy_options(trainer: Mapping[str, Any]) -> None:
         error = csx_option_error(class_path, ("trainer", "strategy", "init_args", name), value)
         if error is not None:
             raise error
+
+
+def _check_output_folders(trainer: Mapping[str, Any]) -> None:
+    """Refuse a folder the run writes into that cannot be made or written, before anything is built:
+    Lightning finds out when it first writes there, after building the model, or, for a checkpoint's
+    folder, at the first save, after training (with the log folder written)."""
+    for key, folder in _output_folders(trainer):
+        if "://" in folder:  # a remote filesystem (s3://, gs://): fsspec's to judge
+            continue
+        problem = folder_problem(Path(folder))
+        if problem is not None:
+            raise ConfigError(key, f"{folder!r} {problem}; fix: give a folder that can be made and written")
+
+
+def _output_folders(trainer: Mapping[str, Any]) -> Iterator[tuple[KeyPath, str]]:
+    """The folders the trainer: block names for writing: default_root_dir, each logger's save_dir or
+    root_dir, each ModelCheckpoint's dirpath; with their key paths."""
+    if trainer.get("default_root_dir") is not None:
+        yield ("trainer", "default_root_dir"), str(trainer["default_root_dir"])
+    for key, block in _blocks(trainer, "logger"):
+        for name in ("save_dir", "root_dir"):
+            yield from _init_arg(block, (*key, "init_args", name))
+    for key, block in _blocks(trainer, "callbacks"):
+        checkpoint = imported_or_none(str(getattr(block, "class_path", "")))
+        if isinstance(checkpoint, type) and issubclass(checkpoint, ModelCheckpoint):
+            yield from _init_arg(block, (*key, "init_args", "dirpath"))
+
+
+def _blocks(trainer: Mapping[str, Any], name: str) -> Iterator[tuple[KeyPath, Any]]:
+    """The class_path blocks under trainer.<name>: one, or a list of them, with their key paths."""
+    value = trainer.get(name)
+    if isinstance(value, list):
+        yield from ((("trainer", name, i), block) for i, block in enumerate(value))
+    elif value is not None:
+        yield ("trainer", name), value
+
+
+def _init_arg(block: Any, key: KeyPath) -> Iterator[tuple[KeyPath, str]]:
+    """The init_arg at the end of ``key`` in a class_path block, when it is set."""
+    value = getattr(getattr(block, "init_args", None), str(key[-1]), None)
+    if value is not None:
+        yield key, str(value)
+
+
+def _ints_stay_ints(parser: LightningArgumentParser) -> None:
+    """Keep an integer given to a Trainer argument that takes an int or a float an int: limit_val_batches: 1 is one
+    batch, and 1.0 is all of them.
+
+    Lightning writes those as Optional[Union[int, float]], which Python's typing cache can hand back as
+    Union[float, int, None] (an equal union built earlier, in that order); jsonargparse tries a union's
+    members in order, and float takes 1 as 1.0. Here int goes first; a float given stays a float.
+    """
+    for action in parser._actions:
+        hint = getattr(action, "_typehint", None)
+        if (
+            not isinstance(action, ActionTypeHint)
+            or not action.dest.startswith("trainer.")
+            or get_origin(hint) is not Union
+        ):
+            continue
+        members = get_args(hint)
+        if float in members and int in members and members.index(float) < members.index(int):
+            action._typehint = functools.reduce(operator.or_, [int, *(m for m in members if m is not int)])
 
 
 class _SaveConfig(SaveConfigCallback):
@@ -283,26 +366,8 @@ class CSLightningCLI(LightningCLI):
                 self._held_logs.stop()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        # dict/list, not Any: jsonargparse would turn an Any holding class_path into a Namespace.
-        parser.add_argument(
-            "--optimizer",
-            action=OptimizerArgument.of(dict | str | None),
-            default=None,
-            help="Optimizer, {Name: {args}} or class_path/init_args; built after the model. A later "
-            "block for the same optimizer, or --optimizer.AdamW.lr 0.001, merges its arguments in.",
-        )
-        parser.add_argument(
-            "--schedulers",
-            action=WholeListArgument.of(list | dict | None),
-            default=None,
-            help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args; a later value replaces them.",
-        )
-        parser.add_argument(
-            "--param_groups",
-            action=WholeListArgument.of(list | None),
-            default=None,
-            help="Param groups by tag: [{tag:, params: [globs on parameter names], adjust_learning_rate:}].",
-        )
+        _ints_stay_ints(parser)
+        add_block_arguments(parser)
         parser.add_argument(
             "--imports",
             type=list[str] | str | None,
@@ -326,8 +391,12 @@ class CSLightningCLI(LightningCLI):
         if self.config.get("subcommand") == "fit":  # what only training reads
             _check_callbacks_have_a_logger(trainer)  # validate/test/predict run them without a logger
             _check_counts(trainer)
+            _check_val_check_interval(trainer)
+        if not isinstance(config.get("seed_everything"), bool):  # true draws a seed, false seeds nothing
+            check_whole_number("seed_everything", config.get("seed_everything"), 0, SEED_MAX)
         _check_strategy_string(trainer)
         _check_strategy_options(trainer)
+        _check_output_folders(trainer)
         self._held_logs = _HeldRecords("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero")
         self.make_optimizer, self.make_schedulers = run_factories(config)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))

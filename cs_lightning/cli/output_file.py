@@ -1,9 +1,10 @@
 """The file a command writes (`convert -o run.yaml`, `schedule --out lr.png`): checked before any
-work, written whole or not at all."""
+work, written whole or not at all; and the folders a run writes into, checked before it starts."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,3 +38,33 @@ def write_output(out: Path, data: bytes) -> None:
         write_atomic(out, data)
     except OSError as err:
         raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a writable path") from None
+
+
+def _first_existing(path: Path) -> Path | None:
+    """``path`` or its nearest ancestor that exists (a relative path ends at the working folder)."""
+    return next((path for path in (path, *path.parents) if path.exists()), None)
+
+
+def file_in_the_way(folder: Path) -> str | None:
+    """Why ``folder`` cannot be a folder because it is, or lies under, a file; None otherwise."""
+    existing = _first_existing(folder)
+    if existing is None or existing.is_dir():
+        return None
+    return "is a file" if existing == folder else f"lies under the file {str(existing)!r}"
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot be made (when missing) and written into, or None; nothing is left behind.
+
+    The first existing folder on its path is tried by making a folder in it and removing it at once:
+    os.access answers yes to root even where the filesystem refuses (sysfs).
+    """
+    existing = _first_existing(folder)
+    if existing is None or not existing.is_dir():
+        return file_in_the_way(folder)
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".cs-lightning-probe-"))
+    except OSError as err:
+        where = "cannot be written" if existing == folder else f"cannot be made in {str(existing)!r}"
+        return f"{where} ({err.strerror})"
+    return None
