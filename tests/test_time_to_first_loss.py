@@ -60,7 +60,6 @@ def test_the_clock_starts_once_and_reports_once_per_fit(strategy: str, caplog: p
     assert 0 < clock.metrics["ttfl/setup"] < first["ttfl/setup"]  # the second fit's own clock
 
 
-
 class FailsFirst(Regressor):
     def __init__(self) -> None:
         super().__init__()
