@@ -87,10 +87,14 @@ class Language(LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         return self.loss(batch)
 
+    def optimized(self) -> list[nn.Parameter]:
+        """The parameters given to the optimizer, in its order."""
+        return list(self.parameters())
+
     def configure_optimizers(self) -> Any:
         from cs_lightning.schedulers import CosineDecayLR
 
-        optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)
+        optimizer = torch.optim.AdamW(self.optimized(), lr=0.01)
         return {
             "optimizer": optimizer,
             "lr_scheduler": CosineDecayLR(
@@ -115,6 +119,13 @@ class LateHead(Language):
         tokens, targets = batch
         logits = self(tokens)
         return nn.functional.cross_entropy((logits + self.late(logits)).flatten(0, 1), targets.flatten())
+
+
+class Reversed(Language):
+    """:class:`Language` whose optimizer holds the parameters in reverse: an order other than the model's."""
+
+    def optimized(self) -> list[nn.Parameter]:
+        return super().optimized()[::-1]
 
 
 class ReadsAValue(nn.Module):

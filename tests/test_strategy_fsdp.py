@@ -349,6 +349,103 @@ def test_resume_is_exact_when_a_parameter_had_no_optimizer_state_yet(tmp_path: P
         assert report["uninterrupted_steps"] == [2.0, 4.0]  # late.* stepped from step 2 on
 
 
+@pytest.mark.parametrize("kind", ["sharded", "full"])
+def test_resume_is_exact_when_the_optimizer_orders_its_parameters_unlike_the_model(tmp_path: Path, kind: str) -> None:
+    """A full checkpoint keys the optimizer state by position in model.parameters(), each group sorted; it was read
+    by position in the optimizer, which put each state on another parameter ("aten.lerp_.Scalar got mixed
+    torch.Tensor and DTensor" where the shapes differ, silently wrong where they agree)."""
+    world = 2
+    saved = _run_resume_script(tmp_path, kind, "Reversed", world)
+    if kind == "full":  # both checkpoints keyed by position in the model, before the first step too
+        module = Language()
+        module.configure_model()
+        model_order = list(range(len(list(module.parameters()))))
+        for path in (saved, tmp_path / "start.ckpt"):
+            groups = torch.load(path, weights_only=False)["optimizer_states"][0]["param_groups"]
+            assert [group["params"] for group in groups] == [model_order]
+    for rank in range(world):
+        report = json.loads((tmp_path / f"resume{rank}.json").read_text())
+        expected = {"losses": True, "lrs": True, "weights": True, "moments": True, "steps": True, "rng": True}
+        assert report["step2"] == {**expected, "n": 2}
+        assert report["start"] == {**expected, "n": 4, "rng": False}
+
+
+class _TwoLayers(L.LightningModule):
+    """Two layers, optimized in the param groups ``groups`` names (lists of layer names)."""
+
+    def __init__(self, groups: list[list[str]]) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def configure_model(self) -> None:
+        self.proj = nn.Linear(4, 6)
+        self.head = nn.Linear(6, 1)
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.head(self.proj(batch[0])).pow(2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        groups = [{"params": [p for name in names for p in getattr(self, name).parameters()]} for names in self.groups]
+        return torch.optim.Adam(groups, lr=0.1)
+
+
+@pytest.mark.parametrize(
+    ("groups", "problem"),
+    [
+        ([["proj", "head"]], "its param groups hold [2, 2] parameters, the optimizer's [4]"),
+        ([["head"], ["proj"]], "its param group 0 holds states of the parameters at [0, 1] in model.parameters(), which"
+         " the optimizer's param group 0 does not hold"),
+    ],
+)  # fmt: skip
+def test_resuming_a_full_checkpoint_with_other_param_groups_is_refused_naming_them(
+    tmp_path: Path, groups: list[list[str]], problem: str
+) -> None:
+    """The groups were paired by zip, which stopped at the shorter: a bare KeyError, or states on other parameters."""
+    from cs_lightning import CSXFSDPStrategy
+    from cs_lightning.errors import CheckpointMismatchError
+
+    def trainer(steps: int) -> L.Trainer:
+        return L.Trainer(
+            strategy=CSXFSDPStrategy(state_dict_type="full", block_classes=[]), devices=1, accelerator="cpu",
+            max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False,
+        )  # fmt: skip
+
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    saving = trainer(1)
+    saving.fit(_TwoLayers([["proj"], ["head"]]), data)
+    saving.save_checkpoint(tmp_path / "two_groups.ckpt")
+    with pytest.raises(CheckpointMismatchError) as raised:
+        trainer(2).fit(_TwoLayers(groups), data, ckpt_path=tmp_path / "two_groups.ckpt")
+    assert str(raised.value) == (
+        f"The checkpoint's optimizer state does not fit the optimizer: {problem}. Resume with the param groups it was"
+        " saved with (configure_optimizers), or load the model weights alone instead of ckpt_path to start a new"
+        " optimizer."
+    )
+
+
+def test_a_full_checkpoint_keys_the_optimizer_groups_by_model_position_before_the_first_step_too(
+    tmp_path: Path,
+) -> None:
+    """Saved before the first step, the groups were keyed by position in the optimizer; after it, by position in
+    model.parameters() (Lightning's re-key): the two disagreed wherever the optimizer orders them otherwise."""
+    from cs_lightning import CSXFSDPStrategy
+
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    keys = []
+    for steps in (0, 1):
+        trainer = L.Trainer(
+            strategy=CSXFSDPStrategy(state_dict_type="full", block_classes=[]), devices=1, accelerator="cpu",
+            max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False,
+        )  # fmt: skip
+        trainer.fit(_TwoLayers([["head"], ["proj"]]), data)
+        trainer.save_checkpoint(tmp_path / f"{steps}.ckpt")
+        saved = torch.load(tmp_path / f"{steps}.ckpt", weights_only=False)["optimizer_states"][0]
+        keys.append([group["params"] for group in saved["param_groups"]])
+    assert keys == [[[2, 3], [0, 1]]] * 2  # head.weight, head.bias are 2, 3 in model.parameters()
+
+
 MEMORY_SCRIPT = textwrap.dedent(
     """
     import json, sys

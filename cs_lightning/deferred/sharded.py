@@ -43,6 +43,7 @@ from cs_lightning.deferred.oplog import Recording, Ref
 from cs_lightning.deferred.recorder import DeferredTensor, recording_paused
 from cs_lightning.deferred.replay import Executor, is_contiguous_ref
 from cs_lightning.deferred.row_replay import replay_rows
+from cs_lightning.errors import CheckpointMismatchError
 
 
 def materialize_sharded(
@@ -146,19 +147,55 @@ def load_rows(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None
             mapped.release(source)
 
 
-def sharded_optimizer_state(optimizer: torch.optim.Optimizer, full: Mapping[str, Any]) -> dict[str, Any]:
-    """A full optimizer state dict (``Optimizer.state_dict()`` of the unsharded model, as a full Lightning
-    checkpoint holds it) cut to this rank's rows of each sharded parameter, for ``optimizer.load_state_dict``."""
-    position: dict[Any, tuple[int, torch.Tensor]] = {}
-    for saved, group in zip(full["param_groups"], optimizer.param_groups):
-        for key, param in zip(saved["params"], group["params"]):
-            position[key] = (len(position), param)
+def sharded_optimizer_state(
+    module: nn.Module, optimizer: torch.optim.Optimizer, full: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A full optimizer state dict cut to this rank's rows of each sharded parameter, for ``optimizer.load_state_dict``.
+
+    ``full`` is keyed as Lightning keys a full checkpoint (``FSDP.rekey_optim_state_dict``): by each parameter's
+    position in ``module.parameters()``, each group's keys sorted, so the optimizer's own order of its parameters
+    is not in it; ``optimizer.load_state_dict`` pairs states with parameters in that order: it is re-keyed so."""
+    keys = {param: key for key, param in enumerate(module.parameters())}
+    _check_param_groups(full, optimizer.param_groups, keys)
+    params = [param for group in optimizer.param_groups for param in group["params"]]
+    position = {keys[param]: (index, param) for index, param in enumerate(params)}  # saved key: optimizer's own
     state = {}
     for key, values in full["state"].items():
         index, param = position[key]
         state[index] = {name: _rows_like(value, param) for name, value in values.items()}
-    groups = [{**saved, "params": [position[key][0] for key in saved["params"]]} for saved in full["param_groups"]]
+    groups, start = [], 0
+    for saved, group in zip(full["param_groups"], optimizer.param_groups):
+        groups.append({**saved, "params": list(range(start, start + len(group["params"])))})
+        start += len(group["params"])
     return {"state": state, "param_groups": groups}
+
+
+def _check_param_groups(full: Mapping[str, Any], groups: list[dict[str, Any]], keys: Mapping[Any, int]) -> None:
+    """Refuse a checkpoint whose param groups are not the optimizer's: states would land on other parameters."""
+    problem = _param_groups_problem(full, groups, keys)
+    if problem is not None:
+        raise CheckpointMismatchError(
+            f"The checkpoint's optimizer state does not fit the optimizer: {problem}. Resume with the param groups"
+            " it was saved with (configure_optimizers), or load the model weights alone instead of ckpt_path"
+            " to start a new optimizer."
+        )
+
+
+def _param_groups_problem(full: Mapping[str, Any], groups: list[dict[str, Any]], keys: Mapping[Any, int]) -> str | None:
+    saved = [len(group["params"]) for group in full["param_groups"]]
+    own = [len(group["params"]) for group in groups]
+    if saved != own:
+        return f"its param groups hold {saved} parameters, the optimizer's {own}"
+    for k, (saved_group, group) in enumerate(zip(full["param_groups"], groups)):
+        # a state saved before the first step has no entries: its keys then point at nothing
+        with_state = set(saved_group["params"]) & full["state"].keys()
+        stray = with_state - {keys[param] for param in group["params"]}
+        if stray:
+            return (
+                f"its param group {k} holds states of the parameters at {sorted(stray)} in model.parameters(),"
+                f" which the optimizer's param group {k} does not hold"
+            )
+    return None
 
 
 def _rows_like(value: Any, param: torch.Tensor) -> Any:

@@ -235,11 +235,22 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     @override
     def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
         """An optimizer that has not stepped yet is saved as it is: torch's state-dict helper would give
-        it a state by running a zero-gradient step (a step count of 1), changing the training to come."""
+        it a state by running a zero-gradient step (a step count of 1), changing the training to come. Its
+        parameters are keyed as the helper keys them: by name in a folder, else (Lightning's re-key of a full
+        state) by position in ``module.parameters()``, sorted in each group."""
         raw = optimizer._optimizer if isinstance(optimizer, LightningOptimizer) else optimizer
-        if not raw.state:
-            return raw.state_dict()
-        return super().optimizer_state(optimizer)
+        if raw.state:
+            return super().optimizer_state(optimizer)
+        module = self._connected_module
+        keys: list[list[Any]]
+        if self._save_distributed_checkpoint:
+            names = {param: name for name, param in module.named_parameters()}
+            keys = [[names[param] for param in group["params"]] for group in raw.param_groups]
+        else:
+            positions = {param: key for key, param in enumerate(module.parameters())}
+            keys = [sorted(positions[param] for param in group["params"]) for group in raw.param_groups]
+        state = raw.state_dict()
+        return {**state, "param_groups": [{**g, "params": k} for g, k in zip(state["param_groups"], keys)]}
 
     @override
     def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
@@ -249,7 +260,8 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         source = checkpoint["state_dict"]
         for k, optimizer in enumerate(self.optimizers):
             if not isinstance(source, _ShardedFolder):
-                optimizer.load_state_dict(sharded_optimizer_state(optimizer, checkpoint["optimizer_states"][k]))
+                full = checkpoint["optimizer_states"][k]
+                optimizer.load_state_dict(sharded_optimizer_state(self._connected_module, optimizer, full))
                 continue
             key = f"optimizer_{k}"
             if not any(name.startswith(f"{key}.state.") for name in source.keys):
