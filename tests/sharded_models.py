@@ -181,6 +181,27 @@ class Built(LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.0)
 
 
+class TwoRecordings(LightningModule):
+    """A layer made in ``__init__`` (recorded under ``trainer.init_module()``) and one more made in
+    ``configure_model`` (a second recording, as fit starts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(16, 21)  # 21 rows: uneven over 2 ranks
+        self.second: nn.Linear | None = None
+
+    def configure_model(self) -> None:
+        if self.second is None:
+            self.second = nn.Linear(21, 5)
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        assert self.second is not None
+        return self.second(self.first(batch[0])).pow(2).mean()
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
 def ones(width: int) -> DataLoader:
     return DataLoader(TensorDataset(torch.ones(8, width)), batch_size=4)
 

@@ -230,6 +230,54 @@ def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path
                 assert got["whole"] == {}
 
 
+def test_a_model_recorded_in_init_module_and_in_configure_model_is_eager(tmp_path: Path) -> None:
+    """Two recordings: materializing the first asked it where the second's tensors were ("KeyError: <address>")."""
+    from sharded_models import TwoRecordings
+
+    script = tmp_path / "two_recordings.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        import torch
+        from lightning.pytorch import Callback, Trainer, seed_everything
+        from torch.distributed.tensor import DTensor
+        import cs_lightning
+        from sharded_models import TwoRecordings, ones
+
+        class Report(Callback):
+            def on_fit_start(self, trainer, pl_module):  # right after materialization
+                rng = torch.get_rng_state()
+                state = {{k: v.full_tensor() for k, v in pl_module.state_dict().items()}}
+                torch.save({{"state": state, "rng": rng}}, f"rank{{trainer.global_rank}}.pt")
+
+            def on_fit_end(self, trainer, pl_module):
+                torch.save(trainer.global_step, f"steps{{trainer.global_rank}}.pt")
+
+        seed_everything(5)
+        trainer = Trainer(strategy="csx_fsdp", devices=2, accelerator="cpu", max_steps=1, logger=False,
+                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                          callbacks=[Report()])
+        with trainer.init_module():
+            model = TwoRecordings()
+        trainer.fit(model, ones(16))
+    """)
+    )
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seed_everything(5)
+    eager = TwoRecordings()
+    eager.configure_model()
+    rng = torch.get_rng_state()
+    for rank in range(2):
+        got = torch.load(tmp_path / f"rank{rank}.pt")
+        assert sorted(got["state"]) == ["first.bias", "first.weight", "second.bias", "second.weight"]
+        for name, tensor in eager.state_dict().items():
+            assert torch.equal(got["state"][name], tensor), (name, rank)
+        assert torch.equal(got["rng"], rng), rank
+        assert torch.load(tmp_path / f"steps{rank}.pt") == 1
+
+
 RESUME_SCRIPT = textwrap.dedent(
     """
     import json, sys

@@ -229,8 +229,11 @@ class _Placer:
         rows = shard_rows(param, entry.fqns[0])
         return None if rows is None else (param.to_local(), *rows)
 
-    def fakes(self) -> list[torch.Tensor]:
-        return [slots[0].tensor for slots in self.holders.values()]
+    def fakes(self, recording: Recording) -> list[torch.Tensor]:
+        """The module's tensors of ``recording`` (a module built under ``init_module`` and in ``configure_model``
+        holds tensors of two)."""
+        fakes = [slots[0].tensor for slots in self.holders.values()]
+        return [fake for fake in fakes if isinstance(fake, DeferredTensor) and fake._cs_recording is recording]
 
     def rows(self, entry: Deferred, flat: torch.Tensor) -> None:
         """This rank's rows of a parameter, flat (already in place if made in :meth:`into`)."""
@@ -281,7 +284,7 @@ def _place_recording_shards(
     for each parameter generated whole."""
     by_sid = by_storage(group)
     # a storage is mine, with every tensor viewing it, when the module holds it (or a checkpoint provides it)
-    mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes()}
+    mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes(recording)}
     keep = held_elsewhere(recording, lambda fake: recording.ref(fake).sid in mine)  # other modules' tensors
     ranges: dict[int, tuple[int, int]] = {}
     strided: dict[str, str] = {}  # parameters whose rows are not one range of their storage
