@@ -159,6 +159,21 @@ class Strided(nn.Module):
         return self.after(x) + sum(p.sum() for p in (self.transposed, self.permuted, self.every_other, self.tail))
 
 
+class HalfScaled(nn.Module):
+    """A truncated normal, then its first half scaled through a view whose one row spans 4 rows of the
+    parameter: over 3 ranks (rows 0-2, 3-5, 6-7) it straddles the first shard boundary, not the second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.empty(8, 4))
+        nn.init.trunc_normal_(self.w, std=0.02)
+        with torch.no_grad():
+            self.w.view(2, 16)[:1].mul_(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w.t()
+
+
 class Built(LightningModule):
     """A module class built in ``configure_model``, trained on :func:`ones` with a zero learning rate."""
 

@@ -191,7 +191,7 @@ BUILT_SCRIPT = textwrap.dedent(
             whole = trainer.strategy.sharded_whole
             torch.save({{"state": state, "rng": rng, "whole": whole}}, f"{{name}}{{trainer.global_rank}}.pt")
 
-    for name, width in (("ReadsAValue", 16), ("Strided", 17)):
+    for name, width in {nets!r}:  # the module's name in sharded_models, its input width
         seed_everything(5)
         trainer = Trainer(strategy="csx_fsdp", devices={world}, accelerator="cpu", max_steps=1, logger=False,
                           enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -206,7 +206,8 @@ def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path
     from sharded_models import ReadsAValue, Strided
 
     script = tmp_path / "built.py"
-    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world))
+    nets = (("ReadsAValue", 16), ("Strided", 17))
+    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=nets))
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "reads the value of a randomly initialized tensor" in run.stderr
@@ -276,6 +277,26 @@ def test_a_model_recorded_in_init_module_and_in_configure_model_is_eager(tmp_pat
             assert torch.equal(got["state"][name], tensor), (name, rank)
         assert torch.equal(got["rng"], rng), rank
         assert torch.load(tmp_path / f"steps{rank}.pt") == 1
+
+
+def test_a_view_cut_by_one_of_three_shard_boundaries_is_made_whole_on_every_rank(tmp_path: Path) -> None:
+    """The ranks whose rows the view straddles made the parameter whole, the third kept its truncated normal by
+    rows and waited in an all-reduce the others never made."""
+    from sharded_models import HalfScaled
+
+    world = 3
+    script = tmp_path / "built.py"
+    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=(("HalfScaled", 4),)))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seed_everything(5)
+    expected = {f"net.{k}": v for k, v in HalfScaled().state_dict().items()}
+    rng = torch.get_rng_state()
+    for rank in range(world):
+        got = torch.load(tmp_path / f"HalfScaled{rank}.pt")
+        assert torch.equal(got["state"]["net.w"], expected["net.w"]), rank
+        assert torch.equal(got["rng"], rng), rank
+        assert got["whole"] == {"net.w": "mul_.Tensor"}
 
 
 RESUME_SCRIPT = textwrap.dedent(
