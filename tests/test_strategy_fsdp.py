@@ -702,8 +702,56 @@ def test_what_fsdp2_cannot_shard_is_refused_in_words_before_sharding() -> None:
     mixed.blocks[1].double()
     with pytest.raises(ShardingError, match=r"parameters no block holds mix dtypes .*fix: give the module"):
         _check_shardable(mixed, [])
+    _check_shardable(mixed, [], torch.bfloat16)  # what a recorded model is materialized in: one dtype
     mixed.double().blocks[0].bfloat16().requires_grad_(False)  # a frozen base of another dtype (LoRA): FSDP2 takes it
     _check_shardable(mixed, [])
+
+
+class _ScaledLayer(L.LightningModule):
+    """A layer and a 0-dim parameter (FSDP2 cannot shard it), built in ``configure_model``; the weights at the
+    start of fit in ``initial``."""
+
+    def configure_model(self) -> None:
+        if not hasattr(self, "layer"):
+            self.layer = nn.Linear(2, 3)
+            self.scale = nn.Parameter(torch.tensor(2.0))
+
+    def on_fit_start(self) -> None:
+        self.initial = {name: value.detach().clone() for name, value in self.state_dict().items()}
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return (self.layer(batch[0]) * self.scale).pow(2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_a_model_csx_fsdp_refuses_stays_recorded_and_trains_under_csx() -> None:
+    """Refused after its tensors were swapped for meta ones, it was neither recorded nor real any more."""
+    from cs_lightning.deferred import is_deferred
+    from cs_lightning.errors import ShardingError
+
+    def trainer(strategy: str) -> L.Trainer:
+        return L.Trainer(
+            strategy=strategy, devices=1, accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False,
+        )  # fmt: skip
+
+    data = DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2)
+    seed_everything(3)
+    model = _ScaledLayer()
+    with pytest.raises(ShardingError, match=r"parameter 'scale' is a scalar \(0-dim\)"):
+        trainer("csx_fsdp").fit(model, data)
+    assert is_deferred(model)
+    csx = trainer("csx")
+    csx.fit(model, data)
+    assert csx.global_step == 1
+    seed_everything(3)
+    eager = _ScaledLayer()
+    eager.configure_model()
+    assert sorted(model.initial) == ["layer.bias", "layer.weight", "scale"]
+    for name, tensor in eager.state_dict().items():
+        assert torch.equal(model.initial[name], tensor), name
 
 
 def test_resuming_from_a_weights_only_sharded_checkpoint_says_it_holds_no_optimizer(tmp_path: Path) -> None:

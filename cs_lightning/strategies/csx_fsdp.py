@@ -32,6 +32,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard, register_fsdp_forwar
 from torch.optim import Optimizer
 from typing_extensions import override
 
+from cs_lightning.deferred.materialize import cast_to
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
 from cs_lightning.errors import ShardingError, UsageError, UsageTypeError
 from cs_lightning.strategies.checkpoints import (
@@ -181,6 +182,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             "csx_fsdp: the model was built in __init__, so every rank held all of it before sharding; build it"
             " in configure_model() (or under trainer.init_module()) to have each rank make only its own rows."
         )
+        _check_shardable(module, _blocks(module, self.block_classes))
         self._shard(module)
 
     @property
@@ -280,7 +282,9 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         self._materialize_sharded(module, (), rng)
 
     def _materialize_sharded(self, module: nn.Module, provided: Collection[str], rng: str) -> None:
-        """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``)."""
+        """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``). A model FSDP2
+        cannot shard is refused while it is still recorded: it can be trained another way (``strategy="csx"``)."""
+        _check_shardable(module, _blocks(module, self.block_classes), self._weight_dtype)
         started = time.perf_counter()
 
         def prepare(model: nn.Module) -> None:
@@ -311,7 +315,6 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         blocks = _blocks(module, self.block_classes)
         if not blocks and self.block_classes != ():  # () asks for the root alone
             rank_zero_warn(_one_group(module, self.block_classes))
-        _check_shardable(module, blocks)
         for block in blocks:
             fully_shard(block, mesh=mesh)
         fully_shard(module, mesh=mesh)
@@ -363,9 +366,10 @@ def _one_group(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -
     )
 
 
-def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
+def _check_shardable(root: nn.Module, blocks: list[nn.Module], dtype: torch.dtype | None = None) -> None:
     """Refuse in words, before anything is sharded, what FSDP2 refuses later in a traceback
-    (a 0-dim parameter) or at the first forward (two dtypes among one sharded group's trainable parameters)."""
+    (a 0-dim parameter) or at the first forward (two dtypes among one sharded group's trainable parameters).
+    ``dtype``: what a recorded model's floating-point parameters become as it is materialized."""
     names = {id(m): name for name, m in root.named_modules()}
     seen: set[int] = set()
     for group in [*blocks, root]:  # fully_shard's groups: a block's parameters, then the rest
@@ -378,7 +382,7 @@ def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
                     f"csx_fsdp: parameter {name!r} is a scalar (0-dim), which FSDP2 cannot shard by rows;"
                     " fix: give it shape (1,), e.g. torch.tensor([2.0]) for torch.tensor(2.0)"
                 )
-        by_dtype = {p.dtype: name for name, p in params if p.requires_grad}  # frozen ones may differ (LoRA)
+        by_dtype = {cast_to(dtype, p.dtype): name for name, p in params if p.requires_grad}  # frozen may differ (LoRA)
         if len(by_dtype) > 1:
             where = "the parameters no block holds" if group is root else f"block {names[id(group)]!r}"
             mixed = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for dtype, name in by_dtype.items())
