@@ -515,6 +515,46 @@ def test_a_full_checkpoint_keys_the_optimizer_groups_by_model_position_before_th
     assert keys == [[[2, 3], [0, 1]]] * 2  # head.weight, head.bias are 2, 3 in model.parameters()
 
 
+class _RenamesOnLoad(_TwoLayers):
+    """A hook that renames the checkpoint's state_dict keys where there is one (a prefix of an older version)."""
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.seen = type(checkpoint.get("state_dict")).__name__
+        if "state_dict" in checkpoint:
+            state = checkpoint["state_dict"].items()
+            checkpoint["state_dict"] = {name.removeprefix("model."): value for name, value in state}
+
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
+        self.training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize(("kind", "seen"), [("sharded", "NoneType"), ("full", "dict")])
+def test_an_on_load_checkpoint_hook_finds_a_state_dict_only_where_it_is_a_mapping(
+    tmp_path: Path, kind: str, seen: str
+) -> None:
+    """A sharded folder's loader object stood under "state_dict": a hook reading it as a mapping failed
+    ("'_ShardedFolder' object has no attribute 'items'"); as under Lightning's ModelParallelStrategy, a folder's
+    checkpoint has none before its tensors are read."""
+    from cs_lightning import CSXFSDPStrategy
+
+    def trainer(steps: int) -> L.Trainer:
+        return L.Trainer(
+            strategy=CSXFSDPStrategy(state_dict_type=kind, block_classes=[]), devices=1, accelerator="cpu",
+            max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False,
+        )  # fmt: skip
+
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    saving, saved = trainer(1), _RenamesOnLoad([["proj", "head"]])
+    saving.fit(saved, data)
+    saving.save_checkpoint(tmp_path / "saved")
+    resumed = _RenamesOnLoad([["proj", "head"]])
+    trainer(1).validate(resumed, data, ckpt_path=tmp_path / "saved", verbose=False)
+    assert resumed.seen == seen
+    for name, tensor in saved.state_dict().items():
+        assert torch.equal(resumed.state_dict()[name].full_tensor(), tensor.full_tensor()), name
+
+
 MEMORY_SCRIPT = textwrap.dedent(
     """
     import json, sys

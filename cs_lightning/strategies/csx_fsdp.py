@@ -53,6 +53,9 @@ STATE_DICT_TYPES = ("sharded", "full")
 
 # Where Lightning's sharded checkpoint keeps the model's tensors: under this prefix, by state_dict name.
 _MODEL_KEY = "state_dict"
+# Where a loaded checkpoint holds its sharded folder (a private key: user hooks expect a mapping under "state_dict",
+# which a folder checkpoint lacks before its tensors are read, as under Lightning's ModelParallelStrategy).
+_FOLDER_KEY = "_csx_sharded_folder"
 
 
 class _ShardedFolder:
@@ -207,7 +210,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         if problem is not None:  # else torch would fail reading it, naming a file the folder lacks
             raise sharded_folder_error(str(checkpoint_path), problem)
         checkpoint = load_mapped(path / SHARDED_REST, weights_only)  # on CPU, as a file: also when saved on CUDA
-        folder = checkpoint["state_dict"] = _ShardedFolder(path)
+        folder = checkpoint[_FOLDER_KEY] = _ShardedFolder(path)
         if any(name.startswith("optimizer_") for name in folder.keys):  # else saved with save_weights_only
             checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
         return checkpoint
@@ -216,22 +219,21 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         """Shard the model, initializing none of what the checkpoint provides, then load this rank's rows."""
         module = self._connected_module
-        source = checkpoint["state_dict"]
-        folder = isinstance(source, _ShardedFolder)
-        shapes = source.model_shapes if folder else model_shapes(source)
+        folder: _ShardedFolder | None = checkpoint.get(_FOLDER_KEY)
+        shapes = folder.model_shapes if folder is not None else model_shapes(checkpoint["state_dict"])
         check_checkpoint_matches(module, shapes, strict)
         provided = set(shapes)
         if self._is_recorded(module):
             self._materialize_sharded(module, provided, rng="skip_unread" if RNG_KEY in checkpoint else "eager")
         else:
             self._shard_eager(module)
-        if folder:  # what the folder holds (all, unless strict_loading is off): the rest stays as initialized
+        if folder is not None:  # what the folder holds (all, unless strict_loading is off): the rest as initialized
             held = {name: value for name, value in get_model_state_dict(module).items() if name in provided}
             model_state = {_MODEL_KEY: held}
-            dcp_load(model_state, checkpoint_id=source.path)
+            dcp_load(model_state, checkpoint_id=folder.path)
             set_model_state_dict(module, model_state[_MODEL_KEY], options=StateDictOptions(strict=strict))
         else:
-            load_rows(module, source)
+            load_rows(module, checkpoint["state_dict"])
         self._restore_generators(checkpoint)
 
     @override
@@ -259,20 +261,20 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         """Each rank takes its rows of the optimizer state; a state saved before the first step is empty, and a
         parameter saved without state (no gradient yet) is left without, as ``Optimizer.load_state_dict`` does."""
         self._check_checkpoint_schedulers(checkpoint)
-        source = checkpoint["state_dict"]
+        folder: _ShardedFolder | None = checkpoint.get(_FOLDER_KEY)
         for k, optimizer in enumerate(self.optimizers):
-            if not isinstance(source, _ShardedFolder):
+            if folder is None:
                 full = checkpoint["optimizer_states"][k]
                 optimizer.load_state_dict(sharded_optimizer_state(self._connected_module, optimizer, full))
                 continue
             key = f"optimizer_{k}"
-            if not any(name.startswith(f"{key}.state.") for name in source.keys):
+            if not any(name.startswith(f"{key}.state.") for name in folder.keys):
                 continue  # saved before the first step: nothing to load
             # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten),
             # cut to the parameters the folder holds a state for: DCP refuses to load a key it lacks
             own = get_optimizer_state_dict(self._connected_module, optimizer)
-            state = {key: _held_states(own, f"{key}.state", source.keys)}
-            dcp_load(state, checkpoint_id=source.path)
+            state = {key: _held_states(own, f"{key}.state", folder.keys)}
+            dcp_load(state, checkpoint_id=folder.path)
             # not strict: torch refuses a trainable parameter without state, which plain load_state_dict allows
             options = StateDictOptions(strict=False)
             set_optimizer_state_dict(self._connected_module, optimizer, state[key], options=options)
