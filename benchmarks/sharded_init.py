@@ -196,18 +196,21 @@ def _rows_alone(model: nn.Module, rank: int, ranks: int) -> None:
     from cs_lightning.deferred.row_replay import replay_rows
 
     for recording, group in by_recording(deferred_tensors(module_slots(model, {}), {})):
-        ranges = {}
+        every_rank = {}
         for entry in group:  # the GPT: float32 parameters only, the tied one listed once
             rows = entry.fake.shape[0]
-            start = min(rows, rank * -(-rows // ranks))
-            stop = min(rows, start + -(-rows // ranks))
+            starts = [min(rows, r * -(-rows // ranks)) for r in range(ranks)]
             width = math.prod(entry.fake.shape[1:])
-            ranges[entry.ref.sid] = (start * width, stop * width)
+            every_rank[entry.ref.sid] = [
+                (start * width, min(rows, start + -(-rows // ranks)) * width) for start in starts
+            ]
+        ranges = {sid: spans[rank] for sid, spans in every_rank.items()}
         shards = {sid: torch.empty(hi - lo) for sid, (lo, hi) in ranges.items()}
         ignore = lambda *args: None
         replay_rows(
             recording,
             ranges=ranges,
+            every_rank=every_rank,
             whole=set(),
             keep=set(),
             on_rows=ignore,

@@ -87,10 +87,14 @@ class Language(LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         return self.loss(batch)
 
+    def optimized(self) -> list[nn.Parameter]:
+        """The parameters given to the optimizer, in its order."""
+        return list(self.parameters())
+
     def configure_optimizers(self) -> Any:
         from cs_lightning.schedulers import CosineDecayLR
 
-        optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)
+        optimizer = torch.optim.AdamW(self.optimized(), lr=0.01)
         return {
             "optimizer": optimizer,
             "lr_scheduler": CosineDecayLR(
@@ -115,6 +119,13 @@ class LateHead(Language):
         tokens, targets = batch
         logits = self(tokens)
         return nn.functional.cross_entropy((logits + self.late(logits)).flatten(0, 1), targets.flatten())
+
+
+class Reversed(Language):
+    """:class:`Language` whose optimizer holds the parameters in reverse: an order other than the model's."""
+
+    def optimized(self) -> list[nn.Parameter]:
+        return super().optimized()[::-1]
 
 
 class ReadsAValue(nn.Module):
@@ -148,6 +159,21 @@ class Strided(nn.Module):
         return self.after(x) + sum(p.sum() for p in (self.transposed, self.permuted, self.every_other, self.tail))
 
 
+class HalfScaled(nn.Module):
+    """A truncated normal, then its first half scaled through a view whose one row spans 4 rows of the
+    parameter: over 3 ranks (rows 0-2, 3-5, 6-7) it straddles the first shard boundary, not the second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.empty(8, 4))
+        nn.init.trunc_normal_(self.w, std=0.02)
+        with torch.no_grad():
+            self.w.view(2, 16)[:1].mul_(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w.t()
+
+
 class Built(LightningModule):
     """A module class built in ``configure_model``, trained on :func:`ones` with a zero learning rate."""
 
@@ -168,6 +194,27 @@ class Built(LightningModule):
 
     def configure_optimizers(self) -> Any:
         return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+class TwoRecordings(LightningModule):
+    """A layer made in ``__init__`` (recorded under ``trainer.init_module()``) and one more made in
+    ``configure_model`` (a second recording, as fit starts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(16, 21)  # 21 rows: uneven over 2 ranks
+        self.second: nn.Linear | None = None
+
+    def configure_model(self) -> None:
+        if self.second is None:
+            self.second = nn.Linear(21, 5)
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        assert self.second is not None
+        return self.second(self.first(batch[0])).pow(2).mean()
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 def ones(width: int) -> DataLoader:

@@ -9,6 +9,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from sharded_models import HalfScaled
 from torch import nn
 
 from cs_lightning.deferred import mt19937, recording
@@ -28,14 +29,13 @@ def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, l
         entries = deferred_tensors(module_slots(module, {}), {})
         by_sid = {e.ref.sid: e for e in entries}
         params = {id(p) for p in module.parameters()}
-        spans = {}
+        spans, every_rank = {}, {}
         for e in entries:
             if id(e.fake) in params:
-                rows = e.fake.shape[0]
-                start = min(rows, rank * -(-rows // world))
-                stop = min(rows, start + -(-rows // world))
+                chunks = _chunks(e.fake.shape[0], world)
                 row = math.prod(e.fake.shape[1:])
-                spans[e.ref.sid] = (start, stop, row)
+                spans[e.ref.sid] = (*chunks[rank], row)
+                every_rank[e.ref.sid] = [(start * row, stop * row) for start, stop in chunks]
         got = {}
 
         def on_rows(sid: int, flat: torch.Tensor) -> None:
@@ -52,6 +52,7 @@ def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, l
             replay_rows(
                 log,
                 ranges=ranges,
+                every_rank=every_rank,
                 whole=set(by_sid) - set(ranges),
                 keep=set(),
                 on_rows=on_rows,
@@ -66,6 +67,12 @@ def _rows_of_every_rank(build, world: int, agree=lambda ok: ok) -> tuple[dict, l
         for name, value in got.items():
             gathered.setdefault(name, []).append(value)
     return gathered, demoted
+
+
+def _chunks(rows: int, world: int) -> list[tuple[int, int]]:
+    """Rows ``[start, stop)`` of each rank: ``torch.chunk`` on dim 0, as FSDP2's ``Shard(0)``."""
+    starts = [min(rows, rank * -(-rows // world)) for rank in range(world)]
+    return [(start, min(rows, start + -(-rows // world))) for start in starts]
 
 
 def _after(build) -> torch.Tensor:
@@ -149,6 +156,15 @@ class Mixed(nn.Module):
 def test_views_ties_and_unsliceable_inits(world: int) -> None:
     demoted = _assert_gathered_is_eager(Mixed, world)
     assert [list(d.values()) for d in demoted] == [["copy_.default"]] * world  # orthogonal_: made whole
+
+
+@pytest.mark.parametrize(("world", "whole"), [(2, []), (3, ["mul_.Tensor"]), (4, ["mul_.Tensor"])])
+def test_a_view_cut_by_one_rank_boundary_is_made_whole_on_every_rank(world: int, whole: list[str]) -> None:
+    """Each rank asked only whether the view could be cut at its own rows: at 3 ranks the third kept the
+    truncated normal by rows, whose all-reduce the two others, making it whole, never joined (a hang).
+    Over 2 ranks the view is rank 0's rows 0-3: it is cut by rows."""
+    demoted = _assert_gathered_is_eager(HalfScaled, world)
+    assert [list(d.values()) for d in demoted] == [whole] * world
 
 
 class Wide(nn.Module):

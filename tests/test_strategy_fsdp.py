@@ -191,7 +191,7 @@ BUILT_SCRIPT = textwrap.dedent(
             whole = trainer.strategy.sharded_whole
             torch.save({{"state": state, "rng": rng, "whole": whole}}, f"{{name}}{{trainer.global_rank}}.pt")
 
-    for name, width in (("ReadsAValue", 16), ("Strided", 17)):
+    for name, width in {nets!r}:  # the module's name in sharded_models, its input width
         seed_everything(5)
         trainer = Trainer(strategy="csx_fsdp", devices={world}, accelerator="cpu", max_steps=1, logger=False,
                           enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -206,7 +206,8 @@ def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path
     from sharded_models import ReadsAValue, Strided
 
     script = tmp_path / "built.py"
-    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world))
+    nets = (("ReadsAValue", 16), ("Strided", 17))
+    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=nets))
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "reads the value of a randomly initialized tensor" in run.stderr
@@ -228,6 +229,74 @@ def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path
                 }
             else:
                 assert got["whole"] == {}
+
+
+def test_a_model_recorded_in_init_module_and_in_configure_model_is_eager(tmp_path: Path) -> None:
+    """Two recordings: materializing the first asked it where the second's tensors were ("KeyError: <address>")."""
+    from sharded_models import TwoRecordings
+
+    script = tmp_path / "two_recordings.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        import torch
+        from lightning.pytorch import Callback, Trainer, seed_everything
+        from torch.distributed.tensor import DTensor
+        import cs_lightning
+        from sharded_models import TwoRecordings, ones
+
+        class Report(Callback):
+            def on_fit_start(self, trainer, pl_module):  # right after materialization
+                rng = torch.get_rng_state()
+                state = {{k: v.full_tensor() for k, v in pl_module.state_dict().items()}}
+                torch.save({{"state": state, "rng": rng}}, f"rank{{trainer.global_rank}}.pt")
+
+            def on_fit_end(self, trainer, pl_module):
+                torch.save(trainer.global_step, f"steps{{trainer.global_rank}}.pt")
+
+        seed_everything(5)
+        trainer = Trainer(strategy="csx_fsdp", devices=2, accelerator="cpu", max_steps=1, logger=False,
+                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                          callbacks=[Report()])
+        with trainer.init_module():
+            model = TwoRecordings()
+        trainer.fit(model, ones(16))
+    """)
+    )
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seed_everything(5)
+    eager = TwoRecordings()
+    eager.configure_model()
+    rng = torch.get_rng_state()
+    for rank in range(2):
+        got = torch.load(tmp_path / f"rank{rank}.pt")
+        assert sorted(got["state"]) == ["first.bias", "first.weight", "second.bias", "second.weight"]
+        for name, tensor in eager.state_dict().items():
+            assert torch.equal(got["state"][name], tensor), (name, rank)
+        assert torch.equal(got["rng"], rng), rank
+        assert torch.load(tmp_path / f"steps{rank}.pt") == 1
+
+
+def test_a_view_cut_by_one_of_three_shard_boundaries_is_made_whole_on_every_rank(tmp_path: Path) -> None:
+    """The ranks whose rows the view straddles made the parameter whole, the third kept its truncated normal by
+    rows and waited in an all-reduce the others never made."""
+    from sharded_models import HalfScaled
+
+    world = 3
+    script = tmp_path / "built.py"
+    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=(("HalfScaled", 4),)))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seed_everything(5)
+    expected = {f"net.{k}": v for k, v in HalfScaled().state_dict().items()}
+    rng = torch.get_rng_state()
+    for rank in range(world):
+        got = torch.load(tmp_path / f"HalfScaled{rank}.pt")
+        assert torch.equal(got["state"]["net.w"], expected["net.w"]), rank
+        assert torch.equal(got["rng"], rng), rank
+        assert got["whole"] == {"net.w": "mul_.Tensor"}
 
 
 RESUME_SCRIPT = textwrap.dedent(
@@ -347,6 +416,143 @@ def test_resume_is_exact_when_a_parameter_had_no_optimizer_state_yet(tmp_path: P
         assert report["step2"] == {**expected, "n": 2}
         assert report["start"] == {**expected, "n": 4, "rng": False}  # before the first step: no state at all
         assert report["uninterrupted_steps"] == [2.0, 4.0]  # late.* stepped from step 2 on
+
+
+@pytest.mark.parametrize("kind", ["sharded", "full"])
+def test_resume_is_exact_when_the_optimizer_orders_its_parameters_unlike_the_model(tmp_path: Path, kind: str) -> None:
+    """A full checkpoint keys the optimizer state by position in model.parameters(), each group sorted; it was read
+    by position in the optimizer, which put each state on another parameter ("aten.lerp_.Scalar got mixed
+    torch.Tensor and DTensor" where the shapes differ, silently wrong where they agree)."""
+    world = 2
+    saved = _run_resume_script(tmp_path, kind, "Reversed", world)
+    if kind == "full":  # both checkpoints keyed by position in the model, before the first step too
+        module = Language()
+        module.configure_model()
+        model_order = list(range(len(list(module.parameters()))))
+        for path in (saved, tmp_path / "start.ckpt"):
+            groups = torch.load(path, weights_only=False)["optimizer_states"][0]["param_groups"]
+            assert [group["params"] for group in groups] == [model_order]
+    for rank in range(world):
+        report = json.loads((tmp_path / f"resume{rank}.json").read_text())
+        expected = {"losses": True, "lrs": True, "weights": True, "moments": True, "steps": True, "rng": True}
+        assert report["step2"] == {**expected, "n": 2}
+        assert report["start"] == {**expected, "n": 4, "rng": False}
+
+
+class _TwoLayers(L.LightningModule):
+    """Two layers, optimized in the param groups ``groups`` names (lists of layer names)."""
+
+    def __init__(self, groups: list[list[str]]) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def configure_model(self) -> None:
+        self.proj = nn.Linear(4, 6)
+        self.head = nn.Linear(6, 1)
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.head(self.proj(batch[0])).pow(2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        groups = [{"params": [p for name in names for p in getattr(self, name).parameters()]} for names in self.groups]
+        return torch.optim.Adam(groups, lr=0.1)
+
+
+@pytest.mark.parametrize(
+    ("groups", "problem"),
+    [
+        ([["proj", "head"]], "its param groups hold [2, 2] parameters, the optimizer's [4]"),
+        ([["head"], ["proj"]], "its param group 0 holds states of the parameters at [0, 1] in model.parameters(), which"
+         " the optimizer's param group 0 does not hold"),
+    ],
+)  # fmt: skip
+def test_resuming_a_full_checkpoint_with_other_param_groups_is_refused_naming_them(
+    tmp_path: Path, groups: list[list[str]], problem: str
+) -> None:
+    """The groups were paired by zip, which stopped at the shorter: a bare KeyError, or states on other parameters."""
+    from cs_lightning import CSXFSDPStrategy
+    from cs_lightning.errors import CheckpointMismatchError
+
+    def trainer(steps: int) -> L.Trainer:
+        return L.Trainer(
+            strategy=CSXFSDPStrategy(state_dict_type="full", block_classes=[]), devices=1, accelerator="cpu",
+            max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False,
+        )  # fmt: skip
+
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    saving = trainer(1)
+    saving.fit(_TwoLayers([["proj"], ["head"]]), data)
+    saving.save_checkpoint(tmp_path / "two_groups.ckpt")
+    with pytest.raises(CheckpointMismatchError) as raised:
+        trainer(2).fit(_TwoLayers(groups), data, ckpt_path=tmp_path / "two_groups.ckpt")
+    assert str(raised.value) == (
+        f"The checkpoint's optimizer state does not fit the optimizer: {problem}. Resume with the param groups it was"
+        " saved with (configure_optimizers), or load the model weights alone instead of ckpt_path to start a new"
+        " optimizer."
+    )
+
+
+def test_a_full_checkpoint_keys_the_optimizer_groups_by_model_position_before_the_first_step_too(
+    tmp_path: Path,
+) -> None:
+    """Saved before the first step, the groups were keyed by position in the optimizer; after it, by position in
+    model.parameters() (Lightning's re-key): the two disagreed wherever the optimizer orders them otherwise."""
+    from cs_lightning import CSXFSDPStrategy
+
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    keys = []
+    for steps in (0, 1):
+        trainer = L.Trainer(
+            strategy=CSXFSDPStrategy(state_dict_type="full", block_classes=[]), devices=1, accelerator="cpu",
+            max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False,
+        )  # fmt: skip
+        trainer.fit(_TwoLayers([["head"], ["proj"]]), data)
+        trainer.save_checkpoint(tmp_path / f"{steps}.ckpt")
+        saved = torch.load(tmp_path / f"{steps}.ckpt", weights_only=False)["optimizer_states"][0]
+        keys.append([group["params"] for group in saved["param_groups"]])
+    assert keys == [[[2, 3], [0, 1]]] * 2  # head.weight, head.bias are 2, 3 in model.parameters()
+
+
+class _RenamesOnLoad(_TwoLayers):
+    """A hook that renames the checkpoint's state_dict keys where there is one (a prefix of an older version)."""
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.seen = type(checkpoint.get("state_dict")).__name__
+        if "state_dict" in checkpoint:
+            state = checkpoint["state_dict"].items()
+            checkpoint["state_dict"] = {name.removeprefix("model."): value for name, value in state}
+
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
+        self.training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize(("kind", "seen"), [("sharded", "NoneType"), ("full", "dict")])
+def test_an_on_load_checkpoint_hook_finds_a_state_dict_only_where_it_is_a_mapping(
+    tmp_path: Path, kind: str, seen: str
+) -> None:
+    """A sharded folder's loader object stood under "state_dict": a hook reading it as a mapping failed
+    ("'_ShardedFolder' object has no attribute 'items'"); as under Lightning's ModelParallelStrategy, a folder's
+    checkpoint has none before its tensors are read."""
+    from cs_lightning import CSXFSDPStrategy
+
+    def trainer(steps: int) -> L.Trainer:
+        return L.Trainer(
+            strategy=CSXFSDPStrategy(state_dict_type=kind, block_classes=[]), devices=1, accelerator="cpu",
+            max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False,
+        )  # fmt: skip
+
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    saving, saved = trainer(1), _RenamesOnLoad([["proj", "head"]])
+    saving.fit(saved, data)
+    saving.save_checkpoint(tmp_path / "saved")
+    resumed = _RenamesOnLoad([["proj", "head"]])
+    trainer(1).validate(resumed, data, ckpt_path=tmp_path / "saved", verbose=False)
+    assert resumed.seen == seen
+    for name, tensor in saved.state_dict().items():
+        assert torch.equal(resumed.state_dict()[name].full_tensor(), tensor.full_tensor()), name
 
 
 MEMORY_SCRIPT = textwrap.dedent(
@@ -536,8 +742,56 @@ def test_what_fsdp2_cannot_shard_is_refused_in_words_before_sharding() -> None:
     mixed.blocks[1].double()
     with pytest.raises(ShardingError, match=r"parameters no block holds mix dtypes .*fix: give the module"):
         _check_shardable(mixed, [])
+    _check_shardable(mixed, [], torch.bfloat16)  # what a recorded model is materialized in: one dtype
     mixed.double().blocks[0].bfloat16().requires_grad_(False)  # a frozen base of another dtype (LoRA): FSDP2 takes it
     _check_shardable(mixed, [])
+
+
+class _ScaledLayer(L.LightningModule):
+    """A layer and a 0-dim parameter (FSDP2 cannot shard it), built in ``configure_model``; the weights at the
+    start of fit in ``initial``."""
+
+    def configure_model(self) -> None:
+        if not hasattr(self, "layer"):
+            self.layer = nn.Linear(2, 3)
+            self.scale = nn.Parameter(torch.tensor(2.0))
+
+    def on_fit_start(self) -> None:
+        self.initial = {name: value.detach().clone() for name, value in self.state_dict().items()}
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return (self.layer(batch[0]) * self.scale).pow(2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_a_model_csx_fsdp_refuses_stays_recorded_and_trains_under_csx() -> None:
+    """Refused after its tensors were swapped for meta ones, it was neither recorded nor real any more."""
+    from cs_lightning.deferred import is_deferred
+    from cs_lightning.errors import ShardingError
+
+    def trainer(strategy: str) -> L.Trainer:
+        return L.Trainer(
+            strategy=strategy, devices=1, accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False,
+        )  # fmt: skip
+
+    data = DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2)
+    seed_everything(3)
+    model = _ScaledLayer()
+    with pytest.raises(ShardingError, match=r"parameter 'scale' is a scalar \(0-dim\)"):
+        trainer("csx_fsdp").fit(model, data)
+    assert is_deferred(model)
+    csx = trainer("csx")
+    csx.fit(model, data)
+    assert csx.global_step == 1
+    seed_everything(3)
+    eager = _ScaledLayer()
+    eager.configure_model()
+    assert sorted(model.initial) == ["layer.bias", "layer.weight", "scale"]
+    for name, tensor in eager.state_dict().items():
+        assert torch.equal(model.initial[name], tensor), name
 
 
 def test_resuming_from_a_weights_only_sharded_checkpoint_says_it_holds_no_optimizer(tmp_path: Path) -> None:

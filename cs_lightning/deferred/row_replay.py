@@ -94,6 +94,7 @@ def replay_rows(
     recording: Recording,
     *,
     ranges: dict[int, tuple[int, int]],
+    every_rank: dict[int, list[tuple[int, int]]],
     whole: set[int],
     keep: set[int],
     on_rows: Callable[[int, torch.Tensor], None],
@@ -104,7 +105,9 @@ def replay_rows(
 ) -> dict[int, str]:
     """Replay the recording's pending ops on the global CPU generator, this rank's rows only.
 
-    ``ranges[sid]`` is the element range ``[lo, hi)`` this rank keeps of a sharded storage;
+    ``ranges[sid]`` is the element range ``[lo, hi)`` this rank keeps of a sharded storage, ``every_rank[sid]``
+    each rank's (this one's among them): an op is replayed by rows only where it can be on every rank, so that all
+    ranks decide alike, and make the same collective calls (``agree``);
     ``whole`` are storages wanted in full (buffers). ``on_rows(sid, flat)`` gets a sharded
     storage's rows after its last live op; ``on_whole(sid, executor)`` a storage computed in
     full (a buffer, or a sharded one that could not be sliced: take its rows there). ``agree(ok)``
@@ -117,7 +120,7 @@ def replay_rows(
     indices = recording.pending()
     ops = [recording.ops[k] for k in indices]
     flags = live_ops(ops, set(ranges) | whole | keep)
-    row_ops, demoted = _classify(ops, flags, ranges, recording.storages)
+    row_ops, demoted = _classify(ops, flags, every_rank, recording.storages)
     ranges = {sid: span for sid, span in ranges.items() if sid not in demoted}
     whole = whole | set(demoted)
     # A constructor that read a random value flushed the log (Recorder.flush): the values made then are in
@@ -223,18 +226,18 @@ def _last_uses(ops: Sequence[Op], flags: list[bool], wanted: set[int]) -> dict[i
 
 
 def _classify(
-    ops: Sequence[Op], flags: list[bool], ranges: dict[int, tuple[int, int]], storages: dict[int, Storage]
+    ops: Sequence[Op], flags: list[bool], every_rank: dict[int, list[tuple[int, int]]], storages: dict[int, Storage]
 ) -> tuple[dict[int, _RowOp], dict[int, str]]:
-    """Each live op on a sharded storage as a row op; the storages with an op that is not one
-    (with that op's name)."""
+    """Each live op on a sharded storage as a row op; the storages with an op that is not one on some rank
+    (with that op's name): the same on every rank."""
     row_ops: dict[int, _RowOp] = {}
     demoted: dict[int, str] = {}
     for k, op in enumerate(ops):
         if not flags[k]:
             continue
-        for sid in (op.reads | op.writes) & ranges.keys():
+        for sid in (op.reads | op.writes) & every_rank.keys():
             alone = op.reads | op.writes == {sid}
-            row = _row_op(op, storages[sid], ranges[sid]) if alone else None
+            row = _row_op(op, storages[sid], every_rank[sid]) if alone else None
             if row is None:
                 demoted.setdefault(sid, _op_name(op))
             else:
@@ -256,8 +259,8 @@ def _covers(ref: Ref, storage: Storage) -> bool:
     )
 
 
-def _row_op(op: Op, storage: Storage, span: tuple[int, int]) -> _RowOp | None:
-    """``op`` (whose only tensor is ``storage``) as an action on rows ``span``, or None."""
+def _row_op(op: Op, storage: Storage, spans: list[tuple[int, int]]) -> _RowOp | None:
+    """``op`` (whose only tensor is ``storage``) as an action on the rows of each of ``spans``, or None."""
     if any(isinstance(x, torch.Generator) for x in op.flat):
         return None
     if any(isinstance(x, Const) and x.value.numel() != 1 for x in op.flat):
@@ -293,7 +296,7 @@ def _row_op(op: Op, storage: Storage, span: tuple[int, int]) -> _RowOp | None:
         and isinstance(op.flat[0], Ref)
         and not op.random
         and len({x for x in op.flat if isinstance(x, Ref)}) == 1
-        and _local_part(op.flat[0], *span) is not False
+        and all(_local_part(op.flat[0], *span) is not False for span in spans)
     ):
         return _RowOp("apply", op.func)
     return None

@@ -43,6 +43,7 @@ from cs_lightning.deferred.oplog import Recording, Ref
 from cs_lightning.deferred.recorder import DeferredTensor, recording_paused
 from cs_lightning.deferred.replay import Executor, is_contiguous_ref
 from cs_lightning.deferred.row_replay import replay_rows
+from cs_lightning.errors import CheckpointMismatchError
 
 
 def materialize_sharded(
@@ -113,19 +114,28 @@ def _to_meta(slots: list[Slot], dtype: torch.dtype | None) -> dict[int, list[Slo
 
 def shard_rows(tensor: torch.Tensor, name: str) -> tuple[int, int] | None:
     """Rows ``[start, stop)`` of dim 0 this rank holds of a ``DTensor`` sharded as ``Shard(0)`` on a 1-D
-    mesh (``torch.chunk``: ``ceil(rows / N)`` per rank, the last ranks fewer or none); None otherwise."""
-    if not isinstance(tensor, DTensor) or tuple(tensor.placements) != (Shard(0),) or tensor.dim() == 0:
+    mesh (see :func:`every_rank_rows`); None otherwise."""
+    every = every_rank_rows(tensor)
+    if every is None or not isinstance(tensor, DTensor):  # rows of DTensors only: the isinstance is for mypy
         return None
-    rows = tensor.shape[0]
-    per_rank = -(-rows // tensor.device_mesh.size())
-    start = min(rows, tensor.device_mesh.get_local_rank() * per_rank)
-    stop = min(rows, start + per_rank)
+    start, stop = every[tensor.device_mesh.get_local_rank()]
     if tensor.to_local().shape[0] != stop - start:
         raise RuntimeError(
             f"sharded materialize: {name} has {tensor.to_local().shape[0]} local rows, torch.chunk"
             f" gives {stop - start}; this torch shards differently than cs_lightning expects."
         )
     return start, stop
+
+
+def every_rank_rows(tensor: torch.Tensor) -> list[tuple[int, int]] | None:
+    """Rows ``[start, stop)`` of dim 0 each rank holds, in rank order, of a ``DTensor`` sharded as ``Shard(0)`` on
+    a 1-D mesh (``torch.chunk``: ``ceil(rows / N)`` per rank, the last ranks fewer or none); None otherwise."""
+    if not isinstance(tensor, DTensor) or tuple(tensor.placements) != (Shard(0),) or tensor.dim() == 0:
+        return None
+    rows = tensor.shape[0]
+    per_rank = -(-rows // tensor.device_mesh.size())
+    starts = [min(rows, rank * per_rank) for rank in range(tensor.device_mesh.size())]
+    return [(start, min(rows, start + per_rank)) for start in starts]
 
 
 def load_rows(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
@@ -146,19 +156,55 @@ def load_rows(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None
             mapped.release(source)
 
 
-def sharded_optimizer_state(optimizer: torch.optim.Optimizer, full: Mapping[str, Any]) -> dict[str, Any]:
-    """A full optimizer state dict (``Optimizer.state_dict()`` of the unsharded model, as a full Lightning
-    checkpoint holds it) cut to this rank's rows of each sharded parameter, for ``optimizer.load_state_dict``."""
-    position: dict[Any, tuple[int, torch.Tensor]] = {}
-    for saved, group in zip(full["param_groups"], optimizer.param_groups):
-        for key, param in zip(saved["params"], group["params"]):
-            position[key] = (len(position), param)
+def sharded_optimizer_state(
+    module: nn.Module, optimizer: torch.optim.Optimizer, full: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A full optimizer state dict cut to this rank's rows of each sharded parameter, for ``optimizer.load_state_dict``.
+
+    ``full`` is keyed as Lightning keys a full checkpoint (``FSDP.rekey_optim_state_dict``): by each parameter's
+    position in ``module.parameters()``, each group's keys sorted, so the optimizer's own order of its parameters
+    is not in it; ``optimizer.load_state_dict`` pairs states with parameters in that order: it is re-keyed so."""
+    keys = {param: key for key, param in enumerate(module.parameters())}
+    _check_param_groups(full, optimizer.param_groups, keys)
+    params = [param for group in optimizer.param_groups for param in group["params"]]
+    position = {keys[param]: (index, param) for index, param in enumerate(params)}  # saved key: optimizer's own
     state = {}
     for key, values in full["state"].items():
         index, param = position[key]
         state[index] = {name: _rows_like(value, param) for name, value in values.items()}
-    groups = [{**saved, "params": [position[key][0] for key in saved["params"]]} for saved in full["param_groups"]]
+    groups, start = [], 0
+    for saved, group in zip(full["param_groups"], optimizer.param_groups):
+        groups.append({**saved, "params": list(range(start, start + len(group["params"])))})
+        start += len(group["params"])
     return {"state": state, "param_groups": groups}
+
+
+def _check_param_groups(full: Mapping[str, Any], groups: list[dict[str, Any]], keys: Mapping[Any, int]) -> None:
+    """Refuse a checkpoint whose param groups are not the optimizer's: states would land on other parameters."""
+    problem = _param_groups_problem(full, groups, keys)
+    if problem is not None:
+        raise CheckpointMismatchError(
+            f"The checkpoint's optimizer state does not fit the optimizer: {problem}. Resume with the param groups"
+            " it was saved with (configure_optimizers), or load the model weights alone instead of ckpt_path"
+            " to start a new optimizer."
+        )
+
+
+def _param_groups_problem(full: Mapping[str, Any], groups: list[dict[str, Any]], keys: Mapping[Any, int]) -> str | None:
+    saved = [len(group["params"]) for group in full["param_groups"]]
+    own = [len(group["params"]) for group in groups]
+    if saved != own:
+        return f"its param groups hold {saved} parameters, the optimizer's {own}"
+    for k, (saved_group, group) in enumerate(zip(full["param_groups"], groups)):
+        # a state saved before the first step has no entries: its keys then point at nothing
+        with_state = set(saved_group["params"]) & full["state"].keys()
+        stray = with_state - {keys[param] for param in group["params"]}
+        if stray:
+            return (
+                f"its param group {k} holds states of the parameters at {sorted(stray)} in model.parameters(),"
+                f" which the optimizer's param group {k} does not hold"
+            )
+    return None
 
 
 def _rows_like(value: Any, param: torch.Tensor) -> Any:
@@ -185,15 +231,29 @@ class _Placer:
 
     def shard(self, entry: Deferred) -> tuple[torch.Tensor, int, int] | None:
         """(local shard, first row, stop row) of a parameter sharded on dim 0; None otherwise."""
-        slot = next((s for s in self.holders[id(entry.fake)] if s.kind == "parameter"), None)
-        if slot is None:
+        param = self._param(entry)
+        rows = None if param is None else shard_rows(param, entry.fqns[0])
+        if rows is None or not isinstance(param, DTensor):  # rows of DTensors only: the isinstance is for mypy
             return None
-        param = getattr(slot.owner, slot.name)
-        rows = shard_rows(param, entry.fqns[0])
-        return None if rows is None else (param.to_local(), *rows)
+        return param.to_local(), *rows
 
-    def fakes(self) -> list[torch.Tensor]:
-        return [slots[0].tensor for slots in self.holders.values()]
+    def every_rows(self, entry: Deferred) -> list[tuple[int, int]]:
+        """Each rank's rows, in rank order, of a parameter sharded on dim 0 (:meth:`shard` is not None)."""
+        param = self._param(entry)
+        every = None if param is None else every_rank_rows(param)
+        if every is None:
+            raise AssertionError(f"sharded materialize: {entry.fqns[0]} is not sharded on dim 0")
+        return every
+
+    def _param(self, entry: Deferred) -> torch.Tensor | None:
+        slot = next((s for s in self.holders[id(entry.fake)] if s.kind == "parameter"), None)
+        return None if slot is None else getattr(slot.owner, slot.name)
+
+    def fakes(self, recording: Recording) -> list[torch.Tensor]:
+        """The module's tensors of ``recording`` (a module built under ``init_module`` and in ``configure_model``
+        holds tensors of two)."""
+        fakes = [slots[0].tensor for slots in self.holders.values()]
+        return [fake for fake in fakes if isinstance(fake, DeferredTensor) and fake._cs_recording is recording]
 
     def rows(self, entry: Deferred, flat: torch.Tensor) -> None:
         """This rank's rows of a parameter, flat (already in place if made in :meth:`into`)."""
@@ -244,18 +304,21 @@ def _place_recording_shards(
     for each parameter generated whole."""
     by_sid = by_storage(group)
     # a storage is mine, with every tensor viewing it, when the module holds it (or a checkpoint provides it)
-    mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes()}
+    mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes(recording)}
     keep = held_elsewhere(recording, lambda fake: recording.ref(fake).sid in mine)  # other modules' tensors
-    ranges: dict[int, tuple[int, int]] = {}
+    ranges: dict[int, tuple[int, int]] = {}  # this rank's elements of each storage made by rows
+    every_rank: dict[int, list[tuple[int, int]]] = {}  # and each rank's, in rank order
     strided: dict[str, str] = {}  # parameters whose rows are not one range of their storage
     for sid, entries in by_sid.items():
         shard = place.shard(entries[0])
         if len(entries) == 1 and shard is not None:
-            span = _row_span(entries[0].ref, recording.storages[sid].dtype, shard[1], shard[2])
-            if isinstance(span, str):
-                strided[entries[0].fqns[0]] = span
+            ref = entries[0].ref
+            why = _not_one_range(ref, recording.storages[sid].dtype)
+            if why is not None:
+                strided[entries[0].fqns[0]] = why
             else:
-                ranges[sid] = span
+                ranges[sid] = _elements(ref, shard[1], shard[2])
+                every_rank[sid] = [_elements(ref, *rows) for rows in place.every_rows(entries[0])]
 
     def on_rows(sid: int, flat: torch.Tensor) -> None:
         place.rows(by_sid[sid][0], flat)
@@ -276,6 +339,7 @@ def _place_recording_shards(
     demoted = replay_rows(
         recording,
         ranges=ranges,
+        every_rank=every_rank,
         whole=set(by_sid) - set(ranges),
         keep=keep,
         on_rows=on_rows,
@@ -287,13 +351,18 @@ def _place_recording_shards(
     return {**strided, **{by_sid[sid][0].fqns[0]: why for sid, why in demoted.items()}}
 
 
-def _row_span(ref: Ref, dtype: torch.dtype, start: int, stop: int) -> tuple[int, int] | str:
-    """Elements ``[lo, hi)`` of its storage that rows ``[start, stop)`` of a parameter are; or why they are not
-    one range (a non-contiguous view, such as ``randn(24, 40).t()``: the parameter is then made whole on every
-    rank and its rows kept, contiguous, as FSDP2 holds them)."""
+def _not_one_range(ref: Ref, dtype: torch.dtype) -> str | None:
+    """Why the rows of a parameter are not one range of its storage (a non-contiguous view, such as
+    ``randn(24, 40).t()``: the parameter is then made whole on every rank and its rows kept, contiguous, as
+    FSDP2 holds them); None when they are."""
     if not is_contiguous_ref(ref):
         return f"non-contiguous, strides {ref.stride}"
     if ref.dtype != dtype:
         return f"a {ref.dtype} view of a {dtype} storage"
+    return None
+
+
+def _elements(ref: Ref, start: int, stop: int) -> tuple[int, int]:
+    """Elements ``[lo, hi)`` of its storage that rows ``[start, stop)`` of a contiguous view are."""
     row = math.prod(ref.size[1:])
     return ref.offset + start * row, ref.offset + stop * row

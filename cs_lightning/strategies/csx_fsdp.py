@@ -32,6 +32,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard, register_fsdp_forwar
 from torch.optim import Optimizer
 from typing_extensions import override
 
+from cs_lightning.deferred.materialize import cast_to
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
 from cs_lightning.errors import ShardingError, UsageError, UsageTypeError
 from cs_lightning.strategies.checkpoints import (
@@ -52,6 +53,9 @@ STATE_DICT_TYPES = ("sharded", "full")
 
 # Where Lightning's sharded checkpoint keeps the model's tensors: under this prefix, by state_dict name.
 _MODEL_KEY = "state_dict"
+# Where a loaded checkpoint holds its sharded folder (a private key: user hooks expect a mapping under "state_dict",
+# which a folder checkpoint lacks before its tensors are read, as under Lightning's ModelParallelStrategy).
+_FOLDER_KEY = "_csx_sharded_folder"
 
 
 class _ShardedFolder:
@@ -181,6 +185,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             "csx_fsdp: the model was built in __init__, so every rank held all of it before sharding; build it"
             " in configure_model() (or under trainer.init_module()) to have each rank make only its own rows."
         )
+        _check_shardable(module, _blocks(module, self.block_classes))
         self._shard(module)
 
     @property
@@ -205,7 +210,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         if problem is not None:  # else torch would fail reading it, naming a file the folder lacks
             raise sharded_folder_error(str(checkpoint_path), problem)
         checkpoint = load_mapped(path / SHARDED_REST, weights_only)  # on CPU, as a file: also when saved on CUDA
-        folder = checkpoint["state_dict"] = _ShardedFolder(path)
+        folder = checkpoint[_FOLDER_KEY] = _ShardedFolder(path)
         if any(name.startswith("optimizer_") for name in folder.keys):  # else saved with save_weights_only
             checkpoint["optimizer_states"] = []  # in the folder: Lightning only checks that the key is there
         return checkpoint
@@ -214,51 +219,62 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         """Shard the model, initializing none of what the checkpoint provides, then load this rank's rows."""
         module = self._connected_module
-        source = checkpoint["state_dict"]
-        folder = isinstance(source, _ShardedFolder)
-        shapes = source.model_shapes if folder else model_shapes(source)
+        folder: _ShardedFolder | None = checkpoint.get(_FOLDER_KEY)
+        shapes = folder.model_shapes if folder is not None else model_shapes(checkpoint["state_dict"])
         check_checkpoint_matches(module, shapes, strict)
         provided = set(shapes)
         if self._is_recorded(module):
             self._materialize_sharded(module, provided, rng="skip_unread" if RNG_KEY in checkpoint else "eager")
         else:
             self._shard_eager(module)
-        if folder:  # what the folder holds (all, unless strict_loading is off): the rest stays as initialized
+        if folder is not None:  # what the folder holds (all, unless strict_loading is off): the rest as initialized
             held = {name: value for name, value in get_model_state_dict(module).items() if name in provided}
             model_state = {_MODEL_KEY: held}
-            dcp_load(model_state, checkpoint_id=source.path)
+            dcp_load(model_state, checkpoint_id=folder.path)
             set_model_state_dict(module, model_state[_MODEL_KEY], options=StateDictOptions(strict=strict))
         else:
-            load_rows(module, source)
+            load_rows(module, checkpoint["state_dict"])
         self._restore_generators(checkpoint)
 
     @override
     def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
         """An optimizer that has not stepped yet is saved as it is: torch's state-dict helper would give
-        it a state by running a zero-gradient step (a step count of 1), changing the training to come."""
+        it a state by running a zero-gradient step (a step count of 1), changing the training to come. Its
+        parameters are keyed as the helper keys them: by name in a folder, else (Lightning's re-key of a full
+        state) by position in ``module.parameters()``, sorted in each group."""
         raw = optimizer._optimizer if isinstance(optimizer, LightningOptimizer) else optimizer
-        if not raw.state:
-            return raw.state_dict()
-        return super().optimizer_state(optimizer)
+        if raw.state:
+            return super().optimizer_state(optimizer)
+        module = self._connected_module
+        keys: list[list[Any]]
+        if self._save_distributed_checkpoint:
+            names = {param: name for name, param in module.named_parameters()}
+            keys = [[names[param] for param in group["params"]] for group in raw.param_groups]
+        else:
+            positions = {param: key for key, param in enumerate(module.parameters())}
+            keys = [sorted(positions[param] for param in group["params"]) for group in raw.param_groups]
+        state = raw.state_dict()
+        return {**state, "param_groups": [{**g, "params": k} for g, k in zip(state["param_groups"], keys)]}
 
     @override
     def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
         """Each rank takes its rows of the optimizer state; a state saved before the first step is empty, and a
         parameter saved without state (no gradient yet) is left without, as ``Optimizer.load_state_dict`` does."""
         self._check_checkpoint_schedulers(checkpoint)
-        source = checkpoint["state_dict"]
+        folder: _ShardedFolder | None = checkpoint.get(_FOLDER_KEY)
         for k, optimizer in enumerate(self.optimizers):
-            if not isinstance(source, _ShardedFolder):
-                optimizer.load_state_dict(sharded_optimizer_state(optimizer, checkpoint["optimizer_states"][k]))
+            if folder is None:
+                full = checkpoint["optimizer_states"][k]
+                optimizer.load_state_dict(sharded_optimizer_state(self._connected_module, optimizer, full))
                 continue
             key = f"optimizer_{k}"
-            if not any(name.startswith(f"{key}.state.") for name in source.keys):
+            if not any(name.startswith(f"{key}.state.") for name in folder.keys):
                 continue  # saved before the first step: nothing to load
             # the optimizer's own state to load into (made by a zero-gradient step at lr 0, then overwritten),
             # cut to the parameters the folder holds a state for: DCP refuses to load a key it lacks
             own = get_optimizer_state_dict(self._connected_module, optimizer)
-            state = {key: _held_states(own, f"{key}.state", source.keys)}
-            dcp_load(state, checkpoint_id=source.path)
+            state = {key: _held_states(own, f"{key}.state", folder.keys)}
+            dcp_load(state, checkpoint_id=folder.path)
             # not strict: torch refuses a trainable parameter without state, which plain load_state_dict allows
             options = StateDictOptions(strict=False)
             set_optimizer_state_dict(self._connected_module, optimizer, state[key], options=options)
@@ -268,7 +284,9 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         self._materialize_sharded(module, (), rng)
 
     def _materialize_sharded(self, module: nn.Module, provided: Collection[str], rng: str) -> None:
-        """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``)."""
+        """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``). A model FSDP2
+        cannot shard is refused while it is still recorded: it can be trained another way (``strategy="csx"``)."""
+        _check_shardable(module, _blocks(module, self.block_classes), self._weight_dtype)
         started = time.perf_counter()
 
         def prepare(model: nn.Module) -> None:
@@ -299,7 +317,6 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         blocks = _blocks(module, self.block_classes)
         if not blocks and self.block_classes != ():  # () asks for the root alone
             rank_zero_warn(_one_group(module, self.block_classes))
-        _check_shardable(module, blocks)
         for block in blocks:
             fully_shard(block, mesh=mesh)
         fully_shard(module, mesh=mesh)
@@ -351,9 +368,10 @@ def _one_group(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -
     )
 
 
-def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
+def _check_shardable(root: nn.Module, blocks: list[nn.Module], dtype: torch.dtype | None = None) -> None:
     """Refuse in words, before anything is sharded, what FSDP2 refuses later in a traceback
-    (a 0-dim parameter) or at the first forward (two dtypes among one sharded group's trainable parameters)."""
+    (a 0-dim parameter) or at the first forward (two dtypes among one sharded group's trainable parameters).
+    ``dtype``: what a recorded model's floating-point parameters become as it is materialized."""
     names = {id(m): name for name, m in root.named_modules()}
     seen: set[int] = set()
     for group in [*blocks, root]:  # fully_shard's groups: a block's parameters, then the rest
@@ -366,7 +384,7 @@ def _check_shardable(root: nn.Module, blocks: list[nn.Module]) -> None:
                     f"csx_fsdp: parameter {name!r} is a scalar (0-dim), which FSDP2 cannot shard by rows;"
                     " fix: give it shape (1,), e.g. torch.tensor([2.0]) for torch.tensor(2.0)"
                 )
-        by_dtype = {p.dtype: name for name, p in params if p.requires_grad}  # frozen ones may differ (LoRA)
+        by_dtype = {cast_to(dtype, p.dtype): name for name, p in params if p.requires_grad}  # frozen may differ (LoRA)
         if len(by_dtype) > 1:
             where = "the parameters no block holds" if group is root else f"block {names[id(group)]!r}"
             mixed = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for dtype, name in by_dtype.items())
