@@ -5,8 +5,8 @@ import inspect
 import pytest
 import torch
 import torchmetrics
-from lightning.pytorch import LightningModule, Trainer
-from lightning_models import SkipsFirst, fit
+from lightning.pytorch import LightningModule
+from lightning_models import SkipsFirst, fit, trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -158,15 +158,7 @@ class BranchyLightning(LightningModule):
 def _fit(strategy: CSXStrategy) -> BranchyLightning:
     model = BranchyLightning()
     data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
-    trainer = Trainer(
-        strategy=strategy,
-        max_steps=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(model, data)
+    trainer(strategy, max_steps=2).fit(model, data)
     return model
 
 
@@ -245,17 +237,6 @@ class HostSyncInStep(LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def _two_steps(progress_bar: bool = False) -> Trainer:
-    return Trainer(
-        strategy="csx",
-        max_steps=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=progress_bar,
-        enable_model_summary=False,
-    )
-
-
 def _batches() -> DataLoader:
     return DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
 
@@ -273,16 +254,16 @@ def test_a_host_read_in_training_step_is_refused_before_any_update(
 ) -> None:
     model = HostSyncInStep(read)
     before = [p.detach().clone() for p in model.parameters()]
-    trainer = _two_steps(progress_bar)
+    run = trainer("csx", max_steps=2, enable_progress_bar=progress_bar)
     with pytest.raises(GraphBreakError) as error:
-        trainer.fit(model, _batches())
+        run.fit(model, _batches())
     message = str(error.value)
     assert f'File "{__file__}", line {_line_of(HostSyncInStep, line)}, in training_step' in message
     assert line in message and fix in message and "trace_check=False" in message
     chained = error.value.__cause__ or (None if error.value.__suppress_context__ else error.value.__context__)
     assert chained is None  # no TorchDynamo traceback in front of the message
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))  # no update was applied
-    assert trainer.global_step == 0
+    assert run.global_step == 0
 
 
 class CatchesTheRefusal(HostSyncInStep):
@@ -303,7 +284,7 @@ def test_a_refusal_the_steps_own_code_catches_still_fails_the_check(tmp_path, mo
     model = CatchesTheRefusal("none")
     before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(GraphBreakError, match=r"(?s)`\.item\(\)`.*caught this error, in an `except`") as error:
-        _two_steps().fit(model, _batches())
+        trainer("csx", max_steps=2).fit(model, _batches())
     assert f"line {_line_of(CatchesTheRefusal, 'value = loss.item()')}, in training_step" in str(error.value)
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))  # no update was applied
     assert not [f for f in tmp_path.rglob("*") if f.is_file()]  # no verdict cached: the next run checks again
@@ -319,9 +300,9 @@ def test_self_print_of_a_tensor_is_a_host_read_as_print_is(progress_bar: bool) -
 
 def test_a_step_without_host_reads_trains_with_logging_and_metrics() -> None:
     model = HostSyncInStep("none")
-    trainer = _two_steps()
-    trainer.fit(model, _batches())
-    assert trainer.global_step == 2 and "loss" in trainer.callback_metrics
+    run = trainer("csx", max_steps=2)
+    run.fit(model, _batches())
+    assert run.global_step == 2 and "loss" in run.callback_metrics
 
 
 @pytest.mark.parametrize(
@@ -485,7 +466,7 @@ def test_under_manual_optimization_a_read_before_the_update_is_refused_before_it
     model = ManualReads()
     before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(GraphBreakError, match=rf"line {_line_of(ManualReads, 'if loss > 0:')}"):
-        _two_steps().fit(model, _batches())
+        trainer("csx", max_steps=2).fit(model, _batches())
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
