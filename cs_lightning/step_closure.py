@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import torch
@@ -98,7 +98,7 @@ class StepBoundary:
     """An open step between :meth:`begin` and :meth:`end`: what a strategy or callback drives."""
 
     def __init__(self) -> None:
-        self._open: ExitStack | None = None
+        self._open: AbstractContextManager[None] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -107,20 +107,26 @@ class StepBoundary:
     def begin(self) -> None:
         """Start a step (ending one still open)."""
         self.end()
-        self._open = ExitStack()
-        self._open.enter_context(deferred_to_step_end())
+        step = deferred_to_step_end()
+        step.__enter__()
+        self._open = step
 
     def end(self) -> None:
         """End the open step, if any: its closures run now."""
-        if self._open is not None:
-            open_step, self._open = self._open, None
-            open_step.close()
+        self._close(None)
 
     def abandon(self, exception: BaseException) -> None:
         """The step failed: drop its closures."""
+        self._close(exception)
+
+    def _close(self, exception: BaseException | None) -> None:
+        # marked closed first: a closure that raises leaves no step open behind it
         if self._open is not None:
-            open_step, self._open = self._open, None
-            open_step.__exit__(type(exception), exception, exception.__traceback__)
+            step, self._open = self._open, None
+            if exception is None:
+                step.__exit__(None, None, None)
+            else:
+                step.__exit__(type(exception), exception, exception.__traceback__)
 
 
 class StepClosureCallback(Callback):
