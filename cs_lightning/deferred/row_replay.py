@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.utils._pytree import tree_unflatten
@@ -77,11 +77,16 @@ _CONSTANT = {aten.zeros.default: 0.0, aten.ones.default: 1.0}
 _ROWS_JUMP_FROM = 1 << 20
 
 
+# How a row op acts: "fill" draws its rows from the stream, "trunc" is a truncated normal (one speculated round),
+# "set" writes constants (nothing, for ``empty``), "apply" is an elementwise op on the rows alone.
+_RowKind = Literal["fill", "trunc", "set", "apply"]
+
+
 @dataclass
 class _RowOp:
-    """How a live op acts on a sharded storage's rows: ``kind`` is "fill", "trunc", "set" or "apply"."""
+    """How a live op acts on a sharded storage's rows."""
 
-    kind: str
+    kind: _RowKind
     func: Any = None
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
