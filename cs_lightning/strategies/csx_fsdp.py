@@ -300,7 +300,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             self._weight_dtype,
             prepare=prepare,
             agree=self._all_ranks,
-            mode=self.init_mode,
+            mode=self.options.init_mode,
             provided=provided,
             rng=rng,
         )

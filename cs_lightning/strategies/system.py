@@ -134,7 +134,8 @@ class CSXSystemMixin(Strategy):
     factories, traced step, step closures, time to first loss.
 
     Keyword arguments: the CS-X options (:class:`CSXOptions`); the rest go to the Lightning strategy.
-    Each option reads as an attribute too (``strategy.init_mode``).
+    Each option reads as an attribute too (``strategy.init_mode``), for users; the strategies' own code reads
+    ``self.options``, which mypy checks.
     """
 
     strategy_name: str
@@ -156,7 +157,7 @@ class CSXSystemMixin(Strategy):
         self._capture: trace.Capture | None = None  # the compiled forwards, installed around each training step
 
     def __getattr__(self, name: str) -> Any:
-        # reached only when normal lookup fails: the options, by name, as attributes
+        # reached only when normal lookup fails: the options, by name, as attributes (the users' way to read them)
         options = self.__dict__.get("options")
         if options is not None and name in CSX_OPTION_NAMES:
             return getattr(options, name)
