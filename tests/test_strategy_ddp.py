@@ -117,6 +117,13 @@ DIFFERENT_SEEDS_SCRIPT = textwrap.dedent(
             torch.manual_seed(self.global_rank)  # each rank its own weights
             super().configure_model()
 
+    class SwappedOnRank1(Regressor):  # built in __init__ from one seed: the same weights on every rank
+        def setup(self, stage):  # then on rank 1 two weights trade places: the same values, elsewhere
+            if self.global_rank == 1:
+                with torch.no_grad():
+                    first = self.net[0].weight
+                    first[0, [0, 1]] = first[0, [1, 0]]
+
     class Report(Callback):
         def on_train_start(self, trainer, pl_module):
             weights = torch.cat([p.detach().flatten() for p in pl_module.parameters()])
@@ -126,8 +133,8 @@ DIFFERENT_SEEDS_SCRIPT = textwrap.dedent(
                 json.dump({{"broadcast": trainer.strategy.weights_broadcast,
                            "equal": torch.equal(*gathered)}}, file)
 
-    fit(SeededPerRank(build_in="configure_model"), cs_lightning.CSXDDPStrategy({options}), steps=1, devices=2,
-        accelerator="cpu", callbacks=[Report()])
+    torch.manual_seed(0)
+    fit({model}, cs_lightning.CSXDDPStrategy({options}), steps=1, devices=2, accelerator="cpu", callbacks=[Report()])
     """
 )
 
@@ -139,7 +146,8 @@ def test_replicas_that_differ_are_broadcast_unless_init_sync_is_false_and_the_wa
     seen = {}
     for options in ("", "init_sync=False"):
         script = tmp_path / "seeds.py"
-        script.write_text(DIFFERENT_SEEDS_SCRIPT.format(tests=str(REPO / "tests"), options=options))
+        model = 'SeededPerRank(build_in="configure_model")'
+        script.write_text(DIFFERENT_SEEDS_SCRIPT.format(tests=str(REPO / "tests"), model=model, options=options))
         run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
         assert run.returncode == 0, run.stderr[-3000:]
         ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
@@ -149,3 +157,15 @@ def test_replicas_that_differ_are_broadcast_unless_init_sync_is_false_and_the_wa
     assert broadcast == {"broadcast": True, "equal": True} and "broadcasting rank 0's weights" in warned
     assert kept_apart == {"broadcast": False, "equal": False}
     assert "init_sync=False keeps them apart" in warned_apart and "broadcasting" not in warned_apart
+
+
+def test_replicas_holding_the_same_weights_in_other_places_are_broadcast(tmp_path: Path) -> None:
+    """Rank 1 with two weights of rank 0's model swapped: a checksum blind to positions took them for identical,
+    skipped the broadcast, and the replicas trained apart."""
+    script = tmp_path / "swapped.py"
+    script.write_text(DIFFERENT_SEEDS_SCRIPT.format(tests=str(REPO / "tests"), model="SwappedOnRank1()", options=""))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert ranks == [{"broadcast": True, "equal": True}] * 2
+    assert "The model replicas differ across ranks" in run.stderr and "broadcasting rank 0's weights" in run.stderr

@@ -77,12 +77,20 @@ def _replicas_identical(model: nn.Module, device: torch.device) -> bool:
 
 
 def _bit_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """Sum of the tensor's raw bit patterns (wrapping int64): replicas built from different seeds differ in it,
-    almost surely (values only moved to other places would not, which no seed does)."""
-    flat = tensor.contiguous().view(-1)
-    if flat.is_floating_point() or flat.is_complex():
-        flat = flat.view(_SAME_WIDTH_INT[flat.element_size()])
-    return flat.sum(dtype=torch.int64)  # summed in int64, without an int64 copy of the tensor
+    """Sum of the tensor's raw bit patterns, each times its position plus one (wrapping int64): replicas built
+    from different seeds differ in it almost surely, and so do the same values in other places (two swapped).
+    Taken in chunks, so the int64 copy it needs is a few MiB whatever the tensor's size."""
+    words = tensor.contiguous().view(-1)
+    if words.is_floating_point() or words.is_complex():
+        words = words.view(_SAME_WIDTH_INT[words.element_size()])
+    total = torch.zeros((), dtype=torch.int64, device=words.device)
+    for start in range(0, words.numel(), _CHUNK):
+        chunk = words[start : start + _CHUNK].to(torch.int64)
+        positions = torch.arange(start + 1, start + 1 + chunk.numel(), dtype=torch.int64, device=words.device)
+        total += (chunk * positions).sum()
+    return total
 
 
 _SAME_WIDTH_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}
+# Elements weighed at once by _bit_sum: two int64 temporaries of 8 MiB each.
+_CHUNK = 1 << 20
