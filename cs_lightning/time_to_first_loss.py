@@ -11,7 +11,9 @@ when the Trainer has no TimeToFirstLoss callback (so it costs no callback on eve
 The ``ttfl/*`` metrics reach the loggers only when asked for, by adding the callback: a run
 under csx then logs exactly the metrics the same run logs under any other strategy. Under
 other strategies the callback starts its clock at its ``setup`` hook, after Lightning launched
-and joined the ranks (``ddp``): ``start()`` before ``fit()`` counts those too.
+and joined the ranks (``ddp``): ``start()`` before ``fit()`` counts those too. The trial steps of Lightning's
+tuners (``lr_find``, ``scale_batch_size``) are not the training's, and get no line: they run with the Trainer's
+callbacks set aside, on a state restored afterwards; the first step of the training after them reports.
 """
 
 from __future__ import annotations

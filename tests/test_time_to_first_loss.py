@@ -7,12 +7,16 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from lightning.pytorch.callbacks import LearningRateFinder
 from lightning.pytorch.loggers import CSVLogger
-from lightning_models import Regressor, SkipsFirst, fit
+from lightning.pytorch.tuner import Tuner
+from lightning_models import Losses, Regressor, SkipsFirst, data, fit, trainer
+from torch.utils.data import DataLoader
 
 from cs_lightning import TimeToFirstLoss
 
@@ -176,3 +180,62 @@ def test_the_line_is_not_written_onto_the_progress_bar(tmp_path: Path) -> None:
     before, line, _ = done.stdout.partition("Time to first loss:")
     assert line and "Epoch 0:" in before  # the bar was drawn before the line was written
     assert re.split(r"[\r\n]", before)[-1].strip() == ""  # ... and cleared: the line starts the row
+
+
+def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
+
+
+class Batched(Regressor):
+    """Its loader's batch size is an attribute, for Tuner.scale_batch_size."""
+
+    def __init__(self) -> None:
+        super().__init__(build_in="configure_model")
+        self.batch_size = 2
+
+    def train_dataloader(self) -> DataLoader:
+        return data(batch_size=self.batch_size)
+
+
+def _find_lr(tuner: Tuner, model: Batched) -> None:
+    tuner.lr_find(model, num_training=8, update_attr=False)
+
+
+def _scale_batch_size(tuner: Tuner, model: Batched) -> None:
+    tuner.scale_batch_size(model, mode="power", steps_per_trial=2, max_trials=3)
+
+
+@pytest.mark.parametrize("tune", [_find_lr, _scale_batch_size])
+@pytest.mark.parametrize(("strategy", "callback"), [("auto", True), ("csx", True), ("csx", False)])
+def test_a_tuner_reports_nothing_and_the_fit_after_it_one_line(
+    tune: Callable[[Tuner, Batched], None], strategy: str, callback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under csx the trial steps of Tuner.lr_find and Tuner.scale_batch_size printed a line of their own: two
+    lines for one fit. They run on a state restored afterwards, not the training's; a TimeToFirstLoss callback
+    never saw them."""
+    losses = Losses()
+    run = trainer(strategy, max_steps=3, callbacks=[TimeToFirstLoss(), losses] if callback else [losses])
+    model = Batched()
+    with caplog.at_level(logging.INFO):
+        tune(Tuner(run), model)
+        assert _lines(caplog) == []
+        run.fit(model)
+    lines = _lines(caplog)
+    assert len(lines) == 1 and lines[0].endswith(f"first loss {losses.values[0].item():.6g}")
+
+
+@pytest.mark.parametrize(("strategy", "callback"), [("auto", True), ("csx", True), ("csx", False)])
+def test_a_learning_rate_finder_callback_the_line_comes_at_the_first_step_after_its_search(
+    strategy: str, callback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A LearningRateFinder searches as the fit starts, then the training runs, in the same fit: under csx the line
+    came at the search's first trial step."""
+    losses = Losses()
+    finder = LearningRateFinder(num_training_steps=8, update_attr=False)
+    with caplog.at_level(logging.INFO):
+        fit(Regressor(), strategy, steps=3, callbacks=[finder, losses, *([TimeToFirstLoss()] if callback else [])])
+    messages = [r.getMessage() for r in caplog.records]
+    restored = next(k for k, message in enumerate(messages) if message.startswith("Restored all states"))
+    lines = _lines(caplog)
+    assert len(lines) == 1 and messages.index(lines[0]) > restored  # after the search's state was put back
+    assert lines[0].endswith(f"first loss {losses.values[0].item():.6g}")

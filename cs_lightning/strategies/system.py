@@ -38,6 +38,7 @@ from lightning.fabric.strategies import _StrategyRegistry
 from lightning.fabric.utilities.rank_zero import rank_zero_warn
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import BatchSizeFinder, LearningRateFinder
 from lightning.pytorch.strategies import Strategy
 from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
 from lightning.pytorch.utilities.types import STEP_OUTPUT
@@ -150,6 +151,7 @@ class CSXSystemMixin(Strategy):
         self._time_to_first_loss: TimeToFirstLoss | None = None
         self._driven_clock: TimeToFirstLoss | None = None  # the clock, when the strategy's hooks drive it
         self._first_loss: Any = None  # what the first training_step returned, for the driven clock
+        self._tuners: list[BatchSizeFinder | LearningRateFinder] = []  # the fit's, whose trial steps the clock skips
         self._step = StepBoundary()
         self._evaluation = ExitStack()  # while validation runs: closures run at once
         self._recorded = False
@@ -214,6 +216,9 @@ class CSXSystemMixin(Strategy):
         self._time_to_first_loss = clock
         self._driven_clock = None if given else clock
         self._first_loss = None
+        self._tuners = [
+            callback for callback in callbacks if isinstance(callback, (BatchSizeFinder, LearningRateFinder))
+        ]
         clock.start(at=started)
 
     @override
@@ -222,8 +227,9 @@ class CSXSystemMixin(Strategy):
         super().on_train_batch_start(batch, batch_idx)
         if not self._step.is_open:
             self._step.begin()
-        if self._driven_clock is not None:
-            self._driven_clock.step_started()
+        clock = self._clock_of_steps()
+        if clock is not None:
+            clock.step_started()
 
     @override
     def on_train_end(self) -> None:
@@ -396,7 +402,7 @@ class CSXSystemMixin(Strategy):
                 output = super().training_step(*args, **kwargs)
         else:
             output = super().training_step(*args, **kwargs)
-        if self._driven_clock is not None and self._first_loss is None:
+        if self._clock_of_steps() is not None and self._first_loss is None:
             # as returned: the loss optimizer_step sees is divided by accumulate_grad_batches
             loss = loss_of(output)
             self._first_loss = loss.detach() if isinstance(loss, torch.Tensor) else None
@@ -476,9 +482,19 @@ class CSXSystemMixin(Strategy):
 
     def _end_step(self) -> None:
         self._step.end()
+        clock = self._clock_of_steps()
         # a step whose batches all skipped (returned None) has no loss to report: the clock runs on
-        if self._driven_clock is not None and not skipped(self._connected_module, self._first_loss):
-            self._driven_clock.step_ended(self._connected_module.trainer, self._first_loss)
+        if clock is not None and not skipped(self._connected_module, self._first_loss):
+            clock.step_ended(self._connected_module.trainer, self._first_loss)
+
+    def _clock_of_steps(self) -> TimeToFirstLoss | None:
+        """The clock the strategy drives, None while a tuner's trial steps run: Lightning's lr_find and
+        scale_batch_size run them with the Trainer's callbacks (the tuner among them) set aside, on a state they
+        restore afterwards. They are not the training's: a TimeToFirstLoss callback, set aside too, never sees them."""
+        callbacks = self._connected_module.trainer.callbacks  # type: ignore[attr-defined]
+        if any(tuner not in callbacks for tuner in self._tuners):
+            return None
+        return self._driven_clock
 
     def _is_recorded(self, module: nn.Module | None) -> bool:
         return module is not None and self._recorded and deferred.is_deferred(module)
