@@ -174,6 +174,20 @@ class HalfScaled(nn.Module):
         return x @ self.w.t()
 
 
+class FewRows(nn.Module):
+    """Parameters with fewer rows than ranks get: over 3 ranks (``torch.chunk``) a Linear's 4 rows are 2, 2 and none,
+    a normal_'s 2 rows 1, 1 and none: the last rank holds empty shards of a uniform_ and of a normal_."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.few = nn.Linear(16, 4)
+        self.two = nn.Parameter(torch.empty(2, 24))
+        nn.init.normal_(self.two)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.few(x).sum() + self.two.sum()
+
+
 class Built(LightningModule):
     """A module class built in ``configure_model``, trained on :func:`ones` with a zero learning rate."""
 

@@ -299,6 +299,26 @@ def test_a_view_cut_by_one_of_three_shard_boundaries_is_made_whole_on_every_rank
         assert got["whole"] == {"net.w": "mul_.Tensor"}
 
 
+def test_a_rank_holding_no_rows_of_a_parameter_leaves_the_others_eager(tmp_path: Path) -> None:
+    from sharded_models import FewRows
+
+    world = 3
+    script = tmp_path / "built.py"
+    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=(("FewRows", 16),)))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seed_everything(5)
+    expected = {f"net.{k}": v for k, v in FewRows().state_dict().items()}
+    rng = torch.get_rng_state()
+    for rank in range(world):
+        got = torch.load(tmp_path / f"FewRows{rank}.pt")
+        assert sorted(got["state"]) == sorted(expected)
+        for name, tensor in expected.items():
+            assert torch.equal(got["state"][name], tensor), (name, rank)
+        assert torch.equal(got["rng"], rng), rank
+        assert got["whole"] == {}  # every parameter made by rows, the empty ones too
+
+
 RESUME_SCRIPT = textwrap.dedent(
     """
     import json, sys

@@ -258,7 +258,8 @@ class _Placer:
     def rows(self, entry: Deferred, flat: torch.Tensor) -> None:
         """This rank's rows of a parameter, flat (already in place if made in :meth:`into`)."""
         local = self._local(entry)
-        if flat.data_ptr() != local.data_ptr() or local.numel() == 0:
+        # an empty shard (a rank past the last row) has address 0 on both sides: nothing to copy either
+        if flat.data_ptr() != local.data_ptr():
             local.copy_(flat.view(local.shape))
 
     def into(self, entry: Deferred) -> torch.Tensor | None:
