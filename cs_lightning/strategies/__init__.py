@@ -8,7 +8,8 @@ from cs_lightning.strategies import system
 from cs_lightning.strategies.csx import CSXStrategy
 from cs_lightning.strategies.csx_ddp import CSXDDPStrategy
 from cs_lightning.strategies.csx_fsdp import CSXFSDPStrategy
-from cs_lightning.strategies.system import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
+from cs_lightning.strategies.options import CSX_OPTION_NAMES, CSXOptions
+from cs_lightning.strategies.system import CSXSystemMixin
 
 __all__ = ["CSX_OPTION_NAMES", "CSXDDPStrategy", "CSXFSDPStrategy", "CSXOptions", "CSXStrategy", "CSXSystemMixin"]
 

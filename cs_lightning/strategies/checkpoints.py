@@ -1,11 +1,11 @@
 """What the CS-X strategies add to Lightning's checkpoints, and what they check in one before loading it.
 
-* The random generators' states, saved under ``RNG_KEY`` and restored on resume (``rng_states``,
-  ``restore_rng_states``).
+* The random generators' states of every rank, saved under ``RNG_KEY`` and restored on resume, each rank its own
+  (``every_rank_rng_states``, ``restore_rank_rng_states``).
 * A checkpoint of another model refused before anything is loaded (``check_checkpoint_matches``).
 * What a sharded checkpoint folder is (``sharded_checkpoint_problem``), the one error for a folder that is not a
   whole one (``sharded_folder_error``) and the one refusing a whole one to a strategy that reads files
-  (``sharded_checkpoint_refused``): the strategies and the CLI share all three.
+  (``sharded_checkpoint_refused``): the strategies and the CLI share all three; ``folder_refused`` picks one.
 * A checkpoint file read memory-mapped (``load_mapped``).
 """
 
@@ -19,6 +19,7 @@ from typing import Any, cast
 import numpy
 import torch
 from lightning.fabric.utilities.load import _METADATA_FILENAME
+from lightning.fabric.utilities.rank_zero import rank_zero_warn
 from lightning.fabric.utilities.types import _PATH
 from torch import nn
 
@@ -75,6 +76,15 @@ def sharded_checkpoint_refused(path: str, strategy: str, *, in_config: bool = Fa
     return _ckpt_path_error(path, problem, in_config)
 
 
+def folder_refused(path: str, strategy: str) -> UsageError | ConfigError:
+    """A folder given as ``ckpt_path`` to a strategy that reads checkpoint files: a whole sharded checkpoint
+    (``csx_fsdp``'s default) is said to be one, with the two ways to use it; another folder, what it lacks."""
+    problem = sharded_checkpoint_problem(Path(path))
+    if problem is not None:
+        return sharded_folder_error(path, problem)
+    return sharded_checkpoint_refused(path, strategy)
+
+
 def _ckpt_path_error(path: str, problem: str, in_config: bool) -> UsageError | ConfigError:
     """``ckpt_path`` refused where the user wrote it: a YAML key is a ConfigError at its key path; the argument
     of ``Trainer.fit``/``validate``/``test`` a UsageError, as every other refused Python argument."""
@@ -98,6 +108,34 @@ def rng_states() -> dict[str, Any]:
     name, keys, position, has_gauss, cached = legacy
     states["numpy"] = (name, torch.from_numpy(keys.astype("int64")), position, has_gauss, cached)
     return states
+
+
+def every_rank_rng_states(world_size: int) -> list[dict[str, Any]]:
+    """Every rank's ``rng_states()``, in rank order: a collective when the ranks run as a process group (every
+    rank calls it, as Lightning's ``trainer.save_checkpoint`` is)."""
+    states = rng_states()
+    if world_size == 1 or not torch.distributed.is_initialized():
+        return [states]
+    gathered: list[Any] = [None] * world_size
+    torch.distributed.all_gather_object(gathered, states)
+    return gathered
+
+
+def restore_rank_rng_states(saved: Any, world_size: int, rank: int) -> None:
+    """Set this rank's generators as ``saved`` (a checkpoint's ``RNG_KEY``, if any) holds them: rank 0's, with a
+    warning, when the checkpoint was written by another number of ranks."""
+    if saved is None:
+        return
+    if isinstance(saved, Mapping):  # written by cs_lightning 0.1.0: one state, for every rank
+        restore_rng_states(saved)
+        return
+    if len(saved) != world_size:
+        rank_zero_warn(
+            f"the checkpoint holds the random generators of {len(saved)} rank(s) and this run has "
+            f"{world_size}: every rank continues from rank 0's, so random draws (dropout) differ from "
+            "the run that wrote it"
+        )
+    restore_rng_states(saved[rank] if len(saved) == world_size else saved[0])
 
 
 def restore_rng_states(states: Mapping[str, Any]) -> None:

@@ -15,27 +15,26 @@
   compiles the training step's forward and the optimizer update, with learning rates held as in-place tensors
   (the model called elsewhere, in a hook, runs eagerly).
 * Step closures run at the end of each step; the time to first loss is measured and reported.
+
+This module is the strategy's lifecycle, hook by hook; what the hooks do at length lives in modules named for it:
+``options`` (the CS-X options and their checks), ``checkpoints`` (what a checkpoint holds besides Lightning's, and
+what is refused), ``trace_check`` (the checked step) and ``compiling`` (``compile=True``).
 """
 
 from __future__ import annotations
 
 import atexit
-import difflib
-import inspect
 import os
 import time
 import warnings
 from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, get_type_hints
+from functools import partial
+from typing import Any
 
 import torch
-from lightning import __version__ as lightning_version
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.strategies import _StrategyRegistry
-from lightning.fabric.utilities.rank_zero import rank_zero_warn
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BatchSizeFinder, LearningRateFinder
@@ -49,85 +48,26 @@ from typing_extensions import override
 from cs_lightning import deferred, trace
 from cs_lightning.config_blocks import keyword_names
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
-from cs_lightning.errors import ConfigError, UsageError, UsageTypeError
 from cs_lightning.schedulers import Scheduler
-from cs_lightning.schedulers.from_torch import closed_form_of, convert_lightning_configs
+from cs_lightning.schedulers.from_torch import convert_lightning_configs
 from cs_lightning.schedulers.resume import check_scheduler_states
 from cs_lightning.step_closure import StepBoundary, run_at_once
 from cs_lightning.strategies.checkpoints import (
     RNG_KEY,
     check_checkpoint_matches,
+    every_rank_rng_states,
+    folder_refused,
     load_mapped,
     model_shapes,
-    restore_rng_states,
-    rng_states,
-    sharded_checkpoint_problem,
-    sharded_checkpoint_refused,
-    sharded_folder_error,
+    restore_rank_rng_states,
 )
+from cs_lightning.strategies.compiling import compile_forwards, compiled_update, forget_compiled_updates, shadowed
+from cs_lightning.strategies.options import CSX_OPTION_NAMES, CSXOptions, refuse_unknown, with_options_signature
+from cs_lightning.strategies.trace_check import checked_step
 from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of, skipped
-from cs_lightning.trace_cache import TraceCache, fingerprint
-
-INIT_MODES = ("exact", "independent")
-# torch's own compiler, always registered: the one backend name accepted without looking it up.
-_DEFAULT_BACKEND = "inductor"
-
-# What the trace check's verdict depends on besides code and inputs (part of its cache key).
-_CHECK_OPTIONS = {"check": "lazy trace", "host_reads": "refused", "shapes": "static"}
 
 # Parameter dtype per Lightning precision; the others keep float32 weights.
 _WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
-
-
-@dataclass(frozen=True)
-class CSXOptions:
-    """The CS-X options every csx strategy takes: the one list of their names, defaults, checks and help.
-
-    The strategies' keyword arguments, ``csx_options``, the CLI's ``--trainer.strategy.*`` flags and the
-    README's list all come from these fields.
-    """
-
-    trace_check: bool = field(
-        default=True, metadata={"help": "check that the first step traces as one graph, failing early when it cannot"}
-    )
-    compile: bool = field(
-        default=False,
-        metadata={"help": "compile the training step's forward and the optimizer update with torch.compile for speed"},
-    )
-    compile_backend: str | Callable[..., Any] = field(
-        default=_DEFAULT_BACKEND, metadata={"help": "the torch.compile backend used when compile=True"}
-    )
-    init_mode: str = field(
-        default="exact",
-        metadata={
-            "help": "'exact' (weights bit-identical to eager construction) or 'independent' (each tensor"
-            " depends only on the seed and its name: faster, same across ranks)"
-        },
-    )
-    strict_schedulers: bool = field(
-        default=False,
-        metadata={
-            "help": "fail, instead of warning, when a torch scheduler returned by configure_optimizers"
-            " has no closed form"
-        },
-    )
-
-    def __post_init__(self) -> None:
-        if self.init_mode not in INIT_MODES:
-            raise UsageError(f"init_mode={self.init_mode!r} is not supported; use one of {INIT_MODES}")
-        for option in fields(self):
-            value = getattr(self, option.name)
-            if option.type in (bool, "bool") and not isinstance(value, bool):  # "bool": postponed annotations
-                raise UsageTypeError(f"{option.name}={value!r} must be a bool (True or False)")
-        _check_backend(self.compile_backend)
-
-    @classmethod
-    def take(cls, kwargs: dict[str, Any]) -> CSXOptions:
-        """The options among ``kwargs``, removed from it (the rest go to Lightning's strategy)."""
-        return cls(**{name: kwargs.pop(name) for name in CSX_OPTION_NAMES if name in kwargs})
-
-
-CSX_OPTION_NAMES = tuple(option.name for option in fields(CSXOptions))
 
 
 class CSXSystemMixin(Strategy):
@@ -146,7 +86,7 @@ class CSXSystemMixin(Strategy):
 
     def __init__(self, **kwargs: Any) -> None:
         self.options = CSXOptions.take(kwargs)
-        self._refuse_unknown(kwargs)
+        refuse_unknown(type(self), CSXSystemMixin, kwargs, self._lightning_arguments())
         super().__init__(**kwargs)
         self._time_to_first_loss: TimeToFirstLoss | None = None
         self._driven_clock: TimeToFirstLoss | None = None  # the clock, when the strategy's hooks drive it
@@ -170,24 +110,6 @@ class CSXSystemMixin(Strategy):
         """The keyword arguments the Lightning strategy takes, None when it takes any (``**kwargs``)."""
         names, takes_any = keyword_names(super().__init__)
         return None if takes_any else set(names)
-
-    def _refuse_unknown(self, kwargs: Mapping[str, Any]) -> None:
-        """Name a misspelled option here, with its closest spelling: Lightning's strategy would only say
-        that its own ``__init__`` got an unexpected keyword argument."""
-        known = self._lightning_arguments()
-        unknown = [] if known is None else [name for name in kwargs if name not in known]
-        if not unknown:
-            return
-        cls = type(self)
-        mixin_at = cls.__mro__.index(CSXSystemMixin)
-        own = sorted({name for c in cls.__mro__[:mixin_at] for name in _own_keyword_names(c)})
-        parent = next(c for c in cls.__mro__[mixin_at + 1 :] if "__init__" in vars(c))
-        close = difflib.get_close_matches(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())], n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageTypeError(
-            f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}It takes the CS-X options"
-            f" {list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} and {parent.__name__}'s arguments."
-        )
 
     @property
     def csx_options(self) -> dict[str, Any]:
@@ -285,7 +207,7 @@ class CSXSystemMixin(Strategy):
     def load_checkpoint(self, checkpoint_path: _PATH, weights_only: bool | None = None) -> dict[str, Any]:
         """Memory-map a local checkpoint, so weights are read once, straight into the model."""
         if os.path.isdir(checkpoint_path):  # torch.load's IsADirectoryError would not say what the folder is
-            raise _folder_refused(str(checkpoint_path), self.strategy_name)
+            raise folder_refused(str(checkpoint_path), self.strategy_name)
         if type(self.checkpoint_io) is not TorchCheckpointIO or not os.path.isfile(checkpoint_path):
             return super().load_checkpoint(checkpoint_path, weights_only=weights_only)
         return load_mapped(checkpoint_path, weights_only)
@@ -296,13 +218,7 @@ class CSXSystemMixin(Strategy):
 
         Every rank calls this (Lightning's rule for ``trainer.save_checkpoint``), so the states are gathered.
         """
-        states = rng_states()
-        if self.world_size > 1 and torch.distributed.is_initialized():
-            gathered: list[Any] = [None] * self.world_size
-            torch.distributed.all_gather_object(gathered, states)
-            checkpoint[RNG_KEY] = gathered
-        else:
-            checkpoint[RNG_KEY] = [states]
+        checkpoint[RNG_KEY] = every_rank_rng_states(self.world_size)
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
 
     @override
@@ -333,19 +249,7 @@ class CSXSystemMixin(Strategy):
     def _restore_generators(self, checkpoint: Mapping[str, Any]) -> None:
         """Set this rank's generators as the checkpoint saved them (before the dataloaders are made:
         the iterator of an epoch starting after the checkpoint draws its seed from them)."""
-        saved = checkpoint.get(RNG_KEY)
-        if saved is None:
-            return
-        if isinstance(saved, Mapping):  # written by cs_lightning 0.1.0: one state, for every rank
-            restore_rng_states(saved)
-            return
-        if len(saved) != self.world_size:
-            rank_zero_warn(
-                f"the checkpoint holds the random generators of {len(saved)} rank(s) and this run has "
-                f"{self.world_size}: every rank continues from rank 0's, so random draws (dropout) differ from "
-                "the run that wrote it"
-            )
-        restore_rng_states(saved[self.global_rank] if len(saved) == self.world_size else saved[0])
+        restore_rank_rng_states(checkpoint.get(RNG_KEY), self.world_size, self.global_rank)
 
     @override
     def setup_environment(self) -> None:
@@ -365,7 +269,13 @@ class CSXSystemMixin(Strategy):
         if trainer.state.fn != TrainerFn.FITTING:
             return
         if self.options.compile:
-            self._compile(module)
+            self._capture = compile_forwards(
+                module,
+                [config.scheduler for config in self.lr_scheduler_configs],
+                self.options.compile_backend,
+                fullgraph=self.options.trace_check,
+                on_first_call=self._add_trace_phase,
+            )
         # under compile=True TorchDynamo's fullgraph capture is the check (of forward): a step first
         # run under the check's modes would be compiled twice
         self._check_pending = self.options.trace_check and not self.options.compile
@@ -379,23 +289,26 @@ class CSXSystemMixin(Strategy):
         """
         module = self._connected_module
         configure = module.configure_optimizers
-        with _shadowed(module, "configure_optimizers", lambda: _step_closed_form(configure())):
+        with shadowed(module, "configure_optimizers", lambda: _step_closed_form(configure())):
             super().setup_optimizers(trainer)
         convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
-        """The first ``training_step`` runs as a CS-X traces it (``trace.lazy_trace``): the
-        check is the step itself, and a host read or a value-dependent shape in the user's
-        code is refused before the update it precedes. A step that skips its batch (returns
-        None) is no verdict: the next step is checked too.
-
-        A step whose code and input shapes passed the check before, in this run or any
-        earlier one (see ``cs_lightning.trace_cache``), is not checked again.
-        """
+        """The first ``training_step`` runs checked (``trace_check``), and so does each next one until a step
+        gives a verdict (one that skips its batch, returning None, gives none); under ``compile=True`` it runs
+        captured instead. The first loss is kept for the clock."""
         module = self._connected_module
         if self._check_pending:
-            output = self._checked_training_step(args, kwargs)
+            output, verdict = checked_step(
+                module,
+                partial(super().training_step, *args, **kwargs),
+                args,
+                precision=self.precision_plugin.precision,
+                vouches=self.global_rank == 0,
+                on_traced=self._add_trace_phase,
+            )
+            self._check_pending = not verdict
         elif self._capture is not None:
             # only the step runs compiled: the model's calls elsewhere (sampling in a hook) stay eager
             with self._capture.active():
@@ -408,29 +321,6 @@ class CSXSystemMixin(Strategy):
             self._first_loss = loss.detach() if isinstance(loss, torch.Tensor) else None
         if not module.automatic_optimization:  # its optimizer steps all ran inside training_step
             self._end_step()
-        return output
-
-    def _checked_training_step(self, args: tuple, kwargs: dict) -> STEP_OUTPUT:
-        cache = TraceCache()
-        module = self._connected_module
-        options = {**_CHECK_OPTIONS, "precision": self.precision_plugin.precision, "lightning": lightning_version}
-        code = fingerprint(module)  # read at the step it vouches for, and only when checking
-        key = None if code is None else cache.key(code, args, options)
-        if key is not None and cache.hit(key):
-            self._check_pending = False
-            return super().training_step(*args, **kwargs)
-        started = time.perf_counter()
-        with trace.lazy_trace(module):
-            output = super().training_step(*args, **kwargs)
-        self._add_phase("trace", time.perf_counter() - started)
-        if skipped(module, output):
-            # a skipped step returns early (a warmup `return None`), before most of what a real step runs:
-            # no verdict, so nothing is remembered and the next step is checked, before its update
-            return output
-        self._check_pending = False
-        if key is not None and self.global_rank == 0:
-            # rank 0 vouches for all: a read only rank 0 makes (self.print) fails there, after the others passed
-            cache.store(key, {"model": type(module).__qualname__})
         return output
 
     @override
@@ -447,7 +337,7 @@ class CSXSystemMixin(Strategy):
         Under ``compile=True`` Lightning's closure runs as usual and the update runs compiled.
         """
         if self.options.compile:
-            with _compiled_update(optimizer, self.options.compile_backend):
+            with compiled_update(optimizer, self.options.compile_backend):
                 loss = super().optimizer_step(optimizer, closure, model, **kwargs)
         else:
             loss = super().optimizer_step(optimizer, closure, model, **kwargs)
@@ -462,10 +352,7 @@ class CSXSystemMixin(Strategy):
         if self._capture is not None:
             self._capture.close()
             self._capture = None
-        for optimizer in self.optimizers:
-            update = optimizer.__dict__.pop("_csx_compiled_update", None)
-            if update is not None:
-                trace.forget(update._torchdynamo_orig_callable)
+        forget_compiled_updates(self.optimizers)
         super().teardown()
 
     @property
@@ -507,47 +394,15 @@ class CSXSystemMixin(Strategy):
         )
         self._add_phase("materialize", time.perf_counter() - started)
 
-    def _compile(self, module: LightningModule) -> None:
-        """Capture forward for the training steps of this fit; closed-form schedules write their values in place."""
-        for config in self.lr_scheduler_configs:
-            closed = closed_form_of(config.scheduler)
-            if closed is not None:
-                closed.set_tensor_values(True)
-        self._capture = trace.Capture(
-            _trace_targets(module),
-            backend=self.options.compile_backend,
-            fullgraph=self.options.trace_check,
-            on_first_call=self._trace_timer(),
-        )
-
-    def _trace_timer(self) -> Callable[[float], None]:
-        return lambda seconds: self._add_phase("trace", seconds)
+    def _add_trace_phase(self, seconds: float) -> None:
+        self._add_phase("trace", seconds)
 
     def _add_phase(self, name: str, seconds: float) -> None:
         if self._time_to_first_loss is not None:
             self._time_to_first_loss.add_phase(name, seconds)
 
 
-def _with_options_signature(init: Callable[..., None]) -> None:
-    """Show the options as ``init``'s keyword arguments, typed, with their defaults and help, so
-    LightningCLI (jsonargparse) offers them as ``--trainer.strategy.<option>`` and ``help()`` lists them."""
-    types = get_type_hints(CSXOptions)
-    options = [
-        inspect.Parameter(
-            option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default, annotation=types[option.name]
-        )
-        for option in fields(CSXOptions)
-    ]
-    self, rest = (
-        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation=Any),
-    )
-    init.__signature__ = inspect.Signature([self, *options, rest], return_annotation=None)  # type: ignore[attr-defined]
-    lines = [f"    {option.name}: {option.metadata['help']}." for option in fields(CSXOptions)]
-    init.__doc__ = "\n".join(["The CS-X options, then the Lightning strategy's arguments.", "", "Args:", *lines])
-
-
-_with_options_signature(CSXSystemMixin.__init__)
+with_options_signature(CSXSystemMixin.__init__)
 
 
 # Old names kept for one release, each warning on use.
@@ -572,12 +427,6 @@ def renamed(name: str, stacklevel: int) -> Any:
     return globals()[_RENAMED[name]]
 
 
-def _own_keyword_names(cls: type) -> set[str]:
-    """The named keyword arguments of the ``__init__`` that ``cls`` itself defines (none if it defines none)."""
-    init = cls.__dict__.get("__init__")
-    return set(keyword_names(init)[0]) if init is not None else set()
-
-
 def _let_collectives_finish() -> None:
     """Give gloo's worker threads the GIL before the interpreter exits. A worker drops a finished collective's
     tensors after the caller's ``wait()`` returns, and needs the GIL for that: one still waiting for it when
@@ -585,27 +434,6 @@ def _let_collectives_finish() -> None:
     active exception", SIGABRT after a finished fit). Seen in a core dump of a csx_fsdp rank on CPU."""
     if torch.distributed.is_initialized() and "gloo" in torch.distributed.get_backend():
         time.sleep(0.05)
-
-
-def _folder_refused(path: str, strategy: str) -> UsageError | ConfigError:
-    """A folder given as ``ckpt_path`` to a strategy that reads checkpoint files: a whole sharded checkpoint
-    (``csx_fsdp``'s default) is said to be one, with the two ways to use it; another folder, what it lacks."""
-    problem = sharded_checkpoint_problem(Path(path))
-    if problem is not None:
-        return sharded_folder_error(path, problem)
-    return sharded_checkpoint_refused(path, strategy)
-
-
-def _trace_targets(module: LightningModule) -> list[nn.Module]:
-    """The forwards a step may call first: the LightningModule's own, and its children holding weights.
-
-    Children without parameters (metrics, losses) are left out: they are host-side bookkeeping.
-    """
-    targets: list[nn.Module] = []
-    if type(module).forward is not LightningModule.forward:
-        targets.append(module)
-    targets += [child for child in module.children() if next(child.parameters(), None) is not None]
-    return targets
 
 
 def _step_closed_form(conf: Any) -> Any:
@@ -622,71 +450,3 @@ def _step_closed_form(conf: Any) -> Any:
 
 def _per_step(scheduler: Any) -> Any:
     return {"scheduler": scheduler, "interval": "step"} if isinstance(scheduler, Scheduler) else scheduler
-
-
-def _check_backend(backend: object) -> None:
-    """Refuse, as the strategy is built, a backend torch.compile would refuse only at setup (after the run has
-    written its log folder): a name torch does not know, or neither a name nor a callable. Looking a name up
-    imports every backend torch registers (0.2-0.4 s once per process), so the default, torch's own, is not
-    looked up: a strategy built without ``compile_backend`` pays nothing."""
-    if callable(backend):
-        return
-    if not isinstance(backend, str):
-        raise UsageTypeError(
-            f"compile_backend={backend!r} is neither a backend name nor a callable; {_backend_choices()}"
-        )
-    if backend == _DEFAULT_BACKEND:
-        return
-    try:
-        torch._dynamo.lookup_backend(backend)
-    except torch._dynamo.exc.InvalidBackend:
-        close = difflib.get_close_matches(backend, torch._dynamo.list_backends(exclude_tags=()), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageError(
-            f"compile_backend={backend!r} is not a torch.compile backend; {hint}{_backend_choices()}"
-        ) from None
-
-
-def _backend_choices() -> str:
-    return (
-        f"pass one of {torch._dynamo.list_backends()} (torch._dynamo.list_backends(); its debug backends such as"
-        " 'eager' and 'aot_eager' work too) or a backend callable."
-    )
-
-
-@contextmanager
-def _compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) -> Generator[None, None, None]:
-    """Within the block ``optimizer.step(closure)`` runs the closure eagerly, then a compiled update."""
-    update = optimizer.__dict__.get("_csx_compiled_update")
-    if update is None:
-        update = optimizer.__dict__["_csx_compiled_update"] = torch.compile(optimizer.step, backend=backend)
-
-    def step(closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        update(**kwargs)
-        return loss
-
-    with _shadowed(optimizer, "step", step):
-        yield
-
-
-@contextmanager
-def _shadowed(owner: Any, name: str, value: Any) -> Generator[None, None, None]:
-    """Within the block an instance attribute ``name`` of ``owner`` is ``value``, shadowing its method;
-    afterwards it is as it was: an instance attribute there before (the wrapper a torch LRScheduler sets
-    on ``optimizer.step``, which warns when it is gone) is put back."""
-    before = owner.__dict__.get(name, _ABSENT)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        if before is _ABSENT:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, before)
-
-
-_ABSENT = object()

@@ -1,0 +1,54 @@
+"""The trace check of a csx strategy's training step, remembered across runs.
+
+The step runs as a CS-X traces it (``trace.lazy_trace``): the check is the step itself, and a host read or a
+value-dependent shape in the user's code is refused before the update it precedes. A step whose code and input
+shapes passed before, in this run or an earlier one (``cs_lightning.trace_cache``), runs unchecked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from lightning import __version__ as lightning_version
+from lightning.pytorch import LightningModule
+from lightning.pytorch.utilities.types import STEP_OUTPUT
+
+from cs_lightning import trace
+from cs_lightning.time_to_first_loss import skipped
+from cs_lightning.trace_cache import TraceCache, fingerprint
+
+# What the trace check's verdict depends on besides code and inputs (part of its cache key).
+_CHECK_OPTIONS = {"check": "lazy trace", "host_reads": "refused", "shapes": "static"}
+
+
+def checked_step(
+    module: LightningModule,
+    step: Callable[[], STEP_OUTPUT],
+    args: tuple,
+    *,
+    precision: str,
+    vouches: bool,
+    on_traced: Callable[[float], None],
+) -> tuple[STEP_OUTPUT, bool]:
+    """Run ``step``, ``module``'s training step on ``args``, checked; returns its output and whether that is a
+    verdict (False: the step skipped its batch, so the next one is to be checked). ``vouches``: a pass is
+    remembered for every rank (rank 0's); ``on_traced`` gets the seconds the checked step took."""
+    cache = TraceCache()
+    options = {**_CHECK_OPTIONS, "precision": precision, "lightning": lightning_version}
+    code = fingerprint(module)  # read at the step it vouches for, and only when checking
+    key = None if code is None else cache.key(code, args, options)
+    if key is not None and cache.hit(key):
+        return step(), True
+    started = time.perf_counter()
+    with trace.lazy_trace(module):
+        output = step()
+    on_traced(time.perf_counter() - started)
+    if skipped(module, output):
+        # a skipped step returns early (a warmup `return None`), before most of what a real step runs:
+        # no verdict, so nothing is remembered and the next step is checked, before its update
+        return output, False
+    if key is not None and vouches:
+        # rank 0 vouches for all: a read only rank 0 makes (self.print) fails there, after the others passed
+        cache.store(key, {"model": type(module).__qualname__})
+    return output, True
