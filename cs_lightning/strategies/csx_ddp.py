@@ -79,18 +79,25 @@ def _replicas_identical(model: nn.Module, device: torch.device) -> bool:
 def _bit_sum(tensor: torch.Tensor) -> torch.Tensor:
     """Sum of the tensor's raw bit patterns, each times its position plus one (wrapping int64): replicas built
     from different seeds differ in it almost surely, and so do the same values in other places (two swapped).
-    Taken in chunks, so the int64 copy it needs is a few MiB whatever the tensor's size."""
+
+    Word ``r * _ROW + c`` weighs ``r * _ROW + c + 1``, so the sum is ``_ROW * sum(r * row_sum[r]) +
+    sum((c + 1) * column_sum[c])``: two reductions over the words, with no int64 copy of them."""
     words = tensor.contiguous().view(-1)
     if words.is_floating_point() or words.is_complex():
         words = words.view(_SAME_WIDTH_INT[words.element_size()])
-    total = torch.zeros((), dtype=torch.int64, device=words.device)
-    for start in range(0, words.numel(), _CHUNK):
-        chunk = words[start : start + _CHUNK].to(torch.int64)
-        positions = torch.arange(start + 1, start + 1 + chunk.numel(), dtype=torch.int64, device=words.device)
-        total += (chunk * positions).sum()
-    return total
+    rows = words.numel() // _ROW
+    body = words[: rows * _ROW].view(rows, _ROW)
+    tail = words[rows * _ROW :].to(torch.int64)  # fewer than _ROW words
+    return (
+        _ROW * (body.sum(1, dtype=torch.int64) * _positions(0, rows, words.device)).sum()
+        + (body.sum(0, dtype=torch.int64) * _positions(1, _ROW + 1, words.device)).sum()
+        + (tail * _positions(rows * _ROW + 1, words.numel() + 1, words.device)).sum()
+    )
+
+
+def _positions(start: int, end: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(start, end, dtype=torch.int64, device=device)
 
 
 _SAME_WIDTH_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}
-# Elements weighed at once by _bit_sum: two int64 temporaries of 8 MiB each.
-_CHUNK = 1 << 20
+_ROW = 1024  # words per row of _bit_sum's two reductions
