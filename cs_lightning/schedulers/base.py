@@ -200,6 +200,9 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._dtype = torch.float32
         self._tensor_values = False
         self._refuses_invalid = True  # see _refusal; False for a schedule converted from torch's
+        # True for a schedule converted from torch's: a tensor a group holds is filled in place, as
+        # torch's schedulers fill it (a LambdaLR whose function returns a tensor leaves one there)
+        self._fills_held_tensors = False
         # Groups present now are bound by their tags; a group added later joins at a step
         # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
         # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
@@ -527,16 +530,16 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._cursor.last = row
         groups = self.optimizer.param_groups
         key = self.param_group_key
-        if not self._tensor_values:
-            for index, value in zip(self._targets, row):
-                groups[index][key] = value
-            return
+        fill = self._tensor_values or self._fills_held_tensors
         for index, value in zip(self._targets, row):
-            held = groups[index][key]
-            if isinstance(held, Tensor):
-                held.fill_(value)
+            group = groups[index]
+            held = group.get(key)
+            if fill and isinstance(held, Tensor):
+                held.fill_(value)  # keeps its dtype and device; a compiled step or the user may hold it
+            elif self._tensor_values:
+                group[key] = torch.tensor(value, dtype=torch.float32, device=_group_device(group))
             else:
-                groups[index][key] = torch.tensor(value, dtype=torch.float32, device=_group_device(groups[index]))
+                group[key] = value
 
     def _read(self, index: int) -> float:
         """The value param group ``index`` holds where ``_write`` writes it (a tensor value read as a float)."""
