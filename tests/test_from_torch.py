@@ -593,3 +593,15 @@ def test_a_lambda_returning_a_tensor_leaves_torchs_tensor_lr(lr_lambda, how):
     if how == "drive":  # torch's state dict: its last learning rates are the same tensors too
         assert all(isinstance(lr, torch.Tensor) for lr in converted.state_dict()["_last_lr"])
         torch.testing.assert_close(converted.state_dict()["_last_lr"], reference.state_dict()["_last_lr"])
+
+
+def test_a_torch_one_cycle_making_adams_beta1_one_is_not_converted_and_says_why():
+    """torch's OneCycleLR writes max_momentum=1.0 into Adam's betas, whose step then raises ZeroDivisionError:
+    its closed form refuses the value, so torch's own scheduler keeps running (as without csx), with the reason."""
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    scheduler = L.OneCycleLR(optimizer, max_lr=0.5, total_steps=10, max_momentum=1.0)
+    with pytest.raises(NotConvertible, match=r"OneCycleLR is not converted.*initial_val=1.0, which becomes beta1"):
+        drive(scheduler, strict=True)
+    with pytest.warns(HostSchedulerWarning, match="torch's Adam needs 0 <= beta1 < 1"):
+        assert not drive(scheduler)
+    assert optimizer.param_groups[0]["betas"] == (1.0, 0.999)  # torch's own values, untouched

@@ -513,6 +513,46 @@ def test_an_update_with_a_negative_momentum_is_refused_in_momentum_or_beta1(make
     assert weight.item() == updated
 
 
+BETA1_RULE = (
+    r"which becomes beta1 \(betas\[0\]\) of {optimizer}'s param_groups\[0\]; torch's {optimizer} needs "
+    r"0 <= beta1 < 1 \(its step divides by 1 - beta1\*\*step\); fix: give {argument} < 1 \(e.g. 0.95\), or "
+    r"schedule the momentum of an optimizer that has one \(SGD, RMSprop\)$"
+)
+
+
+@pytest.mark.parametrize(
+    ("make_optimizer", "make", "got"),
+    [
+        (
+            lambda p: torch.optim.Adam(p, lr=0.1),
+            lambda o: cs.OneCycleMomentum(o, initial_val=1.0, max_val=0.85, total_steps=10, final_div_factor=1.0),
+            "OneCycleMomentum: got initial_val=1.0",
+        ),
+        (
+            lambda p: torch.optim.AdamW(p, lr=0.1),
+            lambda o: cs.CyclicMomentum(o, base_val=0.8, max_val=1.2, step_size_up=5),
+            "CyclicMomentum: got max_val=1.2",
+        ),
+    ],
+    ids=["one_cycle_adam", "cyclic_adamw"],
+)
+def test_a_beta1_of_one_or_more_is_refused_at_construction(make_optimizer, make, got):
+    """torch's Adam refuses betas[0] >= 1 when built; written by a scheduler, 1.0 made its step raise
+    ZeroDivisionError ('float division by zero'). Refused where it is written, naming the argument."""
+    optimizer = make_optimizer([torch.nn.Parameter(torch.ones(1))])
+    argument = got.split()[-1].split("=")[0]
+    rule = BETA1_RULE.format(optimizer=type(optimizer).__name__, argument=argument)
+    with pytest.raises(ValueError, match=rf"^{got}, {rule}"):
+        make(optimizer)
+    assert optimizer.param_groups[0]["betas"] == (0.9, 0.999)  # nothing written
+
+
+def test_a_momentum_of_one_is_taken_as_torchs_sgd_takes_it():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1, momentum=0.9)
+    cs.OneCycleMomentum(optimizer, initial_val=1.0, max_val=0.85, total_steps=10, final_div_factor=1.0)
+    assert optimizer.param_groups[0]["momentum"] == 1.0
+
+
 def test_a_group_added_to_adam_follows_a_momentum_schedule_from_its_own_beta1():
     optimizer = torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     scheduler = cs.OneCycleMomentum(optimizer, initial_val=0.9, max_val=0.8, total_steps=10, anneal_strategy="linear")

@@ -741,6 +741,30 @@ class MomentumScheduler(Scheduler):
     _group_needs = ("momentum", "betas")
     _optimizers_with_them = "SGD, RMSprop, Adam, AdamW"
 
+    def _bind_groups(self) -> None:
+        super()._bind_groups()
+        self._check_beta1_arguments()
+
+    def _check_beta1_arguments(self) -> None:
+        """Refuse a value argument >= 1 where it becomes an Adam-family beta1: torch's Adam refuses
+        ``betas[0] >= 1`` when built, but takes one a scheduler writes, then divides by ``1 - beta1**step``
+        (ZeroDivisionError at 1, a diverging run above). SGD and RMSprop take a momentum >= 1: so is it here."""
+        groups = self.optimizer.param_groups
+        betas = [index for index in self._targets if "momentum" not in groups[index]]
+        if not betas:
+            return
+        owner, optimizer = type(self).__name__, type(self.optimizer).__name__
+        for name in sorted(_VALUE_ARGUMENTS & vars(self).keys()):
+            value = vars(self)[name]
+            if any(v >= 1 for v in (value if isinstance(value, list) else [value])):
+                public = _public_name(type(self), name)
+                raise UsageError(
+                    f"{owner}: got {public}={value!r}, which becomes beta1 (betas[0]) of {optimizer}'s "
+                    f"param_groups[{betas[0]}]; torch's {optimizer} needs 0 <= beta1 < 1 (its step divides "
+                    f"by 1 - beta1**step); fix: give {public} < 1 (e.g. 0.95), or schedule the momentum of "
+                    "an optimizer that has one (SGD, RMSprop)"
+                )
+
     def _write(self, row: list[float]) -> None:
         self._cursor.last = row
         groups = self.optimizer.param_groups
