@@ -221,3 +221,36 @@ def test_an_init_after_init_module_whose_draws_cannot_be_counted_puts_the_genera
         warnings.simplefilter("error", DeferredInitWarning)
         csx, _, _ = _init_module_then_draws("csx", apply_init="bias", draws=False)
     _assert_same(eager, csx)
+
+
+class _OwnGeneratorSeededAgain(_Net):
+    """Initializes from a generator of its own, seeding it again between layers: eager's second layer
+    repeats the first's numbers."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        super().__init__()
+        nn.init.normal_(self.net[0].weight, generator=generator.manual_seed(7))
+        nn.init.normal_(self.net[2].weight, generator=generator.manual_seed(7))
+
+
+def _built_under_init_module(strategy: str) -> tuple[_AtFitStart, torch.Tensor]:
+    generator = torch.Generator()
+    torch.manual_seed(0)
+    seen = _AtFitStart()
+    run = trainer(strategy, max_steps=0, accelerator="cpu", devices=1, callbacks=[seen])
+    with run.init_module():
+        model = _OwnGeneratorSeededAgain(generator)
+    run.fit(model, data())
+    return seen, generator.get_state()
+
+
+def test_a_generator_of_the_users_own_seeded_again_under_init_module_gives_eagers_weights() -> None:
+    """Recording left the generator unmoved, so the second seed (the generator's state already) went
+    unseen and the replay drew the second layer after the first: other weights than eager's."""
+    eager, eager_generator = _built_under_init_module("auto")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        csx, csx_generator = _built_under_init_module("csx")
+    _assert_same(eager, csx)
+    assert torch.equal(csx_generator, eager_generator)
+    assert torch.equal(csx.weights[2].flatten(), csx.weights[0].flatten()[:16])  # the second seed's numbers

@@ -92,9 +92,6 @@ class Recording:
         self.replay_from: torch.Tensor | None = None
         self.jumped_to: torch.Tensor | None = None
         self.site = "unknown location"  # the user's line that opened the recording block
-        # The caller's own generators, each with its state when the recording first used
-        # it: like the global one, replay draws from them as they are at materialize.
-        self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         # Recorded right after another recording whose draws are still deferred: eager
         # would have drawn from the state that one's replay leaves.
         self.follows: Recording | None = None

@@ -490,7 +490,7 @@ class Recorder(Recording):
         if not fakes and not reals:  # a factory: pin what defaults it resolved
             logged, spec = self._pin_factory_defaults(func, logged, spec, mout, device)
         index = len(self.ops)
-        self._note_generators(logged)
+        own = self._own_generator(logged)
         self.ops.append(
             Op(
                 func,
@@ -503,6 +503,8 @@ class Recorder(Recording):
                 is_random,
             )
         )
+        if own is not None:
+            self._move_past(*own, self.ops[index])
         for sid in writes | overwrites:
             self._last_write[sid] = index
             self.uninitialized.discard(sid)
@@ -511,30 +513,41 @@ class Recorder(Recording):
         if is_random and self.replay_from is not None:
             self._drawn_after_jump(index)
 
-    def _note_generators(self, logged: list[Any]) -> None:
-        for x in logged:
-            if not isinstance(x, torch.Generator) or x is torch.default_generator:
-                continue  # (the global generator's setters are watched by _patched)
-            noted = self.generators.get(id(x))
-            if noted is not None and not torch.equal(noted[1], x.get_state()):
-                self._generator_set(x, noted[1])
-            self.generators[id(x)] = (x, x.get_state())
+    @staticmethod
+    def _own_generator(logged: list[Any]) -> tuple[torch.Generator, torch.Generator] | None:
+        """The generator of the caller's own an op draws from, if any, and the copy of it at its present
+        state that takes its place in ``logged``: replay draws from the copy, so the op gets eager's numbers
+        whatever the caller does with the generator afterwards (draw from it, seed it again, rewind it)."""
+        for i, x in enumerate(logged):
+            if isinstance(x, torch.Generator) and x is not torch.default_generator:
+                copy = torch.Generator(device=x.device)
+                copy.set_state(x.get_state())
+                logged[i] = copy
+                return x, copy
+        return None
 
-    def _generator_set(self, generator: torch.Generator, noted: torch.Tensor) -> None:
-        """The caller seeded or set ``generator`` since the draws pending from it were recorded:
-        eager made them from its earlier state, so they are drawn now, from that state."""
-        if not any(any(x is generator for x in self.ops[k].flat) for k in self.pending()):
-            return
-        now = generator.get_state()
-        generator.set_state(noted)
-        try:
+    def _move_past(self, generator: torch.Generator, copy: torch.Generator, op: Op) -> None:
+        """Move a generator of the caller's own past the numbers ``op`` draws from it (``copy`` holds the state
+        they start from), as eager does: its next draw, ``get_state()``, seed or rewind meets eager's state.
+        Jumped over where the count is known; else drawn once more, into a throwaway tensor, or, when the count
+        may depend on other recorded tensors' values, by running everything recorded so far."""
+        with recording_paused():
+            words = Executor(self.storages, None).draws(op) if generator.device.type == "cpu" else None
+            if words is not None:
+                skip_outputs(generator, words)
+                return
+            if op.reads <= op.writes:  # it reads nothing but the tensor it fills
+                probe = torch.Generator(device=copy.device)
+                probe.set_state(copy.get_state())
+                Executor(self.storages, None).run(op, probe)
+                generator.set_state(probe.get_state())
+                return
             self.flush(
-                "a generator of the constructor's own was seeded or set after random numbers were drawn from it",
-                "Eager drew those numbers before it was set",
-                "To keep the whole model deferred, give each seed a torch.Generator of its own.",
+                f"{op.func} draws from a generator of the constructor's own and reads other recorded tensors",
+                "How many numbers it draws may depend on their values, which eager had",
+                "To keep the whole model deferred, draw from the global generator there.",
             )
-        finally:
-            generator.set_state(now)
+            generator.set_state(copy.get_state())  # the flush drew from the copy
 
     @staticmethod
     def _pin_factory_defaults(
@@ -676,10 +689,12 @@ class Recorder(Recording):
             )
         sid = frozenset({ref.sid})
         index = len(self.ops)
-        self._note_generators(logged)
+        own = self._own_generator(logged)
         self.ops.append(
             Op(func, logged, spec, frozenset() if full else sid, sid, sid if full else frozenset(), (), True)
         )
+        if own is not None:
+            self._move_past(*own, self.ops[index])
         self._last_write[ref.sid] = index
         self.uninitialized.discard(ref.sid)
         if self.replay_from is not None:

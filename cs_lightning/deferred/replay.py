@@ -185,12 +185,16 @@ class Executor:
 
     def global_draws(self, op: Op) -> int | None:
         """How many outputs of the global CPU generator a dead op takes; None: unknown."""
+        if tree_unflatten(op.flat, op.spec)[1].get("generator") is not None:
+            return None  # draws from a generator of its own
+        return self.draws(op)
+
+    def draws(self, op: Op) -> int | None:
+        """How many outputs of the CPU generator it draws from an op takes; None: unknown."""
         fill = chunkable(op)
         if fill is None or self.device_of(fill[1].sid).type != "cpu":
             return None
         func, target = fill
-        if tree_unflatten(op.flat, op.spec)[1].get("generator") is not None:
-            return None  # draws from the caller's own generator
         words_per_number = {torch.float32: 1, torch.float64: 2}.get(target.dtype)
         if words_per_number is None or (func is aten.normal_.default and target.numel < 16):
             return None  # other paths (cached Box-Muller, other dtypes): draw them
