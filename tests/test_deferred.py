@@ -1169,6 +1169,43 @@ def test_trunc_normal_after_the_block_is_recorded_as_in_place_init_is() -> None:
     assert torch.equal(real, torch.empty(64).normal_(0.0, 0.02, generator=torch.Generator().manual_seed(0)))
 
 
+@pytest.mark.parametrize("own_generator", [False, True])
+def test_orthogonal_init_after_the_block_is_recorded_as_one_call(own_generator: bool) -> None:
+    """model.apply(init_fn) with nn.init.orthogonal_ between trainer.init_module() and fit: its QR made new
+    tensors from the deferred weight, refused as a forward pass would be ('aten.new_empty.default on a
+    deferred tensor ... outside recording()')."""
+
+    def build() -> nn.Module:
+        return nn.Sequential(nn.Linear(8, 6), nn.Linear(6, 12), nn.Conv2d(3, 4, 3))
+
+    def init(generator: torch.Generator | None) -> Callable[[nn.Module], None]:
+        def orthogonal(module: nn.Module) -> None:
+            if isinstance(module, (nn.Linear, nn.Conv2d)):
+                nn.init.orthogonal_(module.weight, gain=0.5, generator=generator)
+
+        return orthogonal
+
+    def generator() -> torch.Generator | None:
+        return torch.Generator().manual_seed(3) if own_generator else None
+
+    torch.manual_seed(SEED)
+    eager_generator = generator()
+    eager = build().apply(init(eager_generator))
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    lazy_generator = generator()
+    lazy = deferred_init(build).apply(init(lazy_generator))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        materialize(lazy)
+    assert_same(eager, lazy)
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+    if own_generator:
+        assert torch.equal(lazy_generator.get_state(), eager_generator.get_state())
+    with pytest.raises(ValueError, match="Only tensors with 2 or more dimensions are supported"):
+        nn.init.orthogonal_(deferred_init(nn.Linear, 4, 3).bias)  # eager's error, at this line
+
+
 def test_a_lazy_module_dry_run_is_refused_with_the_fix() -> None:
     class Lazy(nn.Module):
         def __init__(self) -> None:

@@ -133,6 +133,11 @@ class _Net(LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+def _orthogonal(module: nn.Module) -> None:
+    if isinstance(module, nn.Linear):
+        nn.init.orthogonal_(module.weight)
+
+
 def _init_module_then_draws(strategy: str, init: str = "default", apply_init: str = "", draws: bool = True) -> tuple:
     """``trainer.init_module()``, then (with ``draws``) draws from the global generator before and during ``fit``."""
     torch.manual_seed(0)
@@ -140,7 +145,9 @@ def _init_module_then_draws(strategy: str, init: str = "default", apply_init: st
     run = trainer(strategy, max_steps=0, accelerator="cpu", devices=1, callbacks=[seen])
     with run.init_module():  # INIT_MODULE_LINE
         model = _Net(init)
-    if apply_init:  # in-place init of this parameter after the block: eager draws it next
+    if apply_init == "orthogonal":  # model.apply(init_fn) after the block: a QR of a normal draw per weight
+        model.apply(_orthogonal)
+    elif apply_init:  # in-place init of this parameter after the block: eager draws it next
         nn.init.normal_(getattr(model.net[2], apply_init), std=0.5)
     if not draws:
         run.fit(model, data())
@@ -153,7 +160,13 @@ def _init_module_then_draws(strategy: str, init: str = "default", apply_init: st
 
 @pytest.mark.parametrize(
     ("strategy", "init", "apply_init"),
-    [("csx", "default", ""), ("csx_ddp", "default", ""), ("csx", "default", "weight"), ("csx", "trunc_normal", "")],
+    [
+        ("csx", "default", ""),
+        ("csx_ddp", "default", ""),
+        ("csx", "default", "weight"),
+        ("csx", "trunc_normal", ""),
+        ("csx", "default", "orthogonal"),  # was refused: orthogonal_ computes in new tensors
+    ],
 )
 def test_draws_after_init_module_are_eagers_and_so_are_the_weights(strategy: str, init: str, apply_init: str) -> None:
     """They drew what the recorded construction had not drawn yet: the user's numbers and then the

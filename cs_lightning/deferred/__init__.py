@@ -42,7 +42,9 @@ Limits, each reported rather than hidden:
   and after it (``model.apply(init_fn)`` before ``fit``): its wrapper, swapped in as cs_lightning is
   imported, passes real tensors straight to torch's function (a ``from torch.nn.init import
   trunc_normal_`` made before that import binds torch's own, whose rejection loop reads values:
-  everything recorded so far then runs eagerly, with a warning).
+  everything recorded so far then runs eagerly, with a warning). ``nn.init.orthogonal_``, which
+  computes a QR decomposition in new tensors, is recorded op by op in the block and as one call
+  after it (there, a new tensor made from a deferred one is refused as a forward pass would be).
 * A ``torch.Generator`` of the constructor's own is not the global one: each draw from it is
   recorded with a copy of its state, and replay draws from that copy, while recording moves
   the generator past the draw as eager does (a jump where the count is known, else the draw

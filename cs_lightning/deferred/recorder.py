@@ -761,6 +761,10 @@ def recording_paused() -> Iterator[None]:
 
 # Init functions whose Python loops on random values; recorded as one call each.
 _WHOLE_CALLS = [(torch.nn.init, "trunc_normal_")]
+# Init functions that compute in new tensors (orthogonal_: the QR decomposition of a normal draw): recorded op
+# by op in the block, where their draws are counted, and as one call each after it, where a new tensor made
+# from a deferred one means a forward pass and is refused (``model.apply(init_fn)`` before ``fit``).
+_CALLS_AFTER_THE_BLOCK = [(torch.nn.init, "orthogonal_")]
 # Setters and getters of the global CPU generator: the draws recorded before one must
 # happen before it (fork_rng reads the state, then puts it back), and the draws recorded
 # after a setter start from the state it sets.
@@ -777,7 +781,9 @@ _patch_lock = threading.Lock()
 _patch_users = 0
 
 
-def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
+def _recorded_call(original: Callable[..., Any], also_in_the_block: bool = True) -> Callable[..., Any]:
+    """``original``, recorded as one call on a deferred tensor (in its block too, or only after it)."""
+
     @functools.wraps(original)
     def call(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if not isinstance(tensor, DeferredTensor):
@@ -785,6 +791,13 @@ def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
         # recorded where the tensor was, in its block or after it (model.apply(init_fn) before fit)
         if current_recorder() not in (None, tensor._cs_recording):
             raise DeferredInitError(_mixes_recordings(original.__qualname__))
+        if not also_in_the_block:
+            if tensor._cs_recording.active:
+                return original(tensor, *args, **kwargs)  # recorded op by op
+            # eager's argument errors at the caller's line, not at materialize (meta tensors draw nothing)
+            original(
+                torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype, device="meta"), *args, **kwargs
+            )
         return tensor._cs_recording.record_call(original, tensor, args, kwargs)
 
     call._cs_recorded = True  # type: ignore[attr-defined]
@@ -821,9 +834,10 @@ def _install_whole_calls() -> None:
     (``model.apply(init_fn)`` between ``trainer.init_module()`` and ``fit``) is recorded too, and a
     model module's ``from torch.nn.init import trunc_normal_`` made after ``import cs_lightning`` gets
     the wrapper; real tensors pass straight through to torch's function."""
-    for owner, name in _WHOLE_CALLS:
-        if not getattr(getattr(owner, name), "_cs_recorded", False):
-            setattr(owner, name, _recorded_call(getattr(owner, name)))
+    for calls, also_in_the_block in ((_WHOLE_CALLS, True), (_CALLS_AFTER_THE_BLOCK, False)):
+        for owner, name in calls:
+            if not getattr(getattr(owner, name), "_cs_recorded", False):
+                setattr(owner, name, _recorded_call(getattr(owner, name), also_in_the_block))
 
 
 @contextlib.contextmanager
