@@ -13,6 +13,7 @@ import ctypes
 import math
 import mmap
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -1267,6 +1268,29 @@ def test_data_ptr_tells_recorded_tensors_apart_as_eager_does() -> None:
     assert len({lazy.emb.weight.data_ptr(), lazy.net.weight.data_ptr(), lazy.net.bias.data_ptr()}) == 3
     assert_same(eager, materialize(lazy))
     assert not lazy.net.weight.any()
+
+
+def test_a_storages_data_pointer_is_refused_naming_the_tensor_until_materialize() -> None:
+    """torch's own 'Attempted to access the data pointer on an invalid python storage' said neither
+    which tensor nor why; tensor.data_ptr() keeps answering stand-in addresses (ties are told apart)."""
+    lazy = deferred_init(nn.Linear, 4, 3)
+    line = sys._getframe().f_lineno + 1
+    for read in (lambda t: t.untyped_storage().data_ptr(), lambda t: t[1:].untyped_storage().data_ptr()):
+        with pytest.raises(
+            DeferredInitError,
+            match=rf"^untyped_storage\(\).data_ptr\(\) of Deferred(Parameter|Tensor)\(size=\((3, 4|2, 4)\), dtype=torch.float32, "
+            rf"device=cpu\), recorded at {re.escape(__file__)}:{line - 2}, at {re.escape(__file__)}:{line}: a deferred "
+            r"tensor has no memory, so no data pointer, until it is materialized\. Call "
+            r"cs_lightning.deferred.materialize\(module\)",
+        ):
+            read(lazy.weight)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
+        with pytest.raises(DeferredInitError, match="no data pointer"):
+            lazy.bias.storage().data_ptr()
+    assert lazy.weight.untyped_storage().nbytes() == 48
+    materialize(lazy)
+    assert lazy.weight.untyped_storage().data_ptr() == lazy.weight.data_ptr() != 0
 
 
 class WritesThroughNumpy(nn.Module):

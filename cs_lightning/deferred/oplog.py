@@ -129,8 +129,9 @@ class Recording:
 
     def meta(self, fake: torch.Tensor) -> torch.Tensor:
         """The meta tensor holding a recorded tensor's metadata."""
-        # Keyed by the wrapper's own storage, which `t.data = other` also swaps.
-        return self._metas[fake.untyped_storage()._cdata]
+        # Keyed by the wrapper's own storage, which `t.data = other` also swaps (torch's method: a
+        # DeferredTensor's own describes the tensor for its error, which would cost every op here).
+        return self._metas[torch.Tensor.untyped_storage(fake)._cdata]
 
     def ref(self, fake: torch.Tensor) -> Ref:
         """Which storage a recorded tensor views, and how."""

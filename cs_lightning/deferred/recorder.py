@@ -153,6 +153,30 @@ class DeferredTensor(torch.Tensor):
         as in eager; nothing lives there."""
         return self._cs_recording.stand_in_address(self)
 
+    def untyped_storage(self) -> torch.UntypedStorage:
+        """torch's storage object, whose ``data_ptr()`` says which tensor has no memory yet, and why."""
+        storage = super().untyped_storage()
+        if type(storage) is not _DeferredStorage:  # torch keeps one Python object per storage: set once
+            storage.__class__ = _DeferredStorage
+            # what the tensor is, not the tensor: a view asked for its storage is often gone when it is read (and
+            # a reference to the tensor from its storage would keep both alive)
+            storage._cs_about = f"{self!r}, recorded at {self._cs_recording.site}"  # type: ignore[attr-defined]
+        return storage
+
+
+class _DeferredStorage(torch.UntypedStorage):
+    """The storage of a deferred tensor: sizes and no memory."""
+
+    _cs_about: str
+
+    def data_ptr(self) -> int:
+        raise DeferredInitError(
+            f"untyped_storage().data_ptr() of {self._cs_about}, at {user_site()}: a deferred tensor has no memory, "
+            "so no data pointer, until it is materialized. Call cs_lightning.deferred.materialize(module) on "
+            "the module holding it first (a Lightning strategy='csx' run does as fit starts); to tell whether two "
+            "deferred tensors share memory (tied weights), compare their tensor.data_ptr(), stand-in addresses."
+        )
+
 
 def _writable_if(own: bool, array: Any) -> Any:
     """An array of a recorded tensor's value: read-only when it holds a copy (read after the recording
@@ -275,7 +299,7 @@ class Recorder(Recording):
     def _wrap(self, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
         fake = DeferredTensor(meta, device)
         fake._cs_recording = self
-        self._metas[fake.untyped_storage()._cdata] = meta
+        self._metas[torch.Tensor.untyped_storage(fake)._cdata] = meta  # see Recording.meta
         self.alive.add(fake)
         return fake
 
