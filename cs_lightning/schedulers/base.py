@@ -474,8 +474,17 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         after a run's last step)."""
         if not self._refuses_invalid:
             return _BLOCK
-        valid = torch.isfinite(block).logical_and_(block >= 0).all(dim=1)  # nan >= 0 is False
+        below = block < torch.tensor(self._bounds(), dtype=block.dtype)
+        valid = torch.isfinite(block).logical_and_(block >= 0).logical_and_(below).all(dim=1)  # nan >= 0 is False
         return _BLOCK if bool(valid.all()) else int(valid.logical_not_().nonzero()[0])
+
+    def _bounds(self) -> list[float]:
+        """Per targeted group, the value its values must stay below (see ``_refusal``): none here."""
+        return [math.inf] * len(self._targets)
+
+    def _rule(self, position: int, value: float) -> str:
+        """What ``value``, out of range for the ``position``-th targeted group, breaks (see ``_refusal``)."""
+        return f"; {self._non_negative()}, and finite"
 
     def _refusal(self, index: int) -> str | None:
         """Why row ``index`` of the block may not be used by an update (a negative or non-finite value), or
@@ -485,13 +494,16 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         there), and `_refuse_an_update` refuses the update that would use it."""
         cursor = self._cursor
         row = cursor.block[index]
-        # past the first invalid row, a row may be valid again (a schedule negative for a while)
-        if index < cursor.valid or all(0 <= v < math.inf for v in row):
+        if index < cursor.valid:
             return None
-        value = next(v for v in row if not 0 <= v < math.inf)  # nan fails both
+        # past the first invalid row, a row may be valid again (a schedule negative for a while)
+        out = [(i, v) for i, (v, bound) in enumerate(zip(row, self._bounds())) if not 0 <= v < bound]  # nan too
+        if not out:
+            return None
+        position, value = out[0]
         return (
-            f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}; "
-            f"{self._non_negative()}, and finite; fix the schedule's arguments (or its _get_closed_form) "
+            f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}"
+            f"{self._rule(position, value)}; fix the schedule's arguments (or its _get_closed_form) "
             "so that no step gives one"
         )
 
@@ -753,17 +765,34 @@ class MomentumScheduler(Scheduler):
         betas = [index for index in self._targets if "momentum" not in groups[index]]
         if not betas:
             return
-        owner, optimizer = type(self).__name__, type(self.optimizer).__name__
         for name in sorted(_VALUE_ARGUMENTS & vars(self).keys()):
             value = vars(self)[name]
             if any(v >= 1 for v in (value if isinstance(value, list) else [value])):
                 public = _public_name(type(self), name)
                 raise UsageError(
-                    f"{owner}: got {public}={value!r}, which becomes beta1 (betas[0]) of {optimizer}'s "
-                    f"param_groups[{betas[0]}]; torch's {optimizer} needs 0 <= beta1 < 1 (its step divides "
-                    f"by 1 - beta1**step); fix: give {public} < 1 (e.g. 0.95), or schedule the momentum of "
-                    "an optimizer that has one (SGD, RMSprop)"
+                    f"{type(self).__name__}: got {public}={value!r}, {self._beta1_rule(betas[0])} (its step "
+                    f"divides by 1 - beta1**step); fix: give {public} < 1 (e.g. 0.95), or schedule the momentum "
+                    "of an optimizer that has one (SGD, RMSprop)"
                 )
+
+    def _beta1_rule(self, index: int) -> str:
+        optimizer = type(self.optimizer).__name__
+        return (
+            f"which becomes beta1 (betas[0]) of {optimizer}'s param_groups[{index}]; torch's {optimizer} "
+            "needs 0 <= beta1 < 1"
+        )
+
+    def _bounds(self) -> list[float]:
+        """Below 1 in a group with betas: a beta1 computed past its arguments' values (a final_div_factor < 1, an
+        exp_range gamma > 1) must not reach an update either."""
+        groups = self.optimizer.param_groups
+        return [math.inf if "momentum" in groups[index] else 1.0 for index in self._targets]
+
+    def _rule(self, position: int, value: float) -> str:
+        index = self._targets[position]
+        if value >= 1 and "momentum" not in self.optimizer.param_groups[index]:
+            return f", {self._beta1_rule(index)}"
+        return super()._rule(position, value)
 
     def _write(self, row: list[float]) -> None:
         self._cursor.last = row
