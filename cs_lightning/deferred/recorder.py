@@ -513,9 +513,7 @@ class Recorder(Recording):
             logged[i] = Const(value, value._version)
         if not fakes and not reals:  # a factory: pin what defaults it resolved
             logged, spec = self._pin_factory_defaults(func, logged, spec, mout, device)
-        index = len(self.ops)
-        own = self._own_generator(logged)
-        self.ops.append(
+        index = self._append(
             Op(
                 func,
                 logged,
@@ -527,8 +525,6 @@ class Recorder(Recording):
                 is_random,
             )
         )
-        if own is not None:
-            self._move_past(*own, self.ops[index])
         for sid in writes | overwrites:
             self._last_write[sid] = index
             self.uninitialized.discard(sid)
@@ -537,18 +533,19 @@ class Recorder(Recording):
         if is_random and self.replay_from is not None:
             self._drawn_after_jump(index)
 
-    @staticmethod
-    def _own_generator(logged: list[Any]) -> tuple[torch.Generator, torch.Generator] | None:
-        """The generator of the caller's own an op draws from, if any, and the copy of it at its present
-        state that takes its place in ``logged``: replay draws from the copy, so the op gets eager's numbers
-        whatever the caller does with the generator afterwards (draw from it, seed it again, rewind it)."""
-        for i, x in enumerate(logged):
+    def _append(self, op: Op) -> int:
+        """Log ``op``, and return its index. A generator of the caller's own it draws from is logged as a copy
+        at its present state, which replay draws from: the op gets eager's numbers whatever the caller does
+        with the generator afterwards (draw from it, seed it again, rewind it)."""
+        self.ops.append(op)
+        for i, x in enumerate(op.flat):
             if isinstance(x, torch.Generator) and x is not torch.default_generator:
                 copy = torch.Generator(device=x.device)
                 copy.set_state(x.get_state())
-                logged[i] = copy
-                return x, copy
-        return None
+                op.flat[i] = copy
+                self._move_past(x, copy, op)
+                break  # (an op takes one generator)
+        return len(self.ops) - 1
 
     def _move_past(self, generator: torch.Generator, copy: torch.Generator, op: Op) -> None:
         """Move a generator of the caller's own past the numbers ``op`` draws from it (``copy`` holds the state
@@ -712,13 +709,9 @@ class Recorder(Recording):
                 f"{func.__qualname__} with tensor arguments other than the one it initializes, in {constructor_site()}."
             )
         sid = frozenset({ref.sid})
-        index = len(self.ops)
-        own = self._own_generator(logged)
-        self.ops.append(
+        index = self._append(
             Op(func, logged, spec, frozenset() if full else sid, sid, sid if full else frozenset(), (), True)
         )
-        if own is not None:
-            self._move_past(*own, self.ops[index])
         self._last_write[ref.sid] = index
         self.uninitialized.discard(ref.sid)
         if self.replay_from is not None:
