@@ -605,3 +605,22 @@ def test_a_torch_one_cycle_making_adams_beta1_one_is_not_converted_and_says_why(
     with pytest.warns(HostSchedulerWarning, match="torch's Adam needs 0 <= beta1 < 1"):
         assert not drive(scheduler)
     assert optimizer.param_groups[0]["betas"] == (1.0, 0.999)  # torch's own values, untouched
+
+
+def test_a_tensor_lr_of_the_users_own_is_filled_in_place_as_torchs_schedulers_fill_it():
+    """torch's schedulers write into a tensor lr the optimizer holds; a conversion replaced it with a float."""
+
+    def run(driven: bool):
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=torch.tensor(0.1, dtype=torch.float64))
+        held = optimizer.param_groups[0]["lr"]
+        scheduler = L.StepLR(optimizer, step_size=2, gamma=0.5)
+        assert not driven or drive(scheduler, strict=True)
+        for _ in range(5):
+            optimizer.step()
+            scheduler.step()
+        assert optimizer.param_groups[0]["lr"] is held
+        return held, scheduler.state_dict()["_last_lr"]
+
+    expected, got = run(driven=False), run(driven=True)
+    assert got[0].dtype == torch.float64 and torch.equal(got[0], expected[0])
+    assert torch.equal(got[1][0], expected[1][0])
