@@ -250,6 +250,7 @@ LIGHTNING_CASES = {
         "step",
     ),
     "ReduceLROnPlateau on the host": (lambda o: L.ReduceLROnPlateau(o, factor=0.5, patience=0), "step"),
+    "LambdaLR returning a tensor per step": (lambda o: L.LambdaLR(o, _ramp_then_decay), "step"),
 }
 
 
