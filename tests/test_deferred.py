@@ -13,6 +13,7 @@ import ctypes
 import math
 import mmap
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -650,21 +651,24 @@ class OwnGenerator(nn.Module):
         nn.init.uniform_(self.lin.weight, generator=generator)
 
 
-def test_a_generator_of_the_callers_own_replays_exactly_and_is_watched() -> None:
+def test_a_generator_of_the_callers_own_replays_exactly_and_draws_from_it_before_materialize_are_eagers() -> None:
+    """Recording moves the caller's generator as eager construction does (the replay draws from copies of
+    it): numbers drawn from it before materialize are eager's (they were once a warning), and so are the weights."""
     generator = torch.Generator()
     generator.manual_seed(3)
     torch.manual_seed(SEED)
-    eager, eager_state = OwnGenerator(generator), generator.get_state()
+    eager = OwnGenerator(generator)
+    eager_drawn, eager_state = torch.randn(2, generator=generator), generator.get_state()
     generator.manual_seed(3)
     torch.manual_seed(SEED)
-    lazy = materialize(deferred_init(OwnGenerator, generator))
-    assert_same(eager, lazy)
-    assert torch.equal(generator.get_state(), eager_state)
-    generator.manual_seed(3)
     lazy = deferred_init(OwnGenerator, generator)
-    torch.randn(2, generator=generator)  # e.g. a data split drawn from the same generator
-    with pytest.warns(DeferredInitWarning, match="or one the constructor used"):
+    drawn = torch.randn(2, generator=generator)  # e.g. a data split drawn from the same generator
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
         materialize(lazy)
+    assert_same(eager, lazy)
+    assert torch.equal(drawn, eager_drawn)
+    assert torch.equal(generator.get_state(), eager_state)
 
 
 class SeedPerLayer(nn.Module):
@@ -685,12 +689,79 @@ def test_a_generator_of_the_callers_own_seeded_again_draws_from_each_seed() -> N
     eager = SeedPerLayer()
     eager_states = torch.get_rng_state(), eager.generator.get_state()
     torch.manual_seed(SEED)
-    with pytest.warns(DeferredInitWarning, match="generator of the constructor's own was seeded or set"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)  # no longer run eagerly: the seeds are replayed
         lazy = materialize(deferred_init(SeedPerLayer))
     assert_same(eager, lazy)
     assert not torch.equal(lazy.layers[0].weight, lazy.layers[1].weight)
     assert torch.equal(torch.get_rng_state(), eager_states[0])
     assert torch.equal(lazy.generator.get_state(), eager_states[1])
+
+
+class RewoundGenerator(nn.Module):
+    """Draws from a generator of its own, then seeds it again or rewinds it between draws: eager's
+    third draw repeats its first (seeded again) or its second (rewound)."""
+
+    def __init__(self, generator: torch.Generator, how: str) -> None:
+        super().__init__()
+        seed = generator.initial_seed()
+        self.first = nn.Parameter(torch.randn(40, generator=generator))
+        after_first = generator.get_state()
+        self.second = nn.Parameter(torch.empty(3, 5).normal_(generator=generator))  # under 16: a count not known
+        nn.init.trunc_normal_(self.second, std=2.0, a=-1.0, b=1.0, generator=generator)  # a rejection loop
+        self.lin = nn.Linear(6, 6)
+        if how == "seeded again":
+            generator.manual_seed(seed)
+        else:
+            generator.set_state(after_first)
+        self.third = nn.Parameter(torch.randn(40, generator=generator))
+        nn.init.uniform_(self.lin.weight, generator=generator)
+
+
+@pytest.mark.parametrize("how", ["seeded again", "rewound"])
+def test_a_generator_of_the_callers_own_seeded_again_or_rewound_between_draws_replays_exactly(how: str) -> None:
+    """Recording left the generator unmoved, so a seed or a state equal to the one it had was not seen: the
+    replay drew the third tensor after the second instead of repeating the first (or second) one."""
+
+    def build(generator: torch.Generator) -> RewoundGenerator:
+        return RewoundGenerator(generator, how)
+
+    eager_generator, lazy_generator = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    torch.manual_seed(SEED)
+    eager = build(eager_generator)
+    eager_states = torch.get_rng_state(), eager_generator.get_state()
+    torch.manual_seed(SEED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)  # nothing runs eagerly
+        lazy = deferred_init(build, lazy_generator)
+        assert torch.equal(lazy_generator.get_state(), eager_states[1])  # as eager leaves it, already
+        materialize(lazy)
+    assert_same(eager, lazy)
+    assert torch.equal(torch.get_rng_state(), eager_states[0])
+    assert torch.equal(lazy_generator.get_state(), eager_states[1])
+    assert torch.equal(lazy.third, lazy.first) == (how == "seeded again")
+
+
+class DrawsAroundARecordedMean(nn.Module):
+    def __init__(self, generator: torch.Generator) -> None:
+        super().__init__()
+        self.mean = nn.Parameter(torch.randn(20))
+        self.around = nn.Parameter(torch.normal(self.mean.detach(), 1.0, generator=generator))
+        generator.manual_seed(5)
+        self.again = nn.Parameter(torch.randn(20, generator=generator))
+
+
+def test_a_draw_from_a_generator_of_its_own_reading_recorded_tensors_runs_eagerly_and_exactly() -> None:
+    eager_generator, lazy_generator = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    torch.manual_seed(SEED)
+    eager = DrawsAroundARecordedMean(eager_generator)
+    eager_states = torch.get_rng_state(), eager_generator.get_state()
+    torch.manual_seed(SEED)
+    with pytest.warns(DeferredInitWarning, match=r"aten.normal.Tensor_float draws from a generator of the constructor"):
+        lazy = materialize(deferred_init(DrawsAroundARecordedMean, lazy_generator))
+    assert_same(eager, lazy)
+    assert torch.equal(torch.get_rng_state(), eager_states[0])
+    assert torch.equal(lazy_generator.get_state(), eager_states[1])
 
 
 @pytest.mark.parametrize("fill", ["cauchy_", "geometric_", "log_normal_", "exponential_"])
@@ -1099,6 +1170,43 @@ def test_trunc_normal_after_the_block_is_recorded_as_in_place_init_is() -> None:
     assert torch.equal(real, torch.empty(64).normal_(0.0, 0.02, generator=torch.Generator().manual_seed(0)))
 
 
+@pytest.mark.parametrize("own_generator", [False, True])
+def test_orthogonal_init_after_the_block_is_recorded_as_one_call(own_generator: bool) -> None:
+    """model.apply(init_fn) with nn.init.orthogonal_ between trainer.init_module() and fit: its QR made new
+    tensors from the deferred weight, refused as a forward pass would be ('aten.new_empty.default on a
+    deferred tensor ... outside recording()')."""
+
+    def build() -> nn.Module:
+        return nn.Sequential(nn.Linear(8, 6), nn.Linear(6, 12), nn.Conv2d(3, 4, 3))
+
+    def init(generator: torch.Generator | None) -> Callable[[nn.Module], None]:
+        def orthogonal(module: nn.Module) -> None:
+            if isinstance(module, (nn.Linear, nn.Conv2d)):
+                nn.init.orthogonal_(module.weight, gain=0.5, generator=generator)
+
+        return orthogonal
+
+    def generator() -> torch.Generator | None:
+        return torch.Generator().manual_seed(3) if own_generator else None
+
+    torch.manual_seed(SEED)
+    eager_generator = generator()
+    eager = build().apply(init(eager_generator))
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    lazy_generator = generator()
+    lazy = deferred_init(build).apply(init(lazy_generator))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        materialize(lazy)
+    assert_same(eager, lazy)
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+    if own_generator:
+        assert torch.equal(lazy_generator.get_state(), eager_generator.get_state())
+    with pytest.raises(ValueError, match="Only tensors with 2 or more dimensions are supported"):
+        nn.init.orthogonal_(deferred_init(nn.Linear, 4, 3).bias)  # eager's error, at this line
+
+
 def test_a_lazy_module_dry_run_is_refused_with_the_fix() -> None:
     class Lazy(nn.Module):
         def __init__(self) -> None:
@@ -1160,6 +1268,29 @@ def test_data_ptr_tells_recorded_tensors_apart_as_eager_does() -> None:
     assert len({lazy.emb.weight.data_ptr(), lazy.net.weight.data_ptr(), lazy.net.bias.data_ptr()}) == 3
     assert_same(eager, materialize(lazy))
     assert not lazy.net.weight.any()
+
+
+def test_a_storages_data_pointer_is_refused_naming_the_tensor_until_materialize() -> None:
+    """torch's own 'Attempted to access the data pointer on an invalid python storage' said neither
+    which tensor nor why; tensor.data_ptr() keeps answering stand-in addresses (ties are told apart)."""
+    lazy = deferred_init(nn.Linear, 4, 3)
+    line = sys._getframe().f_lineno + 1
+    for read in (lambda t: t.untyped_storage().data_ptr(), lambda t: t[1:].untyped_storage().data_ptr()):
+        with pytest.raises(
+            DeferredInitError,
+            match=rf"^untyped_storage\(\).data_ptr\(\) of Deferred(Parameter|Tensor)\(size=\((3, 4|2, 4)\), dtype=torch.float32, "
+            rf"device=cpu\), recorded at {re.escape(__file__)}:{line - 2}, at {re.escape(__file__)}:{line}: a deferred "
+            r"tensor has no memory, so no data pointer, until it is materialized\. Call "
+            r"cs_lightning.deferred.materialize\(module\)",
+        ):
+            read(lazy.weight)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
+        with pytest.raises(DeferredInitError, match="no data pointer"):
+            lazy.bias.storage().data_ptr()
+    assert lazy.weight.untyped_storage().nbytes() == 48
+    materialize(lazy)
+    assert lazy.weight.untyped_storage().data_ptr() == lazy.weight.data_ptr() != 0
 
 
 class WritesThroughNumpy(nn.Module):

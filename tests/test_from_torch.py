@@ -250,6 +250,7 @@ LIGHTNING_CASES = {
         "step",
     ),
     "ReduceLROnPlateau on the host": (lambda o: L.ReduceLROnPlateau(o, factor=0.5, patience=0), "step"),
+    "LambdaLR returning a tensor per step": (lambda o: L.LambdaLR(o, _ramp_then_decay), "step"),
 }
 
 
@@ -555,3 +556,72 @@ def test_a_python_only_lambda_is_named_as_the_users_with_what_to_do():
     assert f"its lr_lambda, the lambda at {Path(__file__).name}:{line}, does not work on a tensor of steps" in message
     assert "cs_lightning scheduler" in message and "strict_schedulers=False" in message
     assert "_get_closed_form" not in message and "self.last_epoch" not in message
+
+
+def _ramp_then_decay_float64(k):
+    k = torch.as_tensor(k, dtype=torch.float64)
+    return torch.where(k < 100, (k + 1) / 100, 0.999 ** (k - 99))
+
+
+@pytest.mark.parametrize("lr_lambda", [_ramp_then_decay, _ramp_then_decay_float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("how", ["convert", "drive"])
+def test_a_lambda_returning_a_tensor_leaves_torchs_tensor_lr(lr_lambda, how):
+    """torch's LambdaLR writes ``base_lr * lr_lambda(k)`` as it comes: a tensor from a function returning one,
+    filled in place from then on. Its closed form keeps that tensor (the same object, dtype and values) in the
+    param groups and in the checkpoints, as torch's own stepping does."""
+
+    def run(converted: bool):
+        optimizer = _optimizer(0.1)
+        scheduler = L.LambdaLR(optimizer, lr_lambda)
+        if converted:
+            scheduler = convert_scheduler(scheduler, strict=True) if how == "convert" else scheduler
+            assert how == "convert" or drive(scheduler, strict=True)
+        held = optimizer.param_groups[0]["lr"]
+        seen = []
+        for _ in range(150):
+            assert optimizer.param_groups[0]["lr"] is held  # filled in place, never replaced
+            seen.append(held.clone())
+            optimizer.step()
+            scheduler.step()
+        return torch.stack(seen), optimizer.state_dict()["param_groups"][0]["lr"], scheduler
+
+    expected, expected_saved, reference = run(converted=False)
+    got, got_saved, converted = run(converted=True)
+    assert expected.dtype == got.dtype == lr_lambda(0).dtype
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=0.0)
+    assert isinstance(got_saved, torch.Tensor) and got_saved.dtype == expected_saved.dtype
+    torch.testing.assert_close(got_saved, expected_saved, rtol=1e-6, atol=0.0)
+    if how == "drive":  # torch's state dict: its last learning rates are the same tensors too
+        assert all(isinstance(lr, torch.Tensor) for lr in converted.state_dict()["_last_lr"])
+        torch.testing.assert_close(converted.state_dict()["_last_lr"], reference.state_dict()["_last_lr"])
+
+
+def test_a_torch_one_cycle_making_adams_beta1_one_is_not_converted_and_says_why():
+    """torch's OneCycleLR writes max_momentum=1.0 into Adam's betas, whose step then raises ZeroDivisionError:
+    its closed form refuses the value, so torch's own scheduler keeps running (as without csx), with the reason."""
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    scheduler = L.OneCycleLR(optimizer, max_lr=0.5, total_steps=10, max_momentum=1.0)
+    with pytest.raises(NotConvertible, match=r"OneCycleLR is not converted.*initial_val=1.0, which becomes beta1"):
+        drive(scheduler, strict=True)
+    with pytest.warns(HostSchedulerWarning, match="torch's Adam needs 0 <= beta1 < 1"):
+        assert not drive(scheduler)
+    assert optimizer.param_groups[0]["betas"] == (1.0, 0.999)  # torch's own values, untouched
+
+
+def test_a_tensor_lr_of_the_users_own_is_filled_in_place_as_torchs_schedulers_fill_it():
+    """torch's schedulers write into a tensor lr the optimizer holds; a conversion replaced it with a float."""
+
+    def run(driven: bool):
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=torch.tensor(0.1, dtype=torch.float64))
+        held = optimizer.param_groups[0]["lr"]
+        scheduler = L.StepLR(optimizer, step_size=2, gamma=0.5)
+        assert not driven or drive(scheduler, strict=True)
+        for _ in range(5):
+            optimizer.step()
+            scheduler.step()
+        assert optimizer.param_groups[0]["lr"] is held
+        return held, scheduler.state_dict()["_last_lr"]
+
+    expected, got = run(driven=False), run(driven=True)
+    assert got[0].dtype == torch.float64 and torch.equal(got[0], expected[0])
+    assert torch.equal(got[1][0], expected[1][0])

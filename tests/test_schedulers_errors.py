@@ -513,6 +513,73 @@ def test_an_update_with_a_negative_momentum_is_refused_in_momentum_or_beta1(make
     assert weight.item() == updated
 
 
+BETA1_RULE = (
+    r"which becomes beta1 \(betas\[0\]\) of {optimizer}'s param_groups\[0\]; torch's {optimizer} needs "
+    r"0 <= beta1 < 1 \(its step divides by 1 - beta1\*\*step\); fix: give {argument} < 1 \(e.g. 0.95\), or "
+    r"schedule the momentum of an optimizer that has one \(SGD, RMSprop\)$"
+)
+
+
+@pytest.mark.parametrize(
+    ("make_optimizer", "make", "got"),
+    [
+        (
+            lambda p: torch.optim.Adam(p, lr=0.1),
+            lambda o: cs.OneCycleMomentum(o, initial_val=1.0, max_val=0.85, total_steps=10, final_div_factor=1.0),
+            "OneCycleMomentum: got initial_val=1.0",
+        ),
+        (
+            lambda p: torch.optim.AdamW(p, lr=0.1),
+            lambda o: cs.CyclicMomentum(o, base_val=0.8, max_val=1.2, step_size_up=5),
+            "CyclicMomentum: got max_val=1.2",
+        ),
+    ],
+    ids=["one_cycle_adam", "cyclic_adamw"],
+)
+def test_a_beta1_of_one_or_more_is_refused_at_construction(make_optimizer, make, got):
+    """torch's Adam refuses betas[0] >= 1 when built; written by a scheduler, 1.0 made its step raise
+    ZeroDivisionError ('float division by zero'). Refused where it is written, naming the argument."""
+    optimizer = make_optimizer([torch.nn.Parameter(torch.ones(1))])
+    argument = got.split()[-1].split("=")[0]
+    rule = BETA1_RULE.format(optimizer=type(optimizer).__name__, argument=argument)
+    with pytest.raises(ValueError, match=rf"^{got}, {rule}"):
+        make(optimizer)
+    assert optimizer.param_groups[0]["betas"] == (0.9, 0.999)  # nothing written
+
+
+def test_an_update_with_a_beta1_of_one_or_more_is_refused_where_its_arguments_do_not_show_it():
+    """final_div_factor=0.5 ends the cycle at twice initial_val: beta1 passes 1 within the run, and Adam's step
+    divided by 1 - beta1**step (ZeroDivisionError at 1) or went on with a beta1 above 1, diverging."""
+    weight = torch.nn.Parameter(torch.ones(1))
+    optimizer = torch.optim.Adam([weight], lr=0.1)
+    scheduler = cs.OneCycleMomentum(optimizer, initial_val=0.9, max_val=0.85, total_steps=10, final_div_factor=0.5)
+    weight.grad = torch.ones(1)
+    taken = 0
+    with pytest.raises(
+        ValueError,
+        match=r"^OneCycleMomentum: step 4 gives momentum=1.0288423299789429, which becomes beta1 \(betas\[0\]\) of Adam's "
+        r"param_groups\[0\]; torch's Adam needs 0 <= beta1 < 1; fix the schedule's arguments \(or its "
+        r"_get_closed_form\) so that no step gives one$",
+    ):
+        for _ in range(10):
+            optimizer.step()
+            taken += 1
+            scheduler.step()
+    assert taken == 4 and optimizer.param_groups[0]["betas"][0] > 1  # written, as torch writes it; not used
+    sgd = torch.optim.SGD([weight], lr=0.1, momentum=0.9)
+    scheduler = cs.OneCycleMomentum(sgd, initial_val=0.9, max_val=0.85, total_steps=10, final_div_factor=0.5)
+    for _ in range(10):
+        sgd.step()
+        scheduler.step()
+    assert sgd.param_groups[0]["momentum"] > 1  # torch's SGD takes it
+
+
+def test_a_momentum_of_one_is_taken_as_torchs_sgd_takes_it():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1, momentum=0.9)
+    cs.OneCycleMomentum(optimizer, initial_val=1.0, max_val=0.85, total_steps=10, final_div_factor=1.0)
+    assert optimizer.param_groups[0]["momentum"] == 1.0
+
+
 def test_a_group_added_to_adam_follows_a_momentum_schedule_from_its_own_beta1():
     optimizer = torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], lr=0.1)
     scheduler = cs.OneCycleMomentum(optimizer, initial_val=0.9, max_val=0.8, total_steps=10, anneal_strategy="linear")

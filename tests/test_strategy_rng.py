@@ -133,6 +133,11 @@ class _Net(LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+def _orthogonal(module: nn.Module) -> None:
+    if isinstance(module, nn.Linear):
+        nn.init.orthogonal_(module.weight)
+
+
 def _init_module_then_draws(strategy: str, init: str = "default", apply_init: str = "", draws: bool = True) -> tuple:
     """``trainer.init_module()``, then (with ``draws``) draws from the global generator before and during ``fit``."""
     torch.manual_seed(0)
@@ -140,7 +145,9 @@ def _init_module_then_draws(strategy: str, init: str = "default", apply_init: st
     run = trainer(strategy, max_steps=0, accelerator="cpu", devices=1, callbacks=[seen])
     with run.init_module():  # INIT_MODULE_LINE
         model = _Net(init)
-    if apply_init:  # in-place init of this parameter after the block: eager draws it next
+    if apply_init == "orthogonal":  # model.apply(init_fn) after the block: a QR of a normal draw per weight
+        model.apply(_orthogonal)
+    elif apply_init:  # in-place init of this parameter after the block: eager draws it next
         nn.init.normal_(getattr(model.net[2], apply_init), std=0.5)
     if not draws:
         run.fit(model, data())
@@ -153,7 +160,13 @@ def _init_module_then_draws(strategy: str, init: str = "default", apply_init: st
 
 @pytest.mark.parametrize(
     ("strategy", "init", "apply_init"),
-    [("csx", "default", ""), ("csx_ddp", "default", ""), ("csx", "default", "weight"), ("csx", "trunc_normal", "")],
+    [
+        ("csx", "default", ""),
+        ("csx_ddp", "default", ""),
+        ("csx", "default", "weight"),
+        ("csx", "trunc_normal", ""),
+        ("csx", "default", "orthogonal"),  # was refused: orthogonal_ computes in new tensors
+    ],
 )
 def test_draws_after_init_module_are_eagers_and_so_are_the_weights(strategy: str, init: str, apply_init: str) -> None:
     """They drew what the recorded construction had not drawn yet: the user's numbers and then the
@@ -221,3 +234,36 @@ def test_an_init_after_init_module_whose_draws_cannot_be_counted_puts_the_genera
         warnings.simplefilter("error", DeferredInitWarning)
         csx, _, _ = _init_module_then_draws("csx", apply_init="bias", draws=False)
     _assert_same(eager, csx)
+
+
+class _OwnGeneratorSeededAgain(_Net):
+    """Initializes from a generator of its own, seeding it again between layers: eager's second layer
+    repeats the first's numbers."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        super().__init__()
+        nn.init.normal_(self.net[0].weight, generator=generator.manual_seed(7))
+        nn.init.normal_(self.net[2].weight, generator=generator.manual_seed(7))
+
+
+def _built_under_init_module(strategy: str) -> tuple[_AtFitStart, torch.Tensor]:
+    generator = torch.Generator()
+    torch.manual_seed(0)
+    seen = _AtFitStart()
+    run = trainer(strategy, max_steps=0, accelerator="cpu", devices=1, callbacks=[seen])
+    with run.init_module():
+        model = _OwnGeneratorSeededAgain(generator)
+    run.fit(model, data())
+    return seen, generator.get_state()
+
+
+def test_a_generator_of_the_users_own_seeded_again_under_init_module_gives_eagers_weights() -> None:
+    """Recording left the generator unmoved, so the second seed (the generator's state already) went
+    unseen and the replay drew the second layer after the first: other weights than eager's."""
+    eager, eager_generator = _built_under_init_module("auto")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeferredInitWarning)
+        csx, csx_generator = _built_under_init_module("csx")
+    _assert_same(eager, csx)
+    assert torch.equal(csx_generator, eager_generator)
+    assert torch.equal(csx.weights[2].flatten(), csx.weights[0].flatten()[:16])  # the second seed's numbers

@@ -42,14 +42,16 @@ Limits, each reported rather than hidden:
   and after it (``model.apply(init_fn)`` before ``fit``): its wrapper, swapped in as cs_lightning is
   imported, passes real tensors straight to torch's function (a ``from torch.nn.init import
   trunc_normal_`` made before that import binds torch's own, whose rejection loop reads values:
-  everything recorded so far then runs eagerly, with a warning).
-* A ``torch.Generator`` of the constructor's own is drawn from as it is at ``materialize``,
-  like the global one. Seeded or set to another state after draws from it were recorded,
-  it makes everything recorded so far run eagerly, with a warning (exact). Seeded again to
-  the state of its first recorded draw, or rewound to a state read by ``get_state()`` after
-  a draw, it is NOT seen (recording leaves its state unmoved, and its methods cannot be
-  watched): eager's numbers repeat or rewind there, the replay's continue. Give such a
-  generator one seed, or each seed a generator of its own.
+  everything recorded so far then runs eagerly, with a warning). ``nn.init.orthogonal_``, which
+  computes a QR decomposition in new tensors, is recorded op by op in the block and as one call
+  after it (there, a new tensor made from a deferred one is refused as a forward pass would be).
+* A ``torch.Generator`` of the constructor's own is not the global one: each draw from it is
+  recorded with a copy of its state, and replay draws from that copy, while recording moves
+  the generator past the draw as eager does (a jump where the count is known, else the draw
+  made once more into a throwaway tensor). Seeding it again, rewinding it with ``set_state``,
+  reading ``get_state()`` or drawing from it before ``materialize`` all meet eager's state.
+  A draw from it that reads other recorded tensors (``torch.normal(mean, std, generator=g)``)
+  makes everything recorded so far run eagerly, with a warning.
 * Modules recorded in separate blocks materialize in recording order (see ``materialize``).
 * Writing random numbers into a tensor created outside the recording, or an in-place
   op without a meta kernel, cannot be deferred: ``recording()`` raises

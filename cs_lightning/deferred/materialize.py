@@ -380,17 +380,12 @@ def warn_if_rng_moved(recording: Recording) -> None:
     expected: torch.Tensor | None = recording.rng_state
     if recording.follows is not None:  # eager would have drawn after the earlier recording
         expected = recording.follows.rng_after
-    moved = expected is not None and not torch.equal(expected, torch.get_rng_state())
-    # (a generator shared with an earlier recording is not checked: it moved legitimately)
-    moved = moved or (
-        recording.follows is None
-        and any(not torch.equal(g.get_state(), state) for g, state in recording.generators.values())
-    )
-    if moved:
+    # (generators of the caller's own need no check: recording moved them as eager does, see recorder._move_past)
+    if expected is not None and not torch.equal(expected, torch.get_rng_state()):
         warnings.warn(
             "materialize: random numbers were drawn (or the seed was set) between recording and "
-            f"materialize (recorded at {recording.site}), from the global generator or one the "
-            "constructor used; the weights are those eager construction would give now, not at recording time, "
+            f"materialize (recorded at {recording.site}), from the global generator; "
+            "the weights are those eager construction would give now, not at recording time, "
             "and those draws differ from eager's too. Fix: build the model in configure_model "
             "rather than under trainer.init_module() (or materialize before drawing), or draw "
             "those numbers with your own torch.Generator.",

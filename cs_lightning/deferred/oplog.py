@@ -92,9 +92,6 @@ class Recording:
         self.replay_from: torch.Tensor | None = None
         self.jumped_to: torch.Tensor | None = None
         self.site = "unknown location"  # the user's line that opened the recording block
-        # The caller's own generators, each with its state when the recording first used
-        # it: like the global one, replay draws from them as they are at materialize.
-        self.generators: dict[int, tuple[torch.Generator, torch.Tensor]] = {}
         # Recorded right after another recording whose draws are still deferred: eager
         # would have drawn from the state that one's replay leaves.
         self.follows: Recording | None = None
@@ -132,8 +129,9 @@ class Recording:
 
     def meta(self, fake: torch.Tensor) -> torch.Tensor:
         """The meta tensor holding a recorded tensor's metadata."""
-        # Keyed by the wrapper's own storage, which `t.data = other` also swaps.
-        return self._metas[fake.untyped_storage()._cdata]
+        # Keyed by the wrapper's own storage, which `t.data = other` also swaps (torch's method: a
+        # DeferredTensor's own describes the tensor for its error, which would cost every op here).
+        return self._metas[torch.Tensor.untyped_storage(fake)._cdata]
 
     def ref(self, fake: torch.Tensor) -> Ref:
         """Which storage a recorded tensor views, and how."""

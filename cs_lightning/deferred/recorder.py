@@ -153,6 +153,30 @@ class DeferredTensor(torch.Tensor):
         as in eager; nothing lives there."""
         return self._cs_recording.stand_in_address(self)
 
+    def untyped_storage(self) -> torch.UntypedStorage:
+        """torch's storage object, whose ``data_ptr()`` says which tensor has no memory yet, and why."""
+        storage = super().untyped_storage()
+        if type(storage) is not _DeferredStorage:  # torch keeps one Python object per storage: set once
+            storage.__class__ = _DeferredStorage
+            # what the tensor is, not the tensor: a view asked for its storage is often gone when it is read (and
+            # a reference to the tensor from its storage would keep both alive)
+            storage._cs_about = f"{self!r}, recorded at {self._cs_recording.site}"  # type: ignore[attr-defined]
+        return storage
+
+
+class _DeferredStorage(torch.UntypedStorage):
+    """The storage of a deferred tensor: sizes and no memory."""
+
+    _cs_about: str
+
+    def data_ptr(self) -> int:
+        raise DeferredInitError(
+            f"untyped_storage().data_ptr() of {self._cs_about}, at {user_site()}: a deferred tensor has no memory, "
+            "so no data pointer, until it is materialized. Call cs_lightning.deferred.materialize(module) on "
+            "the module holding it first (a Lightning strategy='csx' run does as fit starts); to tell whether two "
+            "deferred tensors share memory (tied weights), compare their tensor.data_ptr(), stand-in addresses."
+        )
+
 
 def _writable_if(own: bool, array: Any) -> Any:
     """An array of a recorded tensor's value: read-only when it holds a copy (read after the recording
@@ -275,7 +299,7 @@ class Recorder(Recording):
     def _wrap(self, meta: torch.Tensor, device: torch.device) -> DeferredTensor:
         fake = DeferredTensor(meta, device)
         fake._cs_recording = self
-        self._metas[fake.untyped_storage()._cdata] = meta
+        self._metas[torch.Tensor.untyped_storage(fake)._cdata] = meta  # see Recording.meta
         self.alive.add(fake)
         return fake
 
@@ -489,9 +513,7 @@ class Recorder(Recording):
             logged[i] = Const(value, value._version)
         if not fakes and not reals:  # a factory: pin what defaults it resolved
             logged, spec = self._pin_factory_defaults(func, logged, spec, mout, device)
-        index = len(self.ops)
-        self._note_generators(logged)
-        self.ops.append(
+        index = self._append(
             Op(
                 func,
                 logged,
@@ -511,30 +533,42 @@ class Recorder(Recording):
         if is_random and self.replay_from is not None:
             self._drawn_after_jump(index)
 
-    def _note_generators(self, logged: list[Any]) -> None:
-        for x in logged:
-            if not isinstance(x, torch.Generator) or x is torch.default_generator:
-                continue  # (the global generator's setters are watched by _patched)
-            noted = self.generators.get(id(x))
-            if noted is not None and not torch.equal(noted[1], x.get_state()):
-                self._generator_set(x, noted[1])
-            self.generators[id(x)] = (x, x.get_state())
+    def _append(self, op: Op) -> int:
+        """Log ``op``, and return its index. A generator of the caller's own it draws from is logged as a copy
+        at its present state, which replay draws from: the op gets eager's numbers whatever the caller does
+        with the generator afterwards (draw from it, seed it again, rewind it)."""
+        self.ops.append(op)
+        for i, x in enumerate(op.flat):
+            if isinstance(x, torch.Generator) and x is not torch.default_generator:
+                copy = torch.Generator(device=x.device)
+                copy.set_state(x.get_state())
+                op.flat[i] = copy
+                self._move_past(x, copy, op)
+                break  # (an op takes one generator)
+        return len(self.ops) - 1
 
-    def _generator_set(self, generator: torch.Generator, noted: torch.Tensor) -> None:
-        """The caller seeded or set ``generator`` since the draws pending from it were recorded:
-        eager made them from its earlier state, so they are drawn now, from that state."""
-        if not any(any(x is generator for x in self.ops[k].flat) for k in self.pending()):
-            return
-        now = generator.get_state()
-        generator.set_state(noted)
-        try:
+    def _move_past(self, generator: torch.Generator, copy: torch.Generator, op: Op) -> None:
+        """Move a generator of the caller's own past the numbers ``op`` draws from it (``copy`` holds the state
+        they start from), as eager does: its next draw, ``get_state()``, seed or rewind meets eager's state.
+        Jumped over where the count is known; else drawn once more, into a throwaway tensor, or, when the count
+        may depend on other recorded tensors' values, by running everything recorded so far."""
+        with recording_paused():
+            words = Executor(self.storages, None).draws(op) if generator.device.type == "cpu" else None
+            if words is not None:
+                skip_outputs(generator, words)
+                return
+            if op.reads <= op.writes:  # it reads nothing but the tensor it fills
+                probe = torch.Generator(device=copy.device)
+                probe.set_state(copy.get_state())
+                Executor(self.storages, None).run(op, probe)
+                generator.set_state(probe.get_state())
+                return
             self.flush(
-                "a generator of the constructor's own was seeded or set after random numbers were drawn from it",
-                "Eager drew those numbers before it was set",
-                "To keep the whole model deferred, give each seed a torch.Generator of its own.",
+                f"{op.func} draws from a generator of the constructor's own and reads other recorded tensors",
+                "How many numbers it draws may depend on their values, which eager had",
+                "To keep the whole model deferred, draw from the global generator there.",
             )
-        finally:
-            generator.set_state(now)
+            generator.set_state(copy.get_state())  # the flush drew from the copy
 
     @staticmethod
     def _pin_factory_defaults(
@@ -675,9 +709,7 @@ class Recorder(Recording):
                 f"{func.__qualname__} with tensor arguments other than the one it initializes, in {constructor_site()}."
             )
         sid = frozenset({ref.sid})
-        index = len(self.ops)
-        self._note_generators(logged)
-        self.ops.append(
+        index = self._append(
             Op(func, logged, spec, frozenset() if full else sid, sid, sid if full else frozenset(), (), True)
         )
         self._last_write[ref.sid] = index
@@ -746,6 +778,10 @@ def recording_paused() -> Iterator[None]:
 
 # Init functions whose Python loops on random values; recorded as one call each.
 _WHOLE_CALLS = [(torch.nn.init, "trunc_normal_")]
+# Init functions that compute in new tensors (orthogonal_: the QR decomposition of a normal draw): recorded op
+# by op in the block, where their draws are counted, and as one call each after it, where a new tensor made
+# from a deferred one means a forward pass and is refused (``model.apply(init_fn)`` before ``fit``).
+_CALLS_AFTER_THE_BLOCK = [(torch.nn.init, "orthogonal_")]
 # Setters and getters of the global CPU generator: the draws recorded before one must
 # happen before it (fork_rng reads the state, then puts it back), and the draws recorded
 # after a setter start from the state it sets.
@@ -762,7 +798,9 @@ _patch_lock = threading.Lock()
 _patch_users = 0
 
 
-def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
+def _recorded_call(original: Callable[..., Any], also_in_the_block: bool = True) -> Callable[..., Any]:
+    """``original``, recorded as one call on a deferred tensor (in its block too, or only after it)."""
+
     @functools.wraps(original)
     def call(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if not isinstance(tensor, DeferredTensor):
@@ -770,6 +808,13 @@ def _recorded_call(original: Callable[..., Any]) -> Callable[..., Any]:
         # recorded where the tensor was, in its block or after it (model.apply(init_fn) before fit)
         if current_recorder() not in (None, tensor._cs_recording):
             raise DeferredInitError(_mixes_recordings(original.__qualname__))
+        if not also_in_the_block:
+            if tensor._cs_recording.active:
+                return original(tensor, *args, **kwargs)  # recorded op by op
+            # eager's argument errors at the caller's line, not at materialize (meta tensors draw nothing)
+            original(
+                torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype, device="meta"), *args, **kwargs
+            )
         return tensor._cs_recording.record_call(original, tensor, args, kwargs)
 
     call._cs_recorded = True  # type: ignore[attr-defined]
@@ -806,9 +851,10 @@ def _install_whole_calls() -> None:
     (``model.apply(init_fn)`` between ``trainer.init_module()`` and ``fit``) is recorded too, and a
     model module's ``from torch.nn.init import trunc_normal_`` made after ``import cs_lightning`` gets
     the wrapper; real tensors pass straight through to torch's function."""
-    for owner, name in _WHOLE_CALLS:
-        if not getattr(getattr(owner, name), "_cs_recorded", False):
-            setattr(owner, name, _recorded_call(getattr(owner, name)))
+    for calls, also_in_the_block in ((_WHOLE_CALLS, True), (_CALLS_AFTER_THE_BLOCK, False)):
+        for owner, name in calls:
+            if not getattr(getattr(owner, name), "_cs_recorded", False):
+                setattr(owner, name, _recorded_call(getattr(owner, name), also_in_the_block))
 
 
 @contextlib.contextmanager

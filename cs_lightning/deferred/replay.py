@@ -35,8 +35,10 @@ from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.errors import DeferredInitError
 
 aten = torch.ops.aten
-# torch's own function: recording wraps the public name (recorder._WHOLE_CALLS), and the log holds this one.
+# torch's own functions: recording wraps the public names (recorder._WHOLE_CALLS, _CALLS_AFTER_THE_BLOCK),
+# and the log holds these.
 TRUNC_NORMAL = torch.nn.init.trunc_normal_
+ORTHOGONAL = torch.nn.init.orthogonal_
 
 # Elements per scratch chunk: a multiple of 16, which keeps normal_'s draw count
 # (it redraws a 16-element tail when the size is not a multiple of 16) unchanged.
@@ -185,12 +187,16 @@ class Executor:
 
     def global_draws(self, op: Op) -> int | None:
         """How many outputs of the global CPU generator a dead op takes; None: unknown."""
-        fill = chunkable(op)
+        if tree_unflatten(op.flat, op.spec)[1].get("generator") is not None:
+            return None  # draws from a generator of its own
+        return self.draws(op)
+
+    def draws(self, op: Op) -> int | None:
+        """How many outputs of the CPU generator it draws from an op takes; None: unknown."""
+        fill = chunkable(op) or _orthogonal_draw(op)
         if fill is None or self.device_of(fill[1].sid).type != "cpu":
             return None
         func, target = fill
-        if tree_unflatten(op.flat, op.spec)[1].get("generator") is not None:
-            return None  # draws from the caller's own generator
         words_per_number = {torch.float32: 1, torch.float64: 2}.get(target.dtype)
         if words_per_number is None or (func is aten.normal_.default and target.numel < 16):
             return None  # other paths (cached Box-Muller, other dtypes): draw them
@@ -227,6 +233,12 @@ def chunkable(op: Op) -> tuple[torch._ops.OpOverload, Ref] | None:
     if op.func is aten.normal_.default and not is_contiguous_ref(target):
         return None
     return op.func, target
+
+
+def _orthogonal_draw(op: Op) -> tuple[torch._ops.OpOverload, Ref] | None:
+    """A recorded ``nn.init.orthogonal_`` draws as ``normal_`` of a new contiguous tensor of its target's
+    size and dtype does (then computes a QR decomposition of it): that fill, and the target."""
+    return (aten.normal_.default, op.flat[0]) if op.func is ORTHOGONAL else None
 
 
 def is_contiguous_ref(ref: Ref) -> bool:

@@ -200,6 +200,9 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._dtype = torch.float32
         self._tensor_values = False
         self._refuses_invalid = True  # see _refusal; False for a schedule converted from torch's
+        # True for a schedule converted from torch's: a tensor a group holds is filled in place, as
+        # torch's schedulers fill it (a LambdaLR whose function returns a tensor leaves one there)
+        self._fills_held_tensors = False
         # Groups present now are bound by their tags; a group added later joins at a step
         # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
         # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
@@ -471,8 +474,17 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         after a run's last step)."""
         if not self._refuses_invalid:
             return _BLOCK
-        valid = torch.isfinite(block).logical_and_(block >= 0).all(dim=1)  # nan >= 0 is False
+        below = block < torch.tensor(self._bounds(), dtype=block.dtype)
+        valid = torch.isfinite(block).logical_and_(block >= 0).logical_and_(below).all(dim=1)  # nan >= 0 is False
         return _BLOCK if bool(valid.all()) else int(valid.logical_not_().nonzero()[0])
+
+    def _bounds(self) -> list[float]:
+        """Per targeted group, the value its values must stay below (see ``_refusal``): none here."""
+        return [math.inf] * len(self._targets)
+
+    def _rule(self, position: int, value: float) -> str:
+        """What ``value``, out of range for the ``position``-th targeted group, breaks (see ``_refusal``)."""
+        return f"; {self._non_negative()}, and finite"
 
     def _refusal(self, index: int) -> str | None:
         """Why row ``index`` of the block may not be used by an update (a negative or non-finite value), or
@@ -482,13 +494,16 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         there), and `_refuse_an_update` refuses the update that would use it."""
         cursor = self._cursor
         row = cursor.block[index]
-        # past the first invalid row, a row may be valid again (a schedule negative for a while)
-        if index < cursor.valid or all(0 <= v < math.inf for v in row):
+        if index < cursor.valid:
             return None
-        value = next(v for v in row if not 0 <= v < math.inf)  # nan fails both
+        # past the first invalid row, a row may be valid again (a schedule negative for a while)
+        out = [(i, v) for i, (v, bound) in enumerate(zip(row, self._bounds())) if not 0 <= v < bound]  # nan too
+        if not out:
+            return None
+        position, value = out[0]
         return (
-            f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}; "
-            f"{self._non_negative()}, and finite; fix the schedule's arguments (or its _get_closed_form) "
+            f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}"
+            f"{self._rule(position, value)}; fix the schedule's arguments (or its _get_closed_form) "
             "so that no step gives one"
         )
 
@@ -527,16 +542,16 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._cursor.last = row
         groups = self.optimizer.param_groups
         key = self.param_group_key
-        if not self._tensor_values:
-            for index, value in zip(self._targets, row):
-                groups[index][key] = value
-            return
+        fill = self._tensor_values or self._fills_held_tensors
         for index, value in zip(self._targets, row):
-            held = groups[index][key]
-            if isinstance(held, Tensor):
-                held.fill_(value)
+            group = groups[index]
+            held = group.get(key)
+            if fill and isinstance(held, Tensor):
+                held.fill_(value)  # keeps its dtype and device; a compiled step or the user may hold it
+            elif self._tensor_values:
+                group[key] = torch.tensor(value, dtype=torch.float32, device=_group_device(group))
             else:
-                groups[index][key] = torch.tensor(value, dtype=torch.float32, device=_group_device(groups[index]))
+                group[key] = value
 
     def _read(self, index: int) -> float:
         """The value param group ``index`` holds where ``_write`` writes it (a tensor value read as a float)."""
@@ -737,6 +752,47 @@ class MomentumScheduler(Scheduler):
     param_group_key: ClassVar[str] = "momentum"
     _group_needs = ("momentum", "betas")
     _optimizers_with_them = "SGD, RMSprop, Adam, AdamW"
+
+    def _bind_groups(self) -> None:
+        super()._bind_groups()
+        self._check_beta1_arguments()
+
+    def _check_beta1_arguments(self) -> None:
+        """Refuse a value argument >= 1 where it becomes an Adam-family beta1: torch's Adam refuses
+        ``betas[0] >= 1`` when built, but takes one a scheduler writes, then divides by ``1 - beta1**step``
+        (ZeroDivisionError at 1, a diverging run above). SGD and RMSprop take a momentum >= 1: so is it here."""
+        groups = self.optimizer.param_groups
+        betas = [index for index in self._targets if "momentum" not in groups[index]]
+        if not betas:
+            return
+        for name in sorted(_VALUE_ARGUMENTS & vars(self).keys()):
+            value = vars(self)[name]
+            if any(v >= 1 for v in (value if isinstance(value, list) else [value])):
+                public = _public_name(type(self), name)
+                raise UsageError(
+                    f"{type(self).__name__}: got {public}={value!r}, {self._beta1_rule(betas[0])} (its step "
+                    f"divides by 1 - beta1**step); fix: give {public} < 1 (e.g. 0.95), or schedule the momentum "
+                    "of an optimizer that has one (SGD, RMSprop)"
+                )
+
+    def _beta1_rule(self, index: int) -> str:
+        optimizer = type(self.optimizer).__name__
+        return (
+            f"which becomes beta1 (betas[0]) of {optimizer}'s param_groups[{index}]; torch's {optimizer} "
+            "needs 0 <= beta1 < 1"
+        )
+
+    def _bounds(self) -> list[float]:
+        """Below 1 in a group with betas: a beta1 computed past its arguments' values (a final_div_factor < 1, an
+        exp_range gamma > 1) must not reach an update either."""
+        groups = self.optimizer.param_groups
+        return [math.inf if "momentum" in groups[index] else 1.0 for index in self._targets]
+
+    def _rule(self, position: int, value: float) -> str:
+        index = self._targets[position]
+        if value >= 1 and "momentum" not in self.optimizer.param_groups[index]:
+            return f", {self._beta1_rule(index)}"
+        return super()._rule(position, value)
 
     def _write(self, row: list[float]) -> None:
         self._cursor.last = row

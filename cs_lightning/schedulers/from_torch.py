@@ -578,8 +578,7 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
             )
         converted, momentum = _build(plan, scheduler.optimizer)
     except NotConvertible as err:
-        for group, values in zip(groups, held):  # a schedule built before the failure wrote its values
-            group.update(values)
+        _restore(groups, held)  # a schedule built before the failure wrote its values
         failure = err.under(f"torch {name} is not converted to a closed form")
         if strict:
             raise failure from None
@@ -587,10 +586,12 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
         return None
     if any(scale != 1.0 for scale in plan.scales):
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
+    _restore(groups, held)  # torch's objects: a tensor lr stays the one the closed form fills
     steps = _steps_taken(scheduler)
     for closed in (converted, momentum):
         if closed is not None:
             closed._refuses_invalid = False  # torch's values, whatever they are (see Scheduler._valid_rows)
+            closed._fills_held_tensors = True
             closed._set_dtype(torch.float64)
             closed._jump(steps)
     # a per-instance hook, on purpose: this one scheduler also resumes from the torch scheduler's state dicts
@@ -603,6 +604,12 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
         + ("" if momentum is None or plan.momentum is None else f", its momentum to {plan.momentum.describe()}")
     )
     return converted, momentum
+
+
+def _restore(groups: Sequence[dict[str, Any]], held: Sequence[dict[str, Any]]) -> None:
+    """Put back the values (the very objects) the param groups held before a conversion built its closed forms."""
+    for group, values in zip(groups, held):
+        group.update(values)
 
 
 # torch scheduler -> the closed forms driving it, learning rate first, then the momentum if it
