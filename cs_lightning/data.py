@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from cs_lightning.errors import UsageError, UsageTypeError
+from cs_lightning.strategies.checkpoints import restore_rng_states, rng_states
 
 __all__ = ["ResumableDataLoader"]
 
@@ -37,7 +38,9 @@ class ResumableDataLoader(DataLoader):
     generator of its own (``sampler=RandomSampler(ds)``, ``WeightedRandomSampler``) is given the
     loader's; one with its own generator has that generator's state saved too. A sampler of your
     own must draw from a ``generator`` attribute (or be deterministic) to resume exactly.
-    Resuming skips the batches already served by loading and dropping them (once, at the resume).
+    Resuming skips the batches already served by loading and dropping them (once, at the resume),
+    then sets the global generators back as they were before, so that a dataset drawing from
+    them in this process (a random transform with ``num_workers=0``) draws what it drew before.
     """
 
     def __init__(self, dataset: Dataset, *args: Any, **kwargs: Any) -> None:
@@ -98,8 +101,8 @@ class ResumableDataLoader(DataLoader):
         return self._counted(super().__iter__(), skip)
 
     def _counted(self, batches: Any, skip: int) -> Any:
-        for _ in range(skip):
-            next(batches)
+        if skip:
+            _drop(batches, skip)
         self._served = skip
         for batch in batches:
             self._served += 1
@@ -136,6 +139,15 @@ class ResumableDataLoader(DataLoader):
             generator.set_state(state)
         self._samplers_start = list(state_dict.get("samplers_start", self._samplers_start))
         self._skip = served if 0 < served < len(self) else 0
+
+
+def _drop(batches: Any, count: int) -> None:
+    """Load and drop ``count`` batches, leaving the global generators as they were: a dataset drawing from them in
+    this process (a random transform, ``num_workers=0``) then draws for the next batch what it drew before."""
+    states = rng_states()
+    for _ in range(count):
+        next(batches)
+    restore_rng_states(states)
 
 
 def _samplers_in(*samplers: Any) -> list[Any]:

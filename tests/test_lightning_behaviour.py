@@ -521,6 +521,18 @@ from cs_lightning.schedulers import CosineDecayLR
 strategy, mode, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 
+class Noisy(torch.utils.data.Dataset):  # noise drawn in the main process, as random transforms do (under csx)
+
+    x = torch.randn(64, 6, generator=torch.Generator().manual_seed(0))
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        noise = torch.zeros(6) if strategy == "auto" else 0.1 * torch.randn(6)
+        return self.x[i] + noise, self.x[i].sum(0, keepdim=True).sin()
+
+
 class Model(LightningModule):
     def __init__(self):
         super().__init__()
@@ -529,9 +541,7 @@ class Model(LightningModule):
         self.net = nn.Sequential(nn.Linear(6, 16), nn.GELU(), dropout, nn.Linear(16, 1))
 
     def train_dataloader(self):  # built once the checkpoint is restored, as most modules do
-        x = torch.randn(64, 6, generator=torch.Generator().manual_seed(0))
-        dataset = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True).sin())
-        return cs_lightning.ResumableDataLoader(dataset, batch_size=8, shuffle=True)  # 8 batches, a new order each
+        return cs_lightning.ResumableDataLoader(Noisy(), batch_size=8, shuffle=True)  # 8 batches, a new order each
 
     def training_step(self, batch, batch_idx):
         return nn.functional.mse_loss(self.net(batch[0]), batch[1])
