@@ -636,7 +636,12 @@ BAD = {
         "fix: move it to trainer.strategy.init_args.trace_check",
     ),
     "model missing": ({"model": None}, "model", "add a model: block"),
-    "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer.strategy", "invalid strategy name"),
+    "misspelt strategy": (
+        {"trainer": {"strategy": "cxs"}},
+        "trainer.strategy",
+        "'cxs' is not a registered strategy name; did you mean 'csx'? fix: write one of the CS-X strategies "
+        "(csx, csx_ddp, csx_fsdp)",
+    ),
     "data constructor rejects a value": (
         {"data": {"class_path": "image_classifier.DigitsData", "init_args": {"val_fraction": 2.0}}},
         "data.init_args",
@@ -1032,6 +1037,18 @@ def test_an_integer_batch_count_stays_an_integer(in_yaml, on_command_line, expec
     taken = {key: getattr(cli.trainer, key) for key in expected}
     assert taken == expected
     assert {key: type(value) for key, value in taken.items()} == {key: type(value) for key, value in expected.items()}
+
+
+def test_a_strategy_name_in_capitals_is_the_registered_one(tmp_path: Path) -> None:
+    """Lightning reads a strategy name in lower case: the check of the name does too."""
+    from cs_lightning import CSXStrategy
+    from cs_lightning.cli import CSLightningCLI
+    from cs_lightning.cli.config_files import given_config_files, run_imports
+
+    config = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    args = ["--config", str(config), "--trainer.strategy", "CSX"]
+    cli = CSLightningCLI(args=args, imported=run_imports(given_config_files(args), args), run=False)
+    assert type(cli.trainer.strategy) is CSXStrategy
 
 
 def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path: Path, capfd) -> None:
@@ -1442,6 +1459,16 @@ ONE_LINE_FAILURES = {
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
+    ),
+    "a misspelt strategy name": (
+        ["fit", "--trainer.strategy", "csxx"],
+        "trainer.strategy: 'csxx' is not a registered strategy name; did you mean 'csx'? fix: write one of the CS-X "
+        "strategies (csx, csx_ddp, csx_fsdp) or another name in Lightning's StrategyRegistry (auto, ddp, fsdp, ...)",
+    ),
+    "a strategy name close to none": (
+        ["validate", "--trainer.strategy", "tpu_pod"],
+        "trainer.strategy: 'tpu_pod' is not a registered strategy name; fix: write one of the CS-X strategies "
+        "(csx, csx_ddp, csx_fsdp) or another name in Lightning's StrategyRegistry (auto, ddp, fsdp, ...)",
     ),
     "a strategy option on a strategy given by name": (
         ["fit", "--trainer.strategy.trace_check", "false"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import json
 import logging
@@ -52,6 +53,7 @@ from cs_lightning.cli.output_file import folder_problem
 from cs_lightning.config_blocks import SEED_MAX, check_whole_number, load_yaml, yaml_problem
 from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
 from cs_lightning.optimizers import OptimizerFactory
+from cs_lightning.strategies import CSXSystemMixin
 from cs_lightning.strategies.checkpoints import SHARDED_REST
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 from cs_lightning.user_code import imported_or_none
@@ -173,11 +175,15 @@ def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
 
 def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
     """A class path given as trainer.strategy's string: jsonargparse keeps it a string (Union[str, Strategy]
-    tries str first), which Lightning takes as a registered name only, and refuses as an invalid name."""
+    tries str first), which Lightning takes as a registered name only, and refuses as an invalid name; and
+    a name that is not registered (`_check_strategy_name`)."""
     strategy = trainer.get("strategy")
     if isinstance(strategy, str) and strategy.lstrip().startswith("{"):
         _check_inline_strategy(strategy)
-    if not isinstance(strategy, str) or not re.fullmatch(r"\w+(\.\w+)+", strategy):  # registered names have no dot
+    if not isinstance(strategy, str):
+        return
+    if not re.fullmatch(r"\w+(\.\w+)+", strategy):  # registered names have no dot
+        _check_strategy_name(strategy)
         return
     cls = imported_or_none(strategy)  # None: the class_path: form names what is wrong with the path
     # a name standing for the class with its defaults (ddp_spawn, say, stands for DDPStrategy with some set)
@@ -188,6 +194,22 @@ def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
         f"{strategy!r} is a class path, and a strategy given as a string must be a registered name; fix: give "
         f"{by_name}the class as class_path: --trainer.strategy.class_path {strategy} (in YAML, strategy: "
         f"{{class_path: {strategy}}})",
+    )
+
+
+def _check_strategy_name(name: str) -> None:
+    """A name Lightning does not register (``csxx``): Lightning refuses it only as the Trainer is made, in words
+    that list none of the csx strategies. Lightning reads the name in lower case, and "auto" besides."""
+    registered = ["auto", *StrategyRegistry]
+    if name.lower() in registered:
+        return
+    close = difflib.get_close_matches(name.lower(), registered, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    csx = [known for known, entry in StrategyRegistry.items() if issubclass(entry["strategy"], CSXSystemMixin)]
+    raise ConfigError(
+        ("trainer", "strategy"),
+        f"{name!r} is not a registered strategy name; {hint}fix: write one of the CS-X strategies "
+        f"({', '.join(csx)}) or another name in Lightning's StrategyRegistry (auto, ddp, fsdp, ...)",
     )
 
 
