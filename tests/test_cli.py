@@ -528,6 +528,11 @@ BAD = {
         "schedulers[0].LinearLR.initial_lr",
         "did you mean initial_learning_rate?",
     ),
+    "scheduler missing an argument": (
+        {"schedulers": [{"CosineDecayLR": {"initial_learning_rate": PEAK, "total_iters": DECAY}}]},
+        "schedulers[0].CosineDecayLR",
+        "CosineDecayLR needs end_learning_rate; fix: add end_learning_rate: <value>",
+    ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
     "two schedulers setting lr": (
@@ -1062,6 +1067,37 @@ def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path
     assert _files(tmp_path) == {Path("base.yaml"), Path("override.yaml")}
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown scheduler",
+        "unknown optimizer",
+        "scheduler missing an argument",
+        "bad optimizer value",
+        "two schedulers setting lr",
+        "tagged schedule, untagged optimizer",
+        "schedulers without optimizer",
+    ],
+)
+def test_print_config_refuses_the_blocks_fit_refuses_in_the_same_line(case: str, tmp_path: Path, capfd) -> None:
+    """--print_config prints while the parser runs, before fit checks the blocks: it checks them first."""
+    blocks, key, _hint = BAD[case]
+    path = write(tmp_path / "run.yaml", {**digits_run(tmp_path, **CEREBRAS), **blocks})
+    assert main(["fit", "--config", str(path)]) == 2
+    refused = capfd.readouterr().err
+    assert refused.startswith(f"cs-lightning: error: {key}: ") and refused.count("\n") == 1
+    assert main(["fit", "--config", str(path), "--print_config"]) == 2
+    assert capfd.readouterr() == ("", refused)
+
+
+def test_print_config_of_a_model_zoo_block_warns_as_fit_does(tmp_path: Path, capfd) -> None:
+    """The block's warning, held while the blocks are checked, is given out once they pass."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"Adam": {"learning_rate": 0.001}}))
+    with pytest.warns(UserWarning, match=r"^optimizer.Adam: a Cerebras Model Zoo block without eps"):
+        assert main(["fit", "--config", str(path), "--print_config"]) == 0
+    assert yaml.safe_load(capfd.readouterr().out)["optimizer"] == {"Adam": {"learning_rate": 0.001}}
+
+
 def test_command_line_overrides_the_optimizer_block(tmp_path: Path) -> None:
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"AdamW": {"lr": 0.01}}))
     assert main(["fit", "--config", str(path), "--optimizer", "{SGD: {lr: 0.25}}", "--trainer.max_steps", "2"]) == 0
@@ -1293,6 +1329,18 @@ ONE_LINE_FAILURES = {
     ),
     "a bad scheduler after a Model Zoo optimizer block (whose warning is held back)": (
         ["fit", "--optimizer", "{Adam: {learning_rate: 0.001}}", "--schedulers", "[{LinearLR: {total_iters: 0}}]"],
+        "schedulers[0].LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
+        "initial_learning_rate: <value>, end_learning_rate: <value>",
+    ),
+    "a bad scheduler after a Model Zoo optimizer block, under --print_config": (
+        [
+            "fit",
+            "--optimizer",
+            "{Adam: {learning_rate: 0.001}}",
+            "--schedulers",
+            "[{LinearLR: {total_iters: 0}}]",
+            "--print_config",
+        ],
         "schedulers[0].LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
         "initial_learning_rate: <value>, end_learning_rate: <value>",
     ),
