@@ -1098,6 +1098,14 @@ def test_print_config_of_a_model_zoo_block_warns_as_fit_does(tmp_path: Path, cap
     assert yaml.safe_load(capfd.readouterr().out)["optimizer"] == {"Adam": {"learning_rate": 0.001}}
 
 
+def test_blocks_given_as_json_on_the_command_line_are_the_yaml_blocks(tmp_path: Path, capfd) -> None:
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path))
+    blocks = ["--optimizer", json.dumps(CEREBRAS["optimizer"]), "--schedulers", json.dumps(CEREBRAS["schedulers"])]
+    assert main(["fit", "--config", str(path), *blocks, "--print_config"]) == 0
+    printed = yaml.safe_load(capfd.readouterr().out)
+    assert {key: printed[key] for key in CEREBRAS} == CEREBRAS
+
+
 def test_command_line_overrides_the_optimizer_block(tmp_path: Path) -> None:
     path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"AdamW": {"lr": 0.01}}))
     assert main(["fit", "--config", str(path), "--optimizer", "{SGD: {lr: 0.25}}", "--trainer.max_steps", "2"]) == 0
@@ -1406,6 +1414,27 @@ ONE_LINE_FAILURES = {
         ["fit", "--schedulers", "[{LinearLR:{total_iters:10}}]"],
         "schedulers: '[{{LinearLR:{{total_iters:10}}}}]' is not YAML (found unexpected ':' at character 11); fix: "
         "correct its syntax (YAML reads a:1 as one word: write a: 1)",
+    ),
+    "an optimizer block written as a list, on the command line": (
+        ["fit", "--optimizer", '[{"AdamW": {"lr": 0.001}}]'],
+        "optimizer: expected a mapping {{Name: {{args}}}} (or class_path/init_args), got a list, "
+        "[{{'AdamW': {{'lr': 0.001}}}}]; fix: write e.g. {{AdamW: {{lr: 0.001}}}}",
+    ),
+    "an optimizer block that is not YAML": (
+        ["fit", "--optimizer", '{"AdamW": {"lr": 0.001}'],
+        "optimizer: '{{\"AdamW\": {{\"lr\": 0.001}}' is not YAML (did not find expected ',' or '}}' at character 24); "
+        "fix: correct its syntax",
+    ),
+    "an optimizer argument that is not YAML": (
+        ["fit", "--optimizer.AdamW.betas", "[0.9, 0.95"],
+        "optimizer.AdamW.betas: '[0.9, 0.95' is not YAML (did not find expected ',' or ']' at character 11); "
+        "fix: correct its syntax",
+    ),
+    "an optimizer written as a call": (
+        ["fit", "--optimizer", "AdamW(lr=0.001)"],
+        "optimizer: 'AdamW(lr=0.001)' is neither an optimizer's name nor a dotted import path; fix: write the name "
+        "and its arguments as a block, {{AdamW: {{lr: 0.001}}}} (on the command line: --optimizer "
+        "'{{AdamW: {{lr: 0.001}}}}' or --optimizer AdamW --optimizer.lr 0.001)",
     ),
     "a schedulers list that is not YAML": (
         ["fit", "--schedulers", "[{LinearLR: {total_iters: 10}]"],
