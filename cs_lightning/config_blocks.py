@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import re
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -45,6 +46,22 @@ def yaml_problem(err: yaml.YAMLError, text: str) -> str:
     if len(text.splitlines()) > 1:
         return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
     return f"{problem} at character {mark.index + 1}"  # from the text's start: right also past a last newline
+
+
+def colon_hint(text: str) -> str:
+    """What to say of ``a:1`` in a value written inline: one word to YAML in a block, and a syntax error inside
+    ``[...]`` or ``{...}`` to libyaml; "" when the text has none."""
+    return " (YAML reads a:1 as one word: write a: 1)" if re.search(r"\w:[^\s/]", text) else ""
+
+
+def load_inline(key: KeyPath | str, text: str) -> Any:
+    """A value written on the command line, read as YAML as a ``--config`` file's values are; a `ConfigError` at
+    ``key`` when it is not YAML."""
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as err:
+        problem = yaml_problem(err, text)
+        raise ConfigError(key, f"{text!r} is not YAML ({problem}); fix: correct its syntax{colon_hint(text)}") from None
 
 
 def read_yaml(path: Path, key: KeyPath | str, same_value_ok: bool = False) -> tuple[Any, list[str]]:

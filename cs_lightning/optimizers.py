@@ -62,6 +62,13 @@ def torch_optimizers() -> dict[str, type[torch.optim.Optimizer]]:
 
 def resolve_optimizer(name: str, key: KeyPath | str = "optimizer") -> type[torch.optim.Optimizer]:
     """A torch optimizer by name (case-insensitive) or dotted import path; errors name the key path `key`."""
+    if not all(part.isidentifier() for part in name.split(".")):  # AdamW(lr=0.001): a call, or a block kept as text
+        raise ConfigError(
+            key,
+            f"{name!r} is neither an optimizer's name nor a dotted import path; fix: write the name and its arguments "
+            "as a block, {AdamW: {lr: 0.001}} (on the command line: --optimizer '{AdamW: {lr: 0.001}}' or "
+            "--optimizer AdamW --optimizer.lr 0.001)",
+        )
     if "." in name:
         try:
             cls = import_dotted(name)
@@ -87,7 +94,8 @@ def merge_optimizer_blocks(earlier: Any, later: Any) -> Any:
     """The optimizer block `later` given over `earlier` (a later --config file, a command-line key).
 
     As Lightning merges a class_path block: for the same optimizer class (in either spelling),
-    the arguments are merged, later wins, in `later`'s spelling; a block of `init_args:` alone
+    the arguments are merged, later wins, in `later`'s spelling (`learning_rate` replaces `lr`, and
+    back); a block of `init_args:` alone
     adds to the earlier optimizer; another optimizer, or a block that is none of these shapes
     (its error comes when it is checked), replaces the earlier one.
     """
@@ -96,12 +104,23 @@ def merge_optimizer_blocks(earlier: Any, later: Any) -> Any:
         return later
     if isinstance(later, Mapping) and set(later) == {"init_args"} and isinstance(later["init_args"], Mapping):
         name, args = earlier_parts
-        return _spelled_like(earlier, name, {**args, **later["init_args"]})
+        return _spelled_like(earlier, name, _merged_arguments(args, later["init_args"]))
     later_parts = _name_and_arguments(later)
     if later_parts is None or not _same_optimizer(earlier_parts[0], later_parts[0]):
         return later
     name, args = later_parts
-    return _spelled_like(later, name, {**earlier_parts[1], **args})
+    return _spelled_like(later, name, _merged_arguments(earlier_parts[1], args))
+
+
+# Each argument's other spelling, both ways: learning_rate <-> lr...
+_OTHER_SPELLING = {**MODEL_ZOO_ALIASES, **{torch_name: alias for alias, torch_name in MODEL_ZOO_ALIASES.items()}}
+
+
+def _merged_arguments(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> dict[str, Any]:
+    """`later` over `earlier`; a later argument replaces an earlier one in either spelling (learning_rate over lr),
+    where keeping both would be refused as one argument given twice."""
+    kept = {arg: value for arg, value in earlier.items() if _OTHER_SPELLING.get(arg) not in later}
+    return {**kept, **later}
 
 
 def _name_and_arguments(block: Any) -> tuple[str, dict[str, Any]] | None:

@@ -528,6 +528,11 @@ BAD = {
         "schedulers[0].LinearLR.initial_lr",
         "did you mean initial_learning_rate?",
     ),
+    "scheduler missing an argument": (
+        {"schedulers": [{"CosineDecayLR": {"initial_learning_rate": PEAK, "total_iters": DECAY}}]},
+        "schedulers[0].CosineDecayLR",
+        "CosineDecayLR needs end_learning_rate; fix: add end_learning_rate: <value>",
+    ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
     "two schedulers setting lr": (
@@ -636,7 +641,12 @@ BAD = {
         "fix: move it to trainer.strategy.init_args.trace_check",
     ),
     "model missing": ({"model": None}, "model", "add a model: block"),
-    "unknown strategy": ({"trainer": {"strategy": "csxx"}}, "trainer.strategy", "invalid strategy name"),
+    "misspelt strategy": (
+        {"trainer": {"strategy": "cxs"}},
+        "trainer.strategy",
+        "'cxs' is not a registered strategy name; did you mean 'csx'? fix: write one of the CS-X strategies "
+        "(csx, csx_ddp, csx_fsdp)",
+    ),
     "data constructor rejects a value": (
         {"data": {"class_path": "image_classifier.DigitsData", "init_args": {"val_fraction": 2.0}}},
         "data.init_args",
@@ -1034,6 +1044,18 @@ def test_an_integer_batch_count_stays_an_integer(in_yaml, on_command_line, expec
     assert {key: type(value) for key, value in taken.items()} == {key: type(value) for key, value in expected.items()}
 
 
+def test_a_strategy_name_in_capitals_is_the_registered_one(tmp_path: Path) -> None:
+    """Lightning reads a strategy name in lower case: the check of the name does too."""
+    from cs_lightning import CSXStrategy
+    from cs_lightning.cli import CSLightningCLI
+    from cs_lightning.cli.config_files import given_config_files, run_imports
+
+    config = write(tmp_path / "run.yaml", digits_run(tmp_path, **CEREBRAS))
+    args = ["--config", str(config), "--trainer.strategy", "CSX"]
+    cli = CSLightningCLI(args=args, imported=run_imports(given_config_files(args), args), run=False)
+    assert type(cli.trainer.strategy) is CSXStrategy
+
+
 def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path: Path, capfd) -> None:
     base = write(tmp_path / "base.yaml", digits_run(tmp_path, **CEREBRAS))
     override = write(tmp_path / "override.yaml", {"optimizer": {"SGD": {"lr": 0.5}}, "trainer": {"max_steps": 7}})
@@ -1043,6 +1065,45 @@ def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path
     assert printed["schedulers"] == CEREBRAS["schedulers"]
     assert printed["trainer"]["max_steps"] == 7 and printed["trainer"]["strategy"] == "csx"
     assert _files(tmp_path) == {Path("base.yaml"), Path("override.yaml")}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown scheduler",
+        "unknown optimizer",
+        "scheduler missing an argument",
+        "bad optimizer value",
+        "two schedulers setting lr",
+        "tagged schedule, untagged optimizer",
+        "schedulers without optimizer",
+    ],
+)
+def test_print_config_refuses_the_blocks_fit_refuses_in_the_same_line(case: str, tmp_path: Path, capfd) -> None:
+    """--print_config prints while the parser runs, before fit checks the blocks: it checks them first."""
+    blocks, key, _hint = BAD[case]
+    path = write(tmp_path / "run.yaml", {**digits_run(tmp_path, **CEREBRAS), **blocks})
+    assert main(["fit", "--config", str(path)]) == 2
+    refused = capfd.readouterr().err
+    assert refused.startswith(f"cs-lightning: error: {key}: ") and refused.count("\n") == 1
+    assert main(["fit", "--config", str(path), "--print_config"]) == 2
+    assert capfd.readouterr() == ("", refused)
+
+
+def test_print_config_of_a_model_zoo_block_warns_as_fit_does(tmp_path: Path, capfd) -> None:
+    """The block's warning, held while the blocks are checked, is given out once they pass."""
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path, optimizer={"Adam": {"learning_rate": 0.001}}))
+    with pytest.warns(UserWarning, match=r"^optimizer.Adam: a Cerebras Model Zoo block without eps"):
+        assert main(["fit", "--config", str(path), "--print_config"]) == 0
+    assert yaml.safe_load(capfd.readouterr().out)["optimizer"] == {"Adam": {"learning_rate": 0.001}}
+
+
+def test_blocks_given_as_json_on_the_command_line_are_the_yaml_blocks(tmp_path: Path, capfd) -> None:
+    path = write(tmp_path / "run.yaml", digits_run(tmp_path))
+    blocks = ["--optimizer", json.dumps(CEREBRAS["optimizer"]), "--schedulers", json.dumps(CEREBRAS["schedulers"])]
+    assert main(["fit", "--config", str(path), *blocks, "--print_config"]) == 0
+    printed = yaml.safe_load(capfd.readouterr().out)
+    assert {key: printed[key] for key in CEREBRAS} == CEREBRAS
 
 
 def test_command_line_overrides_the_optimizer_block(tmp_path: Path) -> None:
@@ -1279,6 +1340,18 @@ ONE_LINE_FAILURES = {
         "schedulers[0].LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
         "initial_learning_rate: <value>, end_learning_rate: <value>",
     ),
+    "a bad scheduler after a Model Zoo optimizer block, under --print_config": (
+        [
+            "fit",
+            "--optimizer",
+            "{Adam: {learning_rate: 0.001}}",
+            "--schedulers",
+            "[{LinearLR: {total_iters: 0}}]",
+            "--print_config",
+        ],
+        "schedulers[0].LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
+        "initial_learning_rate: <value>, end_learning_rate: <value>",
+    ),
     "best, which a fresh Trainer has not": (
         ["fit", "--ckpt_path", "best"],
         "ckpt_path: 'best' is the best checkpoint of an earlier fit by the same Trainer, and each cs-lightning run "
@@ -1341,6 +1414,27 @@ ONE_LINE_FAILURES = {
         ["fit", "--schedulers", "[{LinearLR:{total_iters:10}}]"],
         "schedulers: '[{{LinearLR:{{total_iters:10}}}}]' is not YAML (found unexpected ':' at character 11); fix: "
         "correct its syntax (YAML reads a:1 as one word: write a: 1)",
+    ),
+    "an optimizer block written as a list, on the command line": (
+        ["fit", "--optimizer", '[{"AdamW": {"lr": 0.001}}]'],
+        "optimizer: expected a mapping {{Name: {{args}}}} (or class_path/init_args), got a list, "
+        "[{{'AdamW': {{'lr': 0.001}}}}]; fix: write e.g. {{AdamW: {{lr: 0.001}}}}",
+    ),
+    "an optimizer block that is not YAML": (
+        ["fit", "--optimizer", '{"AdamW": {"lr": 0.001}'],
+        "optimizer: '{{\"AdamW\": {{\"lr\": 0.001}}' is not YAML (did not find expected ',' or '}}' at character 24); "
+        "fix: correct its syntax",
+    ),
+    "an optimizer argument that is not YAML": (
+        ["fit", "--optimizer.AdamW.betas", "[0.9, 0.95"],
+        "optimizer.AdamW.betas: '[0.9, 0.95' is not YAML (did not find expected ',' or ']' at character 11); "
+        "fix: correct its syntax",
+    ),
+    "an optimizer written as a call": (
+        ["fit", "--optimizer", "AdamW(lr=0.001)"],
+        "optimizer: 'AdamW(lr=0.001)' is neither an optimizer's name nor a dotted import path; fix: write the name "
+        "and its arguments as a block, {{AdamW: {{lr: 0.001}}}} (on the command line: --optimizer "
+        "'{{AdamW: {{lr: 0.001}}}}' or --optimizer AdamW --optimizer.lr 0.001)",
     ),
     "a schedulers list that is not YAML": (
         ["fit", "--schedulers", "[{LinearLR: {total_iters: 10}]"],
@@ -1442,6 +1536,16 @@ ONE_LINE_FAILURES = {
     "config not UTF-8": (
         ["fit", "--config", "latin1.yaml"],
         "config: 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset 5); fix: save the file as UTF-8",
+    ),
+    "a misspelt strategy name": (
+        ["fit", "--trainer.strategy", "csxx"],
+        "trainer.strategy: 'csxx' is not a registered strategy name; did you mean 'csx'? fix: write one of the CS-X "
+        "strategies (csx, csx_ddp, csx_fsdp) or another name in Lightning's StrategyRegistry (auto, ddp, fsdp, ...)",
+    ),
+    "a strategy name close to none": (
+        ["validate", "--trainer.strategy", "tpu_pod"],
+        "trainer.strategy: 'tpu_pod' is not a registered strategy name; fix: write one of the CS-X strategies "
+        "(csx, csx_ddp, csx_fsdp) or another name in Lightning's StrategyRegistry (auto, ddp, fsdp, ...)",
     ),
     "a strategy option on a strategy given by name": (
         ["fit", "--trainer.strategy.trace_check", "false"],

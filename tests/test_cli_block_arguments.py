@@ -60,6 +60,24 @@ CASES = {
         {"AdamW": {"lr": 0.003, "weight_decay": 0.5, "betas": [0.8, 0.9]}},
         {"lr": 0.003, "weight_decay": 0.5, "betas": (0.8, 0.9), "amsgrad": False},
     ),
+    "command line, a Model Zoo block in JSON over torch's spelling": (
+        BASE,
+        ["--optimizer", '{"AdamW": {"learning_rate": 0.001}}'],
+        {"AdamW": {"weight_decay": 0.2, "betas": [0.8, 0.9], "learning_rate": 0.001}},
+        {"lr": 0.001, "weight_decay": 0.2, "betas": (0.8, 0.9), "amsgrad": False},
+    ),
+    "dotted key, Lightning's short form over Model Zoo's spelling": (
+        {"AdamW": {"learning_rate": 0.003, "weight_decay_rate": 0.2}},
+        ["--optimizer.lr", "0.001", "--optimizer.weight_decay", "0.5"],
+        {"AdamW": {"lr": 0.001, "weight_decay": 0.5}},
+        {"lr": 0.001, "weight_decay": 0.5},
+    ),
+    "command line, Lightning's name then its argument": (
+        None,
+        ["--optimizer", "AdamW", "--optimizer.lr", "0.001"],
+        {"AdamW": {"lr": 0.001}},
+        {"lr": 0.001, "weight_decay": 0.01, "amsgrad": False},
+    ),
     "second config of init_args alone": (
         BASE_CLASS_PATH,
         ["--config", "init_args_only.yaml"],

@@ -17,8 +17,8 @@ with four top-level keys added:
   custom scheduler living next to the config is found by name.
 
 The ``optimizer:``, ``schedulers:`` and ``param_groups:`` blocks are checked completely before
-anything is built or written, and become factories that run in ``configure_optimizers``,
-after the model is materialized.
+anything is built, written or printed (``--print_config``), and become factories that run in
+``configure_optimizers``, after the model is materialized.
 ``cs-lightning schedule --config run.yaml`` draws or tabulates the configured schedules
 without building the model; ``cs-lightning convert modelzoo.yaml -o run.yaml`` turns a
 Cerebras Model Zoo config into such a file (`cs_lightning.convert`); ``cs-lightning cache``

@@ -20,7 +20,7 @@ from typing import Any, cast
 from jsonargparse import ArgumentParser
 from jsonargparse._typehints import ActionTypeHint  # not exported; see the module docstring
 
-from cs_lightning.config_blocks import load_yaml
+from cs_lightning.config_blocks import load_inline
 from cs_lightning.errors import ConfigError
 from cs_lightning.optimizers import merge_optimizer_blocks, torch_optimizers
 
@@ -49,10 +49,10 @@ class OptimizerArgument(_BlockArgument):
 
     def parse(self, parser: Any, cfg: Any, value: Any, option: str) -> None:
         base = self.option_strings[0]
-        if option != base:  # --optimizer.AdamW.lr 0.001: read as YAML
-            value = _dotted_block(
-                option[len(base) + 1 :].split("."), load_yaml(value) if isinstance(value, str) else value
-            )
+        if isinstance(value, str):  # read as YAML, as in a --config file; jsonargparse would keep a list as text
+            value = load_inline(option.removeprefix("--"), value)
+        if option != base:  # --optimizer.AdamW.lr 0.001
+            value = _dotted_block(option[len(base) + 1 :].split("."), value)
         # what the parent's __call__ does, without its class_path handling, which expects a Namespace
         cfg.update(self._check_type_(value, cfg=cfg, mode=parser.parser_mode), self.dest)
 

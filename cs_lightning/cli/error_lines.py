@@ -19,7 +19,7 @@ from jsonargparse import ArgumentParser, Namespace
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
-from cs_lightning.config_blocks import load_yaml, refused_at, yaml_problem
+from cs_lightning.config_blocks import colon_hint, load_inline, refused_at
 from cs_lightning.errors import ConfigError, KeyPath
 from cs_lightning.param_groups import ENTRY_EXAMPLE
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
@@ -351,14 +351,14 @@ def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
     if given is None or not typed or not re.search(r"Expected a <class '(list|dict)'>", report):
         return None
     text = given.group(1).strip()
-    # a:1 is one word to YAML in a block, and a syntax error inside [...] or {...} to libyaml
-    colon = " (YAML reads a:1 as one word: write a: 1)" if re.search(r"\w:[^\s/]", text) else ""
     try:
-        load_yaml(text)
-    except yaml.YAMLError as err:
-        return ConfigError(key, f"{text!r} is not YAML ({yaml_problem(err, text)}); fix: correct its syntax{colon}")
-    if colon:
-        return ConfigError(key, f"{text!r} does not read as the values meant; fix: correct its syntax{colon}")
+        load_inline(key, text)
+    except ConfigError as err:
+        return err
+    if colon_hint(text):
+        return ConfigError(
+            key, f"{text!r} does not read as the values meant; fix: correct its syntax{colon_hint(text)}"
+        )
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import json
 import logging
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO, Union, get_args, get_origin
 
 import yaml
-from jsonargparse import ArgumentParser
+from jsonargparse import ArgumentParser, Namespace
+from jsonargparse._actions import _ActionPrintConfig  # not exported; says whether --print_config was given
 from jsonargparse._typehints import ActionTypeHint  # not exported; block_arguments uses it too
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch import LightningModule, Trainer
@@ -52,6 +54,7 @@ from cs_lightning.cli.output_file import folder_problem
 from cs_lightning.config_blocks import SEED_MAX, check_whole_number, load_yaml, yaml_problem
 from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
 from cs_lightning.optimizers import OptimizerFactory
+from cs_lightning.strategies import CSXSystemMixin
 from cs_lightning.strategies.checkpoints import SHARDED_REST
 from cs_lightning.time_to_first_loss import TimeToFirstLoss
 from cs_lightning.user_code import imported_or_none
@@ -173,11 +176,15 @@ def _check_callbacks_have_a_logger(trainer: Mapping[str, Any]) -> None:
 
 def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
     """A class path given as trainer.strategy's string: jsonargparse keeps it a string (Union[str, Strategy]
-    tries str first), which Lightning takes as a registered name only, and refuses as an invalid name."""
+    tries str first), which Lightning takes as a registered name only, and refuses as an invalid name; and
+    a name that is not registered (`_check_strategy_name`)."""
     strategy = trainer.get("strategy")
     if isinstance(strategy, str) and strategy.lstrip().startswith("{"):
         _check_inline_strategy(strategy)
-    if not isinstance(strategy, str) or not re.fullmatch(r"\w+(\.\w+)+", strategy):  # registered names have no dot
+    if not isinstance(strategy, str):
+        return
+    if not re.fullmatch(r"\w+(\.\w+)+", strategy):  # registered names have no dot
+        _check_strategy_name(strategy)
         return
     cls = imported_or_none(strategy)  # None: the class_path: form names what is wrong with the path
     # a name standing for the class with its defaults (ddp_spawn, say, stands for DDPStrategy with some set)
@@ -188,6 +195,22 @@ def _check_strategy_string(trainer: Mapping[str, Any]) -> None:
         f"{strategy!r} is a class path, and a strategy given as a string must be a registered name; fix: give "
         f"{by_name}the class as class_path: --trainer.strategy.class_path {strategy} (in YAML, strategy: "
         f"{{class_path: {strategy}}})",
+    )
+
+
+def _check_strategy_name(name: str) -> None:
+    """A name Lightning does not register (``csxx``): Lightning refuses it only as the Trainer is made, in words
+    that list none of the csx strategies. Lightning reads the name in lower case, and "auto" besides."""
+    registered = ["auto", *StrategyRegistry]
+    if name.lower() in registered:
+        return
+    close = difflib.get_close_matches(name.lower(), registered, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    csx = [known for known, entry in StrategyRegistry.items() if issubclass(entry["strategy"], CSXSystemMixin)]
+    raise ConfigError(
+        ("trainer", "strategy"),
+        f"{name!r} is not a registered strategy name; {hint}fix: write one of the CS-X strategies "
+        f"({', '.join(csx)}) or another name in Lightning's StrategyRegistry (auto, ddp, fsdp, ...)",
     )
 
 
@@ -287,6 +310,26 @@ def _ints_stay_ints(parser: LightningArgumentParser) -> None:
             action._typehint = functools.reduce(operator.or_, [int, *(m for m in members if m is not int)])
 
 
+class _Parser(LightningArgumentParser):
+    """Lightning's parser, whose --print_config refuses the optimizer:, schedulers: and param_groups: blocks
+    that the command would refuse, in the same line.
+
+    jsonargparse prints that config while it parses, and exits, before `CSLightningCLI.parse_arguments`
+    checks the blocks; what it prints is the subcommand parser's `dump`, so the check runs there first.
+    Only under --print_config: a run dumps its config.yaml once the check has passed (a second would warn twice).
+    """
+
+    def dump(self, namespace: Namespace, *args: Any, **kwargs: Any) -> str:
+        if _ActionPrintConfig.is_print_config_requested(self):
+            held = _HeldRecords()  # a Model Zoo block's warning: said once the check passes, not before its error
+            try:
+                run_factories(namespace.as_dict())
+            finally:
+                held.stop()
+            held.replay()
+        return super().dump(namespace, *args, **kwargs)
+
+
 class _SaveConfig(SaveConfigCallback):
     """Lightning's, but for `fit` config.yaml is written once the run is set up, and a refusal to write
     over an earlier run's config.yaml is one line, said before anything is built.
@@ -330,8 +373,9 @@ class CSLightningCLI(LightningCLI):
     """LightningCLI with Cerebras-style `optimizer:`/`schedulers:` blocks and an `imports:` key.
 
     Defaults that differ from LightningCLI: seed 0 (reproducible unless told otherwise), no
-    auto-configured optimizer (ours is built after materialization), and parse errors
-    raised rather than printed, so `main` can print them as one line.
+    auto-configured optimizer (ours is built after materialization), parse errors
+    raised rather than printed, so `main` can print them as one line, and a --print_config
+    that refuses the blocks `fit` refuses (`_Parser`).
     """
 
     def __init__(self, args: Any = None, imported: Mapping[str, str] | None = None, **kwargs: Any) -> None:
@@ -339,6 +383,7 @@ class CSLightningCLI(LightningCLI):
         # the clock feeds the Done: line under any strategy; its metrics are logged only when asked
         kwargs.setdefault("trainer_defaults", {"strategy": "csx", "callbacks": [TimeToFirstLoss(log_metrics=False)]})
         kwargs.setdefault("save_config_callback", _SaveConfig)
+        kwargs.setdefault("parser_class", _Parser)
         kwargs.setdefault("seed_everything_default", 0)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault(
@@ -380,6 +425,8 @@ class CSLightningCLI(LightningCLI):
         try:
             super().parse_arguments(parser, args)
         except argparse.ArgumentError as err:
+            if isinstance(err.__cause__, ConfigError):  # one that is a TypeError (from _Parser): jsonargparse wraps it
+                raise err.__cause__ from None
             # the keys each level takes are the parser's to say: an unknown key is named here, the rest by main
             command = self._command_given(args)
             unknown = unknown_key(str(err), self._parser(command), command)
