@@ -1207,6 +1207,34 @@ def test_orthogonal_init_after_the_block_is_recorded_as_one_call(own_generator: 
         nn.init.orthogonal_(deferred_init(nn.Linear, 4, 3).bias)  # eager's error, at this line
 
 
+@pytest.mark.parametrize("positional", [False, True])
+def test_a_dead_orthogonal_from_an_own_generator_leaves_the_global_one_alone(positional: bool) -> None:
+    """An orthogonal_ whose result a later init overwrites draws from the caller's generator, given by keyword
+    or by position: the global generator is not moved past its draws (with a positional generator it was)."""
+
+    def init_after(model: nn.Module, generator: torch.Generator) -> None:
+        if positional:
+            nn.init.orthogonal_(model[0].weight, 1.0, generator)
+        else:
+            nn.init.orthogonal_(model[0].weight, 1.0, generator=generator)
+        nn.init.normal_(model[0].weight)  # the orthogonal_ is dead
+        nn.init.normal_(model[1].weight)  # from the global generator
+
+    def build() -> nn.Module:
+        return nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64))
+
+    torch.manual_seed(SEED)
+    eager = build()
+    init_after(eager, torch.Generator().manual_seed(1))
+    eager_rng = torch.get_rng_state()
+    torch.manual_seed(SEED)
+    lazy = deferred_init(build)
+    init_after(lazy, torch.Generator().manual_seed(1))
+    materialize(lazy)
+    assert_same(eager, lazy)
+    assert torch.equal(torch.get_rng_state(), eager_rng)
+
+
 def test_a_lazy_module_dry_run_is_refused_with_the_fix() -> None:
     class Lazy(nn.Module):
         def __init__(self) -> None:
@@ -1291,6 +1319,15 @@ def test_a_storages_data_pointer_is_refused_naming_the_tensor_until_materialize(
     assert lazy.weight.untyped_storage().nbytes() == 48
     materialize(lazy)
     assert lazy.weight.untyped_storage().data_ptr() == lazy.weight.data_ptr() != 0
+
+
+def test_a_real_tensor_set_as_a_deferred_ones_data_keeps_its_data_pointer() -> None:
+    """`.data = real` makes the deferred parameter view real memory: its storage is the real tensor's, whose
+    data pointer stays readable (the storage was marked deferred for good, the real tensor's too)."""
+    real = torch.zeros(3, 4)
+    lazy = deferred_init(nn.Linear, 4, 3)
+    lazy.weight.data = real
+    assert lazy.weight.untyped_storage().data_ptr() == real.data_ptr() == real.untyped_storage().data_ptr()
 
 
 class WritesThroughNumpy(nn.Module):

@@ -156,6 +156,8 @@ class DeferredTensor(torch.Tensor):
     def untyped_storage(self) -> torch.UntypedStorage:
         """torch's storage object, whose ``data_ptr()`` says which tensor has no memory yet, and why."""
         storage = super().untyped_storage()
+        if storage._cdata not in self._cs_recording._metas:  # real memory (set by `.data = tensor`): its own
+            return storage
         if type(storage) is not _DeferredStorage:  # torch keeps one Python object per storage: set once
             storage.__class__ = _DeferredStorage
             # what the tensor is, not the tensor: a view asked for its storage is often gone when it is read (and

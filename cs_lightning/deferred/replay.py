@@ -187,8 +187,8 @@ class Executor:
 
     def global_draws(self, op: Op) -> int | None:
         """How many outputs of the global CPU generator a dead op takes; None: unknown."""
-        if tree_unflatten(op.flat, op.spec)[1].get("generator") is not None:
-            return None  # draws from a generator of its own
+        if any(isinstance(x, torch.Generator) for x in op.flat):
+            return None  # draws from a generator of its own (given by keyword or, to a whole call, by position)
         return self.draws(op)
 
     def draws(self, op: Op) -> int | None:

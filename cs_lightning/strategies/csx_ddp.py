@@ -78,7 +78,8 @@ def _replicas_identical(model: nn.Module, device: torch.device) -> bool:
 
 def _bit_sum(tensor: torch.Tensor) -> torch.Tensor:
     """Sum of the tensor's raw bit patterns, each times its position plus one (wrapping int64): replicas built
-    from different seeds differ in it almost surely, and so do the same values in other places (two swapped).
+    from different seeds differ in it almost surely, and so (for words of 32 bits or fewer) do two with one pair
+    of values swapped. A linear checksum, not a hash: moves built to cancel (two opposite swaps) go unseen.
 
     Word ``r * _ROW + c`` weighs ``r * _ROW + c + 1``, so the sum is ``_ROW * sum(r * row_sum[r]) +
     sum((c + 1) * column_sum[c])``: two reductions over the words, with no int64 copy of them."""
