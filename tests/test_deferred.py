@@ -1321,13 +1321,16 @@ def test_a_storages_data_pointer_is_refused_naming_the_tensor_until_materialize(
     assert lazy.weight.untyped_storage().data_ptr() == lazy.weight.data_ptr() != 0
 
 
-def test_a_real_tensor_set_as_a_deferred_ones_data_keeps_its_data_pointer() -> None:
+def test_a_real_tensor_set_as_a_deferred_ones_data_keeps_its_data_pointer_and_is_refused_by_materialize() -> None:
     """`.data = real` makes the deferred parameter view real memory: its storage is the real tensor's, whose
     data pointer stays readable (the storage was marked deferred for good, the real tensor's too)."""
     real = torch.zeros(3, 4)
     lazy = deferred_init(nn.Linear, 4, 3)
     lazy.weight.data = real
     assert lazy.weight.untyped_storage().data_ptr() == real.data_ptr() == real.untyped_storage().data_ptr()
+    # which the recording cannot replay (a bare KeyError of a storage address said so)
+    with pytest.raises(DeferredInitError, match=r"^a deferred tensor of shape \(3, 4\) was given real memory"):
+        materialize(lazy)
 
 
 class WritesThroughNumpy(nn.Module):

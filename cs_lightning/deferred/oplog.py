@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils._pytree import TreeSpec
 
+from cs_lightning.errors import DeferredInitError
+
 if TYPE_CHECKING:
     from cs_lightning.deferred.replay import Executor
 
@@ -131,7 +133,15 @@ class Recording:
         """The meta tensor holding a recorded tensor's metadata."""
         # Keyed by the wrapper's own storage, which `t.data = other` also swaps (torch's method: a
         # DeferredTensor's own describes the tensor for its error, which would cost every op here).
-        return self._metas[torch.Tensor.untyped_storage(fake)._cdata]
+        try:
+            return self._metas[torch.Tensor.untyped_storage(fake)._cdata]
+        except KeyError:  # its memory is real: `t.data = real_tensor` swapped it in
+            raise DeferredInitError(
+                f"a deferred tensor of shape {tuple(fake.shape)} was given real memory (`tensor.data = "
+                "<a real tensor>`), which a recording cannot replay: the tensor would alias the real one after "
+                "materialize. Copy the values in instead (`with torch.no_grad(): tensor.copy_(real)`), or set "
+                "`.data` once the module is materialized."
+            ) from None
 
     def ref(self, fake: torch.Tensor) -> Ref:
         """Which storage a recorded tensor views, and how."""
