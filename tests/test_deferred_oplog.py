@@ -30,7 +30,8 @@ def _runtime_imports(name: str) -> set[str]:
 def test_the_replays_and_the_op_log_do_not_import_the_recorder() -> None:
     for name in ("oplog", "replay", "row_replay", "independent"):
         assert "cs_lightning.deferred.recorder" not in _runtime_imports(name), name
-    assert not {m for m in _runtime_imports("oplog") if m.startswith("cs_lightning")}
+    # the op log is a leaf: of the package it needs only the error classes, which import nothing of it
+    assert {m for m in _runtime_imports("oplog") if m.startswith("cs_lightning")} <= {"cs_lightning.errors"}
 
 
 def test_a_recorded_module_holds_its_recording_and_its_ops() -> None:
