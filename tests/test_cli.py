@@ -1077,6 +1077,8 @@ def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path
         "two schedulers setting lr",
         "tagged schedule, untagged optimizer",
         "schedulers without optimizer",
+        "misspelt strategy",
+        "strategy option beside class_path",
     ],
 )
 def test_print_config_refuses_the_blocks_fit_refuses_in_the_same_line(case: str, tmp_path: Path, capfd) -> None:

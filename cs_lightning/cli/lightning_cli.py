@@ -310,9 +310,18 @@ def _ints_stay_ints(parser: LightningArgumentParser) -> None:
             action._typehint = functools.reduce(operator.or_, [int, *(m for m in members if m is not int)])
 
 
+def _check_values(config: Mapping[str, Any]) -> None:
+    """The checks of a subcommand's values that --print_config makes too: the seed and the strategy."""
+    trainer = config.get("trainer") or {}
+    if not isinstance(config.get("seed_everything"), bool):  # true draws a seed, false seeds nothing
+        check_whole_number("seed_everything", config.get("seed_everything"), 0, SEED_MAX)
+    _check_strategy_string(trainer)
+    _check_strategy_options(trainer)
+
+
 class _Parser(LightningArgumentParser):
-    """Lightning's parser, whose --print_config refuses the optimizer:, schedulers: and param_groups: blocks
-    that the command would refuse, in the same line.
+    """Lightning's parser, whose --print_config refuses the seed, strategy, optimizer:, schedulers: and
+    param_groups: values that the command would refuse, in the same line.
 
     jsonargparse prints that config while it parses, and exits, before `CSLightningCLI.parse_arguments`
     checks the blocks; what it prints is the subcommand parser's `dump`, so the check runs there first.
@@ -323,6 +332,7 @@ class _Parser(LightningArgumentParser):
         if _ActionPrintConfig.is_print_config_requested(self):
             held = _HeldRecords()  # a Model Zoo block's warning: said once the check passes, not before its error
             try:
+                _check_values(namespace.as_dict())
                 run_factories(namespace.as_dict())
             finally:
                 held.stop()
@@ -439,10 +449,7 @@ class CSLightningCLI(LightningCLI):
             _check_callbacks_have_a_logger(trainer)  # validate/test/predict run them without a logger
             _check_counts(trainer)
             _check_val_check_interval(trainer)
-        if not isinstance(config.get("seed_everything"), bool):  # true draws a seed, false seeds nothing
-            check_whole_number("seed_everything", config.get("seed_everything"), 0, SEED_MAX)
-        _check_strategy_string(trainer)
-        _check_strategy_options(trainer)
+        _check_values(config)
         _check_output_folders(trainer)
         self._held_logs = _HeldRecords("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero")
         self.make_optimizer, self.make_schedulers = run_factories(config)
