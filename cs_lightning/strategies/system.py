@@ -60,6 +60,7 @@ from cs_lightning.strategies.checkpoints import (
     load_mapped,
     model_shapes,
     restore_rank_rng_states,
+    users_scheduler_states,
 )
 from cs_lightning.strategies.compiling import compile_forwards, compiled_update, forget_compiled_updates, shadowed
 from cs_lightning.strategies.options import CSX_OPTION_NAMES, CSXOptions, refuse_unknown, with_options_signature
@@ -230,8 +231,11 @@ class CSXSystemMixin(Strategy):
 
     def _check_checkpoint_schedulers(self, checkpoint: Mapping[str, Any]) -> None:
         if "lr_schedulers" in checkpoint:  # else Lightning says the checkpoint holds weights only
+            trainer = self._connected_module.trainer
+            # Trainer.callbacks is set by Lightning's callback connector, not declared on Trainer
+            saved = users_scheduler_states(checkpoint, trainer.callbacks)  # type: ignore[attr-defined]
             schedulers = [config.scheduler for config in self.lr_scheduler_configs]
-            check_scheduler_states(self._connected_module.trainer.ckpt_path, checkpoint["lr_schedulers"], schedulers)
+            check_scheduler_states(trainer.ckpt_path, saved, schedulers)
 
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
