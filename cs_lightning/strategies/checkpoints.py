@@ -1,7 +1,7 @@
 """What the CS-X strategies add to Lightning's checkpoints, and what they check in one before loading it.
 
-* The random generators' states of every rank, saved under ``RNG_KEY`` and restored on resume, each rank its own
-  (``every_rank_rng_states``, ``restore_rank_rng_states``).
+* The random generators' states of every rank, saved under ``RNG_KEY`` and restored when a fit resumes, each rank
+  its own (``every_rank_rng_states``, ``restore_rank_rng_states``).
 * A checkpoint of another model refused before anything is loaded (``check_checkpoint_matches``).
 * Which of a checkpoint's scheduler states the run's own schedulers resume from (``users_scheduler_states``):
   not StochasticWeightAveraging's, which that callback restores itself.
