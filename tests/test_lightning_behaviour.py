@@ -805,6 +805,10 @@ def test_a_run_with_stochastic_weight_averaging_resumes_bit_identical(strategy: 
     resumed, actual = _fit_averaged(strategy, ckpt_path=inside)
     # the model holds the average once training ends; the checkpoint the weights trained, and SWA's state
     assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), whole.state_dict().values()))
+    if strategy != "auto":  # and the same numbers as without csx
+        (tmp_path / "ckpt").rename(tmp_path / "resumed")
+        under_auto, _ = _fit_averaged("auto")
+        assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), under_auto.state_dict().values()))
     assert flat_state(actual["state_dict"]) == flat_state(expected["state_dict"])
     averaged, expected_averaged = (c["callbacks"]["StochasticWeightAveraging"] for c in (actual, expected))
     assert averaged["n_averaged"] == expected_averaged["n_averaged"] == 3
