@@ -771,3 +771,73 @@ def test_the_learning_rate_monitor_logs_the_same_rates_and_momentum(strategy: st
     }
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, rel=1e-6, abs=0.0), key
+
+
+# -- 10. StochasticWeightAveraging resumes, its SWALR restored by the callback itself -----------------
+
+
+class _Averaged(_Regressor):
+    """SGD, and a scheduler of the user's own if given: SWA trains with its SWALR in its place."""
+
+    def __init__(self, scheduler: Any = None) -> None:
+        super().__init__()
+        self.scheduler = scheduler
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        if self.scheduler is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler(optimizer), "interval": "epoch"}}
+
+
+def _fit_averaged(strategy: str, ckpt_path: Any = None, scheduler: Any = None) -> tuple[_Averaged, dict[str, Any]]:
+    """Four epochs of 12 steps, averaged from the second (SWA's epochs count from 1), a checkpoint in ckpt/
+    after each epoch (before SWA puts the average into the model as training ends): the model, the last one."""
+    from lightning.pytorch.callbacks import StochasticWeightAveraging
+
+    torch.manual_seed(0)
+    module = _Averaged(scheduler)
+    swa = StochasticWeightAveraging(swa_lrs=0.01, swa_epoch_start=2, annealing_epochs=3)
+    saver = ModelCheckpoint(dirpath="ckpt", save_top_k=-1, save_on_train_epoch_end=True)
+    run = _trainer(strategy, -1, max_epochs=4, enable_checkpointing=True, callbacks=[swa, saver])
+    run.fit(module, _data(), ckpt_path=ckpt_path)
+    return module, torch.load("ckpt/epoch=3-step=48.ckpt", weights_only=False)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_run_with_stochastic_weight_averaging_resumes_bit_identical(strategy: str, tmp_path: Any) -> None:
+    """Under csx the resume was refused: "holds 1 scheduler, this run 0 schedulers". The checkpoint's one
+    scheduler state is SWA's SWALR, which SWA loads itself after dropping the run's schedulers."""
+    whole, expected = _fit_averaged(strategy)
+    (tmp_path / "ckpt").rename(tmp_path / "whole")
+    inside = tmp_path / "whole" / "epoch=2-step=36.ckpt"  # two epochs averaged, SWALR two steps on
+    assert torch.load(inside, weights_only=False)["lr_schedulers"][0]["_step_count"] == 3
+    resumed, actual = _fit_averaged(strategy, ckpt_path=inside)
+    # the model holds the average once training ends; the checkpoint the weights trained, and SWA's state
+    assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), whole.state_dict().values()))
+    if strategy != "auto":  # and the same numbers as without csx
+        (tmp_path / "ckpt").rename(tmp_path / "resumed")
+        under_auto, _ = _fit_averaged("auto")
+        assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), under_auto.state_dict().values()))
+    assert flat_state(actual["state_dict"]) == flat_state(expected["state_dict"])
+    averaged, expected_averaged = (c["callbacks"]["StochasticWeightAveraging"] for c in (actual, expected))
+    assert averaged["n_averaged"] == expected_averaged["n_averaged"] == 3
+    assert flat_state(averaged) == flat_state(expected_averaged)
+    assert flat_state(actual["optimizer_states"]) == flat_state(expected["optimizer_states"])
+    assert flat_state(actual["lr_schedulers"]) == flat_state(expected["lr_schedulers"])
+
+
+def test_a_checkpoint_from_before_averaging_starts_still_refuses_another_scheduler() -> None:
+    """Only the state SWA restores itself is left out of the check: the user's own scheduler, saved before
+    SWA's epochs start, is still compared with the one this run configures."""
+    from cs_lightning.errors import CheckpointSchedulersError
+
+    def linear(optimizer: Any) -> Any:
+        return cs.LinearLR(optimizer, initial_learning_rate=0.05, end_learning_rate=0.01, total_iters=4)
+
+    def cosine(optimizer: Any) -> Any:
+        return cs.CosineDecayLR(optimizer, initial_learning_rate=0.05, end_learning_rate=0.01, total_iters=4)
+
+    _fit_averaged("csx", scheduler=linear)
+    with pytest.raises(CheckpointSchedulersError, match="schedulers\\[0\\] is LinearLR in the checkpoint but Cos"):
+        _fit_averaged("csx", ckpt_path="ckpt/epoch=0-step=12.ckpt", scheduler=cosine)

@@ -267,3 +267,72 @@ def test_a_generator_of_the_users_own_seeded_again_under_init_module_gives_eager
     _assert_same(eager, csx)
     assert torch.equal(csx_generator, eager_generator)
     assert torch.equal(csx.weights[2].flatten(), csx.weights[0].flatten()[:16])  # the second seed's numbers
+
+
+class _DrawsWhenEvaluating(LightningModule):
+    """Dropout kept on in validation, test and predict (Monte Carlo dropout): what each step draws is kept."""
+
+    def __init__(self, build_in: str) -> None:
+        super().__init__()
+        self.net: nn.Module | None = self._layers() if build_in == "init" else None
+        self.drawn: list[torch.Tensor] = []
+
+    @staticmethod
+    def _layers() -> nn.Module:
+        return nn.Sequential(nn.Linear(6, 16), nn.Dropout(0.5), nn.Linear(16, 1))
+
+    def configure_model(self) -> None:
+        if self.net is None:
+            self.net = self._layers()
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+    def _sample(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        self.net.train()  # Lightning evaluates in eval mode: dropout on again
+        drawn = self.net(batch[0]).detach()
+        self.drawn.append(drawn)
+        return drawn
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._sample(batch)
+
+    def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._sample(batch)
+
+    def predict_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self._sample(batch)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _evaluated(strategy: str, build_in: str, stage: str, ckpt_path: str) -> tuple[torch.Tensor, int, torch.Tensor]:
+    """What ``stage`` (validate, test or predict) of a model seeded 123 draws from ``ckpt_path``, the generator's
+    seed and its state afterwards."""
+    seed_everything(123, verbose=False)
+    module = _DrawsWhenEvaluating(build_in)
+    getattr(trainer(strategy, accelerator="cpu", devices=1), stage)(module, data(), ckpt_path=ckpt_path)
+    return torch.cat(module.drawn), torch.initial_seed(), torch.get_rng_state()
+
+
+@pytest.mark.parametrize("stage", ["validate", "test", "predict"])
+@pytest.mark.parametrize(
+    ("strategy", "build_in"),
+    [("csx", "init"), ("csx", "configure_model"), ("csx_ddp", "configure_model"), ("csx_fsdp", "configure_model")],
+)
+def test_evaluating_a_csx_checkpoint_draws_from_the_users_seed(strategy: str, build_in: str, stage: str) -> None:
+    """The generators a csx checkpoint saved were restored by validate, test and predict too: the draws were the
+    training run's, not the seed's, and torch.initial_seed() read 0. Only a resumed fit restores them now, as
+    Lightning restores a training state only then; evaluating, a recorded model moves the generator as eager."""
+    seed_everything(0, verbose=False)
+    run = trainer("csx", max_steps=3)
+    run.fit(_DrawsWhenEvaluating(build_in), data())
+    run.save_checkpoint("trained.ckpt")
+    assert "csx_rng_states" in torch.load("trained.ckpt", weights_only=False)
+    drawn, seed, rng = _evaluated(strategy, build_in, stage, "trained.ckpt")
+    eager_drawn, eager_seed, eager_rng = _evaluated(EAGER_TWIN[strategy], build_in, stage, "trained.ckpt")
+    assert drawn.shape == eager_drawn.shape == (64, 1)
+    assert torch.equal(drawn, eager_drawn)
+    assert seed == eager_seed == 123
+    assert torch.equal(rng, eager_rng)

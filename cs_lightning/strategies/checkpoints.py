@@ -1,8 +1,10 @@
 """What the CS-X strategies add to Lightning's checkpoints, and what they check in one before loading it.
 
-* The random generators' states of every rank, saved under ``RNG_KEY`` and restored on resume, each rank its own
-  (``every_rank_rng_states``, ``restore_rank_rng_states``).
+* The random generators' states of every rank, saved under ``RNG_KEY`` and restored when a fit resumes, each rank
+  its own (``every_rank_rng_states``, ``restore_rank_rng_states``).
 * A checkpoint of another model refused before anything is loaded (``check_checkpoint_matches``).
+* Which of a checkpoint's scheduler states the run's own schedulers resume from (``users_scheduler_states``):
+  not StochasticWeightAveraging's, which that callback restores itself.
 * What a sharded checkpoint folder is (``sharded_checkpoint_problem``), the one error for a folder that is not a
   whole one (``sharded_folder_error``) and the one refusing a whole one to a strategy that reads files
   (``sharded_checkpoint_refused``): the strategies and the CLI share all three; ``folder_refused`` picks one.
@@ -12,7 +14,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,6 +23,8 @@ import torch
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.rank_zero import rank_zero_warn
 from lightning.fabric.utilities.types import _PATH
+from lightning.pytorch import Callback
+from lightning.pytorch.callbacks import StochasticWeightAveraging
 from torch import nn
 
 from cs_lightning.errors import CheckpointMismatchError, ConfigError, UsageError
@@ -146,6 +150,26 @@ def restore_rng_states(states: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
     name, keys, position, has_gauss, cached = states["numpy"]
     numpy.random.set_state((name, keys.numpy().astype("uint32"), position, has_gauss, cached))
+
+
+def users_scheduler_states(checkpoint: Mapping[str, Any], callbacks: Iterable[Callback]) -> Any:
+    """The scheduler states of ``checkpoint`` (its ``lr_schedulers``) that the schedulers the user configured
+    resume from: none when one of ``callbacks`` is a StochasticWeightAveraging that restores its own.
+
+    From its first epoch on, SWA trains with its SWALR in place of the user's scheduler (it allows one at most):
+    the checkpoint's only state is then SWALR's, also kept in SWA's own entry of the checkpoint. Resuming, SWA
+    drops the run's schedulers (``on_fit_start``) and loads SWALR's state itself when its epochs start again.
+    SWA is the one Lightning callback that puts its scheduler in ``trainer.lr_scheduler_configs``, where a
+    checkpoint saves it (the learning-rate finder puts the user's back before training); a checkpoint does not
+    say which of its states a callback owns, so no general rule could tell.
+    """
+    entries = checkpoint.get("callbacks") or {}
+    for callback in callbacks:
+        if isinstance(callback, StochasticWeightAveraging):
+            entry = entries.get(callback.state_key) or {}
+            if entry.get("scheduler_state") is not None:  # what SWA tests before dropping the run's schedulers
+                return []
+    return checkpoint["lr_schedulers"]
 
 
 def check_checkpoint_matches(module: nn.Module, shapes: Mapping[str, tuple[int, ...] | None], strict: bool) -> None:

@@ -36,7 +36,6 @@ from cs_lightning.deferred.materialize import cast_to
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
 from cs_lightning.errors import ShardingError, UsageError, UsageTypeError
 from cs_lightning.strategies.checkpoints import (
-    RNG_KEY,
     SHARDED_REST,
     check_checkpoint_matches,
     listed,
@@ -224,7 +223,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         check_checkpoint_matches(module, shapes, strict)
         provided = set(shapes)
         if self._is_recorded(module):
-            self._materialize_sharded(module, provided, rng="skip_unread" if RNG_KEY in checkpoint else "eager")
+            self._materialize_sharded(module, provided, rng=self._init_draws(checkpoint))
         else:
             self._shard_eager(module)
         if folder is not None:  # what the folder holds (all, unless strict_loading is off): the rest as initialized

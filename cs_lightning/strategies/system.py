@@ -60,6 +60,7 @@ from cs_lightning.strategies.checkpoints import (
     load_mapped,
     model_shapes,
     restore_rank_rng_states,
+    users_scheduler_states,
 )
 from cs_lightning.strategies.compiling import compile_forwards, compiled_update, forget_compiled_updates, shadowed
 from cs_lightning.strategies.options import CSX_OPTION_NAMES, CSXOptions, refuse_unknown, with_options_signature
@@ -230,8 +231,11 @@ class CSXSystemMixin(Strategy):
 
     def _check_checkpoint_schedulers(self, checkpoint: Mapping[str, Any]) -> None:
         if "lr_schedulers" in checkpoint:  # else Lightning says the checkpoint holds weights only
+            trainer = self._connected_module.trainer
+            # Trainer.callbacks is set by Lightning's callback connector, not declared on Trainer
+            saved = users_scheduler_states(checkpoint, trainer.callbacks)  # type: ignore[attr-defined]
             schedulers = [config.scheduler for config in self.lr_scheduler_configs]
-            check_scheduler_states(self._connected_module.trainer.ckpt_path, checkpoint["lr_schedulers"], schedulers)
+            check_scheduler_states(trainer.ckpt_path, saved, schedulers)
 
     @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
@@ -240,16 +244,27 @@ class CSXSystemMixin(Strategy):
         if self._is_recorded(module):
             state_dict = checkpoint["state_dict"]
             check_checkpoint_matches(module, model_shapes(state_dict), strict)
-            # the generators are restored below, so the draws eager init would make can be skipped
-            self._materialize(module, state_dict, rng="skip_unread" if RNG_KEY in checkpoint else "eager")
+            self._materialize(module, state_dict, rng=self._init_draws(checkpoint))
         else:
             super().load_model_state_dict(checkpoint, strict=strict)
         self._restore_generators(checkpoint)
 
+    def _resumes_generators(self, checkpoint: Mapping[str, Any]) -> bool:
+        """Whether the checkpoint's generators are restored: only when it resumes a fit, the one run whose
+        training state Lightning restores (``restore_training_state``). Validate, test and predict load the
+        weights only, and draw (dropout, noise) from the generators as the user seeded them, as without csx."""
+        return RNG_KEY in checkpoint and self._connected_module.trainer.state.fn == TrainerFn.FITTING
+
+    def _init_draws(self, checkpoint: Mapping[str, Any]) -> str:
+        """How materializing from ``checkpoint`` moves the generator: the draws of the weights it provides are
+        skipped when the generators are restored next; else the generator moves as eager init moves it."""
+        return "skip_unread" if self._resumes_generators(checkpoint) else "eager"
+
     def _restore_generators(self, checkpoint: Mapping[str, Any]) -> None:
-        """Set this rank's generators as the checkpoint saved them (before the dataloaders are made:
-        the iterator of an epoch starting after the checkpoint draws its seed from them)."""
-        restore_rank_rng_states(checkpoint.get(RNG_KEY), self.world_size, self.global_rank)
+        """Set this rank's generators as the checkpoint saved them, when it resumes a fit (before the dataloaders
+        are made: the iterator of an epoch starting after the checkpoint draws its seed from them)."""
+        if self._resumes_generators(checkpoint):
+            restore_rank_rng_states(checkpoint[RNG_KEY], self.world_size, self.global_rank)
 
     @override
     def setup_environment(self) -> None:
