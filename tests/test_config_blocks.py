@@ -219,9 +219,9 @@ LINEAR = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0}
             "'NoneType'; fix: correct the value",
         ),
         (
-            lambda: build([{"LinearLR": {**LINEAR, "total_iters": 0}}], _optimizer()),
+            lambda: build([{"LinearLR": {**LINEAR, "total_iters": -1}}], _optimizer()),
             ConfigError,
-            "schedulers[0].LinearLR: LinearLR: got total_iters=0; total_iters must be >= 1; fix: correct the value",
+            "schedulers[0].LinearLR: LinearLR: got total_iters=-1; total_iters must be >= 0; fix: correct the value",
         ),
         (
             lambda: build([{"LinearLR": {**LINEAR, "total_iters": "ten"}}], _optimizer()),

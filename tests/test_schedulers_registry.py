@@ -150,9 +150,9 @@ def test_a_bug_inside_a_custom_schedulers_constructor_keeps_its_traceback(optimi
     """A value the catalogue's checks refuse is one line at its key path; an error raised by the class's own
     code is a bug to fix there, not a value to correct: it propagates as raised."""
     with pytest.raises(ConfigError) as refused:
-        build({"TableForTestLR": {"steps": 0}}, optimizer)
+        build({"TableForTestLR": {"steps": -1}}, optimizer)
     assert str(refused.value) == (
-        "schedulers.TableForTestLR: TableForTestLR: got total_iters=0; total_iters must be >= 1; fix: correct the value"
+        "schedulers.TableForTestLR: TableForTestLR: got total_iters=-1; total_iters must be >= 0; fix: correct the value"
     )
     with pytest.raises(TypeError) as raised:
         build({"TableForTestLR": {"steps": 5}}, optimizer)

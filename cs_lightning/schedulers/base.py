@@ -191,7 +191,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if not _has_closed_form(type(self)):
             raise UsageTypeError(f"{owner}: override _get_closed_form() (torch ops on self.last_epoch)")
         if total_iters is not None:  # an int, not a numpy one: state dicts load with weights_only
-            total_iters = _checks.integer(owner, "total_iters", total_iters, 1)
+            # 0 is a stage of no steps: Model Zoo configs turn a warmup off with it
+            total_iters = _checks.integer(owner, "total_iters", total_iters, 0)
         last_epoch = _checks.integer(owner, "last_epoch", last_epoch, -1)
         self.optimizer = optimizer
         self.total_iters = total_iters
