@@ -362,6 +362,36 @@ def test_tensor_values_update_one_tensor_in_place():
     assert type(optimizer.param_groups[0]["lr"]) is float
 
 
+def test_a_tensor_lr_the_group_holds_is_filled_in_place_as_torch_fills_it():
+    """Adam(params, lr=torch.tensor(...)): torch's LinearLR keeps that tensor object; ours too (it was a float)."""
+    ours_optimizer = torch.optim.Adam([torch.nn.Parameter(torch.ones(2))], lr=torch.tensor(0.01, dtype=torch.float64))
+    torch_optimizer = torch.optim.Adam([torch.nn.Parameter(torch.ones(2))], lr=torch.tensor(0.01, dtype=torch.float64))
+    ours_held, torch_held = ours_optimizer.param_groups[0]["lr"], torch_optimizer.param_groups[0]["lr"]
+    ours = LinearLR(ours_optimizer, 0.005, 0.01, 4)
+    reference = torch.optim.lr_scheduler.LinearLR(torch_optimizer, 0.5, 1.0, 4)
+    for _ in range(6):
+        assert ours_optimizer.param_groups[0]["lr"] is ours_held and torch_optimizer.param_groups[0]["lr"] is torch_held
+        assert ours_held.dtype == torch.float64 and ours_held.item() == pytest.approx(torch_held.item(), rel=1e-6)
+        for optimizer, scheduler in ((ours_optimizer, ours), (torch_optimizer, reference)):
+            optimizer.step()
+            scheduler.step()
+    assert ours_held.item() == pytest.approx(0.01, rel=1e-6)
+
+
+def test_a_tensor_lr_shared_by_groups_is_not_changed_for_an_untargeted_group():
+    """The optimizer's default tensor is every group's that gives no lr: writing one group's value must leave the
+    others' alone, so the targeted group gets a tensor of its own."""
+    default = torch.tensor(0.01)
+    optimizer = torch.optim.Adam(
+        [{"params": [torch.nn.Parameter(torch.ones(2))], "tags": ["decay"]}, {"params": [torch.nn.Parameter(torch.ones(2))]}],
+        lr=default,
+    )
+    LinearLR(optimizer, 0.5, 1.0, 4, param_group_tags="decay")
+    decay, other = (group["lr"] for group in optimizer.param_groups)
+    assert other is default and default.item() == pytest.approx(0.01)
+    assert isinstance(decay, torch.Tensor) and decay is not default and decay.item() == pytest.approx(0.5)
+
+
 def test_a_composite_keeps_its_tensor_values_through_load_state_dict():
     """Loading writes once, from the parent: the children do not swap the tensors it holds for floats."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=1.0)

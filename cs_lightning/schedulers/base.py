@@ -201,9 +201,6 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._dtype = torch.float32
         self._tensor_values = False
         self._refuses_invalid = True  # see _refusal; False for a schedule converted from torch's
-        # True for a schedule converted from torch's: a tensor a group holds is filled in place, as
-        # torch's schedulers fill it (a LambdaLR whose function returns a tensor leaves one there)
-        self._fills_held_tensors = False
         # Groups present now are bound by their tags; a group added later joins at a step
         # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
         # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
@@ -531,12 +528,17 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._cursor.last = row
         groups = self.optimizer.param_groups
         key = self.param_group_key
-        fill = self._tensor_values or self._fills_held_tensors
         for index, value in zip(self._targets, row):
             group = groups[index]
             held = group.get(key)
-            if fill and isinstance(held, Tensor):
-                held.fill_(value)  # keeps its dtype and device; a compiled step or the user may hold it
+            # A tensor the group holds (Adam(params, lr=torch.tensor(...)), or one torch's LambdaLR left
+            # there) is filled in place, as torch's schedulers fill it: a compiled step or the user may hold
+            # it. Its dtype and device stay.
+            if isinstance(held, Tensor):
+                if any(other is not group and other.get(key) is held for other in groups):
+                    # the optimizer's default, shared by groups: this group's value must not change theirs
+                    held = group[key] = held.clone()
+                held.fill_(value)
             elif self._tensor_values:
                 group[key] = torch.tensor(value, dtype=torch.float32, device=_group_device(group))
             else:
@@ -621,8 +623,13 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
     def set_tensor_values(self, enabled: bool) -> None:
         """Hold each targeted value as a 0-d float32 tensor updated in place (for compiled
-        steps: no recompiles as it changes), or, by default, as a Python float."""
+        steps: no recompiles as it changes), or, by default, as a Python float (a tensor a group
+        already holds stays that tensor, filled in place, as torch's schedulers fill it)."""
         self._tensor_values = _checks.flag(type(self).__name__, "enabled", enabled)
+        if not self._tensor_values:  # floats again: a tensor held now would otherwise be filled in place
+            for index in self._targets:
+                group = self.optimizer.param_groups[index]
+                group[self.param_group_key] = float(group[self.param_group_key])
         self._write(self._cursor.last)
 
     def get_last_value(self) -> list[float | None]:
