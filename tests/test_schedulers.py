@@ -26,6 +26,7 @@ from cs_lightning.schedulers import (
     LinearLR,
     LinearWD,
     LRScheduler,
+    OneCycleLR,
     ScalePerParamLR,
     Scheduler,
     SequentialLR,
@@ -360,6 +361,22 @@ def test_tensor_values_update_one_tensor_in_place():
         assert held.item() == scheduler.values([step])[0, 0].item()
     scheduler.set_tensor_values(False)
     assert type(optimizer.param_groups[0]["lr"]) is float
+
+
+@pytest.mark.parametrize("count", [11, 10**9, 2**62])
+def test_check_steps_names_the_first_step_a_run_would_refuse(count):
+    """Linear OneCycle keeps its last phase going: below 0 from step total_steps on. A run of 10 steps never
+    uses step 10; a longer one is refused naming step 10, also past 2**22 steps, where steps are sampled."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = OneCycleLR(optimizer, 0.01, 0.1, total_steps=10, anneal_strategy="linear")
+    schedule.check_steps(10)
+    with pytest.raises(ValueError) as refused:
+        schedule.check_steps(count)
+    assert str(refused.value) == (
+        "OneCycleLR: step 10 gives lr=-0.014284580945968628; a learning rate must be >= 0 (torch's optimizers "
+        "refuse lr < 0), and finite; fix the schedule's arguments (or its _get_closed_form) so that no step gives one"
+    )
+    assert schedule.values([10])[0, 0].item() == -0.014284580945968628
 
 
 def test_a_tensor_lr_the_group_holds_is_filled_in_place_as_torch_fills_it():
