@@ -699,6 +699,17 @@ def _huge_schedule():
     ]
 
 
+def test_a_table_of_more_than_100_jumps_lists_the_milestone_then_the_first_jumps():
+    """A StepLR after a warmup drops every 10 steps: 196 jumps in 2000 steps. The table listed none of
+    them, not even the milestone where the warmup ends; now the milestone and the first 99 drops."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, 37), StepLR(optimizer, 1.0, 10, 0.99)], [37])
+    rows = {int(line.split()[0]): float(line.split()[1]) for line in table(schedule, 2000).splitlines()[1:]}
+    drops = [37 + 10 * k for k in range(1, 100)]  # the first 99 of StepLR's drops, 47 to 1027
+    assert set(rows) == {0, 37, *drops, *range(100, 2000, 100), 1999}
+    assert rows[37] == 1.0 and rows[1027] == pytest.approx(0.99**99, rel=1e-5)
+
+
 def test_table_of_a_billion_steps_samples_rows_and_lists_every_jump():
     schedulers = _huge_schedule()
     lines = table(schedulers, 10**9).splitlines()
