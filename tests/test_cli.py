@@ -831,7 +831,7 @@ def test_schedule_refuses_a_value_fit_would_stop_at_with_fits_line(tmp_path: Pat
     capfd.readouterr()
     line = (
         "cs-lightning: error: schedulers[0]: OneCycleLR: step 4 gives lr=-0.035712920129299164; a learning rate "
-        "must be >= 0 (torch's optimizers refuse lr < 0), and finite; fix the schedule's arguments (or its "
+        "must be >= 0 (torch's optimizers refuse lr < 0), and finite; fix: change the schedule's arguments (or its "
         "_get_closed_form) so that no step gives one\n"
     )
     for output in (["--table"], ["--out", str(tmp_path / "lr.png")]):

@@ -374,7 +374,7 @@ def test_check_steps_names_the_first_step_a_run_would_refuse(count):
         schedule.check_steps(count)
     assert str(refused.value) == (
         "OneCycleLR: step 10 gives lr=-0.014284580945968628; a learning rate must be >= 0 (torch's optimizers "
-        "refuse lr < 0), and finite; fix the schedule's arguments (or its _get_closed_form) so that no step gives one"
+        "refuse lr < 0), and finite; fix: change the schedule's arguments (or its _get_closed_form) so that no step gives one"
     )
     assert schedule.values([10])[0, 0].item() == -0.014284580945968628
 

@@ -414,7 +414,7 @@ def test_an_argument_giving_negative_values_is_refused(cls, args, argument, rule
 
 
 def _refused(cls, step, value, rule=LR_RULE):
-    return rf"^{cls}: step {step} gives {value}; {rule}, and finite; fix the schedule's arguments \(or its _get_closed_form\) so that no step gives one$"
+    return rf"^{cls}: step {step} gives {value}; {rule}, and finite; fix: change the schedule's arguments \(or its _get_closed_form\) so that no step gives one$"
 
 
 class _Falling(cs.LRScheduler):
@@ -694,7 +694,7 @@ def test_sequential_milestones_left_out_are_where_each_child_ends():
     with pytest.raises(
         ValueError,
         match=r"^SequentialLR: milestones are missing and schedulers\[0\] \(ConstantLR\) has no total_iters to infer "
-        r"them from; give milestones \(the step where each next scheduler starts\)$",
+        r"them from; fix: give milestones \(the step where each next scheduler starts\)$",
     ):
         cs.SequentialLR(optimizer, [cs.ConstantLR(optimizer, 0.1), children[2]])
 

@@ -230,7 +230,7 @@ def test_build_needs_lengths_to_infer(optimizer):
         }
     }
     with pytest.raises(
-        ConfigError, match=r"schedulers\[0\] \(StepLR\) has no total_iters to infer them from; give mil"
+        ConfigError, match=r"schedulers\[0\] \(StepLR\) has no total_iters to infer them from; fix: give mil"
     ):
         build(spec, optimizer)
     spec["SequentialLR"]["milestones"] = [20]
@@ -439,7 +439,7 @@ def test_a_yaml_milestone_cutting_a_warmup_short_is_warned_of_once(optimizer):
         build(spec([1]), optimizer)
     assert [str(w.message) for w in warned] == [
         "schedulers.SequentialLR: milestones[0]=1 starts schedulers[1] 1 steps into schedulers[0] (LinearLR, "
-        "total_iters=4), cutting it short: the value jumps there; give milestones[0]=4, or leave milestones out "
+        "total_iters=4), cutting it short: the value jumps there; fix: give milestones[0]=4, or leave milestones out "
         "to infer them"
     ]
     with warnings.catch_warnings():

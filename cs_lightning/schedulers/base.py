@@ -90,16 +90,21 @@ class _Alias:
         setattr(obj, self.target, value)
 
 
+def shown_tags(tags: Any) -> Any:
+    """Tags as an error shows them: a set sorted into a list (``['a', 'b']``, not ``{'b', 'a'}``)."""
+    return sorted(tags, key=str) if isinstance(tags, (set, frozenset)) else tags
+
+
 def _tag_set(owner: str, tags: Any) -> set[str | None] | None:
     if tags is None:
         return None
     if isinstance(tags, str):
         return {tags}
     if not isinstance(tags, (list, tuple, set)):
-        raise UsageTypeError(f"{owner}: got param_group_tags={tags!r}; give a tag, a list of tags or None")
+        raise UsageTypeError(f"{owner}: got param_group_tags={shown_tags(tags)!r}; give a tag, a list of tags or None")
     for tag in tags:
         if tag is not None and not isinstance(tag, str):
-            raise UsageTypeError(f"{owner}: got param_group_tags={tags!r}; tags are strings or None")
+            raise UsageTypeError(f"{owner}: got param_group_tags={shown_tags(tags)!r}; tags are strings or None")
     unique = set(tags)
     if len(unique) != len(tags):
         raise UsageError(f"{owner}: got param_group_tags={tags!r}; each tag may appear once")
@@ -401,7 +406,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             have = " and ".join([*([f"tagged {named}"] if named else []), *(["untagged"] if None in available else [])])
             raise ParamGroupTagsError(
                 (),
-                f"{type(self).__name__}: got param_group_tags={sorted(tags or (), key=str)}, which "
+                f"{type(self).__name__}: got param_group_tags={shown_tags(tags)}, which "
                 f"match no param group of its optimizer (its groups are {have or 'none'})",
             )
         own = self._own_scales
@@ -422,7 +427,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
                 what = self.param_group_key.replace("_", " ")
                 raise UsageError(
                     f"{type(self).__name__}: param_groups[{index}] has no {' or '.join(self._group_needs)} "
-                    f"({type(self.optimizer).__name__} has no {what}); schedule the {what} of an optimizer "
+                    f"({type(self.optimizer).__name__} has no {what}); fix: schedule the {what} of an optimizer "
                     f"that has one ({self._optimizers_with_them}, ...)"
                 )
 
@@ -499,7 +504,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         value = next(v for v in row if not 0 <= v < math.inf)  # nan fails both
         return (
             f"{type(self).__name__}: step {step} gives {self.param_group_key}={value}; "
-            f"{self._non_negative()}, and finite; fix the schedule's arguments (or its _get_closed_form) "
+            f"{self._non_negative()}, and finite; fix: change the schedule's arguments (or its _get_closed_form) "
             "so that no step gives one"
         )
 
