@@ -244,7 +244,9 @@ LINEAR = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0}
             "schedule the weight decay of an optimizer that has one (SGD, Adam, AdamW, ...)",
         ),
         (
-            lambda: build([{"SequentialLR": {"schedulers": [{"ConstantLR": {"learning_rate": 0.1}}] * 2}}], _optimizer()),
+            lambda: build(
+                [{"SequentialLR": {"schedulers": [{"ConstantLR": {"learning_rate": 0.1}}] * 2}}], _optimizer()
+            ),
             ConfigError,
             "schedulers[0].SequentialLR: SequentialLR: milestones are missing and schedulers[0] (ConstantLR) has no "
             "total_iters to infer them from; fix: give milestones (the step where each next scheduler starts)",

@@ -333,7 +333,8 @@ def test_converted_config_trains_with_cs_lightning_fit(warmup, tmp_path):
     source = (DATA / "gpt_trainer.yaml").read_text()
     (tmp_path / "mz.yaml").write_text(source.replace("total_iters: 375", f"total_iters: {warmup}"))
     convert_file(tmp_path / "mz.yaml", tmp_path / "run.yaml")
-    assert yaml.safe_load((tmp_path / "run.yaml").read_text())["schedulers"][0]["SequentialLR"]["milestones"] == [warmup]
+    (schedule,) = yaml.safe_load((tmp_path / "run.yaml").read_text())["schedulers"]
+    assert schedule["SequentialLR"]["milestones"] == [warmup]
     code = main(
         [
             "fit",

@@ -349,6 +349,25 @@ def test_values_takes_a_numpy_integer_as_an_int(n):
     assert torch.equal(scheduler.values(n), scheduler.values(7))
 
 
+def test_numpy_arrays_are_taken_for_values_as_for_milestones():
+    """PiecewiseConstantLR refused np.array values while MultiStepLR took np.array milestones."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    given = build({"PiecewiseConstantLR": {"learning_rates": numpy.array([0.1, 0.01]), "milestones": [3]}}, optimizer)
+    listed = build({"PiecewiseConstantLR": {"learning_rates": [0.1, 0.01], "milestones": numpy.array([3])}}, optimizer)
+    assert torch.equal(given[0].values(6), listed[0].values(6))
+    assert given[0].values(6)[:, 0].tolist() == [pytest.approx(0.1)] * 3 + [pytest.approx(0.01)] * 3
+
+
+def test_values_on_meta_steps_is_a_clear_type_error():
+    scheduler = LinearLR(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0), 0.0, 1.0, 10)
+    with pytest.raises(TypeError) as refused:
+        scheduler.values(torch.tensor([1, 2], device="meta"))
+    assert str(refused.value) == (
+        "LinearLR.values: got steps on the meta device, which hold no values; give a CPU tensor, a range or a "
+        "list of int steps"
+    )
+
+
 def test_tensor_values_update_one_tensor_in_place():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=1.0)
     scheduler = CosineDecayLR(optimizer, 0.1, 0.01, 20)
@@ -400,7 +419,10 @@ def test_a_tensor_lr_shared_by_groups_is_not_changed_for_an_untargeted_group():
     others' alone, so the targeted group gets a tensor of its own."""
     default = torch.tensor(0.01)
     optimizer = torch.optim.Adam(
-        [{"params": [torch.nn.Parameter(torch.ones(2))], "tags": ["decay"]}, {"params": [torch.nn.Parameter(torch.ones(2))]}],
+        [
+            {"params": [torch.nn.Parameter(torch.ones(2))], "tags": ["decay"]},
+            {"params": [torch.nn.Parameter(torch.ones(2))]},
+        ],
         lr=default,
     )
     LinearLR(optimizer, 0.5, 1.0, 4, param_group_tags="decay")

@@ -94,7 +94,9 @@ def milestones(owner: str, name: str, value: Any, minimum: int = 0) -> list[int]
 
 
 def numbers(owner: str, name: str, value: Any) -> list[float]:
-    """A non-empty list of finite numbers."""
+    """A non-empty list of finite numbers (a numpy array is fine too, as for milestones)."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
         raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be a non-empty list of numbers")
     return [number(owner, f"{name}[{i}]", v) for i, v in enumerate(value)]
