@@ -516,6 +516,9 @@ def test_a_strategy_given_by_class_path_is_built_with_its_init_args_and_trains(c
 
 SEQ_OK = [{"LinearLR": LINEAR}, {"CosineDecayLR": COSINE}]
 # case -> (blocks replacing the good config's, key path the line must start with, words of the fix)
+# Linear OneCycle keeps its last phase going past total_steps - 1: below 0 from step 4 on
+ONE_CYCLE_BELOW_0_AT_4 = {"initial_learning_rate": 0.01, "max_lr": 0.1, "total_steps": 4, "anneal_strategy": "linear"}
+
 BAD = {
     "unknown scheduler": (
         {"schedulers": [{"SequentialLR": {"schedulers": [{"LinearLR": LINEAR}, {"CosineDecayLRR": COSINE}]}}]},
@@ -646,6 +649,11 @@ BAD = {
         "trainer.strategy",
         "'cxs' is not a registered strategy name; did you mean 'csx'? fix: write one of the CS-X strategies "
         "(csx, csx_ddp, csx_fsdp)",
+    ),
+    "a schedule below 0 before max_steps (refused before step 0)": (
+        {"schedulers": [{"OneCycleLR": ONE_CYCLE_BELOW_0_AT_4}]},
+        "schedulers[0]",
+        "OneCycleLR: step 4 gives lr=-",
     ),
     "data constructor rejects a value": (
         {"data": {"class_path": "image_classifier.DigitsData", "init_args": {"val_fraction": 2.0}}},
@@ -823,6 +831,33 @@ def test_schedule_table_shows_the_closed_form_without_building_the_model(tmp_pat
     assert rows[WARMUP][0] == pytest.approx(PEAK)
     assert rows[STEPS - 1][0] == pytest.approx(END + (PEAK - END) * 0.5 * (1 + math.cos(math.pi * 7 / DECAY)), rel=1e-5)
     assert _files(tmp_path) == {Path("run.yaml")}
+
+
+def test_schedule_refuses_a_value_fit_would_stop_at_with_fits_line(tmp_path: Path, capfd) -> None:
+    """`schedule` printed the negative learning rates (exit 0) that `fit` stops at: both now refuse, in one line."""
+    config = {"optimizer": {"SGD": {"lr": 0.1}}, "schedulers": [{"OneCycleLR": ONE_CYCLE_BELOW_0_AT_4}]}
+    path = write(tmp_path / "run.yaml", config)
+    assert main(["schedule", "--config", str(path), "--steps", "4"]) == 0  # steps 0..3: all >= 0
+    capfd.readouterr()
+    line = (
+        "cs-lightning: error: schedulers[0]: OneCycleLR: step 4 gives lr=-0.035712920129299164; a learning rate "
+        "must be >= 0 (torch's optimizers refuse lr < 0), and finite; fix: change the schedule's arguments (or its "
+        "_get_closed_form) so that no step gives one\n"
+    )
+    for output in (["--table"], ["--out", str(tmp_path / "lr.png")]):
+        assert main(["schedule", "--config", str(path), "--steps", "5", *output]) == 2
+        assert capfd.readouterr() == ("", line)
+    assert _files(tmp_path) == {Path("run.yaml")}
+
+
+def test_fit_by_epochs_refuses_a_value_it_would_stop_at_before_step_0(tmp_path: Path, capfd) -> None:
+    """Without max_steps the run's optimizer steps are known once the data is (estimated_stepping_batches)."""
+    config = digits_run(tmp_path, optimizer={"SGD": {"lr": 0.1}}, schedulers=[{"OneCycleLR": ONE_CYCLE_BELOW_0_AT_4}])
+    config["trainer"].update(max_steps=-1, max_epochs=1)
+    assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
+    err = capfd.readouterr().err
+    assert err.splitlines()[-1].startswith("cs-lightning: error: schedulers[0]: OneCycleLR: step 4 gives lr=-0.0357129")
+    assert not list(tmp_path.rglob("metrics.csv"))  # no step was logged
 
 
 def test_schedule_draws_schedules_of_tagged_param_groups(tmp_path: Path, capfd) -> None:
@@ -1207,7 +1242,7 @@ def test_a_refusal_raised_in_the_users_configure_optimizers_is_one_line_and_exit
     assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     err = capfd.readouterr().err
     assert err.splitlines()[-1] == (
-        "cs-lightning: error: LinearLR: got total_iters=-1; total_iters must be >= 1 "
+        "cs-lightning: error: LinearLR: got total_iters=-1; total_iters must be >= 0 "
         f"(at {os.path.relpath(tmp_path / 'bad_scheduler.py')}:22, in configure_optimizers)"
     )
     assert "Traceback" not in err

@@ -219,9 +219,9 @@ LINEAR = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0}
             "'NoneType'; fix: correct the value",
         ),
         (
-            lambda: build([{"LinearLR": {**LINEAR, "total_iters": 0}}], _optimizer()),
+            lambda: build([{"LinearLR": {**LINEAR, "total_iters": -1}}], _optimizer()),
             ConfigError,
-            "schedulers[0].LinearLR: LinearLR: got total_iters=0; total_iters must be >= 1; fix: correct the value",
+            "schedulers[0].LinearLR: LinearLR: got total_iters=-1; total_iters must be >= 0; fix: correct the value",
         ),
         (
             lambda: build([{"LinearLR": {**LINEAR, "total_iters": "ten"}}], _optimizer()),
@@ -233,6 +233,42 @@ LINEAR = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0}
             ConfigTypeError,
             "schedulers[0].LinearLR: LinearLR: got total_iters=2.5; total_iters must be an int; fix: write an integer, "
             "e.g. 2",
+        ),
+        (  # not a value to correct: the optimizer has no weight decay
+            lambda: build(
+                [{"LinearWD": {"initial_val": 0.1, "end_val": 0.0, "total_iters": 4}}],
+                torch.optim.Rprop([torch.nn.Parameter(torch.ones(1))]),
+            ),
+            ConfigError,
+            "schedulers[0].LinearWD: LinearWD: param_groups[0] has no weight_decay (Rprop has no weight decay); fix: "
+            "schedule the weight decay of an optimizer that has one (SGD, Adam, AdamW, ...)",
+        ),
+        (
+            lambda: build(
+                [{"SequentialLR": {"schedulers": [{"ConstantLR": {"learning_rate": 0.1}}] * 2}}], _optimizer()
+            ),
+            ConfigError,
+            "schedulers[0].SequentialLR: SequentialLR: milestones are missing and schedulers[0] (ConstantLR) has no "
+            "total_iters to infer them from; fix: give milestones (the step where each next scheduler starts)",
+        ),
+        (  # tags as a sorted list, not a Python set
+            lambda: build(
+                [
+                    {
+                        "SequentialLR": {
+                            "schedulers": [
+                                {"LinearLR": {**LINEAR, "total_iters": 2, "param_group_tags": ["b", "a"]}},
+                                {"LinearLR": {**LINEAR, "total_iters": 2, "param_group_tags": "a"}},
+                            ],
+                            "param_group_tags": ["b", "a"],
+                        }
+                    }
+                ],
+                torch.optim.SGD([{"params": [torch.nn.Parameter(torch.ones(1))], "tags": [t]} for t in "ab"], lr=0.1),
+            ),
+            ConfigError,
+            "schedulers[0].SequentialLR: SequentialLR: schedulers[1] (LinearLR) has param_group_tags=['a'], the parent "
+            "['a', 'b']; fix: give both the same tags",
         ),
     ],
 )

@@ -327,8 +327,14 @@ def test_malformed_blocks_are_one_line_errors(text, key, tmp_path, capsys):
     assert not (tmp_path / "run.yaml").exists()
 
 
-def test_converted_config_trains_with_cs_lightning_fit(tmp_path):
-    convert_file(DATA / "gpt_trainer.yaml", tmp_path / "run.yaml")
+@pytest.mark.parametrize("warmup", [375, 0], ids=["warmup", "warmup_off"])
+def test_converted_config_trains_with_cs_lightning_fit(warmup, tmp_path):
+    """total_iters: 0 is how a Model Zoo config turns its warmup off: the cosine decay then starts at step 0."""
+    source = (DATA / "gpt_trainer.yaml").read_text()
+    (tmp_path / "mz.yaml").write_text(source.replace("total_iters: 375", f"total_iters: {warmup}"))
+    convert_file(tmp_path / "mz.yaml", tmp_path / "run.yaml")
+    (schedule,) = yaml.safe_load((tmp_path / "run.yaml").read_text())["schedulers"]
+    assert schedule["SequentialLR"]["milestones"] == [warmup]
     code = main(
         [
             "fit",

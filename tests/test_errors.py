@@ -102,7 +102,7 @@ REFUSALS: list[tuple[str, Callable[[], object], type[Exception], str]] = [
         "linear_lr_total_iters",
         lambda: cs.LinearLR(_optimizer(), 1.0, 0.0, total_iters=-1),
         ValueError,
-        "LinearLR: got total_iters=-1; total_iters must be >= 1",
+        "LinearLR: got total_iters=-1; total_iters must be >= 0",
     ),
     (
         "cosine_lr_optimizer",

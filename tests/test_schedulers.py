@@ -26,6 +26,7 @@ from cs_lightning.schedulers import (
     LinearLR,
     LinearWD,
     LRScheduler,
+    OneCycleLR,
     ScalePerParamLR,
     Scheduler,
     SequentialLR,
@@ -348,6 +349,25 @@ def test_values_takes_a_numpy_integer_as_an_int(n):
     assert torch.equal(scheduler.values(n), scheduler.values(7))
 
 
+def test_numpy_arrays_are_taken_for_values_as_for_milestones():
+    """PiecewiseConstantLR refused np.array values while MultiStepLR took np.array milestones."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    given = build({"PiecewiseConstantLR": {"learning_rates": numpy.array([0.1, 0.01]), "milestones": [3]}}, optimizer)
+    listed = build({"PiecewiseConstantLR": {"learning_rates": [0.1, 0.01], "milestones": numpy.array([3])}}, optimizer)
+    assert torch.equal(given[0].values(6), listed[0].values(6))
+    assert given[0].values(6)[:, 0].tolist() == [pytest.approx(0.1)] * 3 + [pytest.approx(0.01)] * 3
+
+
+def test_values_on_meta_steps_is_a_clear_type_error():
+    scheduler = LinearLR(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0), 0.0, 1.0, 10)
+    with pytest.raises(TypeError) as refused:
+        scheduler.values(torch.tensor([1, 2], device="meta"))
+    assert str(refused.value) == (
+        "LinearLR.values: got steps on the meta device, which hold no values; give a CPU tensor, a range or a "
+        "list of int steps"
+    )
+
+
 def test_tensor_values_update_one_tensor_in_place():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=1.0)
     scheduler = CosineDecayLR(optimizer, 0.1, 0.01, 20)
@@ -360,6 +380,55 @@ def test_tensor_values_update_one_tensor_in_place():
         assert held.item() == scheduler.values([step])[0, 0].item()
     scheduler.set_tensor_values(False)
     assert type(optimizer.param_groups[0]["lr"]) is float
+
+
+@pytest.mark.parametrize("count", [11, 10**9, 2**62])
+def test_check_steps_names_the_first_step_a_run_would_refuse(count):
+    """Linear OneCycle keeps its last phase going: below 0 from step total_steps on. A run of 10 steps never
+    uses step 10; a longer one is refused naming step 10, also past 2**22 steps, where steps are sampled."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = OneCycleLR(optimizer, 0.01, 0.1, total_steps=10, anneal_strategy="linear")
+    schedule.check_steps(10)
+    with pytest.raises(ValueError) as refused:
+        schedule.check_steps(count)
+    assert str(refused.value) == (
+        "OneCycleLR: step 10 gives lr=-0.014284580945968628; a learning rate must be >= 0 (torch's optimizers "
+        "refuse lr < 0), and finite; fix: change the schedule's arguments (or its _get_closed_form) so that no step gives one"
+    )
+    assert schedule.values([10])[0, 0].item() == -0.014284580945968628
+
+
+def test_a_tensor_lr_the_group_holds_is_filled_in_place_as_torch_fills_it():
+    """Adam(params, lr=torch.tensor(...)): torch's LinearLR keeps that tensor object; ours too (it was a float)."""
+    ours_optimizer = torch.optim.Adam([torch.nn.Parameter(torch.ones(2))], lr=torch.tensor(0.01, dtype=torch.float64))
+    torch_optimizer = torch.optim.Adam([torch.nn.Parameter(torch.ones(2))], lr=torch.tensor(0.01, dtype=torch.float64))
+    ours_held, torch_held = ours_optimizer.param_groups[0]["lr"], torch_optimizer.param_groups[0]["lr"]
+    ours = LinearLR(ours_optimizer, 0.005, 0.01, 4)
+    reference = torch.optim.lr_scheduler.LinearLR(torch_optimizer, 0.5, 1.0, 4)
+    for _ in range(6):
+        assert ours_optimizer.param_groups[0]["lr"] is ours_held and torch_optimizer.param_groups[0]["lr"] is torch_held
+        assert ours_held.dtype == torch.float64 and ours_held.item() == pytest.approx(torch_held.item(), rel=1e-6)
+        for optimizer, scheduler in ((ours_optimizer, ours), (torch_optimizer, reference)):
+            optimizer.step()
+            scheduler.step()
+    assert ours_held.item() == pytest.approx(0.01, rel=1e-6)
+
+
+def test_a_tensor_lr_shared_by_groups_is_not_changed_for_an_untargeted_group():
+    """The optimizer's default tensor is every group's that gives no lr: writing one group's value must leave the
+    others' alone, so the targeted group gets a tensor of its own."""
+    default = torch.tensor(0.01)
+    optimizer = torch.optim.Adam(
+        [
+            {"params": [torch.nn.Parameter(torch.ones(2))], "tags": ["decay"]},
+            {"params": [torch.nn.Parameter(torch.ones(2))]},
+        ],
+        lr=default,
+    )
+    LinearLR(optimizer, 0.5, 1.0, 4, param_group_tags="decay")
+    decay, other = (group["lr"] for group in optimizer.param_groups)
+    assert other is default and default.item() == pytest.approx(0.01)
+    assert isinstance(decay, torch.Tensor) and decay is not default and decay.item() == pytest.approx(0.5)
 
 
 def test_a_composite_keeps_its_tensor_values_through_load_state_dict():
@@ -650,6 +719,17 @@ def _huge_schedule():
         SequentialLR(optimizer, [warmup, stairs], [1000]),
         build({"StepWD": {"initial_val": 0.1, "step_size": 250_000_000, "gamma": 0.5}}, optimizer)[0],
     ]
+
+
+def test_a_table_of_more_than_100_jumps_lists_the_milestone_then_the_first_jumps():
+    """A StepLR after a warmup drops every 10 steps: 196 jumps in 2000 steps. The table listed none of
+    them, not even the milestone where the warmup ends; now the milestone and the first 99 drops."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 1.0, 37), StepLR(optimizer, 1.0, 10, 0.99)], [37])
+    rows = {int(line.split()[0]): float(line.split()[1]) for line in table(schedule, 2000).splitlines()[1:]}
+    drops = [37 + 10 * k for k in range(1, 100)]  # the first 99 of StepLR's drops, 47 to 1027
+    assert set(rows) == {0, 37, *drops, *range(100, 2000, 100), 1999}
+    assert rows[37] == 1.0 and rows[1027] == pytest.approx(0.99**99, rel=1e-5)
 
 
 def test_table_of_a_billion_steps_samples_rows_and_lists_every_jump():

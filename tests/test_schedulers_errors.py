@@ -27,13 +27,6 @@ def _linear(optimizer):
 BAD = [
     # (id, class name, arguments after the optimizer, argument named, error type)
     (
-        "linear_total_iters_zero",
-        "LinearLR",
-        dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=0),
-        "total_iters",
-        ValueError,
-    ),
-    (
         "linear_total_iters_negative",
         "LinearLR",
         dict(initial_learning_rate=0.0, end_learning_rate=1.0, total_iters=-5),
@@ -83,14 +76,14 @@ BAD = [
         ValueError,
     ),
     (
-        "polynomial_wd_total_iters_zero",
+        "polynomial_wd_total_iters_negative",
         "PolynomialWD",
-        dict(initial_val=0.1, end_val=0.0, total_iters=0),
+        dict(initial_val=0.1, end_val=0.0, total_iters=-1),
         "total_iters",
         ValueError,
     ),
     ("constant_bool_value", "ConstantLR", dict(learning_rate=True), "learning_rate", TypeError),
-    ("constant_total_iters_zero", "ConstantWD", dict(val=0.1, total_iters=0), "total_iters", ValueError),
+    ("constant_total_iters_negative", "ConstantWD", dict(val=0.1, total_iters=-1), "total_iters", ValueError),
     (
         "exponential_total_iters_zero",
         "ExponentialLR",
@@ -211,9 +204,9 @@ BAD = [
         ValueError,
     ),
     (
-        "cyclic_step_size_down_zero",
+        "cyclic_step_size_down_negative",
         "CyclicWD",
-        dict(base_val=0.001, max_val=0.01, step_size_down=0),
+        dict(base_val=0.001, max_val=0.01, step_size_down=-1),
         "step_size_down",
         ValueError,
     ),
@@ -222,13 +215,6 @@ BAD = [
         "cyclic_unknown_scale_mode",
         "CyclicLR",
         dict(base_lr=0.001, max_lr=0.01, scale_mode="epochs"),
-        "scale_mode",
-        ValueError,
-    ),
-    (
-        "cyclic_scale_mode_against_mode",
-        "CyclicLR",
-        dict(base_lr=0.001, max_lr=0.01, mode="exp_range", gamma=0.9, scale_mode="cycle"),
         "scale_mode",
         ValueError,
     ),
@@ -428,7 +414,7 @@ def test_an_argument_giving_negative_values_is_refused(cls, args, argument, rule
 
 
 def _refused(cls, step, value, rule=LR_RULE):
-    return rf"^{cls}: step {step} gives {value}; {rule}, and finite; fix the schedule's arguments \(or its _get_closed_form\) so that no step gives one$"
+    return rf"^{cls}: step {step} gives {value}; {rule}, and finite; fix: change the schedule's arguments \(or its _get_closed_form\) so that no step gives one$"
 
 
 class _Falling(cs.LRScheduler):
@@ -558,7 +544,7 @@ def test_an_update_with_a_beta1_of_one_or_more_is_refused_where_its_arguments_do
     with pytest.raises(
         ValueError,
         match=r"^OneCycleMomentum: step 4 gives momentum=1.0288423299789429, which becomes beta1 \(betas\[0\]\) of Adam's "
-        r"param_groups\[0\]; torch's Adam needs 0 <= beta1 < 1; fix the schedule's arguments \(or its "
+        r"param_groups\[0\]; torch's Adam needs 0 <= beta1 < 1; fix: change the schedule's arguments \(or its "
         r"_get_closed_form\) so that no step gives one$",
     ):
         for _ in range(10):
@@ -735,7 +721,7 @@ def test_sequential_milestones_left_out_are_where_each_child_ends():
     with pytest.raises(
         ValueError,
         match=r"^SequentialLR: milestones are missing and schedulers\[0\] \(ConstantLR\) has no total_iters to infer "
-        r"them from; give milestones \(the step where each next scheduler starts\)$",
+        r"them from; fix: give milestones \(the step where each next scheduler starts\)$",
     ):
         cs.SequentialLR(optimizer, [cs.ConstantLR(optimizer, 0.1), children[2]])
 

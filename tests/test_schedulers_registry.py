@@ -150,9 +150,9 @@ def test_a_bug_inside_a_custom_schedulers_constructor_keeps_its_traceback(optimi
     """A value the catalogue's checks refuse is one line at its key path; an error raised by the class's own
     code is a bug to fix there, not a value to correct: it propagates as raised."""
     with pytest.raises(ConfigError) as refused:
-        build({"TableForTestLR": {"steps": 0}}, optimizer)
+        build({"TableForTestLR": {"steps": -1}}, optimizer)
     assert str(refused.value) == (
-        "schedulers.TableForTestLR: TableForTestLR: got total_iters=0; total_iters must be >= 1; fix: correct the value"
+        "schedulers.TableForTestLR: TableForTestLR: got total_iters=-1; total_iters must be >= 0; fix: correct the value"
     )
     with pytest.raises(TypeError) as raised:
         build({"TableForTestLR": {"steps": 5}}, optimizer)
@@ -230,7 +230,7 @@ def test_build_needs_lengths_to_infer(optimizer):
         }
     }
     with pytest.raises(
-        ConfigError, match=r"schedulers\[0\] \(StepLR\) has no total_iters to infer them from; give mil"
+        ConfigError, match=r"schedulers\[0\] \(StepLR\) has no total_iters to infer them from; fix: give mil"
     ):
         build(spec, optimizer)
     spec["SequentialLR"]["milestones"] = [20]
@@ -439,7 +439,7 @@ def test_a_yaml_milestone_cutting_a_warmup_short_is_warned_of_once(optimizer):
         build(spec([1]), optimizer)
     assert [str(w.message) for w in warned] == [
         "schedulers.SequentialLR: milestones[0]=1 starts schedulers[1] 1 steps into schedulers[0] (LinearLR, "
-        "total_iters=4), cutting it short: the value jumps there; give milestones[0]=4, or leave milestones out "
+        "total_iters=4), cutting it short: the value jumps there; fix: give milestones[0]=4, or leave milestones out "
         "to infer them"
     ]
     with warnings.catch_warnings():

@@ -452,7 +452,10 @@ class CSLightningCLI(LightningCLI):
         _check_values(config)
         _check_output_folders(trainer)
         self._held_logs = _HeldRecords("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero")
-        self.make_optimizer, self.make_schedulers = run_factories(config)
+        steps = trainer.get("max_steps") if self.config.get("subcommand") == "fit" else None
+        # max_steps known: a schedule an update of the run would refuse is refused now, before any output
+        known = isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0  # -1: until the epochs end
+        self.make_optimizer, self.make_schedulers = run_factories(config, steps=steps if known else None)
         self.tagged_groups = param_groups.parse(config.get("param_groups"))
 
     def _command_given(self, args: Any) -> str | None:

@@ -3,6 +3,7 @@ factories that the model's `configure_optimizers` runs after materialization."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping
 from types import MethodType
@@ -13,21 +14,29 @@ from lightning.pytorch import LightningModule
 
 from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
-from cs_lightning.errors import ConfigError, ParamGroupTagsError
+from cs_lightning.errors import ConfigError, ParamGroupTagsError, UsageError
 from cs_lightning.optimizers import OptimizerFactory, optimizer_factory
 from cs_lightning.schedulers.base import _tree
 from cs_lightning.schedulers.registry import named_tags
 
 SchedulersFactory = Callable[[torch.optim.Optimizer], list]
 
+# The steps checked (see Scheduler.check_steps) when a run has no end (max_steps: -1, max_epochs: -1)
+_UNBOUNDED_STEPS = 2**62
+
 # The fix of every line that finds no optimizer: block where one is needed
 ADD_AN_OPTIMIZER = "fix: add an optimizer: block such as {AdamW: {lr: 0.001}}"
 
 
 def _schedulers_factory(
-    spec: Any, make_optimizer: OptimizerFactory, any_tags: bool, tagged: list[param_groups.TaggedGroup]
+    spec: Any,
+    make_optimizer: OptimizerFactory,
+    any_tags: bool,
+    tagged: list[param_groups.TaggedGroup],
+    steps: int | None,
 ) -> SchedulersFactory:
-    """Validate a `schedulers:` block now, on a throwaway optimizer; return `optimizer -> list`.
+    """Validate a `schedulers:` block now, on a throwaway optimizer, over the run's `steps` when they are
+    known (see `check_steps`); return `optimizer -> list`.
 
     The throwaway optimizer has the groups that the `optimizer:` and `param_groups:` blocks
     build (the untagged one unless a glob tags every parameter, one per `tagged` entry), or,
@@ -57,6 +66,8 @@ def _schedulers_factory(
         )
     if not scaling:
         _refuse_unapplied_scales(tagged)
+    if steps is not None:
+        check_steps(built, steps)
 
     def build(optimizer: torch.optim.Optimizer) -> list:
         return cs_schedulers.build(spec, optimizer)
@@ -89,10 +100,10 @@ def _refuse_unapplied_scales(tagged: list[param_groups.TaggedGroup]) -> None:
 
 
 def run_factories(
-    config: Mapping[str, Any], any_tags: bool = False
+    config: Mapping[str, Any], any_tags: bool = False, steps: int | None = None
 ) -> tuple[OptimizerFactory | None, SchedulersFactory | None]:
-    """The optimizer and scheduler factories of a parsed config, fully validated (`any_tags`:
-    as in `_schedulers_factory`)."""
+    """The optimizer and scheduler factories of a parsed config, fully validated (`any_tags` and the
+    run's `steps`: as in `_schedulers_factory`)."""
     optimizer_spec, scheduler_spec = config.get("optimizer"), config.get("schedulers")
     tagged = param_groups.parse(config.get("param_groups"))
     make_optimizer = optimizer_factory(optimizer_spec) if optimizer_spec is not None else None
@@ -105,7 +116,7 @@ def run_factories(
         _refuse_unapplied_scales(tagged)
         return make_optimizer, None
     assert make_optimizer is not None  # refused above
-    return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer, any_tags, tagged)
+    return make_optimizer, _schedulers_factory(scheduler_spec, make_optimizer, any_tags, tagged, steps)
 
 
 def attach_optimizers(
@@ -126,7 +137,11 @@ def attach_optimizers(
         optimizer = make_optimizer(param_groups.split(trainable, tagged) if tagged else [p for _, p in trainable])
         if make_schedulers is None:
             return optimizer
-        return [optimizer], [cs_schedulers.lightning_config(s) for s in make_schedulers(optimizer)]
+        schedulers = make_schedulers(optimizer)
+        if self.trainer.max_steps == -1:  # else checked with the config, before anything was written
+            steps = self.trainer.estimated_stepping_batches  # the epochs' optimizer steps, known now
+            check_steps(schedulers, int(steps) if math.isfinite(steps) else _UNBOUNDED_STEPS)
+        return [optimizer], [cs_schedulers.lightning_config(s) for s in schedulers]
 
     if has_own_optimizers(model):
         warnings.warn(
@@ -134,6 +149,17 @@ def attach_optimizers(
         )
     # this one model's method, on purpose: the YAML blocks replace what its class defines
     model.configure_optimizers = MethodType(configure_optimizers, model)  # type: ignore[method-assign]
+
+
+def check_steps(schedulers: list, steps: int) -> None:
+    """Refuse now, at its key path, a `schedulers:` entry whose value at one of the first `steps` steps an
+    update would refuse mid-run (see `Scheduler.check_steps`): `fit` stops before step 0, `schedule` shows
+    nothing."""
+    for index, scheduler in enumerate(schedulers):
+        try:
+            scheduler.check_steps(steps)
+        except UsageError as err:
+            raise ConfigError(("schedulers", index), str(err)) from None
 
 
 def has_own_optimizers(model: LightningModule) -> bool:

@@ -13,7 +13,7 @@ from cs_lightning import param_groups
 from cs_lightning import schedulers as cs_schedulers
 from cs_lightning.cli.config_files import merged_config, read_config_file, run_imports
 from cs_lightning.cli.error_lines import OneLineParser, unknown_key_error
-from cs_lightning.cli.optimization import ADD_AN_OPTIMIZER, probe_groups, run_factories
+from cs_lightning.cli.optimization import ADD_AN_OPTIMIZER, check_steps, probe_groups, run_factories
 from cs_lightning.cli.output_file import check_output_path, write_output
 from cs_lightning.errors import ConfigError
 
@@ -54,6 +54,7 @@ def schedule_command(argv: Sequence[str]) -> None:
     steps = _steps_to_show(opts.steps, config)
     tagged = param_groups.parse(config.get("param_groups"))
     schedulers = make_schedulers(make_optimizer(probe_groups(tagged, config.get("schedulers"), any_tags=True)))
+    check_steps(schedulers, steps)  # a value fit would stop at: show nothing
     if opts.out:
         out = _picture_path(opts.out, [path for path, _ in files], opts.force)
         try:

@@ -76,8 +76,9 @@ def choice(owner: str, name: str, value: Any, allowed: Sequence[str]) -> str:
     return value
 
 
-def milestones(owner: str, name: str, value: Any, minimum: int = 1) -> list[int]:
-    """A list of strictly increasing ints >= minimum (a numpy array is fine too)."""
+def milestones(owner: str, name: str, value: Any, minimum: int = 0) -> list[int]:
+    """A list of strictly increasing ints >= minimum (a numpy array is fine too). A milestone
+    at 0 takes effect from the first step (a stage of no steps before it)."""
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         value = value.tolist()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
@@ -93,7 +94,9 @@ def milestones(owner: str, name: str, value: Any, minimum: int = 1) -> list[int]
 
 
 def numbers(owner: str, name: str, value: Any) -> list[float]:
-    """A non-empty list of finite numbers."""
+    """A non-empty list of finite numbers (a numpy array is fine too, as for milestones)."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not value:
         raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be a non-empty list of numbers")
     return [number(owner, f"{name}[{i}]", v) for i, v in enumerate(value)]

@@ -54,6 +54,12 @@ _SETTING_NAMES = {"lr": "learning rate", "weight_decay": "weight decay", "moment
 MAX_BREAKPOINTS = 4096
 
 
+# check_steps: every step is checked up to this many (0.1 to 0.6 s of values() on 2 cores); past it, this
+# many evenly spaced ones. Evaluated a chunk at a time, so memory stays that of one chunk.
+_CHECKED_STEPS = 2**22
+_CHECK_CHUNK = 2**20
+
+
 # Each optimizer's schedulers, by the order they were made (see Scheduler._watch_updates).
 _WATCHED: weakref.WeakKeyDictionary[torch.optim.Optimizer, weakref.WeakValueDictionary[int, Any]] = (
     weakref.WeakKeyDictionary()
@@ -84,16 +90,21 @@ class _Alias:
         setattr(obj, self.target, value)
 
 
+def shown_tags(tags: Any) -> Any:
+    """Tags as an error shows them: a set sorted into a list (``['a', 'b']``, not ``{'b', 'a'}``)."""
+    return sorted(tags, key=str) if isinstance(tags, (set, frozenset)) else tags
+
+
 def _tag_set(owner: str, tags: Any) -> set[str | None] | None:
     if tags is None:
         return None
     if isinstance(tags, str):
         return {tags}
     if not isinstance(tags, (list, tuple, set)):
-        raise UsageTypeError(f"{owner}: got param_group_tags={tags!r}; give a tag, a list of tags or None")
+        raise UsageTypeError(f"{owner}: got param_group_tags={shown_tags(tags)!r}; give a tag, a list of tags or None")
     for tag in tags:
         if tag is not None and not isinstance(tag, str):
-            raise UsageTypeError(f"{owner}: got param_group_tags={tags!r}; tags are strings or None")
+            raise UsageTypeError(f"{owner}: got param_group_tags={shown_tags(tags)!r}; tags are strings or None")
     unique = set(tags)
     if len(unique) != len(tags):
         raise UsageError(f"{owner}: got param_group_tags={tags!r}; each tag may appear once")
@@ -191,7 +202,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if not _has_closed_form(type(self)):
             raise UsageTypeError(f"{owner}: override _get_closed_form() (torch ops on self.last_epoch)")
         if total_iters is not None:  # an int, not a numpy one: state dicts load with weights_only
-            total_iters = _checks.integer(owner, "total_iters", total_iters, 1)
+            # 0 is a stage of no steps: Model Zoo configs turn a warmup off with it
+            total_iters = _checks.integer(owner, "total_iters", total_iters, 0)
         last_epoch = _checks.integer(owner, "last_epoch", last_epoch, -1)
         self.optimizer = optimizer
         self.total_iters = total_iters
@@ -200,9 +212,6 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._dtype = torch.float32
         self._tensor_values = False
         self._refuses_invalid = True  # see _refusal; False for a schedule converted from torch's
-        # True for a schedule converted from torch's: a tensor a group holds is filled in place, as
-        # torch's schedulers fill it (a LambdaLR whose function returns a tensor leaves one there)
-        self._fills_held_tensors = False
         # Groups present now are bound by their tags; a group added later joins at a step
         # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
         # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
@@ -397,7 +406,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             have = " and ".join([*([f"tagged {named}"] if named else []), *(["untagged"] if None in available else [])])
             raise ParamGroupTagsError(
                 (),
-                f"{type(self).__name__}: got param_group_tags={sorted(tags or (), key=str)}, which "
+                f"{type(self).__name__}: got param_group_tags={shown_tags(tags)}, which "
                 f"match no param group of its optimizer (its groups are {have or 'none'})",
             )
         own = self._own_scales
@@ -418,7 +427,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
                 what = self.param_group_key.replace("_", " ")
                 raise UsageError(
                     f"{type(self).__name__}: param_groups[{index}] has no {' or '.join(self._group_needs)} "
-                    f"({type(self.optimizer).__name__} has no {what}); schedule the {what} of an optimizer "
+                    f"({type(self.optimizer).__name__} has no {what}); fix: schedule the {what} of an optimizer "
                     f"that has one ({self._optimizers_with_them}, ...)"
                 )
 
@@ -497,15 +506,57 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if index < cursor.valid:
             return None
         # past the first invalid row, a row may be valid again (a schedule negative for a while)
+        return self._invalid(cursor.start + index, row)
+
+    def _invalid(self, step: int, row: list[float]) -> str | None:
+        """The refusal of ``row``, the values of ``step``, if one is out of range (negative, not finite, or
+        past its group's bound, see ``_bounds``), else None."""
         out = [(i, v) for i, (v, bound) in enumerate(zip(row, self._bounds())) if not 0 <= v < bound]  # nan too
         if not out:
             return None
         position, value = out[0]
         return (
-            f"{type(self).__name__}: step {cursor.start + index} gives {self.param_group_key}={value}"
-            f"{self._rule(position, value)}; fix the schedule's arguments (or its _get_closed_form) "
+            f"{type(self).__name__}: step {step} gives {self.param_group_key}={value}"
+            f"{self._rule(position, value)}; fix: change the schedule's arguments (or its _get_closed_form) "
             "so that no step gives one"
         )
+
+    def check_steps(self, count: int) -> None:
+        """Raise now the refusal an update of the first ``count`` steps would raise mid-run (a negative or
+        non-finite value, see ``_refusal``), with the same message: a run of ``count`` steps (Lightning's
+        ``max_steps``) stops at step 0 instead of hours in. The closed form is evaluated on many steps at
+        once: up to 2**22 steps, every one; past that, 2**22 steps evenly spaced from 0 to ``count - 1``
+        (then the steps between the first bad one and the one before it, to name the first bad step),
+        which can miss only a stretch of bad values shorter than their spacing (238 steps for 10**9)."""
+        count = _checks.integer(type(self).__name__, "count", count, 0)
+        if not self._refuses_invalid or count == 0:  # converted from torch's: it writes what torch's would
+            return
+        step = self._first_bad_step(0, count - 1)
+        refusal = None if step is None else self._invalid(step, self.values([step])[0, self._targets].tolist())
+        if refusal is not None:
+            raise UsageError(refusal)
+
+    def _first_bad_step(self, first: int, last: int) -> int | None:
+        """The first checked step from ``first`` to ``last`` whose value is negative or not finite, or None
+        (see ``check_steps``); once a spaced one is bad, the first bad one is searched before it the same way."""
+        if last - first < _CHECKED_STEPS:
+            steps = torch.arange(first, last + 1)
+        else:
+            steps = torch.linspace(first, last, _CHECKED_STEPS, dtype=torch.float64).round_().long()
+        bad = self._first_bad(steps)
+        if bad is None or last - first < _CHECKED_STEPS:
+            return None if bad is None else int(steps[bad])
+        return self._first_bad_step(int(steps[bad - 1]) + 1 if bad else first, int(steps[bad]))
+
+    def _first_bad(self, steps: Tensor) -> int | None:
+        """The index in ``steps`` of the first step with a value out of range (see ``_invalid``), or None."""
+        for start in range(0, len(steps), _CHECK_CHUNK):
+            values = self.values(steps[start : start + _CHECK_CHUNK])[:, self._targets]
+            below = values < torch.tensor(self._bounds(), dtype=values.dtype)
+            bad = torch.isfinite(values).logical_and_(values >= 0).logical_and_(below).all(dim=1).logical_not_()
+            if bool(bad.any()):
+                return start + int(bad.nonzero()[0])
+        return None
 
     def _watch_updates(self) -> None:
         """Refuse an update that would use a value out of range (see `_refusal`), by a step pre-hook of the
@@ -542,12 +593,17 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._cursor.last = row
         groups = self.optimizer.param_groups
         key = self.param_group_key
-        fill = self._tensor_values or self._fills_held_tensors
         for index, value in zip(self._targets, row):
             group = groups[index]
             held = group.get(key)
-            if fill and isinstance(held, Tensor):
-                held.fill_(value)  # keeps its dtype and device; a compiled step or the user may hold it
+            # A tensor the group holds (Adam(params, lr=torch.tensor(...)), or one torch's LambdaLR left
+            # there) is filled in place, as torch's schedulers fill it: a compiled step or the user may hold
+            # it. Its dtype and device stay.
+            if isinstance(held, Tensor):
+                if any(other is not group and other.get(key) is held for other in groups):
+                    # the optimizer's default, shared by groups: this group's value must not change theirs
+                    held = group[key] = held.clone()
+                held.fill_(value)
             elif self._tensor_values:
                 group[key] = torch.tensor(value, dtype=torch.float32, device=_group_device(group))
             else:
@@ -632,8 +688,13 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
     def set_tensor_values(self, enabled: bool) -> None:
         """Hold each targeted value as a 0-d float32 tensor updated in place (for compiled
-        steps: no recompiles as it changes), or, by default, as a Python float."""
+        steps: no recompiles as it changes), or, by default, as a Python float (a tensor a group
+        already holds stays that tensor, filled in place, as torch's schedulers fill it)."""
         self._tensor_values = _checks.flag(type(self).__name__, "enabled", enabled)
+        if not self._tensor_values:  # floats again: a tensor held now would otherwise be filled in place
+            for index in self._targets:
+                group = self.optimizer.param_groups[index]
+                group[self.param_group_key] = float(group[self.param_group_key])
         self._write(self._cursor.last)
 
     def get_last_value(self) -> list[float | None]:

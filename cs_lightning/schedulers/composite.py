@@ -22,6 +22,7 @@ from cs_lightning.schedulers.base import (
     Tags,
     WeightDecayScheduler,
     _PendingForm,
+    shown_tags,
 )
 from cs_lightning.schedulers.decay import _CosineDecay, _Polynomial
 from cs_lightning.schedulers.evaluation import Steps, Value
@@ -33,16 +34,16 @@ def _check_children(parent: Scheduler, name: str, children: Sequence[Scheduler])
     for index, child in enumerate(children):
         where = f"{owner}: {name}[{index}] ({type(child).__name__})"
         if child.optimizer is not parent.optimizer:
-            raise UsageError(f"{where} is built on another optimizer; build it on the same one")
+            raise UsageError(f"{where} is built on another optimizer; fix: build it on the same one")
         if child.param_group_key != parent.param_group_key:
             raise UsageError(
                 f"{where} schedules {child.param_group_key!r}, not {parent.param_group_key!r}; "
-                f"compose {parent.param_group_key!r} schedulers only"
+                f"fix: compose {parent.param_group_key!r} schedulers only"
             )
         if child.param_group_tags != parent.param_group_tags:
             raise UsageError(
-                f"{where} has param_group_tags={child.param_group_tags}, the parent "
-                f"{parent.param_group_tags}; give both the same tags"
+                f"{where} has param_group_tags={shown_tags(child.param_group_tags)}, the parent "
+                f"{shown_tags(parent.param_group_tags)}; fix: give both the same tags"
             )
         if not bool((child._scales == 1.0).all()):
             raise UsageError(f"{where} scales groups; make ScalePerParam the outermost scheduler")
@@ -64,7 +65,7 @@ def _ends(owner: str, children: list[Scheduler]) -> list[int]:
         if child.total_iters is None:
             raise UsageError(
                 f"{owner}: milestones are missing and schedulers[{index}] ({type(child).__name__}) has no "
-                "total_iters to infer them from; give milestones (the step where each next scheduler starts)"
+                "total_iters to infer them from; fix: give milestones (the step where each next scheduler starts)"
             )
         end += child.total_iters
         ends.append(end)
@@ -84,7 +85,7 @@ def warn_of_cut_stages(owner: str, children: list[Scheduler], milestones: list[i
             warnings.warn(
                 f"{owner}: milestones[{index}]={milestone} starts schedulers[{index + 1}] {milestone - start} "
                 f"steps into schedulers[{index}] ({type(child).__name__}, total_iters={length}), cutting it "
-                f"short: the value jumps there; give milestones[{index}]={start + length}, or leave milestones "
+                f"short: the value jumps there; fix: give milestones[{index}]={start + length}, or leave milestones "
                 "out to infer them",
                 UserWarning,
                 stacklevel=3,

@@ -41,9 +41,9 @@ class _Cyclic(Scheduler):
 
     :math:`b` = ``base_lr`` | ``base_val``, :math:`M` = ``max_lr`` | ``max_val``,
     :math:`U` = ``step_size_up``, :math:`D` = ``step_size_down`` (default :math:`U`),
-    :math:`\gamma` = ``gamma``. The mode fixes the scale mode, as in torch:
-    ``scale_mode`` may be left out, or must agree (triangular takes either: its scale
-    is 1).
+    :math:`\gamma` = ``gamma``. The mode fixes the scale mode, as in cerebras.pytorch 2.10
+    and torch: a given ``scale_mode`` (``"cycle"`` or ``"iterations"``) is replaced by the
+    mode's.
     """
 
     def __init__(
@@ -55,7 +55,7 @@ class _Cyclic(Scheduler):
         step_size_down: int | None = None,
         mode: str = "triangular",
         gamma: float = 1.0,
-        scale_mode: str | None = None,
+        scale_mode: str = "cycle",
         param_group_tags: Tags = None,
     ) -> None:
         self.base_val = self._arg(_checks.number, "base_val", base_val)
@@ -63,16 +63,12 @@ class _Cyclic(Scheduler):
         self.step_size_up = self._arg(_checks.integer, "step_size_up", step_size_up, 1)
         if step_size_down is None:
             step_size_down = step_size_up
-        self.step_size_down = self._arg(_checks.integer, "step_size_down", step_size_down, 1)
+        # D = 0 is a sawtooth (x <= rho = 1 always), as in 2.10 and torch; U = 0 is 0 / 0 at each cycle's start
+        self.step_size_down = self._arg(_checks.integer, "step_size_down", step_size_down, 0)
         self.mode = self._arg(_checks.choice, "mode", mode, tuple(_SCALE_MODES))
         self.gamma = self._arg(_checks.positive, "gamma", gamma)
-        if scale_mode is not None:
-            self._arg(_checks.choice, "scale_mode", scale_mode, ("cycle", "iterations"))
-            if mode != "triangular" and scale_mode != _SCALE_MODES[mode]:
-                raise UsageError(
-                    f"{type(self).__name__}: got scale_mode={scale_mode!r} with mode={mode!r}, "
-                    f"which scales per {_SCALE_MODES[mode]!r}; leave scale_mode out"
-                )
+        # Checked, then overwritten from mode, as 2.10 and torch (without scale_fn) do
+        self._arg(_checks.choice, "scale_mode", scale_mode, ("cycle", "iterations"))
         self.scale_mode = _SCALE_MODES[mode]
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
@@ -192,7 +188,7 @@ class CyclicLR(_Cyclic, LRScheduler):
         step_size_down: int | None = None,
         mode: str = "triangular",
         gamma: float = 1.0,
-        scale_mode: str | None = None,
+        scale_mode: str = "cycle",
         param_group_tags: Tags = None,
     ) -> None:
         super().__init__(

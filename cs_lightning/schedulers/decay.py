@@ -92,10 +92,12 @@ class _Polynomial(_PendingForm):
         self.end_val = self._arg(_checks.number, "end_val", end_val)
         self.power = self._arg(_checks.positive, "power", power)
         self.cycle = self._arg(_checks.flag, "cycle", cycle)
-        self._arg(_checks.integer, "total_iters", total_iters, 1)
+        self._arg(_checks.integer, "total_iters", total_iters, 0)
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _closed_form(self) -> Affine:
+        if self.total_iters == 0:  # every step is >= T: the end value throughout, as in 2.10
+            return Affine(torch.zeros_like(self._float_steps()), 0.0, self.end_val)
         # From T on, k = T gives (1 - 1)^p = 0 and the end value, with no select.
         remaining = self._held(self.total_iters).div_(self.total_iters)
         remaining.neg_().add_(1)  # -x + 1 rounds as 1 - x

@@ -488,4 +488,9 @@ def _step_tensor(owner: str, steps: object) -> Tensor:
             f"{owner}.values: got steps={reprlib.repr(steps)}; pass an int n (for range(n)), a range "
             "or a 1-D sequence of int steps"
         )
+    if tensor.is_meta:  # it has a shape but no values to compute with
+        raise UsageTypeError(
+            f"{owner}.values: got steps on the meta device, which hold no values; give a CPU tensor, a range "
+            "or a list of int steps"
+        )
     return tensor

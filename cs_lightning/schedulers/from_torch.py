@@ -591,7 +591,6 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
     for closed in (converted, momentum):
         if closed is not None:
             closed._refuses_invalid = False  # torch's values, whatever they are (see Scheduler._valid_rows)
-            closed._fills_held_tensors = True
             closed._set_dtype(torch.float64)
             closed._jump(steps)
     # a per-instance hook, on purpose: this one scheduler also resumes from the torch scheduler's state dicts

@@ -2,8 +2,8 @@
 
 Both evaluate only the steps they show, with one ``values()`` call each, and change
 nothing: a table about 20 evenly spaced rows, a plot a few thousand evenly spaced points;
-both add every step where a schedule jumps (a new stage, a staircase step), a plot the
-step before it too, so a jump shows as one. Time and memory do not grow with the number of
+both add the steps where a schedule jumps (a new stage, a staircase step), a plot the
+step before it too, so a jump shows as one; a table at most 100 of them. Time and memory do not grow with the number of
 steps: a schedule of 10**9 steps is drawn as fast as one of 10**3.
 """
 
@@ -17,6 +17,7 @@ import torch
 from cs_lightning.errors import UsageTypeError
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import MAX_BREAKPOINTS, Scheduler
+from cs_lightning.schedulers.composite import _Sequential
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -41,6 +42,16 @@ def _breakpoints(schedulers: list[Scheduler], steps: int, limit: int) -> list[in
     more than ``limit`` (closer together than the samples, which then show the envelope)."""
     points = sorted({b for scheduler in schedulers for b in scheduler._breakpoints(steps)})
     return points if len(points) <= limit else []
+
+
+def _table_jumps(schedulers: list[Scheduler], steps: int) -> list[int]:
+    """The jumps a table lists, at most ``_TABLE_BREAKPOINTS``: each stage start (milestone) of a
+    SequentialLR/WD given, where the schedule changes shape, then the first other jumps in step order
+    (a StepLR's next few drops; past them the evenly spaced rows show the trend)."""
+    stages = sorted({m for s in schedulers if isinstance(s, _Sequential) for m in s.milestones if 0 < m < steps})
+    stages = stages[:_TABLE_BREAKPOINTS]
+    others = sorted({b for s in schedulers for b in s._breakpoints(steps)} - set(stages))
+    return sorted(stages + others[: _TABLE_BREAKPOINTS - len(stages)])
 
 
 def _columns(schedulers: list[Scheduler], steps: list[int]) -> list[tuple[str, str, list[float]]]:
@@ -133,12 +144,12 @@ def plot(schedulers: Scheduler | list[Scheduler], steps: int) -> Figure:
 
 def table(schedulers: Scheduler | list[Scheduler], steps: int, every: int | None = None) -> str:
     """The schedules as text: a row every ``every`` steps (default: about 20 rows), the
-    last step and every step where a schedule jumps (up to 100 of them), a column per
-    scheduled param group."""
+    last step and the steps where a schedule jumps (up to 100 of them: every milestone of a
+    SequentialLR/WD given, then the first other jumps), a column per scheduled param group."""
     steps = _checks.integer("table", "steps", steps, 1)
     every = _checks.integer("table", "every", max(1, steps // _TABLE_ROWS) if every is None else every, 1)
     schedulers = _as_list(schedulers)
-    jumps = _breakpoints(schedulers, steps, _TABLE_BREAKPOINTS)
+    jumps = _table_jumps(schedulers, steps)
     rows = sorted(set(range(0, steps, every)) | {steps - 1} | set(jumps))
     columns = _columns(schedulers, rows)
     header = ["step"] + [f"{label} {key}" for key, label, _ in columns]

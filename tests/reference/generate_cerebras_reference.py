@@ -669,6 +669,74 @@ _CASES: list[tuple[str, dict, int, list[dict], str | None]] = [
         ],
         None,
     ),
+    # Zero lengths: a Model Zoo config turns its warmup off with total_iters: 0.
+    (
+        "linear_total_iters_zero",
+        {"Linear": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 0}},
+        5,
+        ONE_GROUP,
+        "total_iters=0: every step is >= total_iters, so the end value from step 0",
+    ),
+    (
+        "polynomial_cycle_total_iters_zero",
+        {"Polynomial": {"initial_val": 0.1, "end_val": 0.01, "total_iters": 0, "power": 2.0, "cycle": True}},
+        5,
+        ONE_GROUP,
+        None,
+    ),
+    ("constant_total_iters_zero", {"Constant": {"val": 0.1, "total_iters": 0}}, 5, ONE_GROUP, None),
+    (
+        "sequential_warmup_zero",
+        {
+            "Sequential": {
+                "schedulers": [
+                    {"Linear": {"initial_val": 0.0, "end_val": 0.1, "total_iters": 0}},
+                    {"CosineDecay": {"initial_val": 0.1, "end_val": 0.001, "total_iters": 10}},
+                ],
+                "milestones": [0],
+            }
+        },
+        15,
+        ONE_GROUP,
+        "milestone 0: the second child from step 0, at its own step k",
+    ),
+    (
+        "multi_step_milestone_zero",
+        {"MultiStep": {"initial_val": 0.1, "gamma": 0.5, "milestones": [0, 4]}},
+        8,
+        ONE_GROUP,
+        "milestone 0 counts from step 0",
+    ),
+    (
+        "piecewise_constant_milestone_zero",
+        {"PiecewiseConstant": {"vals": [0.1, 0.05, 0.01], "milestones": [0, 4]}},
+        8,
+        ONE_GROUP,
+        "milestone 0: the first value is never used",
+    ),
+    (
+        "cyclic_step_size_down_zero",
+        {"Cyclic": {"base_val": 0.001, "max_val": 0.01, "step_size_up": 4, "step_size_down": 0}},
+        13,
+        ONE_GROUP,
+        "step_size_down=0 (not None, which means step_size_up): a sawtooth rising for step_size_up steps",
+    ),
+    (
+        "cyclic_exp_range_scale_mode_cycle",
+        {
+            "Cyclic": {
+                "base_val": 0.001,
+                "max_val": 0.01,
+                "step_size_up": 2,
+                "mode": "exp_range",
+                "gamma": 0.9,
+                "scale_mode": "cycle",
+            }
+        },
+        12,
+        ONE_GROUP,
+        "scale_mode='cycle' is overwritten: exp_range scales by gamma ** k",
+    ),
 ]
 
 # Cases that exist in one flavour only.
