@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from cs_lightning.errors import UsageError, UsageTypeError
-from cs_lightning.strategies.checkpoints import restore_rng_states, rng_states
+from cs_lightning.generators import restore_rng_states, rng_states
 
 __all__ = ["ResumableDataLoader"]
 

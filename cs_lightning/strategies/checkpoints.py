@@ -13,12 +13,10 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-import numpy
 import torch
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.fabric.utilities.rank_zero import rank_zero_warn
@@ -28,6 +26,7 @@ from lightning.pytorch.callbacks import StochasticWeightAveraging
 from torch import nn
 
 from cs_lightning.errors import CheckpointMismatchError, ConfigError, UsageError
+from cs_lightning.generators import restore_rng_states, rng_states
 
 # Checkpoint key of the random generators' states (torch, CUDA, numpy, python).
 RNG_KEY = "csx_rng_states"
@@ -102,18 +101,6 @@ def load_mapped(path: _PATH, weights_only: bool | None) -> dict[str, Any]:
     return cast(dict[str, Any], torch.load(path, map_location="cpu", mmap=True, weights_only=weights_only))
 
 
-def rng_states() -> dict[str, Any]:
-    """The global generators' states, in types ``torch.load(weights_only=True)`` accepts."""
-    states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    # numpy's stub unions the legacy tuple with the dict of legacy=False; this is the tuple
-    legacy = cast(tuple[str, numpy.ndarray, int, int, float], numpy.random.get_state(legacy=True))
-    name, keys, position, has_gauss, cached = legacy
-    states["numpy"] = (name, torch.from_numpy(keys.astype("int64")), position, has_gauss, cached)
-    return states
-
-
 def every_rank_rng_states(world_size: int) -> list[dict[str, Any]]:
     """Every rank's ``rng_states()``, in rank order: a collective when the ranks run as a process group (every
     rank calls it, as Lightning's ``trainer.save_checkpoint`` is)."""
@@ -140,16 +127,6 @@ def restore_rank_rng_states(saved: Any, world_size: int, rank: int) -> None:
             "the run that wrote it"
         )
     restore_rng_states(saved[rank] if len(saved) == world_size else saved[0])
-
-
-def restore_rng_states(states: Mapping[str, Any]) -> None:
-    """Set the global generators as ``rng_states`` saw them."""
-    torch.set_rng_state(states["torch"])
-    random.setstate(states["python"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-    name, keys, position, has_gauss, cached = states["numpy"]
-    numpy.random.set_state((name, keys.numpy().astype("uint32"), position, has_gauss, cached))
 
 
 def users_scheduler_states(checkpoint: Mapping[str, Any], callbacks: Iterable[Callback]) -> Any:
