@@ -201,34 +201,44 @@ BUILT_SCRIPT = textwrap.dedent(
 )
 
 
+def _built_on_ranks(tmp_path: Path, world: int, nets: tuple[tuple[str, int], ...]) -> str:
+    """Run BUILT_SCRIPT: csx_fsdp on ``world`` ranks builds each (name, width) of ``nets``; its stderr."""
+    script = tmp_path / "built.py"
+    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=nets))
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stderr
+
+
+def _eager_on_every_rank(tmp_path: Path, net: type[nn.Module], world: int) -> list[dict]:
+    """Assert that every rank gathered eager's state dict (seed 5) and left the generator as eager did; each
+    rank's report (``whole``: the parameters generated whole, rows kept)."""
+    seed_everything(5)
+    expected = {f"net.{k}": v for k, v in net().state_dict().items()}
+    rng = torch.get_rng_state()
+    reports = [torch.load(tmp_path / f"{net.__name__}{rank}.pt") for rank in range(world)]
+    for rank, got in enumerate(reports):
+        assert sorted(got["state"]) == sorted(expected)
+        for name, tensor in expected.items():
+            assert torch.equal(got["state"][name], tensor), (net.__name__, name, rank)
+        assert torch.equal(got["rng"], rng), (net.__name__, rank)
+    return reports
+
+
 @pytest.mark.parametrize("world", [2, 3])
 def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path: Path, world: int) -> None:
     from sharded_models import ReadsAValue, Strided
 
-    script = tmp_path / "built.py"
-    nets = (("ReadsAValue", 16), ("Strided", 17))
-    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=nets))
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "reads the value of a randomly initialized tensor" in run.stderr
-    for net in (ReadsAValue, Strided):
-        seed_everything(5)
-        expected = {f"net.{k}": v for k, v in net().state_dict().items()}
-        rng = torch.get_rng_state()
-        for rank in range(world):
-            got = torch.load(tmp_path / f"{net.__name__}{rank}.pt")
-            assert sorted(got["state"]) == sorted(expected)
-            for name, tensor in expected.items():  # the tensors made before the read; the rows of each view
-                assert torch.equal(got["state"][name], tensor), (net.__name__, name, rank)
-            assert torch.equal(got["rng"], rng), (net.__name__, rank)
-            if net is Strided:  # generated whole, rows kept; the contiguous view at an offset by rows
-                assert got["whole"] == {
-                    "net.transposed": "non-contiguous, strides (1, 40)",
-                    "net.permuted": "non-contiguous, strides (1, 35, 7)",
-                    "net.every_other": "non-contiguous, strides (34, 1)",
-                }
-            else:
-                assert got["whole"] == {}
+    stderr = _built_on_ranks(tmp_path, world, (("ReadsAValue", 16), ("Strided", 17)))
+    assert "reads the value of a randomly initialized tensor" in stderr
+    # the tensors made before the read; the rows of each view
+    assert all(got["whole"] == {} for got in _eager_on_every_rank(tmp_path, ReadsAValue, world))
+    for got in _eager_on_every_rank(tmp_path, Strided, world):  # generated whole, rows kept
+        assert got["whole"] == {
+            "net.transposed": "non-contiguous, strides (1, 40)",
+            "net.permuted": "non-contiguous, strides (1, 35, 7)",
+            "net.every_other": "non-contiguous, strides (34, 1)",
+        }
 
 
 def test_a_model_recorded_in_init_module_and_in_configure_model_is_eager(tmp_path: Path) -> None:
@@ -284,39 +294,16 @@ def test_a_view_cut_by_one_of_three_shard_boundaries_is_made_whole_on_every_rank
     rows and waited in an all-reduce the others never made."""
     from sharded_models import HalfScaled
 
-    world = 3
-    script = tmp_path / "built.py"
-    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=(("HalfScaled", 4),)))
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    seed_everything(5)
-    expected = {f"net.{k}": v for k, v in HalfScaled().state_dict().items()}
-    rng = torch.get_rng_state()
-    for rank in range(world):
-        got = torch.load(tmp_path / f"HalfScaled{rank}.pt")
-        assert torch.equal(got["state"]["net.w"], expected["net.w"]), rank
-        assert torch.equal(got["rng"], rng), rank
-        assert got["whole"] == {"net.w": "mul_.Tensor"}
+    _built_on_ranks(tmp_path, 3, (("HalfScaled", 4),))
+    assert all(got["whole"] == {"net.w": "mul_.Tensor"} for got in _eager_on_every_rank(tmp_path, HalfScaled, 3))
 
 
 def test_a_rank_holding_no_rows_of_a_parameter_leaves_the_others_eager(tmp_path: Path) -> None:
     from sharded_models import FewRows
 
-    world = 3
-    script = tmp_path / "built.py"
-    script.write_text(BUILT_SCRIPT.format(tests=str(REPO / "tests"), world=world, nets=(("FewRows", 16),)))
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    seed_everything(5)
-    expected = {f"net.{k}": v for k, v in FewRows().state_dict().items()}
-    rng = torch.get_rng_state()
-    for rank in range(world):
-        got = torch.load(tmp_path / f"FewRows{rank}.pt")
-        assert sorted(got["state"]) == sorted(expected)
-        for name, tensor in expected.items():
-            assert torch.equal(got["state"][name], tensor), (name, rank)
-        assert torch.equal(got["rng"], rng), rank
-        assert got["whole"] == {}  # every parameter made by rows, the empty ones too
+    _built_on_ranks(tmp_path, 3, (("FewRows", 16),))
+    # every parameter made by rows, the empty ones too
+    assert all(got["whole"] == {} for got in _eager_on_every_rank(tmp_path, FewRows, 3))
 
 
 RESUME_SCRIPT = textwrap.dedent(
