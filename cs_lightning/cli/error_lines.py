@@ -355,10 +355,9 @@ def _flow_error(key: KeyPath, report: str) -> ConfigError | None:
         load_inline(key, text)
     except ConfigError as err:
         return err
-    if colon_hint(text):
-        return ConfigError(
-            key, f"{text!r} does not read as the values meant; fix: correct its syntax{colon_hint(text)}"
-        )
+    hint = colon_hint(text)
+    if hint:
+        return ConfigError(key, f"{text!r} does not read as the values meant; fix: correct its syntax{hint}")
     return None
 
 

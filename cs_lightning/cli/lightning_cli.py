@@ -331,9 +331,10 @@ class _Parser(LightningArgumentParser):
     def dump(self, namespace: Namespace, *args: Any, **kwargs: Any) -> str:
         if _ActionPrintConfig.is_print_config_requested(self):
             held = _HeldRecords()  # a Model Zoo block's warning: said once the check passes, not before its error
+            config = namespace.as_dict()
             try:
-                _check_values(namespace.as_dict())
-                run_factories(namespace.as_dict())
+                _check_values(config)
+                run_factories(config)
             finally:
                 held.stop()
             held.replay()
