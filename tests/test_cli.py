@@ -857,7 +857,7 @@ def test_fit_by_epochs_refuses_a_value_it_would_stop_at_before_step_0(tmp_path: 
     assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     err = capfd.readouterr().err
     assert err.splitlines()[-1].startswith("cs-lightning: error: schedulers[0]: OneCycleLR: step 4 gives lr=-0.0357129")
-    assert not list(tmp_path.rglob("metrics.csv"))  # no step was logged
+    assert _files(tmp_path) == {Path("run.yaml")}  # nor the run folder Lightning made before configure_optimizers
 
 
 def test_schedule_draws_schedules_of_tagged_param_groups(tmp_path: Path, capfd) -> None:
@@ -1179,19 +1179,14 @@ def test_a_step_refused_by_the_trace_check_is_one_line_and_exit_2(tmp_path: Path
     config = {
         "imports": [str(tmp_path / "reads_loss.py")],
         "model": {"class_path": "reads_loss.ReadsLoss"},
-        "trainer": {
-            "strategy": "csx",
-            "max_steps": 2,
-            "logger": False,
-            "enable_checkpointing": False,
-            "enable_progress_bar": False,
-            "default_root_dir": str(tmp_path),
-        },
+        "trainer": {"strategy": "csx", "max_steps": 2, "enable_progress_bar": False, "default_root_dir": str(tmp_path)},
     }
     assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     err = capfd.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("cs-lightning: error: The training step reads a tensor's value to the host with `.item()`")
     assert f'File "{tmp_path / "reads_loss.py"}", line 14, in training_step print(loss.item())' in err
+    # the run folder Lightning made at the start (config.yaml, hparams.yaml) is removed with the refusal
+    assert {p for p in _files(tmp_path) if "__pycache__" not in p.parts} == {Path("reads_loss.py"), Path("run.yaml")}
 
 
 BAD_SCHEDULER_MODEL = """
@@ -1246,6 +1241,27 @@ def test_a_refusal_raised_in_the_users_configure_optimizers_is_one_line_and_exit
         f"(at {os.path.relpath(tmp_path / 'bad_scheduler.py')}:22, in configure_optimizers)"
     )
     assert "Traceback" not in err
+
+
+def test_a_refusal_after_training_began_keeps_the_run_folder(tmp_path: Path, capfd) -> None:
+    """Only a run refused before its first loss has its folder removed: these logged steps are the user's."""
+    code = BAD_SCHEDULER_MODEL.replace(
+        "LinearLR(optimizer, 0.1, 0.0, total_iters=-1)", "OneCycleLR(optimizer, **ONE_CYCLE)"
+    )
+    code = code.replace("import LinearLR", f"import OneCycleLR\nONE_CYCLE = {ONE_CYCLE_BELOW_0_AT_4!r}")
+    (tmp_path / "late_refusal.py").write_text(code)
+    config = {
+        "imports": [str(tmp_path / "late_refusal.py")],
+        "model": {"class_path": "late_refusal.BadScheduler"},
+        "trainer": {"max_steps": 6, "default_root_dir": str(tmp_path)},
+    }
+    assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
+    assert "step 4 gives lr=-0.0357129" in capfd.readouterr().err.splitlines()[-1]
+    run = tmp_path / "lightning_logs/version_0"  # 2 batches an epoch: the end of epoch 1 was saved
+    assert {p.relative_to(run) for p in run.rglob("*")} >= {
+        Path("config.yaml"),
+        Path("checkpoints/epoch=1-step=4.ckpt"),
+    }
 
 
 def test_a_step_refused_under_a_progress_bar_ends_the_bars_line_first(tmp_path: Path, capfd) -> None:

@@ -72,7 +72,7 @@ def main(args: Sequence[str] | None = None) -> int:
 
     Configuration mistakes print one line (`cs-lightning: error: <key path>: ... fix: ...`)
     and return 2 before anything is written; so does a first step the csx trace check
-    refuses (no update was applied; Lightning's log folder may exist by then), and any other
+    refuses (no update was applied; the log folder Lightning made is removed), and any other
     cs_lightning refusal during the run (a scheduler that ``configure_optimizers`` builds with a
     bad argument: a `UsageError`, also a CSLightningError, said with the user's line that made
     the call). Ctrl-C returns

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import functools
 import json
@@ -10,6 +11,7 @@ import logging
 import operator
 import os
 import re
+import shutil
 import sys
 import time
 import warnings
@@ -520,6 +522,18 @@ class CSLightningCLI(LightningCLI):
         if self.make_optimizer is not None:
             attach_optimizers(self.model, self.make_optimizer, self.make_schedulers, self.tagged_groups)
 
+    def _run_subcommand(self, subcommand: str) -> None:
+        """Lightning's; a refusal before the first update (`configure_optimizers`, the trace check)
+        leaves no run folder behind: Lightning makes the loggers' folders before the model is set up."""
+        unmade = _unmade_log_folders(self.trainer)
+        try:
+            super()._run_subcommand(subcommand)
+        except CSLightningError:
+            # the run's clock (there is one, see _one_clock) has no first loss: nothing was trained
+            if not any(isinstance(c, TimeToFirstLoss) and c.metrics for c in self.trainer.callbacks):  # type: ignore[attr-defined]
+                _remove_run_folders(unmade)
+            raise
+
     def before_fit(self) -> None:
         self._fit_started = time.time()  # what the Done: line names must be written after this
 
@@ -585,6 +599,31 @@ def _check_eval_loop(subcommand: str, model: LightningModule, data: Any) -> None
         else:
             problem = f"{type(model).__name__} defines no {loader}() and no data: is given"
         raise ConfigError(subcommand, f"{problem}; fix: add {loader}(self) to the data module (data:)")
+
+
+def _unmade_log_folders(trainer: Trainer) -> list[list[Path]]:
+    """Per local logger, its folder and the parents that do not exist yet, deepest first (rank 0 makes them)."""
+    unmade: list[list[Path]] = []
+    for logger in trainer.loggers if trainer.is_global_zero else []:
+        folder = getattr(logger, "log_dir", None)  # CSV and TensorBoard loggers; remote ones have none
+        if not isinstance(folder, str) or "://" in folder:
+            continue
+        path, missing = Path(folder).absolute(), []
+        while not path.exists():
+            missing.append(path)
+            path = path.parent
+        unmade += [missing] if missing else []
+    return unmade
+
+
+def _remove_run_folders(unmade: list[list[Path]]) -> None:
+    """Remove the folders of `_unmade_log_folders`: a logger's own whole (this run's hparams.yaml and
+    config.yaml), its parents only when empty (another logger or run may write there too)."""
+    for folder, *parents in unmade:
+        shutil.rmtree(folder, ignore_errors=True)
+        for parent in parents:
+            with contextlib.suppress(OSError):
+                parent.rmdir()
 
 
 def _run_summary(trainer: Trainer, since: float) -> str:
