@@ -229,7 +229,7 @@ def check_arguments(
     takes = [name for name in named if name not in ours]
     for arg in args:
         if arg in ours or (arg not in takes and not takes_any):
-            fix = _spelt(cls, arg, takes, ours) + note
+            fix = _spelt(cls, arg, takes, ours, note)
             raise ConfigError((*path, arg), f"{cls.__name__} has no argument {arg!r}; fix: {fix}")
     missing = [
         p.name
@@ -268,9 +268,12 @@ def check_whole_number(key: KeyPath | str, value: Any, minimum: int, maximum: in
         )
 
 
-def _spelt(cls: type, arg: str, takes: list[str], ours: Collection[str]) -> str:
-    """How to correct the unknown argument ``arg``."""
+def _spelt(cls: type, arg: str, takes: list[str], ours: Collection[str], note: str) -> str:
+    """How to correct the unknown argument ``arg``; ``note`` ends the fix unless it is a typo of YAML's."""
+    name, colon, value = arg.partition(":")
+    if colon and name in takes:  # {lr:0.1}: YAML reads one key with no value
+        return f"write {name}: {value} (YAML reads {arg} as one word)"
     if arg in ours:
-        return "remove it: cs-lightning passes it itself"
+        return "remove it: cs-lightning passes it itself" + note
     close = difflib.get_close_matches(arg, takes, n=1)
-    return f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(takes)}"
+    return (f"did you mean {close[0]}?" if close else f"{cls.__name__} takes {', '.join(takes)}") + note

@@ -526,6 +526,11 @@ BAD = {
         "closest: CosineDecayLR",
     ),
     "unknown optimizer": ({"optimizer": {"AdamWW": {"lr": 0.1}}}, "optimizer", "did you mean AdamW"),
+    "argument glued to its value ({lr:0.1})": (
+        {"optimizer": {"AdamW": {"lr:0.1": None}}},
+        "optimizer.AdamW.lr:0.1",
+        "AdamW has no argument 'lr:0.1'; fix: write lr: 0.1 (YAML reads lr:0.1 as one word)\n",
+    ),
     "bad scheduler argument": (
         {"schedulers": [{"LinearLR": {"initial_lr": 0.0, "end_learning_rate": 0.1, "total_iters": 4}}]},
         "schedulers[0].LinearLR.initial_lr",
