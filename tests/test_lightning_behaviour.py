@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import cs_lightning
 from cs_lightning import schedulers as cs
+from cs_lightning.schedulers.from_torch import HostSchedulerWarning
 
 STRATEGIES = ["auto", "csx"]
 
@@ -841,3 +842,111 @@ def test_a_checkpoint_from_before_averaging_starts_still_refuses_another_schedul
     _fit_averaged("csx", scheduler=linear)
     with pytest.raises(CheckpointSchedulersError, match="schedulers\\[0\\] is LinearLR in the checkpoint but Cos"):
         _fit_averaged("csx", ckpt_path="ckpt/epoch=0-step=12.ckpt", scheduler=cosine)
+
+
+# -- 11. an lr set from outside, or a fractional epoch: torch's own steps take over ----------------
+
+
+class _WarmedUp(_Regressor):
+    """Lightning's docs' warm-up recipe (the lr written in optimizer_step for the first steps) over a torch
+    scheduler of the user's, then a one-off write at step 9 (a cool-down set by hand)."""
+
+    def __init__(self, make_scheduler: Any) -> None:
+        super().__init__()
+        self.make_scheduler = make_scheduler
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": self.make_scheduler(optimizer), "interval": "step"},
+        }
+
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None) -> None:
+        step = self.trainer.global_step
+        if step < 3 or step == 9:
+            for group in optimizer.param_groups:
+                group["lr"] = 0.1 * (step + 1) / 4 if step < 3 else 0.01
+        optimizer.step(closure=optimizer_closure)
+
+
+SET_FROM_OUTSIDE = {
+    # torch's recursion adds the cosine's increment to the value written; past T_max it climbs back
+    "CosineAnnealingLR": lambda o: torch_lr.CosineAnnealingLR(o, T_max=5),
+    # at the milestone torch's SequentialLR drops what was written; the closed form kept it as a factor
+    "SequentialLR": lambda o: torch_lr.SequentialLR(
+        o, [torch_lr.LinearLR(o, 0.5, total_iters=4), torch_lr.CosineAnnealingLR(o, T_max=8)], milestones=[6]
+    ),
+    # 0 from step 4 on: a value written there was refused as "no multiple of 0"
+    "PolynomialLR": lambda o: torch_lr.PolynomialLR(o, total_iters=4),
+    # LambdaLR ignores what was written at its next step: kept as a factor, it moved the last bits
+    "LambdaLR": lambda o: torch_lr.LambdaLR(o, lambda step: 0.9**step),
+}
+
+
+def _fit_warmed_up(strategy: str, case: str, steps: int = 14, **kwargs: Any) -> tuple[_WarmedUp, _Rates]:
+    torch.manual_seed(0)
+    module, rates = _WarmedUp(SET_FROM_OUTSIDE[case]), _Rates()
+    ckpt_path = kwargs.pop("ckpt_path", None)
+    run = _trainer(strategy, steps, callbacks=[rates, *kwargs.pop("callbacks", [])], **kwargs)
+    run.fit(module, _data(n=28), ckpt_path=ckpt_path)
+    return module, rates
+
+
+@pytest.mark.parametrize("case", SET_FROM_OUTSIDE)
+def test_an_lr_set_from_outside_goes_on_as_torchs_steps_go_on(case: str) -> None:
+    """From the first write on, the values are torch's own, bit for bit."""
+    module, expected = _fit_warmed_up("auto", case)
+    with pytest.warns(HostSchedulerWarning, match=r"param_groups\[0\]\['lr'\] was set to 0.025 at step 0"):
+        csx, rates = _fit_warmed_up("csx", case)
+    assert rates.lrs == expected.lrs
+    assert rates.last_lrs == expected.last_lrs
+    assert flat_state(csx.state_dict()) == flat_state(module.state_dict())
+
+
+@pytest.mark.parametrize("case", SET_FROM_OUTSIDE)
+def test_a_checkpoint_saved_after_an_lr_was_set_from_outside_resumes_as_torch(case: str, tmp_path: Any) -> None:
+    """7 batches an epoch: the checkpoint at step 14 is an epoch's end, after the write at step 9. Where torch's
+    value then is not the schedule's (PolynomialLR keeps the 0.01 written where the schedule is 0), torch's steps
+    take over as the checkpoint loads. (Lightning replays a batch after an epoch-end checkpoint, under any
+    strategy: the resumed runs are compared.)"""
+    resumed = {}
+    for strategy in STRATEGIES:
+        saver = ModelCheckpoint(dirpath=tmp_path / strategy, save_top_k=-1)  # each epoch's end
+        _fit_warmed_up(strategy, case, steps=21, enable_checkpointing=True, callbacks=[saver])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _, resumed[strategy] = _fit_warmed_up(
+                strategy, case, steps=21, ckpt_path=tmp_path / strategy / "epoch=1-step=14.ckpt"
+            )
+    _close(resumed["csx"].lrs, resumed["auto"].lrs)
+    assert len(resumed["csx"].lrs) == 7
+    said = [str(w.message) for w in caught if issubclass(w.category, HostSchedulerWarning)]  # csx's resume
+    if case == "PolynomialLR":
+        assert said == [
+            "cs_lightning: torch PolynomialLR: the checkpoint's param_groups[0]['lr'] is 0.01 at step 14, where the "
+            "schedule is 0; torch's own steps take over from here, on the host, as no closed form gives the values "
+            "they give from there"
+        ]
+
+
+def test_warm_restarts_stepped_with_a_fractional_epoch_as_torchs_docs_show() -> None:
+    class Restarting(_Regressor):
+        def configure_optimizers(self) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            restarts = torch_lr.CosineAnnealingWarmRestarts(optimizer, T_0=2)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": restarts, "interval": "step"}}
+
+        def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+            done = self.trainer.fit_loop.epoch_loop.batch_progress.current.completed
+            scheduler.step(self.current_epoch + done / self.trainer.num_training_batches)
+
+    runs = {}
+    for strategy in STRATEGIES:
+        runs[strategy] = rates = _Rates()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _trainer(strategy, 12, callbacks=[rates]).fit(Restarting(), _data(n=16))
+    assert any("step(0.25) was given a fractional epoch" in str(w.message) for w in caught)  # csx's run
+    assert runs["csx"].lrs == runs["auto"].lrs
+    assert len({lr for (lr,) in runs["csx"].lrs[:4]}) == 3  # within the first epoch: 0.1 twice, then two more

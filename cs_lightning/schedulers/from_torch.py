@@ -54,6 +54,8 @@ _info = _info_logger()
 # Relative difference between a group's value and the one the closed form wrote beyond which
 # someone else set it (a float written and read back is equal; a tensor lr holds float32).
 _ROUNDING = 1e-6
+# The absolute one, for values near 0, where torch's recursive forms and the closed ones part in relative terms.
+_ROUNDING_NEAR_0 = 1e-12
 # Steps at which a MultiplicativeLR factor is probed for being constant.
 _PROBE_STEPS = 256
 
@@ -622,7 +624,9 @@ def drive(scheduler: Any, *, strict: bool = False) -> bool:
     The user's object stays the scheduler everyone sees (``isinstance``, Lightning's
     ``lr_schedulers()``, the user's own reference), and still does torch's bookkeeping on
     each ``step()`` (``last_epoch``, ``_step_count``, children, ``step(epoch)``'s warning);
-    the closed form then writes the param groups' values and ``get_last_lr()`` reads them.
+    the closed form then writes the param groups' values and ``get_last_lr()`` reads them,
+    until torch's values part from any closed form (a group's lr set from outside, a group
+    added, a fractional epoch; see `_why_torch_takes_over`): torch's steps then go on alone.
     Its ``state_dict()`` is torch's own, so checkpoints load both ways between a plain
     Lightning run and a csx one; ``load_state_dict`` moves the closed form to the loaded step.
 
@@ -647,23 +651,52 @@ def closed_form_of(scheduler: Any) -> Scheduler | None:
     return scheduler if isinstance(scheduler, Scheduler) else _DRIVERS.get(scheduler, [None])[0]
 
 
-def _follow(scheduler: Any, drivers: list[Scheduler], touched: Sequence[int] = ()) -> None:
-    """Move the closed forms to the torch scheduler's step; their values become the groups' and ``_last_lr``.
-
-    ``touched``: groups whose value someone else set since the last step (Lightning's
-    ``BackboneFinetuning``, the user). torch's chainable schedulers go on from whatever value a
-    group holds, so these follow the schedule from the value torch's step gave them.
-    """
-    groups = scheduler.optimizer.param_groups
-    torchs = {index: float(groups[index]["lr"]) for index in touched}
+def _follow(scheduler: Any, drivers: list[Scheduler]) -> None:
+    """Move the closed forms to the torch scheduler's step; their values become the groups' and ``_last_lr``."""
     for driver in drivers:
         driver._jump(_steps_taken(scheduler))
-    if torchs:
-        drivers[0]._rebase(torchs)
-        drivers[0]._jump(_steps_taken(scheduler))
+    _last_lr_from_groups(scheduler)
+
+
+def _last_lr_from_groups(scheduler: Any) -> None:
+    groups = scheduler.optimizer.param_groups
     scheduler._last_lr = [
         value.clone() if isinstance(value, torch.Tensor) else value for value in (group["lr"] for group in groups)
     ]
+
+
+def _why_torch_takes_over(scheduler: Any, args: tuple, kwargs: dict[str, Any]) -> str | None:
+    """Why, from this ``step(*args, **kwargs)`` on, torch's own stepping gives values no closed form can; None
+    while the closed form gives torch's. torch's chainable schedulers go on from whatever a group holds (each
+    its own way: a ratio, a cosine's increment, nothing at a milestone), and the closed form knows none of it."""
+    driver = _DRIVERS[scheduler][0]
+    groups, step = scheduler.optimizer.param_groups, _steps_taken(scheduler)
+    if len(groups) > driver._seen:  # Lightning's BackboneFinetuning adds the backbone's
+        return f"param_groups[{driver._seen}] was added at step {step}"
+    for index, written in zip(driver._targets, driver._cursor.last):
+        if not _same(float(groups[index]["lr"]), written):  # the user, a callback (a warmup recipe)
+            held = float(groups[index]["lr"])
+            return f"param_groups[{index}]['lr'] was set to {held:.6g} at step {step}, where it was {written:.6g}"
+    epoch = args[0] if args else kwargs.get("epoch")
+    if epoch is not None and not float(epoch).is_integer():  # torch's docs' step(epoch + i / iters) recipe
+        return f"step({epoch!r}) was given a fractional epoch"
+    return None
+
+
+def _same(value: float, written: float) -> bool:
+    return math.isclose(value, written, rel_tol=_ROUNDING, abs_tol=_ROUNDING_NEAR_0)
+
+
+def _hand_over(scheduler: Any, why: str) -> None:
+    """From now on the torch scheduler steps on its own, as under any other strategy (its state is complete:
+    checkpoints and ``get_last_lr()`` go on as torch's)."""
+    del _DRIVERS[scheduler]
+    warnings.warn(
+        f"cs_lightning: torch {type(scheduler).__name__}: {why}; torch's own steps take over from here, on the "
+        "host, as no closed form gives the values they give from there",
+        HostSchedulerWarning,
+        stacklevel=4,
+    )
 
 
 def _settings(scheduler: Any) -> str | None:
@@ -685,17 +718,41 @@ def _follow_loaded(scheduler: Any, settings: str | None) -> None:
             del _DRIVERS[scheduler]
             return
         _DRIVERS[scheduler] = [closed for closed in converted if closed is not None]
+    groups = scheduler.optimizer.param_groups
+    loaded = [{key: _copy(group[key]) for key in _CYCLED if key in group} for group in groups]
     _follow(scheduler, _DRIVERS[scheduler])
+    why = _set_before_saving(scheduler, [float(values["lr"]) for values in loaded])
+    if why is not None:  # the loaded values are torch's to go on from
+        for group, values in zip(groups, loaded):
+            for key, value in values.items():
+                _put(group, key, value)
+        _last_lr_from_groups(scheduler)
+        _hand_over(scheduler, why)
 
 
-def _touched(closed: Scheduler) -> list[int]:
-    """The groups whose learning rate is no longer the one the closed form wrote last."""
-    groups = closed.optimizer.param_groups
-    return [
-        index
-        for index, written in zip(closed._targets, closed._cursor.last)
-        if not math.isclose(float(groups[index]["lr"]), written, rel_tol=_ROUNDING)
-    ]
+def _set_before_saving(scheduler: Any, loaded: list[float]) -> str | None:
+    """Lightning loads the optimizer before the scheduler: a group's lr from the checkpoint that is not the
+    schedule's at the loaded step was set from outside before the checkpoint was saved."""
+    driver = _DRIVERS[scheduler][0]
+    for index, written in zip(driver._targets, driver._cursor.last):
+        if not _same(loaded[index], written):
+            return (
+                f"the checkpoint's param_groups[{index}]['lr'] is {loaded[index]:.6g} at step "
+                f"{_steps_taken(scheduler)}, where the schedule is {written:.6g}"
+            )
+    return None
+
+
+def _copy(value: Any) -> Any:
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def _put(group: dict[str, Any], key: str, value: Any) -> None:
+    """Set a param group's value as torch's schedulers do: a tensor it holds is filled in place."""
+    if isinstance(group[key], torch.Tensor):
+        group[key].fill_(float(value))
+    else:
+        group[key] = value
 
 
 @functools.cache
@@ -704,13 +761,12 @@ def _driven(cls: type[torch_lr.LRScheduler]) -> type[torch_lr.LRScheduler]:
 
     def step(self: Any, *args: Any, **kwargs: Any) -> None:
         drivers = _DRIVERS.get(self)
-        if drivers is None:
-            cls.step(self, *args, **kwargs)
-            return
-        drivers[0]._adopt_new_groups()  # a group added since the last step joins at this step's value
-        touched = _touched(drivers[0])
+        why = None if drivers is None else _why_torch_takes_over(self, args, kwargs)
         cls.step(self, *args, **kwargs)
-        _follow(self, drivers, touched)
+        if why is not None:
+            _hand_over(self, why)
+        elif drivers is not None:
+            _follow(self, drivers)
 
     def load_state_dict(self: Any, state_dict: dict[str, Any]) -> None:
         settings = _settings(self)
