@@ -584,7 +584,9 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
         failure = err.under(f"torch {name} is not converted to a closed form")
         if strict:
             raise failure from None
-        warnings.warn(f"{failure}; it keeps running on the host, step by step", HostSchedulerWarning, stacklevel=3)
+        warnings.warn(
+            f"{failure}; it keeps running on the host, as under any other strategy", HostSchedulerWarning, stacklevel=3
+        )
         return None
     if any(scale != 1.0 for scale in plan.scales):
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
