@@ -1,6 +1,7 @@
 """CSXStrategy on one system: lazy model, lazy factories, precision, logging, time to first loss."""
 
 import importlib
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -122,9 +123,12 @@ def test_bf16_true_matches_lightning_default_bf16_true() -> None:
     assert _equal(eager.values, csx.values)
 
 
-def test_bare_closed_form_scheduler_steps_every_optimizer_step() -> None:
+def test_bare_closed_form_scheduler_steps_every_optimizer_step(caplog: pytest.LogCaptureFixture) -> None:
     model = Regressor(scheduler=True)
-    run, _ = fit(model, "csx", steps=10)
+    with caplog.at_level(logging.INFO):
+        run, _ = fit(model, "csx", steps=10)
+    said = [r.getMessage() for r in caplog.records if "returned bare" in r.getMessage()]
+    assert len(said) == 1 and "steps every optimizer step" in said[0] and '"interval": "epoch"' in said[0]
     config = run.lr_scheduler_configs[0]
     assert config.interval == "step"
     expected = config.scheduler.values([10])[0, 0].item()

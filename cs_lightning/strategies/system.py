@@ -40,6 +40,7 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BatchSizeFinder, LearningRateFinder
 from lightning.pytorch.strategies import Strategy
 from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
+from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 from torch import nn
 from torch.optim import Optimizer
@@ -464,4 +465,12 @@ def _step_closed_form(conf: Any) -> Any:
 
 
 def _per_step(scheduler: Any) -> Any:
-    return {"scheduler": scheduler, "interval": "step"} if isinstance(scheduler, Scheduler) else scheduler
+    if not isinstance(scheduler, Scheduler):
+        return scheduler
+    # Lightning steps a bare scheduler each epoch: said once, as this run (and any under csx) does otherwise
+    rank_zero_info(
+        f"cs_lightning: {type(scheduler).__name__} returned bare steps every optimizer step, as its arguments "
+        'count steps (Lightning\'s other strategies step a bare scheduler each epoch: return {"scheduler": ..., '
+        '"interval": "epoch"} for that)'
+    )
+    return {"scheduler": scheduler, "interval": "step"}
