@@ -241,52 +241,61 @@ def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path
         }
 
 
-def test_a_model_recorded_in_init_module_and_in_configure_model_is_eager(tmp_path: Path) -> None:
-    """Two recordings: materializing the first asked it where the second's tensors were ("KeyError: <address>")."""
-    from sharded_models import TwoRecordings
+TWO_RECORDINGS_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from lightning.pytorch import Callback, Trainer, seed_everything
+    from torch.distributed.tensor import DTensor
+    import cs_lightning
+    from sharded_models import TwoRecordings, ones
 
-    script = tmp_path / "two_recordings.py"
-    script.write_text(
-        textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {str(REPO / "tests")!r})
-        import torch
-        from lightning.pytorch import Callback, Trainer, seed_everything
-        from torch.distributed.tensor import DTensor
-        import cs_lightning
-        from sharded_models import TwoRecordings, ones
+    class Report(Callback):
+        def on_fit_start(self, trainer, pl_module):  # right after materialization
+            rng = torch.get_rng_state()
+            state = {{k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in pl_module.state_dict().items()}}
+            torch.save({{"state": state, "rng": rng}}, f"rank{{trainer.global_rank}}.pt")
 
-        class Report(Callback):
-            def on_fit_start(self, trainer, pl_module):  # right after materialization
-                rng = torch.get_rng_state()
-                state = {{k: v.full_tensor() for k, v in pl_module.state_dict().items()}}
-                torch.save({{"state": state, "rng": rng}}, f"rank{{trainer.global_rank}}.pt")
+        def on_fit_end(self, trainer, pl_module):
+            torch.save(trainer.global_step, f"steps{{trainer.global_rank}}.pt")
 
-            def on_fit_end(self, trainer, pl_module):
-                torch.save(trainer.global_step, f"steps{{trainer.global_rank}}.pt")
-
-        seed_everything(5)
-        trainer = Trainer(strategy="csx_fsdp", devices=2, accelerator="cpu", max_steps=1, logger=False,
-                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                          callbacks=[Report()])
-        with trainer.init_module():
-            model = TwoRecordings()
-        trainer.fit(model, ones(16))
-    """)
-    )
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
     seed_everything(5)
-    eager = TwoRecordings()
-    eager.configure_model()
-    rng = torch.get_rng_state()
+    trainer = Trainer(strategy={strategy!r}, devices=2, accelerator="cpu", max_steps=1, logger=False,
+                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                      callbacks=[Report()])
+    with trainer.init_module():
+        model = TwoRecordings()
+    torch.save(torch.randn(3), f"drawn{{trainer.global_rank}}.pt")  # a DataModule's random_split, say
+    trainer.fit(model, ones(16))
+    """
+)
+
+
+def test_a_model_recorded_in_init_module_and_in_configure_model_is_ddps(tmp_path: Path) -> None:
+    """Two recordings: materializing the first asked it where the second's tensors were ("KeyError: <address>").
+    The numbers drawn between ``trainer.init_module()`` and ``fit`` and the weights are those of the same script
+    under Lightning's ddp, where the fit seeds the generator again (``reset_seed``) before ``configure_model``. The
+    first layer's draws were replayed from where the generator was when they were recorded (it was moved past
+    them as the block ended, so the draws before ``fit`` were eager's); they came from the generator as it was at
+    materialize, with a warning."""
+    for strategy in ("ddp", "csx_fsdp"):
+        (tmp_path / strategy).mkdir()
+        script = tmp_path / strategy / "two_recordings.py"
+        script.write_text(TWO_RECORDINGS_SCRIPT.format(tests=str(REPO / "tests"), strategy=strategy))
+        run = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path / strategy, capture_output=True, text=True, timeout=300
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "DeferredInitWarning" not in run.stderr
     for rank in range(2):
-        got = torch.load(tmp_path / f"rank{rank}.pt")
-        assert sorted(got["state"]) == ["first.bias", "first.weight", "second.bias", "second.weight"]
-        for name, tensor in eager.state_dict().items():
-            assert torch.equal(got["state"][name], tensor), (name, rank)
-        assert torch.equal(got["rng"], rng), rank
-        assert torch.load(tmp_path / f"steps{rank}.pt") == 1
+        for name in (f"drawn{rank}.pt", f"steps{rank}.pt"):
+            assert torch.equal(*(torch.as_tensor(torch.load(tmp_path / s / name)) for s in ("ddp", "csx_fsdp"))), name
+        ddp, csx = (torch.load(tmp_path / strategy / f"rank{rank}.pt") for strategy in ("ddp", "csx_fsdp"))
+        assert sorted(csx["state"]) == ["first.bias", "first.weight", "second.bias", "second.weight"]
+        for name, tensor in ddp["state"].items():
+            assert torch.equal(csx["state"][name], tensor), (name, rank)
+        assert torch.equal(csx["rng"], ddp["rng"]), rank
 
 
 def test_a_view_cut_by_one_of_three_shard_boundaries_is_made_whole_on_every_rank(tmp_path: Path) -> None:

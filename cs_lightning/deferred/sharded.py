@@ -88,7 +88,8 @@ def materialize_sharded(
             if mode == "exact" and k == 0:
                 warn_if_rng_moved(recording)
             wanted = [e for e in group if not any(name in provided for name in e.fqns)]
-            whole.update(_place_recording_shards(recording, wanted, place, agree, mode, rng))
+            with recording.eager_generator():
+                whole.update(_place_recording_shards(recording, wanted, place, agree, mode, rng))
             recording.materialized = True
     return whole
 

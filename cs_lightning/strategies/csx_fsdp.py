@@ -118,7 +118,6 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
 
     strategy_name = "csx_fsdp"
     description = "Train one model sharded over N CS-X systems (FSDP2), each materializing only its own rows, exactly."
-    jumps_generator = False  # its row replay (deferred.sharded) draws from the generator as it is at materialize
     # ModelParallelStrategy arguments this strategy decides, with how: a value given would be ignored, so it is
     # refused (the CLI says why too, where jsonargparse would only say there is no such argument)
     decided_arguments: ClassVar[Mapping[str, str]] = {

@@ -83,8 +83,6 @@ class CSXSystemMixin(Strategy):
 
     strategy_name: str
     description: str  # what Lightning's registry shows (not the docstring: ``python -OO`` strips those)
-    # whether materialize replays from the state saved when the generator jumped past a recording's draws
-    jumps_generator = True
 
     def __init__(self, **kwargs: Any) -> None:
         self.options = CSXOptions.take(kwargs)
@@ -192,7 +190,7 @@ class CSXSystemMixin(Strategy):
             yield
         # inside a run this block is configure_model's: materialize follows at once, nothing draws in between
         jumps = outermost and not self._running() and self.options.init_mode == "exact"
-        if jumps and block is not None and self.jumps_generator:
+        if jumps and block is not None:
             # after trainer.init_module() the generator continues where eager construction leaves it:
             # draws made before fit (random_split in a DataModule, torch.randn) are eager's
             jump_past_draws(block)
