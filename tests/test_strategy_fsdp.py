@@ -243,13 +243,14 @@ def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path
 
 TWO_RECORDINGS_SCRIPT = textwrap.dedent(
     """
-    import sys
+    import os, sys
     sys.path.insert(0, {tests!r})
     import torch
     from lightning.pytorch import Callback, Trainer, seed_everything
     from torch.distributed.tensor import DTensor
     import cs_lightning
     from sharded_models import TwoRecordings, ones
+    rank = int(os.environ.get("LOCAL_RANK", 0))
 
     class Report(Callback):
         def on_fit_start(self, trainer, pl_module):  # right after materialization
@@ -260,7 +261,7 @@ TWO_RECORDINGS_SCRIPT = textwrap.dedent(
         def on_fit_end(self, trainer, pl_module):
             torch.save(trainer.global_step, f"steps{{trainer.global_rank}}.pt")
 
-    seed_everything(5)
+    seed_everything({seed})
     trainer = Trainer(strategy={strategy!r}, devices=2, accelerator="cpu", max_steps=1, logger=False,
                       enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                       callbacks=[Report()])
@@ -272,22 +273,28 @@ TWO_RECORDINGS_SCRIPT = textwrap.dedent(
 )
 
 
-def test_a_model_recorded_in_init_module_and_in_configure_model_is_ddps(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seed", ["5", "5 + rank"])
+def test_a_model_recorded_in_init_module_and_in_configure_model_is_ddps(tmp_path: Path, seed: str) -> None:
     """Two recordings: materializing the first asked it where the second's tensors were ("KeyError: <address>").
     The numbers drawn between ``trainer.init_module()`` and ``fit`` and the weights are those of the same script
     under Lightning's ddp, where the fit seeds the generator again (``reset_seed``) before ``configure_model``. The
     first layer's draws were replayed from where the generator was when they were recorded (it was moved past
     them as the block ended, so the draws before ``fit`` were eager's); they came from the generator as it was at
-    materialize, with a warning."""
+    materialize, with a warning. Ranks seeded apart make their rows from rank 0's generator, as DDP broadcasts rank
+    0's weights (each made its rows of another model), and go on from their own."""
     for strategy in ("ddp", "csx_fsdp"):
         (tmp_path / strategy).mkdir()
         script = tmp_path / strategy / "two_recordings.py"
-        script.write_text(TWO_RECORDINGS_SCRIPT.format(tests=str(REPO / "tests"), strategy=strategy))
+        script.write_text(TWO_RECORDINGS_SCRIPT.format(tests=str(REPO / "tests"), strategy=strategy, seed=seed))
         run = subprocess.run(
             [sys.executable, str(script)], cwd=tmp_path / strategy, capture_output=True, text=True, timeout=300
         )
         assert run.returncode == 0, run.stderr[-3000:]
-        assert "DeferredInitWarning" not in run.stderr
+    said = [line for line in run.stderr.splitlines() if ": materialize: " in line]  # csx_fsdp's warnings, rank 0's
+    if seed == "5":
+        assert said == []
+    else:  # both recordings: the one of trainer.init_module() and the one of configure_model
+        assert len(said) == 2 and all("the ranks' generators differ" in line for line in said)
     for rank in range(2):
         for name in (f"drawn{rank}.pt", f"steps{rank}.pt"):
             assert torch.equal(*(torch.as_tensor(torch.load(tmp_path / s / name)) for s in ("ddp", "csx_fsdp"))), name

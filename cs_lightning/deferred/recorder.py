@@ -960,7 +960,7 @@ def jump_past_draws(recording: Recording) -> bool:
     user's own generators count none): returns whether the generator is where eager leaves it.
     A jump over many outputs costs 10-30 ms whatever their count (``mt19937.advance``).
     """
-    words = _global_words(recording, recording.pending())
+    words = pending_global_words(recording)
     if words is None:
         return False
     if words:
@@ -968,6 +968,11 @@ def jump_past_draws(recording: Recording) -> bool:
         skip_outputs(torch.default_generator, words)
         recording.jumped_to = torch.get_rng_state()
     return True
+
+
+def pending_global_words(recording: Recording) -> int | None:
+    """Outputs of the global CPU generator the draws ``recording`` has not run take; None if one is unknown."""
+    return _global_words(recording, recording.pending())
 
 
 def _global_words(recording: Recording, indices: list[int]) -> int | None:

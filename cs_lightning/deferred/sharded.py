@@ -2,7 +2,7 @@
 
 ::
 
-    materialize_sharded(model, device, prepare=lambda m: shard_and_allocate(m), agree=all_ranks)
+    materialize_sharded(model, device, prepare=shard_and_allocate, agree=all_ranks, rank_0s=broadcast_from_0)
 
 The recorded parameters and buffers are swapped for meta tensors of their final dtype;
 ``prepare`` then shards the module (FSDP2's ``fully_shard``) and allocates this rank's part
@@ -16,8 +16,10 @@ leaves it.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Collection, Mapping
+import warnings
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -40,10 +42,10 @@ from cs_lightning.deferred.materialize import (
     warn_if_rng_moved,
 )
 from cs_lightning.deferred.oplog import Recording, Ref
-from cs_lightning.deferred.recorder import DeferredTensor, recording_paused
-from cs_lightning.deferred.replay import Executor, is_contiguous_ref
+from cs_lightning.deferred.recorder import DeferredTensor, pending_global_words, recording_paused
+from cs_lightning.deferred.replay import Executor, is_contiguous_ref, skip_outputs
 from cs_lightning.deferred.row_replay import replay_rows
-from cs_lightning.errors import CheckpointMismatchError
+from cs_lightning.errors import CheckpointMismatchError, DeferredInitWarning
 
 
 def materialize_sharded(
@@ -53,6 +55,7 @@ def materialize_sharded(
     *,
     prepare: Callable[[nn.Module], None],
     agree: Callable[[bool], bool],
+    rank_0s: Callable[[torch.Tensor], torch.Tensor],
     mode: str = "exact",
     provided: Collection[str] = (),
     rng: str = "eager",
@@ -66,6 +69,7 @@ def materialize_sharded(
         prepare: shards the module, whose recorded tensors are then meta, and allocates this
             rank's part on ``device`` (their values are then set here).
         agree: ``agree(ok)`` is True when ``ok`` is True on every rank (an all-reduce).
+        rank_0s: ``rank_0s(t)`` is rank 0's ``t`` (a broadcast of a CPU tensor).
         mode: ``"exact"`` (eager's values) or ``"independent"`` (each tensor from its own
             generator, generated whole and its rows kept).
         provided: ``state_dict`` names a checkpoint will load: they are allocated, never initialized.
@@ -88,10 +92,38 @@ def materialize_sharded(
             if mode == "exact" and k == 0:
                 warn_if_rng_moved(recording)
             wanted = [e for e in group if not any(name in provided for name in e.fqns)]
-            with recording.eager_generator():
+            with recording.eager_generator(), _rank_0s_generator(recording, agree, rank_0s, mode):
                 whole.update(_place_recording_shards(recording, wanted, place, agree, mode, rng))
             recording.materialized = True
     return whole
+
+
+@contextlib.contextmanager
+def _rank_0s_generator(
+    recording: Recording, agree: Callable[[bool], bool], rank_0s: Callable[[torch.Tensor], torch.Tensor], mode: str
+) -> Iterator[None]:
+    """Make every rank's rows from rank 0's generator state, as DDP gives every rank rank 0's weights: ranks seeded
+    apart (``seed_everything(seed + rank)``) would each make their rows of another model. Each rank's generator
+    then goes on from its own state, past the draws (from rank 0's, when a draw's count is unknown)."""
+    own = torch.get_rng_state()
+    first = rank_0s(own) if mode == "exact" else own  # independent: the tensors' own generators, not this one
+    if agree(torch.equal(own, first)):
+        yield
+        return
+    if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
+        warnings.warn(
+            f"materialize: the ranks' generators differ as the model recorded at {recording.site} is made (were "
+            "they seeded apart?); every rank makes its rows from rank 0's generator, as DDP gives every rank rank "
+            "0's weights. Seed every rank alike before building the model.",
+            DeferredInitWarning,
+            stacklevel=4,
+        )
+    words = pending_global_words(recording)
+    torch.set_rng_state(first)
+    yield
+    if words is not None:
+        torch.set_rng_state(own)
+        skip_outputs(torch.default_generator, words)
 
 
 def _to_meta(slots: list[Slot], dtype: torch.dtype | None) -> dict[int, list[Slot]]:

@@ -298,6 +298,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             self._weight_dtype,
             prepare=prepare,
             agree=self._all_ranks,
+            rank_0s=self._rank_0s,
             mode=self.options.init_mode,
             provided=provided,
             rng=rng,
@@ -323,10 +324,19 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
 
     def _all_ranks(self, ok: bool) -> bool:
         """True when ``ok`` on every rank (one all-reduce of one number)."""
-        device = self.root_device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
-        flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=device)
+        flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=self._collectives_device)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
         return int(flag.item()) == 0
+
+    def _rank_0s(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Rank 0's ``tensor`` (a CPU tensor), on every rank."""
+        given = tensor.to(self._collectives_device, copy=True)
+        torch.distributed.broadcast(given, src=0)
+        return given.cpu()
+
+    @property
+    def _collectives_device(self) -> torch.device:
+        return self.root_device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
 
 
 def _held_states(optimizer_state: dict[str, Any], prefix: str, keys: Collection[str]) -> dict[str, Any]:
