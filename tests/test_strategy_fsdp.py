@@ -789,6 +789,17 @@ class _ScaledLayer(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+def test_sync_batchnorm_is_refused_with_the_fix_before_anything_runs() -> None:
+    """ModelParallelStrategy ignores the flag: the statistics stayed each rank's, as without it."""
+    from cs_lightning.errors import UsageError
+
+    run = L.Trainer(strategy="csx_fsdp", devices=1, accelerator="cpu", sync_batchnorm=True, max_steps=1, logger=False)
+    model = _ScaledLayer()
+    with pytest.raises(UsageError, match=r"^sync_batchnorm=True: csx_fsdp does not synchronize BatchNorm statistics"):
+        run.fit(model, DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2))
+    assert run.global_step == 0 and not hasattr(model, "layer")  # configure_model did not run
+
+
 def test_a_model_csx_fsdp_refuses_stays_recorded_and_trains_under_csx() -> None:
     """Refused after its tensors were swapped for meta ones, it was neither recorded nor real any more."""
     from cs_lightning.deferred import is_deferred

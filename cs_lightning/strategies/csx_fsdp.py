@@ -164,6 +164,12 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         """Every rank is a data-parallel replica of one sharded model: data-parallel size = world size. Every
         rank runs on its share of the cores, as under DDP (ModelParallelStrategy sets it only on the rank that
         starts the others: the rest ran on all cores, each thread competing with the other ranks')."""
+        if self._layer_sync is not None:  # Trainer(sync_batchnorm=True), which ModelParallelStrategy ignores
+            raise UsageError(
+                "sync_batchnorm=True: csx_fsdp does not synchronize BatchNorm statistics (FSDP2 keeps each rank's"
+                " running statistics its own); drop sync_batchnorm=True, or train with strategy='csx_ddp', whose"
+                " SyncBatchNorm needs CUDA"
+            )
         self._data_parallel_size = self.num_nodes * self.num_processes
         _set_num_threads_if_needed(num_processes=self.num_processes)
         super().setup_environment()
