@@ -1611,6 +1611,12 @@ ONE_LINE_FAILURES = {
         "nothing to set; fix: give the class too: --trainer.strategy cs_lightning.CSXStrategy "
         "--trainer.strategy.trace_check false",
     ),
+    "a misspelt strategy option on a strategy given by name": (
+        ["fit", "--trainer.strategy", "csx_ddp", "--trainer.strategy.trace_chek", "false"],
+        "trainer.strategy: 'csx_ddp' is given by name, which takes no options, so --trainer.strategy.trace_chek has "
+        "nothing to set (and its option is trace_check); fix: give the class too: --trainer.strategy "
+        "cs_lightning.CSXDDPStrategy --trainer.strategy.trace_check false",
+    ),
     "an unknown compile backend": (
         [
             "fit",

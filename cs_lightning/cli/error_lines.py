@@ -237,11 +237,22 @@ def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> Confi
         package = registered.__module__.split(".")[0]  # its public name when the package exports it
         public = getattr(sys.modules.get(package), registered.__name__, None) is registered
         class_path = f"{package if public else registered.__module__}.{registered.__name__}"
+    meant = _closest_option(registered, option)
+    spelt = "" if meant == option else f" (and its option is {meant})"
     return ConfigError(
         key,
-        f"{name!r} is given by name, which takes no options, so --{dotted}.{option} has nothing to set; "
-        f"fix: give the class too: --{dotted} {class_path} --{dotted}.{option} {value}",
+        f"{name!r} is given by name, which takes no options, so --{dotted}.{option} has nothing to set{spelt}; "
+        f"fix: give the class too: --{dotted} {class_path} --{dotted}.{meant} {value}",
     )
+
+
+def _closest_option(strategy: object, option: str) -> str:
+    """``option``, or the closest of a csx strategy's options when it has none of that name (a typo)."""
+    if not (isinstance(strategy, type) and issubclass(strategy, CSXSystemMixin)):
+        return option
+    known = sorted(set(CSX_OPTION_NAMES) | (strategy._lightning_arguments() or set()))
+    close = difflib.get_close_matches(option, known, n=1)
+    return close[0] if option not in known and close else option
 
 
 def _refused_csx_option(key: KeyPath, class_path: str, report: str) -> ConfigError | None:
