@@ -133,9 +133,11 @@ class OneCycleModule(TinyModule):
 @pytest.mark.parametrize("strategy", ["auto", "csx"])
 def test_a_run_of_total_steps_ends_and_a_longer_one_is_refused_its_negative_update(strategy: str) -> None:
     """Lightning steps the schedulers after the last update too, writing step 8's negative value: a
-    run of 8 steps never uses it and ends; a run of 9 would, and is refused before that update."""
+    run of 8 steps never uses it and ends; a run of 9 would, and is refused before that update (under csx
+    before step 0, from max_steps, as a CS-X compiles the schedule with the run)."""
     assert _fit(OneCycleModule(), 8, strategy=strategy).global_step == 8
     module = OneCycleModule()
     with pytest.raises(ValueError, match=r"^OneCycleLR: step 8 gives lr=-0\.000951"):
         _fit(module, 9, strategy=strategy)
-    assert module.trainer.global_step == 8 and all(lr >= 0 for lr, _ in module.seen[:8])
+    assert module.trainer.global_step == (8 if strategy == "auto" else 0)
+    assert all(lr >= 0 for lr, _ in module.seen)

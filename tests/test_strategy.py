@@ -16,6 +16,7 @@ from lightning_models import Regressor, SkipsFirst, data, fit, trainer
 from cs_lightning import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
 from cs_lightning.errors import CheckpointMismatchError, UsageError
+from cs_lightning.schedulers import OneCycleLR
 from cs_lightning.strategies.checkpoints import sharded_checkpoint_problem
 
 
@@ -135,6 +136,28 @@ def test_bare_closed_form_scheduler_steps_every_optimizer_step(caplog: pytest.Lo
     assert run.optimizers[0].param_groups[0]["lr"] == pytest.approx(expected, rel=1e-6)
     auto, _ = fit(Regressor(scheduler=True), "auto", steps=10)
     assert auto.lr_scheduler_configs[0].interval == "epoch"  # Lightning's default, outside csx
+
+
+class _GoesNegative(Regressor):
+    """A linear OneCycleLR keeps its last phase going past total_steps - 1: below 0 from step 4 on."""
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        cycle = OneCycleLR(optimizer, initial_learning_rate=0.01, max_lr=0.1, total_steps=4, anneal_strategy="linear")
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": cycle, "interval": "step", "frequency": 2}}
+
+
+@pytest.mark.parametrize(("steps", "refused"), [(7, False), (9, True)])
+def test_a_schedule_an_update_would_refuse_within_max_steps_is_refused_before_step_0(steps: int, refused: bool) -> None:
+    """Stepped every 2 optimizer steps, it reaches step 4 at the 9th update (step 8), not within 7 steps."""
+    model = _GoesNegative()
+    if not refused:
+        assert fit(model, "csx", steps=steps)[0].global_step == steps
+        return
+    run = trainer("csx", max_steps=steps)
+    with pytest.raises(UsageError, match=r"^OneCycleLR: step 4 gives lr=-0.0357129"):
+        run.fit(model, data())
+    assert run.global_step == 0
 
 
 def test_explicit_scheduler_config_wins() -> None:

@@ -529,12 +529,14 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         (then the steps between the first bad one and the one before it, to name the first bad step),
         which can miss only a stretch of bad values shorter than their spacing (238 steps for 10**9)."""
         count = _checks.integer(type(self).__name__, "count", count, 0)
-        if not self._refuses_invalid or count == 0:  # converted from torch's: it writes what torch's would
+        # converted from torch's: it writes what torch's would; checked this far already (the CLI, then csx)
+        if not self._refuses_invalid or count <= self.__dict__.get("_checked_steps", 0):
             return
         step = self._first_bad_step(0, count - 1)
         refusal = None if step is None else self._invalid(step, self.values([step])[0, self._targets].tolist())
         if refusal is not None:
             raise UsageError(refusal)
+        self._checked_steps = count
 
     def _first_bad_step(self, first: int, last: int) -> int | None:
         """The first checked step from ``first`` to ``last`` whose value is negative or not finite, or None
@@ -627,6 +629,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         cursor = self.__dict__.get("_cursor")
         if cursor is not None:
             cursor.block = []
+        self.__dict__.pop("_checked_steps", None)
         for parent in self._parents:
             parent._changed()
 

@@ -306,6 +306,11 @@ class CSXSystemMixin(Strategy):
         with shadowed(module, "configure_optimizers", lambda: _step_closed_form(configure())):
             super().setup_optimizers(trainer)
         convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
+        if trainer.max_steps >= 0:  # (counted in epochs, the steps are known once the data is: not read here)
+            for config in self.lr_scheduler_configs:
+                if isinstance(config.scheduler, Scheduler) and config.interval == "step":
+                    # as a CS-X compiles the schedule with the run: a value an update would refuse mid-run, now
+                    config.scheduler.check_steps(-(-trainer.max_steps // config.frequency))
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
