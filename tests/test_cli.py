@@ -1258,7 +1258,8 @@ def test_a_refusal_after_training_began_keeps_the_run_folder(tmp_path: Path, cap
     config = {
         "imports": [str(tmp_path / "late_refusal.py")],
         "model": {"class_path": "late_refusal.BadScheduler"},
-        "trainer": {"max_steps": 6, "default_root_dir": str(tmp_path)},
+        # counted in epochs: a max_steps would have it refused before step 0
+        "trainer": {"max_epochs": 3, "default_root_dir": str(tmp_path)},
     }
     assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     assert "step 4 gives lr=-0.0357129" in capfd.readouterr().err.splitlines()[-1]
@@ -1267,6 +1268,29 @@ def test_a_refusal_after_training_began_keeps_the_run_folder(tmp_path: Path, cap
         Path("config.yaml"),
         Path("checkpoints/epoch=1-step=4.ckpt"),
     }
+
+
+def test_a_refused_fit_removes_no_folder_it_did_not_make(tmp_path: Path, capfd) -> None:
+    """The logger's folder named through a folder that does not exist yet (`scratch/..`) is an earlier run's:
+    it is kept, and so is the folder Lightning makes on the way."""
+    (tmp_path / "bad_scheduler_kept.py").write_text(BAD_SCHEDULER_MODEL)
+    earlier = tmp_path / "runs/lightning_logs/v1/checkpoints/last.ckpt"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_bytes(b"an earlier run's")
+    logger = {"save_dir": str(tmp_path / "scratch/../runs"), "version": "v1"}
+    config = {
+        "imports": [str(tmp_path / "bad_scheduler_kept.py")],
+        "model": {"class_path": "bad_scheduler_kept.BadScheduler"},
+        "trainer": {
+            "max_steps": 2,
+            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": logger},
+            "default_root_dir": str(tmp_path),
+        },
+    }
+    assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
+    assert "LinearLR: got total_iters=-1" in capfd.readouterr().err
+    assert earlier.read_bytes() == b"an earlier run's"
+    assert (tmp_path / "scratch").is_dir()
 
 
 def test_a_step_refused_under_a_progress_bar_ends_the_bars_line_first(tmp_path: Path, capfd) -> None:

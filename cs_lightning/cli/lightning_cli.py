@@ -11,7 +11,6 @@ import logging
 import operator
 import os
 import re
-import shutil
 import sys
 import time
 import warnings
@@ -523,14 +522,13 @@ class CSLightningCLI(LightningCLI):
             attach_optimizers(self.model, self.make_optimizer, self.make_schedulers, self.tagged_groups)
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """Lightning's; a refusal before the first update (`configure_optimizers`, the trace check)
-        leaves no run folder behind: Lightning makes the loggers' folders before the model is set up."""
-        unmade = _unmade_log_folders(self.trainer)
+        """Lightning's; a fit refused before its first update (`configure_optimizers`, the trace check) leaves
+        no run folder behind: Lightning makes the loggers' folders before the model is set up."""
+        unmade = _unmade_log_folders(self.trainer) if subcommand == "fit" else []
         try:
             super()._run_subcommand(subcommand)
         except CSLightningError:
-            # the run's clock (there is one, see _one_clock) has no first loss: nothing was trained
-            if not any(isinstance(c, TimeToFirstLoss) and c.metrics for c in self.trainer.callbacks):  # type: ignore[attr-defined]
+            if self.trainer.global_step == 0:  # (a resumed run keeps its folder whatever happened)
                 _remove_run_folders(unmade)
             raise
 
@@ -608,7 +606,8 @@ def _unmade_log_folders(trainer: Trainer) -> list[list[Path]]:
         folder = getattr(logger, "log_dir", None)  # CSV and TensorBoard loggers; remote ones have none
         if not isinstance(folder, str) or "://" in folder:
             continue
-        path, missing = Path(folder).absolute(), []
+        # as the logger's filesystem makes it: `~` expanded, `a/../b` is b (whether a exists or not)
+        path, missing = Path(os.path.abspath(os.path.expanduser(folder))), []
         while not path.exists():
             missing.append(path)
             path = path.parent
@@ -616,14 +615,22 @@ def _unmade_log_folders(trainer: Trainer) -> list[list[Path]]:
     return unmade
 
 
+# What a fit writes in its loggers' folders before the first update: SaveConfigCallback's, the loggers' own.
+_START_FILES = {"config.yaml", "hparams.yaml"}
+
+
 def _remove_run_folders(unmade: list[list[Path]]) -> None:
-    """Remove the folders of `_unmade_log_folders`: a logger's own whole (this run's hparams.yaml and
-    config.yaml), its parents only when empty (another logger or run may write there too)."""
+    """Remove the folders of `_unmade_log_folders` that hold nothing but what a fit writes as it starts, then
+    their parents that are left empty (another logger or run may write there too)."""
     for folder, *parents in unmade:
-        shutil.rmtree(folder, ignore_errors=True)
-        for parent in parents:
+        written = list(folder.iterdir()) if folder.is_dir() else []
+        if not all(path.is_file() and path.name in _START_FILES for path in written):
+            continue
+        for path in written:
+            path.unlink()
+        for made in (folder, *parents):
             with contextlib.suppress(OSError):
-                parent.rmdir()
+                made.rmdir()
 
 
 def _run_summary(trainer: Trainer, since: float) -> str:
