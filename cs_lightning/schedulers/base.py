@@ -214,7 +214,7 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         self._refuses_invalid = True  # see _refusal; False for a schedule converted from torch's
         # Groups present now are bound by their tags; a group added later joins at a step
         # (see _adopt_new_groups). Groups that follow the schedule from a value of their own
-        # (joined later, or rebased: see _rebase) have their own scale, {index: scale}.
+        # (joined later: see _rebase) have their own scale, {index: scale}.
         self._bound = self._seen = len(optimizer.param_groups)
         self._own_scales: dict[int, float] = {}
         self._bind_groups()

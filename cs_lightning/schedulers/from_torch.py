@@ -51,6 +51,18 @@ def _info_logger() -> Callable[..., None]:
 
 _info = _info_logger()
 
+
+def _warner() -> Callable[..., None]:
+    """Lightning's warning says it once per job, not once per rank; the schedulers work without Lightning."""
+    try:
+        from lightning.pytorch.utilities import rank_zero_warn
+    except ImportError:
+        return warnings.warn
+    return rank_zero_warn
+
+
+_warn = _warner()
+
 # Relative difference between a group's value and the one the closed form wrote beyond which
 # someone else set it (a float written and read back is equal; a tensor lr holds float32).
 _ROUNDING = 1e-6
@@ -627,8 +639,9 @@ def drive(scheduler: Any, *, strict: bool = False) -> bool:
     ``lr_schedulers()``, the user's own reference), and still does torch's bookkeeping on
     each ``step()`` (``last_epoch``, ``_step_count``, children, ``step(epoch)``'s warning);
     the closed form then writes the param groups' values and ``get_last_lr()`` reads them,
-    until torch's values part from any closed form (a group's lr set from outside, a group
-    added, a fractional epoch; see `_why_torch_takes_over`): torch's steps then go on alone.
+    until torch's step gives other values (after a group's lr was set from outside, from a
+    fractional epoch; see `_follow_torchs`): torch's steps then go on alone. A group added
+    later holds torch's values.
     Its ``state_dict()`` is torch's own, so checkpoints load both ways between a plain
     Lightning run and a csx one; ``load_state_dict`` moves the closed form to the loaded step.
 
@@ -667,22 +680,34 @@ def _last_lr_from_groups(scheduler: Any) -> None:
     ]
 
 
-def _why_torch_takes_over(scheduler: Any, args: tuple, kwargs: dict[str, Any]) -> str | None:
-    """Why, from this ``step(*args, **kwargs)`` on, torch's own stepping gives values no closed form can; None
-    while the closed form gives torch's. torch's chainable schedulers go on from whatever a group holds (each
-    its own way: a ratio, a cosine's increment, nothing at a milestone), and the closed form knows none of it."""
-    driver = _DRIVERS[scheduler][0]
-    groups, step = scheduler.optimizer.param_groups, _steps_taken(scheduler)
-    if len(groups) > driver._seen:  # Lightning's BackboneFinetuning adds the backbone's
-        return f"param_groups[{driver._seen}] was added at step {step}"
+def _follow_torchs(scheduler: Any, drivers: list[Scheduler], what: str) -> None:
+    """``_follow``, after torch's own step or load has set the groups: when its values part from the closed
+    form's, they are put back and torch's own steps take over (``what`` says where they came from). torch's
+    chainable schedulers go on from whatever a group holds (each its own way: a ratio, a cosine's increment,
+    nothing at a milestone), and from a fractional epoch; the closed form knows none of it."""
+    groups = scheduler.optimizer.param_groups
+    torchs = [{key: _copy(group[key]) for key in _CYCLED if key in group} for group in groups]
+    _follow(scheduler, drivers)
+    driver = drivers[0]
     for index, written in zip(driver._targets, driver._cursor.last):
-        if not _same(float(groups[index]["lr"]), written):  # the user, a callback (a warmup recipe)
-            held = float(groups[index]["lr"])
-            return f"param_groups[{index}]['lr'] was set to {held:.6g} at step {step}, where it was {written:.6g}"
-    epoch = args[0] if args else kwargs.get("epoch")
-    if epoch is not None and not float(epoch).is_integer():  # torch's docs' step(epoch + i / iters) recipe
-        return f"step({epoch!r}) was given a fractional epoch"
-    return None
+        held = torchs[index]["lr"]
+        if not _same(float(held), _as_held(written, held)):
+            for group, values in zip(groups, torchs):
+                for key, value in values.items():
+                    _put(group, key, value)
+            _last_lr_from_groups(scheduler)
+            _hand_over(
+                scheduler,
+                f"{what} gives param_groups[{index}] lr={float(held):.8g} at step {_steps_taken(scheduler)}, "
+                f"where the closed form gives {written:.8g} (the lr was set from outside, or the step is not a "
+                "whole number)",
+            )
+            return
+
+
+def _as_held(value: float, held: Any) -> float:
+    """``value`` as the group holds it: a tensor lr (bfloat16, say) rounds it to its dtype."""
+    return float(torch.tensor(value, dtype=held.dtype)) if isinstance(held, torch.Tensor) else value
 
 
 def _same(value: float, written: float) -> bool:
@@ -693,11 +718,10 @@ def _hand_over(scheduler: Any, why: str) -> None:
     """From now on the torch scheduler steps on its own, as under any other strategy (its state is complete:
     checkpoints and ``get_last_lr()`` go on as torch's)."""
     del _DRIVERS[scheduler]
-    warnings.warn(
+    _warn(
         f"cs_lightning: torch {type(scheduler).__name__}: {why}; torch's own steps take over from here, on the "
-        "host, as no closed form gives the values they give from there",
-        HostSchedulerWarning,
-        stacklevel=4,
+        "host, as no closed form gives their values from there",
+        category=HostSchedulerWarning,
     )
 
 
@@ -720,29 +744,8 @@ def _follow_loaded(scheduler: Any, settings: str | None) -> None:
             del _DRIVERS[scheduler]
             return
         _DRIVERS[scheduler] = [closed for closed in converted if closed is not None]
-    groups = scheduler.optimizer.param_groups
-    loaded = [{key: _copy(group[key]) for key in _CYCLED if key in group} for group in groups]
-    _follow(scheduler, _DRIVERS[scheduler])
-    why = _set_before_saving(scheduler, [float(values["lr"]) for values in loaded])
-    if why is not None:  # the loaded values are torch's to go on from
-        for group, values in zip(groups, loaded):
-            for key, value in values.items():
-                _put(group, key, value)
-        _last_lr_from_groups(scheduler)
-        _hand_over(scheduler, why)
-
-
-def _set_before_saving(scheduler: Any, loaded: list[float]) -> str | None:
-    """Lightning loads the optimizer before the scheduler: a group's lr from the checkpoint that is not the
-    schedule's at the loaded step was set from outside before the checkpoint was saved."""
-    driver = _DRIVERS[scheduler][0]
-    for index, written in zip(driver._targets, driver._cursor.last):
-        if not _same(loaded[index], written):
-            return (
-                f"the checkpoint's param_groups[{index}]['lr'] is {loaded[index]:.6g} at step "
-                f"{_steps_taken(scheduler)}, where the schedule is {written:.6g}"
-            )
-    return None
+    # Lightning loads the optimizer first: the groups hold the values the saved run had reached
+    _follow_torchs(scheduler, _DRIVERS[scheduler], "the checkpoint")
 
 
 def _copy(value: Any) -> Any:
@@ -762,13 +765,10 @@ def _driven(cls: type[torch_lr.LRScheduler]) -> type[torch_lr.LRScheduler]:
     """``cls`` with ``step`` and ``load_state_dict`` followed by the closed form (same name, same state)."""
 
     def step(self: Any, *args: Any, **kwargs: Any) -> None:
-        drivers = _DRIVERS.get(self)
-        why = None if drivers is None else _why_torch_takes_over(self, args, kwargs)
         cls.step(self, *args, **kwargs)
-        if why is not None:
-            _hand_over(self, why)
-        elif drivers is not None:
-            _follow(self, drivers)
+        drivers = _DRIVERS.get(self)
+        if drivers is not None:  # a group added since (BackboneFinetuning's) has torch's value: no driver writes it
+            _follow_torchs(self, drivers, "torch's step")
 
     def load_state_dict(self: Any, state_dict: dict[str, Any]) -> None:
         settings = _settings(self)
