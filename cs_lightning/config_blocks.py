@@ -228,7 +228,8 @@ def check_arguments(
     named, takes_any = keyword_names(cls)  # takes_any: it takes every name
     takes = [name for name in named if name not in ours]
     for arg in args:
-        if arg in ours or (arg not in takes and not takes_any):
+        # a name with a colon is YAML's reading of `lr:0.1`, whatever **kwargs would take
+        if arg in ours or (arg not in takes and (not takes_any or ":" in arg)):
             fix = _spelt(cls, arg, takes, ours, note)
             raise ConfigError((*path, arg), f"{cls.__name__} has no argument {arg!r}; fix: {fix}")
     missing = [

@@ -103,6 +103,25 @@ class Language(LightningModule):
         }
 
 
+class Normed(Language):
+    """:class:`Language` with a BatchNorm over its logits: running statistics that forward updates, each rank's
+    own under FSDP2 (each rank's batches differ)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm: nn.Module | None = None
+
+    def configure_model(self) -> None:
+        super().configure_model()
+        if self.norm is None:
+            self.norm = nn.BatchNorm1d(VOCAB)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        assert self.net is not None and self.norm is not None
+        logits = self.net(tokens)
+        return self.norm(logits.flatten(0, 1)).view_as(logits)
+
+
 class LateHead(Language):
     """:class:`Language` with one more layer, ``late``, that joins the loss at step 2 (a layer unfrozen then):
     before, it gets no gradient, so AdamW holds no state for it, and a checkpoint saved then has none.
@@ -222,10 +241,11 @@ class TwoRecordings(LightningModule):
     def configure_model(self) -> None:
         if self.second is None:
             self.second = nn.Linear(21, 5)
+            self.scale = nn.Parameter(torch.randn(4))  # under 16 numbers: normal_ takes a count replay cannot know
 
     def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
         assert self.second is not None
-        return self.second(self.first(batch[0])).pow(2).mean()
+        return self.second(self.first(batch[0])).pow(2).mean() * self.scale.sum()
 
     def configure_optimizers(self) -> Any:
         return torch.optim.SGD(self.parameters(), lr=0.1)

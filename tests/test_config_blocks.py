@@ -199,6 +199,9 @@ def test_a_class_taking_keyword_arguments_takes_any_name_but_still_needs_its_own
     check_arguments(Forwarding, {"lr": 0.1, "dampening": 0.5}, ("opt",), ours=["params"])
     with pytest.raises(ConfigTypeError, match="Forwarding needs lr"):
         check_arguments(Forwarding, {"dampening": 0.5}, ("opt",), ours=["params"])
+    # but not YAML's one word of {lr:0.1}: lr would stay its default
+    with pytest.raises(ConfigError, match=r"^opt.lr:0.1: Forwarding has no argument 'lr:0.1'; fix: write lr: 0.1 "):
+        check_arguments(Forwarding, {"lr": 0.2, "lr:0.1": None}, ("opt",), ours=["params"])
 
 
 LINEAR = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0}

@@ -243,7 +243,7 @@ def test_a_constructor_reading_a_value_and_strided_parameters_are_eager(tmp_path
 
 TWO_RECORDINGS_SCRIPT = textwrap.dedent(
     """
-    import os, sys
+    import contextlib, os, sys
     sys.path.insert(0, {tests!r})
     import torch
     from lightning.pytorch import Callback, Trainer, seed_everything
@@ -262,47 +262,75 @@ TWO_RECORDINGS_SCRIPT = textwrap.dedent(
             torch.save(trainer.global_step, f"steps{{trainer.global_rank}}.pt")
 
     seed_everything({seed})
-    trainer = Trainer(strategy={strategy!r}, devices=2, accelerator="cpu", max_steps=1, logger=False,
+    trainer = Trainer(strategy={strategy}, devices=2, accelerator="cpu", max_steps=1, logger=False,
                       enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                       callbacks=[Report()])
-    with trainer.init_module():
+    with trainer.init_module() if {recorded} else contextlib.nullcontext():
         model = TwoRecordings()
     torch.save(torch.randn(3), f"drawn{{trainer.global_rank}}.pt")  # a DataModule's random_split, say
     trainer.fit(model, ones(16))
+    torch.distributed.destroy_process_group()  # else plain ddp's gloo threads may abort the exit (SIGABRT)
     """
 )
 
 
-@pytest.mark.parametrize("seed", ["5", "5 + rank"])
-def test_a_model_recorded_in_init_module_and_in_configure_model_is_ddps(tmp_path: Path, seed: str) -> None:
+def _two_recordings(tmp_path: Path, strategy: str, seed: str, recorded: bool = True) -> tuple[Path, str]:
+    """TWO_RECORDINGS_SCRIPT in a folder of its own: the folder and the run's stderr."""
+    folder = tmp_path / f"{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    script = folder / "two_recordings.py"
+    script.write_text(
+        TWO_RECORDINGS_SCRIPT.format(tests=str(REPO / "tests"), strategy=strategy, seed=seed, recorded=recorded)
+    )
+    run = subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return folder, run.stderr
+
+
+def _same_runs(first: Path, second: Path, draws: bool = True) -> None:
+    """Each rank's weights gathered at the start of fit and steps taken; with ``draws``, also its numbers drawn
+    before fit and its generator state at the start of fit."""
+    for rank in range(2):
+        for name in [f"steps{rank}.pt"] + [f"drawn{rank}.pt"] * draws:
+            assert torch.equal(*(torch.as_tensor(torch.load(folder / name)) for folder in (first, second))), name
+        one, other = (torch.load(folder / f"rank{rank}.pt") for folder in (first, second))
+        assert sorted(one["state"]) == ["first.bias", "first.weight", "scale", "second.bias", "second.weight"]
+        for name, tensor in one["state"].items():
+            assert torch.equal(other["state"][name], tensor), (name, rank)
+        assert not draws or torch.equal(one["rng"], other["rng"]), rank
+
+
+@pytest.mark.parametrize(("seed", "recorded"), [("5", True), ("5 + rank", True), ("5 + rank", False)])
+def test_a_model_recorded_in_init_module_and_in_configure_model_is_ddps(
+    tmp_path: Path, seed: str, recorded: bool
+) -> None:
     """Two recordings: materializing the first asked it where the second's tensors were ("KeyError: <address>").
     The numbers drawn between ``trainer.init_module()`` and ``fit`` and the weights are those of the same script
     under Lightning's ddp, where the fit seeds the generator again (``reset_seed``) before ``configure_model``. The
     first layer's draws were replayed from where the generator was when they were recorded (it was moved past
     them as the block ended, so the draws before ``fit`` were eager's); they came from the generator as it was at
     materialize, with a warning. Ranks seeded apart make their rows from rank 0's generator, as DDP broadcasts rank
-    0's weights (each made its rows of another model), and go on from their own."""
-    for strategy in ("ddp", "csx_fsdp"):
-        (tmp_path / strategy).mkdir()
-        script = tmp_path / strategy / "two_recordings.py"
-        script.write_text(TWO_RECORDINGS_SCRIPT.format(tests=str(REPO / "tests"), strategy=strategy, seed=seed))
-        run = subprocess.run(
-            [sys.executable, str(script)], cwd=tmp_path / strategy, capture_output=True, text=True, timeout=300
-        )
-        assert run.returncode == 0, run.stderr[-3000:]
-    said = [line for line in run.stderr.splitlines() if ": materialize: " in line]  # csx_fsdp's warnings, rank 0's
+    0's weights (each made its rows of another model), also of a layer built eagerly, and each goes on from its
+    own generator, past draws whose count replay cannot know (``randn(4)``)."""
+    ddp, _ = _two_recordings(tmp_path, "'ddp'", seed, recorded)
+    csx, stderr = _two_recordings(tmp_path, "'csx_fsdp'", seed, recorded)
+    _same_runs(ddp, csx)
+    said = [line for line in stderr.splitlines() if ": materialize: " in line or "differ across ranks" in line]
     if seed == "5":
         assert said == []
-    else:  # both recordings: the one of trainer.init_module() and the one of configure_model
+    elif recorded:  # both recordings: the one of trainer.init_module() and the one of configure_model
         assert len(said) == 2 and all("the ranks' generators differ" in line for line in said)
-    for rank in range(2):
-        for name in (f"drawn{rank}.pt", f"steps{rank}.pt"):
-            assert torch.equal(*(torch.as_tensor(torch.load(tmp_path / s / name)) for s in ("ddp", "csx_fsdp"))), name
-        ddp, csx = (torch.load(tmp_path / strategy / f"rank{rank}.pt") for strategy in ("ddp", "csx_fsdp"))
-        assert sorted(csx["state"]) == ["first.bias", "first.weight", "second.bias", "second.weight"]
-        for name, tensor in ddp["state"].items():
-            assert torch.equal(csx["state"][name], tensor), (name, rank)
-        assert torch.equal(csx["rng"], ddp["rng"]), rank
+    else:
+        assert len(said) == 2 and "the tensors built outside trainer.init_module()" in said[0]
+
+
+def test_independent_init_with_ranks_seeded_apart_is_rank_0s(tmp_path: Path) -> None:
+    """Its per-tensor generators are seeded from rank 0's seed: each rank made its rows from its own."""
+    strategy = "cs_lightning.CSXFSDPStrategy(init_mode='independent')"
+    alike, _ = _two_recordings(tmp_path, strategy, "5")
+    apart, stderr = _two_recordings(tmp_path, strategy, "5 + rank")
+    _same_runs(alike, apart, draws=False)  # (the draws before fit and the generators are each rank's own)
+    assert stderr.count("the ranks' generators differ") == 2
 
 
 def test_a_view_cut_by_one_of_three_shard_boundaries_is_made_whole_on_every_rank(tmp_path: Path) -> None:
@@ -389,11 +417,13 @@ def _run_resume_script(tmp_path: Path, kind: str, model: str, world: int) -> Pat
 
 
 @pytest.mark.parametrize("kind", ["sharded", "full"])
-def test_resume_from_a_checkpoint_is_exact(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("model", ["Language", "Normed"])
+def test_resume_from_a_checkpoint_is_exact(tmp_path: Path, kind: str, model: str) -> None:
+    """Normed's BatchNorm statistics are each rank's (its batches differ): the checkpoint holds every rank's."""
     world = 2
-    saved = _run_resume_script(tmp_path, kind, "Language", world)
+    saved = _run_resume_script(tmp_path, kind, model, world)
     assert saved.is_dir() if kind == "sharded" else saved.is_file()
-    if kind == "full":  # a plain single-file Lightning checkpoint: it loads into the unsharded model
+    if kind == "full" and model == "Language":  # a plain single-file Lightning checkpoint: it loads unsharded
         checkpoint = torch.load(saved, weights_only=False)
         module = Language()
         module.configure_model()

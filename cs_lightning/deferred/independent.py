@@ -58,10 +58,11 @@ def replay_independent(
     keep: set[int],
     keys: dict[int, tuple],
     on_ready: Callable[[int, Executor], None],
+    seed: int | None = None,
 ) -> None:
     """Replay the groups that make ``targets``, one CPU generator each, on all threads.
 
-    Each generator is seeded from ``torch.initial_seed()`` and its storages' keys; the groups
+    Each generator is seeded from ``seed`` (default ``torch.initial_seed()``) and its storages' keys; the groups
     run on the CPU whatever the module's device, so every device kind gets the same numbers.
 
     ``keys[sid]`` names a target storage (qualified names and shape of its tensors);
@@ -73,7 +74,7 @@ def replay_independent(
     ops = [recording.ops[k] for k in pending]
     flags = live_ops(ops, targets | keep)
     executor = recording.executor or Executor(recording.storages, torch.device("cpu"))
-    seed = torch.initial_seed()
+    seed = torch.initial_seed() if seed is None else seed
     recording.executor = executor
     touched = {sid for k, op in enumerate(ops) if flags[k] for sid in op.reads | op.writes}
     for sid in targets - touched:  # already computed by an earlier materialize

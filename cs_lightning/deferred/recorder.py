@@ -960,7 +960,7 @@ def jump_past_draws(recording: Recording) -> bool:
     user's own generators count none): returns whether the generator is where eager leaves it.
     A jump over many outputs costs 10-30 ms whatever their count (``mt19937.advance``).
     """
-    words = pending_global_words(recording)
+    words = _global_words(recording, recording.pending())
     if words is None:
         return False
     if words:
@@ -970,9 +970,22 @@ def jump_past_draws(recording: Recording) -> bool:
     return True
 
 
-def pending_global_words(recording: Recording) -> int | None:
-    """Outputs of the global CPU generator the draws ``recording`` has not run take; None if one is unknown."""
-    return _global_words(recording, recording.pending())
+def advance_past_draws(recording: Recording, indices: list[int]) -> None:
+    """Move the global CPU generator past the draws of the ops at ``indices``, as running them would: by a jump
+    where an op's count of outputs is known, else by making its numbers in scratch memory."""
+    executor = Executor(recording.storages, torch.device("cpu"))
+    for k in indices:
+        op = recording.ops[k]
+        if _draws_globally(op):
+            words = executor.global_draws(op)
+            if words is None:
+                executor.advance(op)
+            else:
+                skip_outputs(torch.default_generator, words)
+
+
+def _draws_globally(op: Op) -> bool:
+    return op.random and not any(isinstance(x, torch.Generator) and x is not torch.default_generator for x in op.flat)
 
 
 def _global_words(recording: Recording, indices: list[int]) -> int | None:
@@ -981,8 +994,7 @@ def _global_words(recording: Recording, indices: list[int]) -> int | None:
     total = 0
     for k in indices:
         op = recording.ops[k]
-        own = any(isinstance(x, torch.Generator) and x is not torch.default_generator for x in op.flat)
-        if not op.random or own:
+        if not _draws_globally(op):
             continue
         words = counter.global_draws(op)
         if words is None:  # a trunc_normal_ nearly sure to take one round counts as one (replay checks it)

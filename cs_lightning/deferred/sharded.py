@@ -42,8 +42,8 @@ from cs_lightning.deferred.materialize import (
     warn_if_rng_moved,
 )
 from cs_lightning.deferred.oplog import Recording, Ref
-from cs_lightning.deferred.recorder import DeferredTensor, pending_global_words, recording_paused
-from cs_lightning.deferred.replay import Executor, is_contiguous_ref, skip_outputs
+from cs_lightning.deferred.recorder import DeferredTensor, advance_past_draws, recording_paused
+from cs_lightning.deferred.replay import Executor, is_contiguous_ref
 from cs_lightning.deferred.row_replay import replay_rows
 from cs_lightning.errors import CheckpointMismatchError, DeferredInitWarning
 
@@ -92,38 +92,56 @@ def materialize_sharded(
             if mode == "exact" and k == 0:
                 warn_if_rng_moved(recording)
             wanted = [e for e in group if not any(name in provided for name in e.fqns)]
-            with recording.eager_generator(), _rank_0s_generator(recording, agree, rank_0s, mode):
-                whole.update(_place_recording_shards(recording, wanted, place, agree, mode, rng))
+            with recording.eager_generator(), _rank_0s_draws(recording, agree, rank_0s, mode, rng) as seed:
+                whole.update(_place_recording_shards(recording, wanted, place, agree, mode, rng, seed))
             recording.materialized = True
     return whole
 
 
 @contextlib.contextmanager
-def _rank_0s_generator(
-    recording: Recording, agree: Callable[[bool], bool], rank_0s: Callable[[torch.Tensor], torch.Tensor], mode: str
-) -> Iterator[None]:
-    """Make every rank's rows from rank 0's generator state, as DDP gives every rank rank 0's weights: ranks seeded
-    apart (``seed_everything(seed + rank)``) would each make their rows of another model. Each rank's generator
-    then goes on from its own state, past the draws (from rank 0's, when a draw's count is unknown)."""
-    own = torch.get_rng_state()
-    first = rank_0s(own) if mode == "exact" else own  # independent: the tensors' own generators, not this one
-    if agree(torch.equal(own, first)):
-        yield
+def _rank_0s_draws(
+    recording: Recording,
+    agree: Callable[[bool], bool],
+    rank_0s: Callable[[torch.Tensor], torch.Tensor],
+    mode: str,
+    rng: str,
+) -> Iterator[int]:
+    """Make every rank's rows of the recording from what rank 0 draws from, as DDP gives every rank rank 0's
+    weights: ranks seeded apart (``seed_everything(seed + rank)``) would each make their rows of another model.
+    Yields the seed of independent mode's generators, rank 0's; in exact mode the global generator is rank
+    0's during the replay, and each rank's then goes on from its own, past the draws (with ``rng="eager"``)."""
+    seed = torch.initial_seed()
+    if mode == "independent":
+        first = int.from_bytes(
+            bytes(rank_0s(torch.tensor(list(seed.to_bytes(8, "little")), dtype=torch.uint8))), "little"
+        )
+        if not agree(first == seed):
+            _warn_seeded_apart(recording)
+        yield first
         return
+    own = torch.get_rng_state()
+    first_state = rank_0s(own)
+    if agree(torch.equal(own, first_state)):
+        yield seed
+        return
+    _warn_seeded_apart(recording)
+    pending = recording.pending()
+    torch.set_rng_state(first_state)
+    yield seed
+    torch.set_rng_state(own)
+    if rng == "eager":  # else a checkpoint's generators are set next
+        advance_past_draws(recording, pending)
+
+
+def _warn_seeded_apart(recording: Recording) -> None:
     if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
         warnings.warn(
             f"materialize: the ranks' generators differ as the model recorded at {recording.site} is made (were "
             "they seeded apart?); every rank makes its rows from rank 0's generator, as DDP gives every rank rank "
-            "0's weights. Seed every rank alike before building the model.",
+            "0's weights, and then goes on from its own. Seed every rank alike before building the model.",
             DeferredInitWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
-    words = pending_global_words(recording)
-    torch.set_rng_state(first)
-    yield
-    if words is not None:
-        torch.set_rng_state(own)
-        skip_outputs(torch.default_generator, words)
 
 
 def _to_meta(slots: list[Slot], dtype: torch.dtype | None) -> dict[int, list[Slot]]:
@@ -333,9 +351,10 @@ def _place_recording_shards(
     agree: Callable[[bool], bool],
     mode: str,
     rng: str,
+    seed: int,
 ) -> dict[str, str]:
     """Place this rank's shards of ``group`` (the tensors of one recording); returns ``{name: why}``
-    for each parameter generated whole."""
+    for each parameter generated whole. ``seed``: independent mode's."""
     by_sid = by_storage(group)
     # a storage is mine, with every tensor viewing it, when the module holds it (or a checkpoint provides it)
     mine = set(by_sid) | {recording.ref(f).sid for f in place.fakes(recording)}
@@ -368,7 +387,7 @@ def _place_recording_shards(
             executor.release(sid)
 
         keys = {sid: tuple((e.fqns[0], tuple(e.ref.size)) for e in by_sid[sid]) for sid in by_sid}
-        replay_independent(recording, targets=set(by_sid), keep=keep, keys=keys, on_ready=on_ready)
+        replay_independent(recording, targets=set(by_sid), keep=keep, keys=keys, on_ready=on_ready, seed=seed)
         return {}
     demoted = replay_rows(
         recording,

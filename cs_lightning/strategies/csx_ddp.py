@@ -47,7 +47,7 @@ class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
     @override
     def _setup_model(self, model: nn.Module) -> DistributedDataParallel:
         """Wrap in DDP without its initial weight broadcast when the replicas already agree."""
-        identical = _replicas_identical(model, self.root_device)
+        identical = replicas_identical(model, self.root_device)
         given = self._ddp_kwargs
         self.weights_broadcast = bool(given.get("init_sync", not identical))  # the user's init_sync still wins
         if not identical:
@@ -66,9 +66,14 @@ class CSXDDPStrategy(CSXSystemMixin, DDPStrategy):
             self._ddp_kwargs = given
 
 
-def _replicas_identical(model: nn.Module, device: torch.device) -> bool:
+def replicas_identical(model: nn.Module, device: torch.device) -> bool:
     """Compare a checksum of every parameter's and buffer's bits across ranks (a few bytes each, no weights)."""
-    tensors = [t.detach() for t in (*model.parameters(), *model.buffers())]
+    return same_on_every_rank([*model.parameters(), *model.buffers()], device)
+
+
+def same_on_every_rank(tensors: list[torch.Tensor], device: torch.device) -> bool:
+    """Whether every rank holds the same bits in ``tensors`` (compared by a checksum of each)."""
+    tensors = [t.detach() for t in tensors]
     local = torch.stack([_bit_sum(t) for t in tensors]) if tensors else torch.zeros(1, dtype=torch.int64)
     local = local.to(device if torch.distributed.get_backend() == "nccl" else torch.device("cpu"))
     gathered = [torch.empty_like(local) for _ in range(torch.distributed.get_world_size())]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -44,6 +45,7 @@ from cs_lightning.strategies.checkpoints import (
     sharded_checkpoint_problem,
     sharded_folder_error,
 )
+from cs_lightning.strategies.csx_ddp import same_on_every_rank
 from cs_lightning.strategies.system import CSXSystemMixin
 from cs_lightning.user_code import import_dotted
 
@@ -55,6 +57,8 @@ _MODEL_KEY = "state_dict"
 # Where a loaded checkpoint holds its sharded folder (a private key: user hooks expect a mapping under "state_dict",
 # which a folder checkpoint lacks before its tensors are read, as under Lightning's ModelParallelStrategy).
 _FOLDER_KEY = "_csx_sharded_folder"
+# Every rank's copy of the buffers the ranks hold apart, in a checkpoint (see CSXFSDPStrategy.save_checkpoint).
+_RANK_BUFFERS_KEY = "csx_rank_buffers"
 
 
 class _ShardedFolder:
@@ -220,6 +224,16 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         return checkpoint
 
     @override
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: _PATH, storage_options: Any | None = None) -> None:
+        """Keep every rank's copy of the buffers the ranks hold apart (BatchNorm's running statistics, which FSDP2
+        leaves each rank's own), of which the state dict holds one: a resumed run then goes on as the uninterrupted
+        one. Every rank calls this (a collective)."""
+        apart = _buffers_apart(self._connected_module, self.world_size)
+        if apart is not None:
+            checkpoint[_RANK_BUFFERS_KEY] = apart
+        super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
+
+    @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         """Shard the model, initializing none of what the checkpoint provides, then load this rank's rows."""
         module = self._connected_module
@@ -238,7 +252,24 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             set_model_state_dict(module, model_state[_MODEL_KEY], options=StateDictOptions(strict=strict))
         else:
             load_rows(module, checkpoint["state_dict"])
+        self._restore_rank_buffers(checkpoint.get(_RANK_BUFFERS_KEY))
         self._restore_generators(checkpoint)
+
+    def _restore_rank_buffers(self, saved: list[dict[str, torch.Tensor]] | None) -> None:
+        """This rank's copy of the buffers the ranks held apart when the checkpoint was saved (see
+        ``save_checkpoint``); with another number of ranks, every rank keeps the one copy the state dict held."""
+        if saved is None:
+            return
+        if len(saved) != self.world_size:
+            rank_zero_warn(
+                f"the checkpoint holds {len(saved)} ranks' copies of buffers the ranks held apart "
+                f"({listed(sorted(saved[0]))}) and this run has {self.world_size} ranks: every rank starts from "
+                "the one copy of its state dict"
+            )
+            return
+        module = self._connected_module
+        for name, value in saved[self.global_rank].items():
+            module.get_buffer(name).copy_(value)
 
     @override
     def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
@@ -315,6 +346,20 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         self._add_phase("materialize", time.perf_counter() - started)
 
     def _shard(self, module: nn.Module) -> None:
+        """Shard the module (``_fully_shard``), its eager tensors (built outside a recording) made rank 0's on
+        every rank first: each rank keeps its rows of them, rows of another model on ranks seeded apart."""
+        eager = [t for t in (*module.parameters(), *module.buffers()) if not t.is_meta]
+        if self.world_size > 1 and not same_on_every_rank(eager, self._collectives_device):
+            rank_zero_warn(
+                "csx_fsdp: the tensors built outside trainer.init_module() and configure_model() differ across "
+                "ranks (were they built from different seeds?); broadcasting rank 0's before sharding, as DDP does."
+                " Seed every rank alike to skip it."
+            )
+            for tensor in eager:
+                tensor.data.copy_(self._rank_0s(tensor.data))
+        self._fully_shard(module)
+
+    def _fully_shard(self, module: nn.Module) -> None:
         """``fully_shard`` each block, then the LightningModule as the root, whose step methods
         gather what no block holds, as its forward does: a ``training_step`` may call a
         submodule directly (``self.encoder(x)``) instead of ``self(x)``."""
@@ -335,14 +380,35 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         return int(flag.item()) == 0
 
     def _rank_0s(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Rank 0's ``tensor`` (a CPU tensor), on every rank."""
+        """Rank 0's ``tensor``, on every rank, where ``tensor`` is."""
         given = tensor.to(self._collectives_device, copy=True)
         torch.distributed.broadcast(given, src=0)
-        return given.cpu()
+        return given.to(tensor.device)
 
     @property
     def _collectives_device(self) -> torch.device:
         return self.root_device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
+
+
+def _buffers_apart(module: nn.Module, world_size: int) -> list[dict[str, torch.Tensor]] | None:
+    """Every rank's copy (on the CPU, in rank order) of the state-dict buffers whose bits differ between ranks; None
+    when none does. A collective: a digest of each buffer from every rank, then the differing buffers."""
+    if world_size == 1:
+        return None
+    saved = module.state_dict().keys()
+    buffers = {name: buffer for name, buffer in module.named_buffers() if name in saved}
+    digests = {name: hashlib.sha1(_bits(buffer)).hexdigest() for name, buffer in buffers.items()}
+    every: list[Any] = [None] * world_size
+    torch.distributed.all_gather_object(every, digests)
+    apart = [name for name in digests if any(other[name] != digests[name] for other in every)]
+    if not apart:
+        return None
+    torch.distributed.all_gather_object(every, {name: buffers[name].detach().cpu() for name in apart})
+    return every
+
+
+def _bits(tensor: torch.Tensor) -> bytes:
+    return tensor.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def _held_states(optimizer_state: dict[str, Any], prefix: str, keys: Collection[str]) -> dict[str, Any]:
