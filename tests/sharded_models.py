@@ -251,6 +251,16 @@ class TwoRecordings(LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+class DrawsFromValues(TwoRecordings):
+    """:class:`TwoRecordings` with a draw whose inputs are made before it (``bernoulli(p)``): its count of
+    generator outputs is not known without ``p``."""
+
+    def configure_model(self) -> None:
+        super().configure_model()
+        if not hasattr(self, "mask"):
+            self.mask = nn.Parameter(torch.bernoulli(torch.rand(21, 16)))
+
+
 def ones(width: int) -> DataLoader:
     return DataLoader(TensorDataset(torch.ones(8, width)), batch_size=4)
 

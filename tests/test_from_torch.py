@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -625,3 +626,27 @@ def test_a_tensor_lr_of_the_users_own_is_filled_in_place_as_torchs_schedulers_fi
     expected, got = run(driven=False), run(driven=True)
     assert got[0].dtype == torch.float64 and torch.equal(got[0], expected[0])
     assert torch.equal(got[1][0], expected[1][0])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda o: L.ExponentialLR(o, gamma=0.97),
+        lambda o: L.StepLR(o, step_size=5, gamma=0.5),
+        lambda o: L.CosineAnnealingLR(o, T_max=40),
+    ],
+    ids=["ExponentialLR", "StepLR", "CosineAnnealingLR"],
+)
+def test_a_low_precision_tensor_lr_stays_closed_form(make, dtype: torch.dtype) -> None:
+    """torch's step computes in the tensor's dtype, a few units in its last place from the closed form's value
+    rounded to it: that is no lr set from outside, and no reason to hand over to torch."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=torch.tensor(0.1, dtype=dtype))
+    scheduler = make(optimizer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HostSchedulerWarning)
+        assert drive(scheduler)
+        for _ in range(30):
+            optimizer.step()
+            scheduler.step()
+    assert closed_form_of(scheduler) is not None

@@ -141,15 +141,28 @@ def test_bare_closed_form_scheduler_steps_every_optimizer_step(caplog: pytest.Lo
 class _GoesNegative(Regressor):
     """A linear OneCycleLR keeps its last phase going past total_steps - 1: below 0 from step 4 on."""
 
+    def __init__(self, frequency: int = 1) -> None:
+        super().__init__()
+        self.frequency = frequency
+
     def configure_optimizers(self):
         optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
         cycle = OneCycleLR(optimizer, initial_learning_rate=0.01, max_lr=0.1, total_steps=4, anneal_strategy="linear")
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": cycle, "interval": "step", "frequency": 2}}
+        schedule = {"scheduler": cycle, "interval": "step", "frequency": self.frequency}
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
 
-@pytest.mark.parametrize(("steps", "refused"), [(7, False), (9, True)])
+def test_a_schedule_stepped_every_other_batch_is_not_checked_from_max_steps() -> None:
+    """Lightning counts a frequency in each epoch's batches: 3 batches an epoch and 9 steps take the schedule to
+    step 3 only (as under auto), where a count from max_steps says step 4."""
+    run = trainer("csx", max_steps=9, limit_train_batches=3)
+    run.fit(_GoesNegative(frequency=2), data())
+    assert run.global_step == 9 and run.lr_scheduler_configs[0].scheduler.last_epoch == 3
+
+
+@pytest.mark.parametrize(("steps", "refused"), [(4, False), (5, True)])
 def test_a_schedule_an_update_would_refuse_within_max_steps_is_refused_before_step_0(steps: int, refused: bool) -> None:
-    """Stepped every 2 optimizer steps, it reaches step 4 at the 9th update (step 8), not within 7 steps."""
+    """Negative from step 4: the 5th update would use it, the 4th run ends before."""
     model = _GoesNegative()
     if not refused:
         assert fit(model, "csx", steps=steps)[0].global_step == steps

@@ -249,7 +249,7 @@ TWO_RECORDINGS_SCRIPT = textwrap.dedent(
     from lightning.pytorch import Callback, Trainer, seed_everything
     from torch.distributed.tensor import DTensor
     import cs_lightning
-    from sharded_models import TwoRecordings, ones
+    from sharded_models import {model}, ones
     rank = int(os.environ.get("LOCAL_RANK", 0))
 
     class Report(Callback):
@@ -266,7 +266,7 @@ TWO_RECORDINGS_SCRIPT = textwrap.dedent(
                       enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                       callbacks=[Report()])
     with trainer.init_module() if {recorded} else contextlib.nullcontext():
-        model = TwoRecordings()
+        model = {model}()
     torch.save(torch.randn(3), f"drawn{{trainer.global_rank}}.pt")  # a DataModule's random_split, say
     trainer.fit(model, ones(16))
     torch.distributed.destroy_process_group()  # else plain ddp's gloo threads may abort the exit (SIGABRT)
@@ -274,13 +274,17 @@ TWO_RECORDINGS_SCRIPT = textwrap.dedent(
 )
 
 
-def _two_recordings(tmp_path: Path, strategy: str, seed: str, recorded: bool = True) -> tuple[Path, str]:
+def _two_recordings(
+    tmp_path: Path, strategy: str, seed: str, recorded: bool = True, model: str = "TwoRecordings"
+) -> tuple[Path, str]:
     """TWO_RECORDINGS_SCRIPT in a folder of its own: the folder and the run's stderr."""
     folder = tmp_path / f"{len(list(tmp_path.iterdir()))}"
     folder.mkdir()
     script = folder / "two_recordings.py"
     script.write_text(
-        TWO_RECORDINGS_SCRIPT.format(tests=str(REPO / "tests"), strategy=strategy, seed=seed, recorded=recorded)
+        TWO_RECORDINGS_SCRIPT.format(
+            tests=str(REPO / "tests"), strategy=strategy, seed=seed, recorded=recorded, model=model
+        )
     )
     run = subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -294,7 +298,8 @@ def _same_runs(first: Path, second: Path, draws: bool = True) -> None:
         for name in [f"steps{rank}.pt"] + [f"drawn{rank}.pt"] * draws:
             assert torch.equal(*(torch.as_tensor(torch.load(folder / name)) for folder in (first, second))), name
         one, other = (torch.load(folder / f"rank{rank}.pt") for folder in (first, second))
-        assert sorted(one["state"]) == ["first.bias", "first.weight", "scale", "second.bias", "second.weight"]
+        assert sorted(one["state"]) == sorted(other["state"])
+        assert {"first.weight", "scale", "second.weight"} <= set(one["state"])
         for name, tensor in one["state"].items():
             assert torch.equal(other["state"][name], tensor), (name, rank)
         assert not draws or torch.equal(one["rng"], other["rng"]), rank
@@ -322,6 +327,17 @@ def test_a_model_recorded_in_init_module_and_in_configure_model_is_ddps(
         assert len(said) == 2 and all("the ranks' generators differ" in line for line in said)
     else:
         assert len(said) == 2 and "the tensors built outside trainer.init_module()" in said[0]
+
+
+def test_ranks_seeded_apart_past_a_draw_whose_count_depends_on_values_make_rank_0s_model(tmp_path: Path) -> None:
+    """Each rank's generator cannot be moved past ``bernoulli(p)`` without ``p``: the ranks go on from rank 0's
+    (advancing there from a scratch tensor of garbage raised, or moved the generator by a wrong count)."""
+    ddp, _ = _two_recordings(tmp_path, "'ddp'", "5 + rank", model="DrawsFromValues")
+    csx, stderr = _two_recordings(tmp_path, "'csx_fsdp'", "5 + rank", model="DrawsFromValues")
+    _same_runs(ddp, csx, draws=False)
+    assert stderr.count("the ranks' generators differ") == 2
+    first = [torch.load(csx / f"rank{rank}.pt")["rng"] for rank in range(2)]
+    assert torch.equal(*first)  # rank 0's continuation on both
 
 
 def test_independent_init_with_ranks_seeded_apart_is_rank_0s(tmp_path: Path) -> None:

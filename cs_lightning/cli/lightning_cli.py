@@ -528,7 +528,7 @@ class CSLightningCLI(LightningCLI):
         try:
             super()._run_subcommand(subcommand)
         except CSLightningError:
-            if self.trainer.global_step == 0:  # (a resumed run keeps its folder whatever happened)
+            if self.trainer.global_step == 0:
                 _remove_run_folders(unmade)
             raise
 
@@ -615,8 +615,10 @@ def _unmade_log_folders(trainer: Trainer) -> list[list[Path]]:
     return unmade
 
 
-# What a fit writes in its loggers' folders before the first update: SaveConfigCallback's, the loggers' own.
+# What a fit writes in its loggers' folders before the first update: SaveConfigCallback's, the loggers' own
+# (and a TensorBoardLogger's event file of the hyperparameters, named by its prefix).
 _START_FILES = {"config.yaml", "hparams.yaml"}
+_EVENTS = "events.out.tfevents."
 
 
 def _remove_run_folders(unmade: list[list[Path]]) -> None:
@@ -624,7 +626,7 @@ def _remove_run_folders(unmade: list[list[Path]]) -> None:
     their parents that are left empty (another logger or run may write there too)."""
     for folder, *parents in unmade:
         written = list(folder.iterdir()) if folder.is_dir() else []
-        if not all(path.is_file() and path.name in _START_FILES for path in written):
+        if not all(path.is_file() and (path.name in _START_FILES or path.name.startswith(_EVENTS)) for path in written):
             continue
         for path in written:
             path.unlink()

@@ -30,7 +30,14 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
-from cs_lightning.deferred.replay import Executor, live_ops, replay_exact, skip_outputs, truncated_normal
+from cs_lightning.deferred.replay import (
+    Executor,
+    chunkable,
+    live_ops,
+    replay_exact,
+    skip_outputs,
+    truncated_normal,
+)
 from cs_lightning.errors import DeferredInitError, DeferredInitUsageError, DeferredInitWarning
 from cs_lightning.user_code import is_own_file, is_user_file
 
@@ -970,18 +977,24 @@ def jump_past_draws(recording: Recording) -> bool:
     return True
 
 
-def advance_past_draws(recording: Recording, indices: list[int]) -> None:
+def advance_past_draws(recording: Recording, indices: list[int]) -> bool:
     """Move the global CPU generator past the draws of the ops at ``indices``, as running them would: by a jump
-    where an op's count of outputs is known, else by making its numbers in scratch memory."""
+    where an op's count of outputs is known, by making its numbers in scratch memory where it is a fill of
+    numbers alone (a ``normal_`` under 16 elements). False, with the generator part of the way, at an op whose
+    count depends on values made before it (``bernoulli(p)``, ``poisson(rates)``): those are not made here."""
     executor = Executor(recording.storages, torch.device("cpu"))
     for k in indices:
         op = recording.ops[k]
-        if _draws_globally(op):
-            words = executor.global_draws(op)
-            if words is None:
-                executor.advance(op)
-            else:
-                skip_outputs(torch.default_generator, words)
+        if not _draws_globally(op):
+            continue
+        words = executor.global_draws(op)
+        if words is not None:
+            skip_outputs(torch.default_generator, words)
+        elif chunkable(op) is not None:
+            executor.advance(op)
+        else:
+            return False
+    return True
 
 
 def _draws_globally(op: Op) -> bool:

@@ -109,7 +109,8 @@ def _rank_0s_draws(
     """Make every rank's rows of the recording from what rank 0 draws from, as DDP gives every rank rank 0's
     weights: ranks seeded apart (``seed_everything(seed + rank)``) would each make their rows of another model.
     Yields the seed of independent mode's generators, rank 0's; in exact mode the global generator is rank
-    0's during the replay, and each rank's then goes on from its own, past the draws (with ``rng="eager"``)."""
+    0's during the replay, and each rank's then goes on from its own, past the draws (with ``rng="eager"``;
+    from rank 0's after a draw whose count depends on values, see ``advance_past_draws``)."""
     seed = torch.initial_seed()
     if mode == "independent":
         first = int.from_bytes(
@@ -127,10 +128,16 @@ def _rank_0s_draws(
     _warn_seeded_apart(recording)
     pending = recording.pending()
     torch.set_rng_state(first_state)
-    yield seed
+    try:
+        yield seed
+    except BaseException:
+        torch.set_rng_state(own)
+        raise
+    after_first = torch.get_rng_state()
     torch.set_rng_state(own)
-    if rng == "eager":  # else a checkpoint's generators are set next
-        advance_past_draws(recording, pending)
+    # (with rng="skip_unread" a checkpoint's generators are set next)
+    if rng == "eager" and not advance_past_draws(recording, pending):
+        torch.set_rng_state(after_first)  # a count that depends on values: rank 0's continuation, on every rank
 
 
 def _warn_seeded_apart(recording: Recording) -> None:
@@ -138,7 +145,8 @@ def _warn_seeded_apart(recording: Recording) -> None:
         warnings.warn(
             f"materialize: the ranks' generators differ as the model recorded at {recording.site} is made (were "
             "they seeded apart?); every rank makes its rows from rank 0's generator, as DDP gives every rank rank "
-            "0's weights, and then goes on from its own. Seed every rank alike before building the model.",
+            "0's weights, and then goes on from its own (from rank 0's after a draw such as bernoulli(p), whose "
+            "count depends on values). Seed every rank alike before building the model.",
             DeferredInitWarning,
             stacklevel=5,
         )

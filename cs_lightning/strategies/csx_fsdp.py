@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -45,7 +44,7 @@ from cs_lightning.strategies.checkpoints import (
     sharded_checkpoint_problem,
     sharded_folder_error,
 )
-from cs_lightning.strategies.csx_ddp import same_on_every_rank
+from cs_lightning.strategies.csx_ddp import bit_sum, same_on_every_rank
 from cs_lightning.strategies.system import CSXSystemMixin
 from cs_lightning.user_code import import_dotted
 
@@ -228,8 +227,8 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         """Keep every rank's copy of the buffers the ranks hold apart (BatchNorm's running statistics, which FSDP2
         leaves each rank's own), of which the state dict holds one: a resumed run then goes on as the uninterrupted
         one. Every rank calls this (a collective)."""
-        apart = _buffers_apart(self._connected_module, self.world_size)
-        if apart is not None:
+        apart = self._buffers_apart()
+        if apart is not None:  # (on rank 0, which writes the checkpoint's metadata)
             checkpoint[_RANK_BUFFERS_KEY] = apart
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
 
@@ -263,13 +262,38 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         if len(saved) != self.world_size:
             rank_zero_warn(
                 f"the checkpoint holds {len(saved)} ranks' copies of buffers the ranks held apart "
-                f"({listed(sorted(saved[0]))}) and this run has {self.world_size} ranks: every rank starts from "
+                f"({listed(sorted(saved[0]))}) and this run has {self.world_size} rank(s): every rank starts from "
                 "the one copy of its state dict"
             )
             return
-        module = self._connected_module
+        buffers = dict(self._connected_module.named_buffers())
         for name, value in saved[self.global_rank].items():
-            module.get_buffer(name).copy_(value)
+            held = buffers.get(name)
+            if held is not None and held.shape == value.shape:  # else left as loaded (strict_loading=False)
+                held.copy_(value)
+
+    def _buffers_apart(self) -> list[dict[str, torch.Tensor]] | None:
+        """On rank 0, every rank's copy (on the CPU, in rank order) of the state-dict buffers whose bits differ
+        between ranks; None elsewhere, and when none does. A collective: a checksum of each buffer from every
+        rank, then the differing buffers, to rank 0."""
+        if self.world_size == 1:
+            return None
+        module = self._connected_module
+        saved = module.state_dict().keys()
+        names = [name for name, _ in module.named_buffers() if name in saved]
+        buffers = dict(module.named_buffers())
+        if not names:
+            return None
+        local = torch.stack([bit_sum(buffers[name].detach()) for name in names]).to(self._collectives_device)
+        every = [torch.empty_like(local) for _ in range(self.world_size)]
+        torch.distributed.all_gather(every, local)
+        apart = [name for k, name in enumerate(names) if any(other[k] != every[0][k] for other in every[1:])]
+        if not apart:
+            return None
+        copies = {name: buffers[name].detach().cpu().clone() for name in apart}
+        gathered: list[Any] | None = [None] * self.world_size if self.global_rank == 0 else None
+        torch.distributed.gather_object(copies, gathered, dst=0)
+        return gathered
 
     @override
     def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
@@ -388,27 +412,6 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     @property
     def _collectives_device(self) -> torch.device:
         return self.root_device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
-
-
-def _buffers_apart(module: nn.Module, world_size: int) -> list[dict[str, torch.Tensor]] | None:
-    """Every rank's copy (on the CPU, in rank order) of the state-dict buffers whose bits differ between ranks; None
-    when none does. A collective: a digest of each buffer from every rank, then the differing buffers."""
-    if world_size == 1:
-        return None
-    saved = module.state_dict().keys()
-    buffers = {name: buffer for name, buffer in module.named_buffers() if name in saved}
-    digests = {name: hashlib.sha1(_bits(buffer)).hexdigest() for name, buffer in buffers.items()}
-    every: list[Any] = [None] * world_size
-    torch.distributed.all_gather_object(every, digests)
-    apart = [name for name in digests if any(other[name] != digests[name] for other in every)]
-    if not apart:
-        return None
-    torch.distributed.all_gather_object(every, {name: buffers[name].detach().cpu() for name in apart})
-    return every
-
-
-def _bits(tensor: torch.Tensor) -> bytes:
-    return tensor.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def _held_states(optimizer_state: dict[str, Any], prefix: str, keys: Collection[str]) -> dict[str, Any]:

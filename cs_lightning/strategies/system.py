@@ -306,11 +306,13 @@ class CSXSystemMixin(Strategy):
         with shadowed(module, "configure_optimizers", lambda: _step_closed_form(configure())):
             super().setup_optimizers(trainer)
         convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
-        if trainer.max_steps >= 0:  # (counted in epochs, the steps are known once the data is: not read here)
+        # Where the scheduler's steps are the run's optimizer steps (Lightning counts a frequency in batches of
+        # each epoch; under manual optimization the user steps it; in epochs, the steps are known with the data)
+        if trainer.max_steps >= 0 and module.automatic_optimization:
             for config in self.lr_scheduler_configs:
-                if isinstance(config.scheduler, Scheduler) and config.interval == "step":
+                if isinstance(config.scheduler, Scheduler) and config.interval == "step" and config.frequency == 1:
                     # as a CS-X compiles the schedule with the run: a value an update would refuse mid-run, now
-                    config.scheduler.check_steps(-(-trainer.max_steps // config.frequency))
+                    config.scheduler.check_steps(trainer.max_steps)
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
