@@ -280,17 +280,17 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
             return None
         module = self._connected_module
         saved = module.state_dict().keys()
-        names = [name for name, _ in module.named_buffers() if name in saved]
-        buffers = dict(module.named_buffers())
+        buffers = {name: buffer.detach() for name, buffer in module.named_buffers() if name in saved}
+        names = list(buffers)
         if not names:
             return None
-        local = torch.stack([bit_sum(buffers[name].detach()) for name in names]).to(self._collectives_device)
+        local = torch.stack([bit_sum(buffers[name]) for name in names]).to(self._collectives_device)
         every = [torch.empty_like(local) for _ in range(self.world_size)]
         torch.distributed.all_gather(every, local)
         apart = [name for k, name in enumerate(names) if any(other[k] != every[0][k] for other in every[1:])]
         if not apart:
             return None
-        copies = {name: buffers[name].detach().cpu().clone() for name in apart}
+        copies = {name: buffers[name].cpu().clone() for name in apart}
         gathered: list[Any] | None = [None] * self.world_size if self.global_rank == 0 else None
         torch.distributed.gather_object(copies, gathered, dst=0)
         return gathered
