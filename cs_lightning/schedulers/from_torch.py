@@ -40,28 +40,18 @@ from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import Scheduler
 
 
-def _info_logger() -> Callable[..., None]:
-    """Lightning's logger says it once per job, not once per rank; the schedulers work without Lightning."""
+def _once_per_job(name: str, fallback: Callable[..., None]) -> Callable[..., None]:
+    """Lightning's ``rank_zero_<name>`` says it once per job, not once per rank; the schedulers work without
+    Lightning, with ``fallback``."""
     try:
-        from lightning.pytorch.utilities import rank_zero_info
+        from lightning.pytorch import utilities
     except ImportError:
-        return logging.getLogger(__name__).info
-    return rank_zero_info
+        return fallback
+    return getattr(utilities, f"rank_zero_{name}")
 
 
-_info = _info_logger()
-
-
-def _warner() -> Callable[..., None]:
-    """Lightning's warning says it once per job, not once per rank; the schedulers work without Lightning."""
-    try:
-        from lightning.pytorch.utilities import rank_zero_warn
-    except ImportError:
-        return warnings.warn
-    return rank_zero_warn
-
-
-_warn = _warner()
+_info = _once_per_job("info", logging.getLogger(__name__).info)
+_warn = _once_per_job("warn", warnings.warn)
 
 # Relative difference between a group's value and the one the closed form wrote beyond which
 # someone else set it (a float written and read back is equal; a tensor lr holds float32).
@@ -674,10 +664,7 @@ def _follow(scheduler: Any, drivers: list[Scheduler]) -> None:
 
 
 def _last_lr_from_groups(scheduler: Any) -> None:
-    groups = scheduler.optimizer.param_groups
-    scheduler._last_lr = [
-        value.clone() if isinstance(value, torch.Tensor) else value for value in (group["lr"] for group in groups)
-    ]
+    scheduler._last_lr = [_copy(group["lr"]) for group in scheduler.optimizer.param_groups]
 
 
 def _follow_torchs(scheduler: Any, drivers: list[Scheduler], what: str) -> None:

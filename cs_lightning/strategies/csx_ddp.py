@@ -73,15 +73,21 @@ def replicas_identical(model: nn.Module, device: torch.device) -> bool:
 
 def same_on_every_rank(tensors: list[torch.Tensor], device: torch.device) -> bool:
     """Whether every rank holds the same bits in ``tensors`` (compared by a checksum of each)."""
-    tensors = [t.detach() for t in tensors]
-    local = torch.stack([bit_sum(t) for t in tensors]) if tensors else torch.zeros(1, dtype=torch.int64)
-    local = local.to(device if torch.distributed.get_backend() == "nccl" else torch.device("cpu"))
-    gathered = [torch.empty_like(local) for _ in range(torch.distributed.get_world_size())]
-    torch.distributed.all_gather(gathered, local)
+    gathered = every_ranks_checksums(tensors, device)
     return all(torch.equal(gathered[0], other) for other in gathered[1:])
 
 
-def bit_sum(tensor: torch.Tensor) -> torch.Tensor:
+def every_ranks_checksums(tensors: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """Each rank's checksums of its ``tensors`` (one ``_bit_sum`` each; one 0 for none), in rank order: one
+    all-gather, on ``device`` under NCCL."""
+    local = torch.stack([_bit_sum(t.detach()) for t in tensors]) if tensors else torch.zeros(1, dtype=torch.int64)
+    local = local.to(device if torch.distributed.get_backend() == "nccl" else torch.device("cpu"))
+    gathered = [torch.empty_like(local) for _ in range(torch.distributed.get_world_size())]
+    torch.distributed.all_gather(gathered, local)
+    return gathered
+
+
+def _bit_sum(tensor: torch.Tensor) -> torch.Tensor:
     """Sum of the tensor's raw bit patterns, each times its position plus one (wrapping int64): replicas built
     from different seeds differ in it almost surely, and so (for words of 32 bits or fewer) do two with one pair
     of values swapped. A linear checksum, not a hash: moves built to cancel (two opposite swaps) go unseen.

@@ -44,7 +44,7 @@ from cs_lightning.strategies.checkpoints import (
     sharded_checkpoint_problem,
     sharded_folder_error,
 )
-from cs_lightning.strategies.csx_ddp import bit_sum, same_on_every_rank
+from cs_lightning.strategies.csx_ddp import every_ranks_checksums, same_on_every_rank
 from cs_lightning.strategies.system import CSXSystemMixin
 from cs_lightning.user_code import import_dotted
 
@@ -281,13 +281,10 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         module = self._connected_module
         saved = module.state_dict().keys()
         buffers = {name: buffer.detach() for name, buffer in module.named_buffers() if name in saved}
-        names = list(buffers)
-        if not names:
+        if not buffers:
             return None
-        local = torch.stack([bit_sum(buffers[name]) for name in names]).to(self._collectives_device)
-        every = [torch.empty_like(local) for _ in range(self.world_size)]
-        torch.distributed.all_gather(every, local)
-        apart = [name for k, name in enumerate(names) if any(other[k] != every[0][k] for other in every[1:])]
+        every = every_ranks_checksums(list(buffers.values()), self.root_device)
+        apart = [name for k, name in enumerate(buffers) if any(other[k] != every[0][k] for other in every[1:])]
         if not apart:
             return None
         copies = {name: buffers[name].cpu().clone() for name in apart}
