@@ -131,6 +131,19 @@ def test_the_lightning_strategies_own_arguments_still_pass_through() -> None:
         CSXFSDPStrategy(state_dict_typ="full")
 
 
+@pytest.mark.parametrize("cls", [CSXDDPStrategy, CSXFSDPStrategy])
+@pytest.mark.parametrize(("timeout", "fix"), [(5, "timeout=timedelta(seconds=5)"), ("30", "a datetime.timedelta")])
+def test_a_timeout_that_is_no_timedelta_is_refused_as_the_strategy_is_built(
+    cls: type, timeout: object, fix: str
+) -> None:
+    """torch would refuse it once the processes had started, in a traceback per rank."""
+    with pytest.raises(
+        TypeError, match=rf"^{cls.__name__} got timeout={timeout!r}: .* datetime\.timedelta; pass {re.escape(fix)}$"
+    ):
+        cls(timeout=timeout)
+    assert cls(timeout=None)._timeout is None
+
+
 @pytest.mark.parametrize("name", ["data_parallel_size", "tensor_parallel_size", "save_distributed_checkpoint"])
 def test_csx_fsdp_refuses_the_arguments_it_decides_itself(name: str) -> None:
     """ModelParallelStrategy takes them, but csx_fsdp would ignore them: refused, not silently dropped."""

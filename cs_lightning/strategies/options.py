@@ -7,6 +7,7 @@ import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from typing import Any, get_type_hints
 
 import torch
@@ -104,6 +105,18 @@ def refuse_unknown(cls: type, mixin: type, kwargs: Mapping[str, Any], known: set
     raise UsageTypeError(
         f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}It takes the CS-X options"
         f" {list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} and {parent.__name__}'s arguments."
+    )
+
+
+def check_timeout(cls: type, kwargs: Mapping[str, Any]) -> None:
+    """Refuse, as the strategy is built, a ``timeout`` that is not a ``timedelta``: torch would refuse it only
+    once every process had started, in a traceback per rank."""
+    timeout = kwargs.get("timeout")
+    if timeout is None or isinstance(timeout, timedelta):
+        return
+    fix = f"timeout=timedelta(seconds={timeout!r})" if isinstance(timeout, (int, float)) else "a datetime.timedelta"
+    raise UsageTypeError(
+        f"{cls.__name__} got timeout={timeout!r}: the collectives' timeout is a datetime.timedelta; pass {fix}"
     )
 
 

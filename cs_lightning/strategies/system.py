@@ -64,7 +64,13 @@ from cs_lightning.strategies.checkpoints import (
     users_scheduler_states,
 )
 from cs_lightning.strategies.compiling import compile_forwards, compiled_update, forget_compiled_updates, shadowed
-from cs_lightning.strategies.options import CSX_OPTION_NAMES, CSXOptions, refuse_unknown, with_options_signature
+from cs_lightning.strategies.options import (
+    CSX_OPTION_NAMES,
+    CSXOptions,
+    check_timeout,
+    refuse_unknown,
+    with_options_signature,
+)
 from cs_lightning.strategies.trace_check import checked_step
 from cs_lightning.time_to_first_loss import TimeToFirstLoss, loss_of, skipped
 
@@ -87,6 +93,7 @@ class CSXSystemMixin(Strategy):
     def __init__(self, **kwargs: Any) -> None:
         self.options = CSXOptions.take(kwargs)
         refuse_unknown(type(self), CSXSystemMixin, kwargs, self._lightning_arguments())
+        check_timeout(type(self), kwargs)
         super().__init__(**kwargs)
         self._time_to_first_loss: TimeToFirstLoss | None = None
         self._driven_clock: TimeToFirstLoss | None = None  # the clock, when the strategy's hooks drive it
