@@ -846,6 +846,21 @@ def test_sync_batchnorm_is_refused_with_the_fix_before_anything_runs() -> None:
     assert run.global_step == 0 and not hasattr(model, "layer")  # configure_model did not run
 
 
+def test_stochastic_weight_averaging_is_refused_with_the_fix_before_anything_runs() -> None:
+    """Lightning's SWA refuses its own FSDP; under ModelParallelStrategy it fails an epoch in, mixing its copy's
+    plain tensors with the DTensors (or, the model built in configure_model, averages nothing)."""
+    from lightning.pytorch.callbacks import StochasticWeightAveraging
+
+    from cs_lightning.errors import UsageError
+
+    averaging = StochasticWeightAveraging(swa_lrs=0.01)
+    run = L.Trainer(strategy="csx_fsdp", devices=1, accelerator="cpu", callbacks=[averaging], max_steps=1, logger=False)
+    model = _ScaledLayer()
+    with pytest.raises(UsageError, match=r"^StochasticWeightAveraging does not support sharded models: .*'csx_ddp'"):
+        run.fit(model, DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2))
+    assert run.global_step == 0 and not hasattr(model, "layer")  # configure_model did not run
+
+
 def test_a_model_csx_fsdp_refuses_stays_recorded_and_trains_under_csx() -> None:
     """Refused after its tensors were swapped for meta ones, it was neither recorded nor real any more."""
     from cs_lightning.deferred import is_deferred

@@ -13,6 +13,7 @@ from lightning.fabric.utilities.distributed import _set_num_threads_if_needed
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import StochasticWeightAveraging
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.trainer.states import TrainerFn
@@ -172,6 +173,14 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
                 "sync_batchnorm=True: csx_fsdp does not synchronize BatchNorm statistics (FSDP2 keeps each rank's"
                 " running statistics its own); drop sync_batchnorm=True, or train with strategy='csx_ddp', whose"
                 " SyncBatchNorm needs CUDA"
+            )
+        callbacks = self._connected_module.trainer.callbacks  # type: ignore[attr-defined]
+        if any(isinstance(callback, StochasticWeightAveraging) for callback in callbacks):
+            # Lightning's SWA refuses its own FSDP: it copies the module before sharding and then mixes that
+            # copy's plain tensors with the sharded ones (a DTensor error an epoch in)
+            raise UsageError(
+                "StochasticWeightAveraging does not support sharded models: csx_fsdp shards the weights it would"
+                " average; drop the callback, or train with strategy='csx_ddp', which keeps a whole model per rank"
             )
         self._data_parallel_size = self.num_nodes * self.num_processes
         _set_num_threads_if_needed(num_processes=self.num_processes)
