@@ -1921,6 +1921,23 @@ def test_a_cache_subfolder_that_is_a_file_is_one_line(
     assert (tmp_path / "cache" / subfolder).read_text() == "mine\n"
 
 
+def test_a_cache_entry_that_cannot_be_removed_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
+) -> None:
+    """A read-only or another user's cache raised a traceback. Root removes files whatever their mode, so the
+    entry that cannot go is a folder named as an entry."""
+    entry = tmp_path / "cache" / "trace" / "0123.json"
+    (entry / "inside").mkdir(parents=True)
+    monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["cache", "clear"]) == 2
+    out, err = capfd.readouterr()
+    assert out == "" and err.startswith(f"cs-lightning: error: CS_LIGHTNING_CACHE_DIR: cannot remove {str(entry)!r}: ")
+    assert err.endswith(
+        "; fix: clear the cache as a user who may write it, or set CS_LIGHTNING_CACHE_DIR to a folder of your own\n"
+    )
+    assert len(err.splitlines()) == 1 and (entry / "inside").is_dir()
+
+
 def test_a_cache_refusal_names_xdg_cache_home_when_that_is_the_cause(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
 ) -> None:

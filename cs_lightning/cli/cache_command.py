@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cs_lightning.cache import cache_dir, cache_variable
@@ -27,13 +27,25 @@ def cache_command(argv: Sequence[str]) -> None:
     for folder in (cache_dir(), cache.folder, tables.folder):  # the root first: a file there blocks all three
         _check_cache_folder(folder, cache_dir())
     if opts.action == "clear":
-        entries, files = cache.clear(), tables.clear()
+        entries, files = _cleared(cache.clear), _cleared(tables.clear)
         print(f"removed {entries} entr{'y' if entries == 1 else 'ies'} from {cache.folder}")
         print(f"removed {files} jump table{'s' * (files != 1)} from {tables.folder}")
     else:
         print(cache.info())
         count = len(tables.files())
         print(f"jump tables {tables.folder}: {count} file{'s' * (count != 1)}, {tables.size()} bytes")
+
+
+def _cleared(clear: Callable[[], int]) -> int:
+    """Run ``clear``; a file it cannot remove (a read-only or another user's cache) is one line, not a traceback."""
+    try:
+        return clear()
+    except OSError as error:
+        raise ConfigError(
+            cache_variable() or "cache",
+            f"cannot remove {str(error.filename)!r}: {error.strerror}; fix: clear the cache as a user who may"
+            " write it, or set CS_LIGHTNING_CACHE_DIR to a folder of your own",
+        ) from None
 
 
 def _check_cache_folder(folder: Path, root: Path) -> None:
