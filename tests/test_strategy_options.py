@@ -37,6 +37,8 @@ def test_the_readme_lists_exactly_the_options() -> None:
 def test_the_options_are_checked_naming_the_argument() -> None:
     with pytest.raises(ValueError, match=r"init_mode='lazy' is not supported; use one of \('exact', 'independent'\)"):
         CSXOptions(init_mode="lazy")
+    with pytest.raises(ValueError, match=r"^init_mode='exct' is not supported; did you mean 'exact'\? use one of"):
+        CSXStrategy(init_mode="exct")
     with pytest.raises(TypeError, match=r"strict_schedulers=1 must be a bool"):
         CSXDDPStrategy(strict_schedulers=1)
 

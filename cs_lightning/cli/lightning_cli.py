@@ -429,7 +429,8 @@ class CSLightningCLI(LightningCLI):
             "--imports",
             type=list[str] | str | None,
             default=None,
-            help="Modules, or .py files relative to the config, imported before parsing.",
+            help="Dotted modules, or .py files, imported before parsing: on the command line relative to the working"
+            " directory, under imports: in a config relative to that file.",
         )
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:

@@ -55,7 +55,9 @@ class CSXOptions:
 
     def __post_init__(self) -> None:
         if self.init_mode not in INIT_MODES:
-            raise UsageError(f"init_mode={self.init_mode!r} is not supported; use one of {INIT_MODES}")
+            close = difflib.get_close_matches(str(self.init_mode), INIT_MODES, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UsageError(f"init_mode={self.init_mode!r} is not supported; {hint}use one of {INIT_MODES}")
         for option in fields(self):
             value = getattr(self, option.name)
             if option.type in (bool, "bool") and not isinstance(value, bool):  # "bool": postponed annotations
