@@ -1543,6 +1543,15 @@ ONE_LINE_FAILURES = {
         "trainer.accelerator: 'tpu' needs torch_xla>=1.13, which is not installed; fix: "
         "pip install -U 'torch_xla>=1.13', or choose another trainer.accelerator",
     ),
+    "a GPU accelerator on a machine without one": (
+        ["fit", "--trainer.accelerator", "gpu"],
+        "trainer.accelerator: 'gpu' is not available on this machine; fix: write cpu, or leave it out (auto)",
+    ),
+    "a CUDA accelerator on a machine without one": (
+        ["fit", "--trainer.accelerator", "cuda"],
+        "trainer.accelerator: 'cuda' is not available on this machine; fix: write one of cpu, csx, or leave it out "
+        "(auto)",
+    ),
     "test without test_step": (
         ["test"],
         "test: DigitClassifier has no test_step(); fix: define "

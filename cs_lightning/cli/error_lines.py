@@ -409,14 +409,33 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
         class_path = value.get("class_path") if isinstance(value, Namespace) else None
         if class_path and class_path in str(err):
             return _build_error(key, class_path, value.get("init_args"), err, text)
+    trainer = config.get("trainer")
+    unavailable = _unavailable_accelerator(trainer, text)
+    if unavailable is not None:
+        return unavailable
     # Lightning names the Trainer argument it refuses, in backquotes (`gradient_clip_algorithm` bogus is
     # invalid) or bare (invalid value -1.0 for limit_train_batches)
-    trainer = config.get("trainer")
     quoted, bare = re.findall(r"`(?:Trainer\()?(\w+)[`=]", text), re.findall(r"\b[a-z]+_\w+", text)
     named = [name for name in quoted + bare if isinstance(trainer, Namespace) and name in trainer]
     if named:
         return ConfigError(("trainer", named[0]), f"{type(err).__name__}: {text}; fix: correct trainer.{named[0]}")
     return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")
+
+
+def _unavailable_accelerator(trainer: Any, text: str) -> ConfigError | None:
+    """`accelerator: gpu` (or cuda, mps) on a machine without one: Lightning's words name neither the key (for
+    gpu) nor a fix. None for any other refusal."""
+    if not isinstance(trainer, Namespace) or not re.search(
+        r"No supported gpu backend found|can not run on your system since the accelerator is not available", text
+    ):
+        return None
+    available = re.search(r"available and can be passed .*?: \[([^\]]*)\]", text)
+    names = sorted(re.findall(r"'(\w+)'", available.group(1))) if available else ["cpu"]
+    choices = f"write {names[0]}, or" if len(names) == 1 else f"write one of {', '.join(names)}, or"
+    return ConfigError(
+        ("trainer", "accelerator"),
+        f"{trainer.get('accelerator')!r} is not available on this machine; fix: {choices} leave it out (auto)",
+    )
 
 
 def _build_error(key: str, class_path: str, init_args: Any, err: Exception, text: str) -> ConfigError:
