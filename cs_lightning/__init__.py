@@ -23,6 +23,7 @@ except ImportError:
     _LIGHTNING_PARTS = (
         "CSXAccelerator",
         "CSXModule",
+        "StepCheckpoint",
         "StepClosureCallback",
         "step_closure",
         "CSXDDPStrategy",
@@ -39,6 +40,7 @@ except ImportError:
 else:
     from cs_lightning.accelerator import CSXAccelerator
     from cs_lightning.module import CSXModule
+    from cs_lightning.step_checkpoint import StepCheckpoint
     from cs_lightning.step_closure import StepClosureCallback, step_closure
     from cs_lightning.strategies import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy
     from cs_lightning.strategies.registration import register as _register
@@ -55,6 +57,7 @@ __all__ = [
     "CSXStrategy",
     "GraphBreakError",
     "ResumableDataLoader",
+    "StepCheckpoint",
     "StepClosureCallback",
     "TimeToFirstLoss",
     "step_closure",

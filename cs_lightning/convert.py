@@ -45,7 +45,7 @@ from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, number_in_text, torch_optimizers
 from cs_lightning.schedulers.registry import named_tags, with_new_names
 
-_CHECKPOINT_CALLBACK = "lightning.pytorch.callbacks.ModelCheckpoint"
+_CHECKPOINT_CALLBACK = "cs_lightning.StepCheckpoint"  # every N steps and the last, as Model Zoo saves
 
 # Model Zoo's mixed-precision formats -> Lightning precision strings.
 _PRECISION = {"bfloat16": "bf16-mixed", "cbfloat16": "bf16-mixed", "float16": "16-mixed"}

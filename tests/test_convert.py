@@ -98,7 +98,7 @@ def test_gpt_trainer_config():
     )
     assert trainer["callbacks"] == [
         {
-            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+            "class_path": "cs_lightning.StepCheckpoint",
             "init_args": {"every_n_train_steps": 1000, "save_top_k": -1},
         }
     ]
