@@ -238,8 +238,9 @@ def check_arguments(
         if p.name in takes and p.name not in args and p.name not in filled and p.default is p.empty
     ]
     if missing:
+        who = "" if path and path[-1] == cls.__name__ else f"{cls.__name__} "  # the key names it: said once
         raise ConfigTypeError(
-            path, f"{cls.__name__} needs {', '.join(missing)}; fix: add " + ", ".join(f"{m}: <value>" for m in missing)
+            path, f"{who}needs {', '.join(missing)}; fix: add " + ", ".join(f"{m}: <value>" for m in missing)
         )
 
 

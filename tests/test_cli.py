@@ -539,7 +539,7 @@ BAD = {
     "scheduler missing an argument": (
         {"schedulers": [{"CosineDecayLR": {"initial_learning_rate": PEAK, "total_iters": DECAY}}]},
         "schedulers[0].CosineDecayLR",
-        "CosineDecayLR needs end_learning_rate; fix: add end_learning_rate: <value>",
+        "needs end_learning_rate; fix: add end_learning_rate: <value>",
     ),
     "bad optimizer argument": ({"optimizer": {"AdamW": {"lrr": 0.1}}}, "optimizer.AdamW.lrr", "did you mean lr"),
     "bad optimizer value": ({"optimizer": {"AdamW": {"lr": -1.0}}}, "optimizer.AdamW", "correct the value"),
@@ -897,7 +897,7 @@ def test_a_lambda_schedule_names_its_function_by_dotted_path_from_imports(tmp_pa
     config["schedulers"][0]["LambdaLR"]["lr_lambda"] = "cli_lambdas.doubling"
     assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config)), "--table"]) == 2
     assert capfd.readouterr().err == (
-        "cs-lightning: error: schedulers[0].LambdaLR: LambdaLR: got lr_lambda='cli_lambdas.doubling'; module "
+        "cs-lightning: error: schedulers[0].LambdaLR.lr_lambda: got 'cli_lambdas.doubling'; module "
         "'cli_lambdas' has no 'doubling'; fix: give module.function, its module importable or its file listed "
         "under imports:\n"
     )
@@ -933,7 +933,7 @@ def test_schedule_reads_several_config_files_as_fit_does(tmp_path: Path, capfd) 
     assert rows[0] == ["step", "CosineDecayLR", "group", "0", "lr"]
     assert float(rows[1][1]) == pytest.approx(PEAK)
     refusal = (
-        "cs-lightning: error: schedulers.LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
+        "cs-lightning: error: schedulers.LinearLR: needs initial_learning_rate, end_learning_rate; fix: add "
         "initial_learning_rate: <value>, end_learning_rate: <value>\n"
     )
     for command in ("schedule", "fit"):
@@ -1419,7 +1419,7 @@ ONE_LINE_FAILURES = {
     ),
     "a bad scheduler after a Model Zoo optimizer block (whose warning is held back)": (
         ["fit", "--optimizer", "{Adam: {learning_rate: 0.001}}", "--schedulers", "[{LinearLR: {total_iters: 0}}]"],
-        "schedulers[0].LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
+        "schedulers[0].LinearLR: needs initial_learning_rate, end_learning_rate; fix: add "
         "initial_learning_rate: <value>, end_learning_rate: <value>",
     ),
     "a bad scheduler after a Model Zoo optimizer block, under --print_config": (
@@ -1431,7 +1431,7 @@ ONE_LINE_FAILURES = {
             "[{LinearLR: {total_iters: 0}}]",
             "--print_config",
         ],
-        "schedulers[0].LinearLR: LinearLR needs initial_learning_rate, end_learning_rate; fix: add "
+        "schedulers[0].LinearLR: needs initial_learning_rate, end_learning_rate; fix: add "
         "initial_learning_rate: <value>, end_learning_rate: <value>",
     ),
     "best, which a fresh Trainer has not": (
@@ -1856,7 +1856,7 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
     [
         (
             {"LinearLR": {"initial_learning_rate": 0.01, "end_learning_rate": -0.001, "total_iters": 4}},
-            "schedulers[0].LinearLR: LinearLR: got end_learning_rate=-0.001",
+            "schedulers[0].LinearLR.end_learning_rate: got -0.001",
         ),
         (
             {
@@ -1867,7 +1867,7 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
                     ]
                 }
             },
-            "schedulers[0].SequentialLR.schedulers[1].PiecewiseConstantLR: PiecewiseConstantLR: got learning_rates=[0.01, -0.1]",
+            "schedulers[0].SequentialLR.schedulers[1].PiecewiseConstantLR.learning_rates: got [0.01, -0.1]",
         ),
     ],
 )

@@ -33,10 +33,10 @@ def test_a_nested_bad_value_carries_its_key_path_as_a_tuple_formatted_once() -> 
             _optimizer(),
         )
     error = info.value
-    assert error.path == ("schedulers", 1, "SequentialLR", "schedulers", 1, "PiecewiseConstantLR")
-    assert error.key == "schedulers[1].SequentialLR.schedulers[1].PiecewiseConstantLR"
+    assert error.path == ("schedulers", 1, "SequentialLR", "schedulers", 1, "PiecewiseConstantLR", "learning_rates")
+    assert error.key == "schedulers[1].SequentialLR.schedulers[1].PiecewiseConstantLR.learning_rates"
     assert str(error) == f"{error.key}: {error.message}"
-    assert error.message.startswith("PiecewiseConstantLR: got learning_rates=[0.01, -0.1]")
+    assert error.message.startswith("got [0.01, -0.1]")  # the value's own key names the argument
     assert "schedulers[" not in error.message  # the path is in the message once, from format_key_path
 
 
@@ -66,6 +66,7 @@ def test_convert_puts_the_same_path_under_the_model_zoo_key() -> None:
         "schedulers",
         1,
         "PiecewiseConstantLR",
+        "learning_rates",
     )
 
 
@@ -224,18 +225,17 @@ LINEAR = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0}
         (
             lambda: build([{"LinearLR": {**LINEAR, "total_iters": -1}}], _optimizer()),
             ConfigError,
-            "schedulers[0].LinearLR: LinearLR: got total_iters=-1; total_iters must be >= 0; fix: correct the value",
+            "schedulers[0].LinearLR.total_iters: got -1; total_iters must be >= 0; fix: correct the value",
         ),
         (
             lambda: build([{"LinearLR": {**LINEAR, "total_iters": "ten"}}], _optimizer()),
             ConfigTypeError,
-            "schedulers[0].LinearLR: LinearLR: got total_iters='ten'; total_iters must be an int; fix: correct the value",
+            "schedulers[0].LinearLR.total_iters: got 'ten'; total_iters must be an int; fix: correct the value",
         ),
         (  # the constructor's own fix stands
             lambda: build([{"LinearLR": {**LINEAR, "total_iters": 2.5}}], _optimizer()),
             ConfigTypeError,
-            "schedulers[0].LinearLR: LinearLR: got total_iters=2.5; total_iters must be an int; fix: write an integer, "
-            "e.g. 2",
+            "schedulers[0].LinearLR.total_iters: got 2.5; total_iters must be an int; fix: write an integer, e.g. 2",
         ),
         (  # not a value to correct: the optimizer has no weight decay
             lambda: build(

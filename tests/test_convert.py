@@ -262,7 +262,7 @@ def test_convert_is_pure():
 
 BAD = {
     "bad_unknown_scheduler.yaml": "trainer.init.schedulers[0].SequentialLR.schedulers[1]",
-    "bad_milestones.yaml": "trainer.init.schedulers[0].SequentialLR: SequentialLR: got milestones=[150, 100]",
+    "bad_milestones.yaml": "trainer.init.schedulers[0].SequentialLR.milestones: got [150, 100]",
     "bad_not_trainer.yaml": "not a Cerebras Model Zoo config",
     "bad_legacy_unknown_scheduler.yaml": "optimizer.learning_rate[0].scheduler",
 }
@@ -286,7 +286,7 @@ def test_the_convert_command_leaves_the_error_line_to_the_cli(tmp_path, capsys):
 
 
 def test_bad_milestones_name_the_fix():
-    with pytest.raises(ConfigError, match=r"milestones=\[150, 100\]; milestones must be strictly increasing"):
+    with pytest.raises(ConfigError, match=r"milestones: got \[150, 100\]; milestones must be strictly increasing"):
         convert(_load("bad_milestones.yaml"))
 
 

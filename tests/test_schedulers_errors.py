@@ -371,13 +371,14 @@ def test_sequential_milestones_follow_one_rule_in_python_and_yaml():
     assert torch.equal(built.values(120), from_yaml.values(120))
     # the warmup holds its end value from step 10 to the milestone, where the decay starts at its step 0
     assert built.values([9, 10, 19, 20])[:, 0].tolist() == pytest.approx([0.09, 0.1, 0.1, 0.2])
-    message = r"got milestones=\[20, 10\]; milestones must be strictly increasing \(milestones\[1\]=10 after 20\)"
+    rule = r"milestones must be strictly increasing \(milestones\[1\]=10 after 20\)"
     three = [cs.LinearLR(optimizer, 0.0, 0.1, 10), cs.ConstantLR(optimizer, 0.1), cs.LinearLR(optimizer, 0.1, 0.0, 5)]
-    with pytest.raises(ValueError, match=f"^SequentialLR: {message}$"):
+    with pytest.raises(ValueError, match=rf"^SequentialLR: got milestones=\[20, 10\]; {rule}$"):
         cs.SequentialLR(optimizer, three, [20, 10])
     yaml_three = [*children[:1], {"ConstantLR": {"learning_rate": 0.1}}, children[1]]
-    with pytest.raises(
-        ValueError, match=f"^schedulers\\[0\\].SequentialLR: SequentialLR: {message}; fix: correct the value$"
+    with pytest.raises(  # said at the key of the value refused
+        ValueError,
+        match=rf"^schedulers\[0\]\.SequentialLR\.milestones: got \[20, 10\]; {rule}; fix: correct the value$",
     ):
         cs.build([{"SequentialLR": {"schedulers": yaml_three, "milestones": [20, 10]}}], optimizer)
 

@@ -277,7 +277,7 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
     except ParamGroupTagsError as error:  # keeps its class, which the CLI catches to add its fix
         raise error.under(*path) from error
     except (UsageError, UsageTypeError, ClosedFormError) as error:
-        raise refused_at(path, error) from error
+        raise _refused_argument(cls, args, path, error) from error
     if isinstance(built, _Sequential) and "milestones" in args:
         warn_of_cut_stages(format_key_path(path), built.schedulers, built.milestones)
     return built
@@ -334,6 +334,17 @@ def _resolve_at(name: str, path: KeyPath) -> type[Scheduler]:
         return resolve(name)
     except ConfigError as error:
         raise error.under(*path) from None
+
+
+def _refused_argument(cls: type, args: Mapping[str, Any], path: KeyPath, error: ValueError | TypeError) -> ConfigError:
+    """A constructor's refusal of one of the block's values (``LinearLR: got total_iters=-1; ...``), said at that
+    value's own key, as a misspelt argument is; any other refusal at the block's."""
+    for name, value in args.items():
+        said = f"{cls.__name__}: got {name}={value!r}; "
+        if str(error).startswith(said):
+            retold = type(error)(f"got {value!r}; {str(error).removeprefix(said)}")
+            return refused_at((*path, name), retold)
+    return refused_at(path, error)
 
 
 def _build_children(spec: Any, optimizer: torch.optim.Optimizer, tags: Any, path: KeyPath) -> list[Scheduler]:
