@@ -5,13 +5,14 @@ import logging
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
-from lightning_models import Regressor, SkipsFirst, data, fit, trainer
+from lightning_models import Regressor, SkipsFirst, data, fit, mlp, trainer
 
 from cs_lightning import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
@@ -72,6 +73,54 @@ def test_optimizers_are_built_after_materialization() -> None:
 
     fit(Checks(build_in="configure_model"), "csx", steps=1)
     assert seen == [False]
+
+
+class _HoldsItsOwnParameters(Regressor):
+    """Takes its parameters where it builds its layers: an optimizer (``optimizer``) or a dict of groups
+    (``groups``) that ``configure_optimizers`` builds the optimizer from. Under csx, both are taken while the
+    model is recorded, before materialize puts the real parameters in place."""
+
+    def __init__(self, holds: str, **kwargs: Any) -> None:
+        self.holds = holds
+        super().__init__(**kwargs)
+
+    def configure_model(self) -> None:
+        if self.net is not None:
+            return
+        self.net = mlp()
+        weights = [p for p in self.net.parameters() if p.ndim == 2]
+        self.groups = {"decay": weights, "no_decay": tuple(p for p in self.net.parameters() if p.ndim < 2)}
+        if self.holds == "optimizer":
+            self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.05)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        if self.holds == "optimizer":
+            return self.optimizer
+        return torch.optim.AdamW([{"params": self.groups["decay"]}, {"params": self.groups["no_decay"]}], lr=0.01)
+
+
+@pytest.mark.parametrize("holds", ["optimizer", "groups"])
+def test_what_configure_model_took_of_the_parameters_trains_the_real_ones(holds: str) -> None:
+    """They held the recorded tensors materialize replaced: the optimizer skipped them (no gradients), the
+    weights stayed as initialized, silently."""
+    torch.manual_seed(0)
+    eager_model = _HoldsItsOwnParameters(holds, build_in="configure_model")
+    _, eager = fit(eager_model, "auto", steps=10)
+    torch.manual_seed(0)
+    csx_model = _HoldsItsOwnParameters(holds, build_in="configure_model")
+    run, csx = fit(csx_model, "csx", steps=10)
+    assert _equal(eager.values, csx.values)
+    assert _equal(list(eager_model.state_dict().values()), list(csx_model.state_dict().values()))
+    held = [p for group in run.optimizers[0].param_groups for p in group["params"]]
+    assert {id(p) for p in held} == {id(p) for p in csx_model.parameters()}
+
+
+def test_csx_fsdp_refuses_an_optimizer_holding_the_recorded_parameters() -> None:
+    """It shards the model as it materializes it: the recorded tensors have no one real tensor to stand for."""
+    run = trainer("csx_fsdp", devices=1, accelerator="cpu", max_steps=1)
+    with pytest.raises(UsageError, match=r"^SGD param_groups\[0\] holds the model's parameters as they were recorded"):
+        run.fit(_HoldsItsOwnParameters("optimizer", build_in="configure_model"), data())
+    assert run.global_step == 0
 
 
 class _Snapshot(Callback):

@@ -551,17 +551,31 @@ def _assign(
             continue
         value = params.get(id(t), finals[id(t)])  # other references get the Parameter too
         _carry_over(t, value)
+        t.__dict__[_REPLACED_BY] = value  # for what holds the recorded tensor outside the module (see replaced)
         if slot.kind == "item":
             getattr(slot.owner, slot.name)[slot.key] = value
         else:
             setattr(slot.owner, slot.name, value)
 
 
+# The attribute of a recorded tensor that names the real one materialize put in its place.
+_REPLACED_BY = "_cs_replaced_by"
+
+
+def replaced(tensor: torch.Tensor) -> torch.Tensor:
+    """The real tensor materialize put in place of ``tensor``, a recorded one; ``tensor`` itself otherwise.
+
+    What held a recorded tensor outside the module (an optimizer built in ``configure_model``, a dict of
+    parameter groups) still holds it after materialize: this finds what the module holds now.
+    """
+    return tensor.__dict__.get(_REPLACED_BY, tensor) if isinstance(tensor, DeferredTensor) else tensor
+
+
 def _carry_over(fake: DeferredTensor, real: torch.Tensor) -> None:
     """What a constructor attached to a tensor: attributes (a no-weight-decay flag) and
     gradient hooks (registered again: handles taken before materialize no longer remove
     them)."""
-    real.__dict__.update((k, v) for k, v in vars(fake).items() if k not in ("_cs_recording", "_is_param"))
+    real.__dict__.update((k, v) for k, v in vars(fake).items() if k not in ("_cs_recording", "_is_param", _REPLACED_BY))
     if real._backward_hooks is None and fake._backward_hooks:  # once, if tied
         for hook in fake._backward_hooks.values():
             real.register_hook(hook)

@@ -48,7 +48,9 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.config_blocks import keyword_names
+from cs_lightning.deferred.materialize import replaced
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
+from cs_lightning.errors import UsageError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import convert_lightning_configs
 from cs_lightning.schedulers.resume import check_scheduler_states
@@ -312,6 +314,7 @@ class CSXSystemMixin(Strategy):
         configure = module.configure_optimizers
         with shadowed(module, "configure_optimizers", lambda: _step_closed_form(configure())):
             super().setup_optimizers(trainer)
+        _hold_the_real_parameters(self.optimizers)
         convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
         # Where the scheduler's steps are the run's optimizer steps (Lightning counts a frequency in batches of
         # each epoch; under manual optimization the user steps it; in epochs, the steps are known with the data)
@@ -428,6 +431,23 @@ class CSXSystemMixin(Strategy):
     def _add_phase(self, name: str, seconds: float) -> None:
         if self._time_to_first_loss is not None:
             self._time_to_first_loss.add_phase(name, seconds)
+
+
+def _hold_the_real_parameters(optimizers: list[Optimizer]) -> None:
+    """Point the optimizers at the model's real parameters where they hold recorded ones: built in
+    ``configure_model``, under ``init_module``, or from a container of parameters filled there, they hold the
+    tensors materialize replaced, and would update nothing (the eager model's optimizer holds the real ones).
+    One that still holds a recorded tensor (a model sharded after recording) is refused: it would train nothing."""
+    for optimizer in optimizers:
+        for index, group in enumerate(optimizer.param_groups):
+            group["params"] = [replaced(tensor) for tensor in group["params"]]
+            if any(isinstance(tensor, deferred.DeferredTensor) for tensor in group["params"]):
+                raise UsageError(
+                    f"{type(optimizer).__name__} param_groups[{index}] holds the model's parameters as they were"
+                    " recorded (taken in configure_model or under init_module), which the strategy replaced as it"
+                    " set the model up: it would update nothing; build the optimizer in configure_optimizers from"
+                    " self.parameters() or self.named_parameters()"
+                )
 
 
 with_options_signature(CSXSystemMixin.__init__)
