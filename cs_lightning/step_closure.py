@@ -67,7 +67,8 @@ def deferred_to_step_end() -> Iterator[None]:
         calls = _queue
     finally:
         _queue = outer
-    _run(calls)
+    if calls:  # most steps queue none: no flattening per step
+        _run(calls)
 
 
 @contextmanager
