@@ -32,6 +32,7 @@ one, not a Model Zoo config) raise `ConfigError` naming the Model Zoo key path;
 from __future__ import annotations
 
 import inspect
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,8 +103,15 @@ class Report:
         ]
         lines += [f"  {format_key_path(src)} -> {dst}" for src, dst in self.mapped]
         if self.unmapped:
-            lines.append("unmapped (marked at the end of the output file):")
-            lines += [f"  {format_key_path(key)}: {_flow(value)}  # {why}" for key, value, why in self.unmapped]
+            # one line per reason, not per key: a model's fifty settings share one (their values are in the file)
+            lines.append("unmapped, by reason (each with its value at the end of the output file):")
+            by_reason: dict[str, list[str]] = {}
+            for key, _, why in self.unmapped:
+                by_reason.setdefault(why, []).append(format_key_path(key))
+            for why, keys in by_reason.items():
+                lines.append(f"  {why}:")
+                lines += textwrap.wrap(", ".join(keys), 100, initial_indent="    ", subsequent_indent="    ",
+                                       break_long_words=False, break_on_hyphens=False)  # fmt: skip
         if self.notes:
             lines.append("notes:")
             lines += [f"  - {note}" for note in self.notes]
