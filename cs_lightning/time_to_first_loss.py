@@ -52,6 +52,9 @@ class TimeToFirstLoss(Callback):
         self._start: float | None = None
         self._first_step_start: float | None = None
         self._phases: dict[str, float] = {}
+        # the same seconds, by the part they fell in (a tuner's trial steps check the trace before the first step)
+        self._in_setup: dict[str, float] = {}
+        self._in_first_step: dict[str, float] = {}
         self._reported = False
         self._ended = False
 
@@ -62,6 +65,7 @@ class TimeToFirstLoss(Callback):
         """
         if self._ended:
             self.metrics, self._phases, self._first_step_start, self._start = {}, {}, None, None
+            self._in_setup, self._in_first_step = {}, {}
             self._reported = self._ended = False
         if self._start is None:
             self._start = time.perf_counter() if at is None else at
@@ -75,6 +79,8 @@ class TimeToFirstLoss(Callback):
         if seconds < 0:
             raise UsageError(f"add_phase(seconds={seconds}) must be >= 0: phases are durations")
         self._phases[name] = self._phases.get(name, 0.0) + seconds
+        part = self._in_setup if self._first_step_start is None else self._in_first_step
+        part[name] = part.get(name, 0.0) + seconds
 
     @override
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -141,12 +147,18 @@ class TimeToFirstLoss(Callback):
 
     def _line(self) -> str:
         parts = {name.removeprefix("ttfl/"): value for name, value in self.metrics.items()}
-        detail = ", ".join(f"{name} {parts[name]:.2f} s" for name in self._phases)
+        setup = _of_which(f"setup {parts['setup']:.2f} s", self._in_setup)
+        first_step = _of_which(f"first step {parts['first_step']:.2f} s", self._in_first_step)
         loss = f"; first loss {parts['loss']:.6g}" if "loss" in parts else ""
-        return (
-            f"Time to first loss: {parts['total']:.2f} s (setup {parts['setup']:.2f} s"
-            f" + first step {parts['first_step']:.2f} s{'; ' + detail if detail else ''}){loss}"
-        )
+        return f"Time to first loss: {parts['total']:.2f} s ({setup}; {first_step}){loss}"
+
+
+def _of_which(part: str, phases: Mapping[str, float]) -> str:
+    """``part`` and the phases within it (the rest of it is Lightning's and the user's own code)."""
+    if not phases:
+        return part
+    named = [f"{name} {seconds:.2f} s" for name, seconds in phases.items()]
+    return f"{part}, of which " + (named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}")
 
 
 def loss_of(output: STEP_OUTPUT) -> Any:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import LearningRateFinder
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.tuner import Tuner
@@ -45,6 +46,27 @@ def test_phases_a_strategy_adds_are_reported_and_logged(caplog: pytest.LogCaptur
         fit(Regressor(), "auto", steps=1, callbacks=[clock])
     assert clock.metrics["ttfl/materialize"] == 0.5
     assert any("materialize 0.50 s" in record.getMessage() for record in caplog.records)
+
+
+def test_each_phase_is_said_within_the_part_it_fell_in(caplog: pytest.LogCaptureFixture) -> None:
+    """Listed after both parts, the phases read as if they added up to them."""
+    clock = TimeToFirstLoss()
+
+    class InTheStep(Callback):
+        def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss: torch.Tensor) -> None:
+            clock.add_phase("trace", 0.125)
+
+    clock.add_phase("construct", 0.25)
+    clock.add_phase("materialize", 0.5)
+    with caplog.at_level(logging.INFO):
+        fit(Regressor(), "auto", steps=1, callbacks=[clock, InTheStep()])
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time to first loss")]
+    m = clock.metrics
+    assert line == (
+        f"Time to first loss: {m['ttfl/total']:.2f} s (setup {m['ttfl/setup']:.2f} s, of which construct 0.25 s and"
+        f" materialize 0.50 s; first step {m['ttfl/first_step']:.2f} s, of which trace 0.12 s); first loss"
+        f" {m['ttfl/loss']:.6g}"
+    )
 
 
 @pytest.mark.parametrize("strategy", ["auto", "csx"])
