@@ -1883,11 +1883,19 @@ def test_a_negative_learning_rate_is_refused_with_its_key_path(block, key, tmp_p
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("args, problem", [(["fitt"], "unknown command 'fitt'"), ([], "no command given")])
+@pytest.mark.parametrize(
+    "args, problem",
+    [
+        (["fitt"], "unknown command 'fitt'; did you mean 'fit'?"),
+        (["shedule"], "unknown command 'shedule'; did you mean 'schedule'?"),
+        (["train"], "unknown command 'train';"),
+        ([], "no command given;"),
+    ],
+)
 def test_a_wrong_or_missing_command_lists_every_command(args: list[str], problem: str, capfd) -> None:
     assert main(args) == 2
     assert capfd.readouterr().err == (
-        f"cs-lightning: error: {problem}; fix: cs-lightning fit|validate|test|predict --config run.yaml, "
+        f"cs-lightning: error: {problem} fix: cs-lightning fit|validate|test|predict --config run.yaml, "
         "or cs-lightning schedule|convert|cache (each takes --help)\n"
     )
 

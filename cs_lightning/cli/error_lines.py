@@ -50,11 +50,13 @@ def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
         given = re.search(r"invalid choice: '([^']*)'", message)
         problem = f"unknown command {given.group(1)!r}" if given else "no command given"
         # Lightning's message lists its own commands only: name every one, and how to start
-        lightning = "|".join(LightningCLI.subcommands())
+        commands = [*LightningCLI.subcommands(), *own_commands]
+        close = difflib.get_close_matches(given.group(1), commands, n=1) if given else []
+        hint = f"did you mean {close[0]!r}? " if close else ""
         return ConfigError(
             (),
-            f"{problem}; fix: cs-lightning {lightning} --config run.yaml, or cs-lightning "
-            f"{'|'.join(own_commands)} (each takes --help)",
+            f"{problem}; {hint}fix: cs-lightning {'|'.join(LightningCLI.subcommands())} --config run.yaml, or "
+            f"cs-lightning {'|'.join(own_commands)} (each takes --help)",
         )
     keyed = re.match(r'Parser key "([^"]+)":\s*(.*)', message, flags=re.DOTALL)
     if not keyed:
