@@ -553,6 +553,13 @@ def probe_optimizer(*blocks: Any) -> torch.optim.Optimizer:
 
 def _trainer_layout(out: _Output) -> None:
     src = out.source
+    trainer = src.get(("trainer",))
+    if isinstance(trainer, Mapping) and "init" not in trainer and "max_steps" in trainer:
+        raise ConfigError(  # trainer: holds Lightning's Trainer arguments: what convert writes
+            "trainer",
+            "this looks like a cs-lightning run.yaml already (trainer: holds Lightning's Trainer arguments, such"
+            " as max_steps); fix: run it with cs-lightning fit --config, or convert the Model Zoo YAML it came from",
+        )
     if not isinstance(src.get(_INIT), Mapping):
         raise ConfigError(
             _INIT,

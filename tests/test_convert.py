@@ -372,6 +372,19 @@ def test_cs_lightning_convert_subcommand(tmp_path, capsys):
     assert not (tmp_path / "bad.yaml").exists()
 
 
+def test_converting_a_converted_file_says_it_is_a_run_yaml_already(tmp_path, capsys):
+    """It said that a Model Zoo Trainer config needs trainer: {init: ...}, which the user had never written."""
+    assert main(["convert", str(DATA / "legacy_gpt3.yaml"), "-o", str(tmp_path / "run.yaml")]) == 0
+    capsys.readouterr()
+    assert main(["convert", str(tmp_path / "run.yaml"), "-o", str(tmp_path / "again.yaml")]) == 2
+    assert capsys.readouterr().err == (
+        "cs-lightning: error: trainer: this looks like a cs-lightning run.yaml already (trainer: holds Lightning's"
+        " Trainer arguments, such as max_steps); fix: run it with cs-lightning fit --config, or convert the Model"
+        " Zoo YAML it came from\n"
+    )
+    assert not (tmp_path / "again.yaml").exists()
+
+
 def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     """`3e-4` is a str to PyYAML's YAML 1.1 resolver, a float to `cs-lightning fit`: convert agrees with fit."""
     (tmp_path / "mz.yaml").write_text(
