@@ -177,7 +177,7 @@ def test_bare_closed_form_scheduler_steps_every_optimizer_step(caplog: pytest.Lo
     model = Regressor(scheduler=True)
     with caplog.at_level(logging.INFO):
         run, _ = fit(model, "csx", steps=10)
-    said = [r.getMessage() for r in caplog.records if "returned bare" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "without a scheduler config" in r.getMessage()]
     assert len(said) == 1 and "steps every optimizer step" in said[0] and '"interval": "epoch"' in said[0]
     config = run.lr_scheduler_configs[0]
     assert config.interval == "step"

@@ -501,8 +501,8 @@ def _per_step(scheduler: Any) -> Any:
         return scheduler
     # Lightning steps a bare scheduler each epoch: said once, as this run (and any under csx) does otherwise
     rank_zero_info(
-        f"cs_lightning: {type(scheduler).__name__} returned bare steps every optimizer step, as its arguments "
-        'count steps (Lightning\'s other strategies step a bare scheduler each epoch: return {"scheduler": ..., '
-        '"interval": "epoch"} for that)'
+        f"cs_lightning: {type(scheduler).__name__}, returned by configure_optimizers without a scheduler config,"
+        " steps every optimizer step, as a Cerebras schedule counts steps (Lightning's other strategies step it"
+        ' each epoch: return {"scheduler": ..., "interval": "epoch"} for that)'
     )
     return {"scheduler": scheduler, "interval": "step"}
