@@ -90,19 +90,20 @@ class _HoldsItsOwnParameters(Regressor):
         self.net = mlp()
         weights = [p for p in self.net.parameters() if p.ndim == 2]
         self.groups = {"decay": weights, "no_decay": tuple(p for p in self.net.parameters() if p.ndim < 2)}
-        if self.holds == "optimizer":
-            self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.05)
+        if self.holds != "groups":  # LBFGS keeps its group's list; Adagrad makes state per parameter
+            self.optimizer = getattr(torch.optim, self.holds)(self.net.parameters(), lr=0.05)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        if self.holds == "optimizer":
+        if self.holds != "groups":
             return self.optimizer
         return torch.optim.AdamW([{"params": self.groups["decay"]}, {"params": self.groups["no_decay"]}], lr=0.01)
 
 
-@pytest.mark.parametrize("holds", ["optimizer", "groups"])
-def test_what_configure_model_took_of_the_parameters_trains_the_real_ones(holds: str) -> None:
+@pytest.mark.parametrize("holds", ["SGD", "LBFGS", "Adagrad", "groups"])
+def test_what_configure_model_took_of_the_parameters_trains_the_real_ones(holds: str, tmp_path: Path) -> None:
     """They held the recorded tensors materialize replaced: the optimizer skipped them (no gradients), the
-    weights stayed as initialized, silently."""
+    weights stayed as initialized, silently. Adagrad's state, made with it, was keyed by them: a checkpoint
+    could not be saved."""
     torch.manual_seed(0)
     eager_model = _HoldsItsOwnParameters(holds, build_in="configure_model")
     _, eager = fit(eager_model, "auto", steps=10)
@@ -111,15 +112,32 @@ def test_what_configure_model_took_of_the_parameters_trains_the_real_ones(holds:
     run, csx = fit(csx_model, "csx", steps=10)
     assert _equal(eager.values, csx.values)
     assert _equal(list(eager_model.state_dict().values()), list(csx_model.state_dict().values()))
-    held = [p for group in run.optimizers[0].param_groups for p in group["params"]]
-    assert {id(p) for p in held} == {id(p) for p in csx_model.parameters()}
+    optimizer = run.optimizers[0]
+    held = [p for group in optimizer.param_groups for p in group["params"]]
+    assert {id(p) for p in held} == {id(p) for p in csx_model.parameters()} >= {id(p) for p in optimizer.state}
+    run.save_checkpoint(tmp_path / "saved.ckpt")
+    saved = torch.load(tmp_path / "saved.ckpt", weights_only=True)["optimizer_states"][0]["state"]
+    assert len(saved) == len(optimizer.state) == {"SGD": 0, "LBFGS": 1}.get(holds, len(held))
+
+
+def test_csx_ddp_points_an_optimizer_taken_in_configure_model_at_the_real_parameters() -> None:
+    torch.manual_seed(0)
+    eager_model = _HoldsItsOwnParameters("SGD", build_in="configure_model")
+    _, eager = fit(eager_model, "ddp", steps=5, devices=1, accelerator="cpu")  # ddp reseeds as csx_ddp does
+    torch.manual_seed(0)
+    csx_model = _HoldsItsOwnParameters("SGD", build_in="configure_model")
+    _, csx = fit(csx_model, "csx_ddp", steps=5, devices=1, accelerator="cpu")
+    assert _equal(eager.values, csx.values)
+    assert _equal(list(eager_model.state_dict().values()), list(csx_model.state_dict().values()))
 
 
 def test_csx_fsdp_refuses_an_optimizer_holding_the_recorded_parameters() -> None:
     """It shards the model as it materializes it: the recorded tensors have no one real tensor to stand for."""
     run = trainer("csx_fsdp", devices=1, accelerator="cpu", max_steps=1)
-    with pytest.raises(UsageError, match=r"^SGD param_groups\[0\] holds the model's parameters as they were recorded"):
-        run.fit(_HoldsItsOwnParameters("optimizer", build_in="configure_model"), data())
+    with pytest.raises(
+        UsageError, match=r"^SGD\.param_groups\[0\]\['params'\]\[0\] holds the model's parameters as they were recorded"
+    ):
+        run.fit(_HoldsItsOwnParameters("SGD", build_in="configure_model"), data())
     assert run.global_step == 0
 
 

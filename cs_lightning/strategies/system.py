@@ -437,17 +437,57 @@ def _hold_the_real_parameters(optimizers: list[Optimizer]) -> None:
     """Point the optimizers at the model's real parameters where they hold recorded ones: built in
     ``configure_model``, under ``init_module``, or from a container of parameters filled there, they hold the
     tensors materialize replaced, and would update nothing (the eager model's optimizer holds the real ones).
-    One that still holds a recorded tensor (a model sharded after recording) is refused: it would train nothing."""
+    One that still holds a recorded tensor elsewhere (a model sharded after recording, an optimizer's own
+    bookkeeping such as ZeroRedundancyOptimizer's) is refused: it would train nothing."""
     for optimizer in optimizers:
-        for index, group in enumerate(optimizer.param_groups):
-            group["params"] = [replaced(tensor) for tensor in group["params"]]
-            if any(isinstance(tensor, deferred.DeferredTensor) for tensor in group["params"]):
-                raise UsageError(
-                    f"{type(optimizer).__name__} param_groups[{index}] holds the model's parameters as they were"
-                    " recorded (taken in configure_model or under init_module), which the strategy replaced as it"
-                    " set the model up: it would update nothing; build the optimizer in configure_optimizers from"
-                    " self.parameters() or self.named_parameters()"
-                )
+        _point_at_the_real_parameters(optimizer)
+        where = _holding_recorded(optimizer)
+        if where is not None:
+            raise UsageError(
+                f"{type(optimizer).__name__}{where} holds the model's parameters as they were recorded (taken in"
+                " configure_model or under init_module), which the strategy replaced as it set the model up: it"
+                " would update nothing; build the optimizer in configure_optimizers from self.parameters() or"
+                " self.named_parameters()"
+            )
+
+
+def _point_at_the_real_parameters(optimizer: Optimizer) -> None:
+    for group in optimizer.param_groups:
+        group["params"][:] = [replaced(tensor) for tensor in group["params"]]  # in place: LBFGS holds the list
+    for key in [key for key in optimizer.state if isinstance(key, deferred.DeferredTensor)]:
+        state = optimizer.state.pop(key)
+        # state made with the optimizer (Adagrad's sums) is recorded too, and made again at the first step
+        if not any(isinstance(value, deferred.DeferredTensor) for value in state.values()):
+            optimizer.state[replaced(key)] = state
+    for value in vars(optimizer).values():
+        if isinstance(value, Optimizer):  # a wrapper's inner optimizer
+            _point_at_the_real_parameters(value)
+
+
+def _holding_recorded(value: Any, where: str = "", seen: set[int] | None = None) -> str | None:
+    """Where (``.attribute[index]...``) ``value`` holds a recorded tensor, through containers and optimizers;
+    None where it holds none."""
+    if isinstance(value, deferred.DeferredTensor):
+        return where
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return None
+    seen.add(id(value))
+    if isinstance(value, Optimizer):
+        items: Any = ((f".{name}", item) for name, item in vars(value).items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"[{index}]", item) for index, item in enumerate(value))
+    elif isinstance(value, dict):
+        if any(isinstance(key, deferred.DeferredTensor) for key in value):  # a map from parameters
+            return f"{where} (a key)"
+        items = ((f"[{key!r}]" if isinstance(key, (str, int)) else "[...]", item) for key, item in value.items())
+    else:
+        return None
+    for step, item in items:
+        found = _holding_recorded(item, where + step, seen)
+        if found is not None:
+            return found
+    return None
 
 
 with_options_signature(CSXSystemMixin.__init__)
