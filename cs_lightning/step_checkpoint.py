@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
 from typing_extensions import override
+
+from cs_lightning.errors import UsageError
 
 __all__ = ["StepCheckpoint"]
 
@@ -15,8 +19,17 @@ class StepCheckpoint(ModelCheckpoint):
     A Cerebras run with ``checkpoint_steps: N`` saves every N steps and the final step; ``ModelCheckpoint(
     every_n_train_steps=N)`` saves only the multiples of N, so a run of ``max_steps`` that is not one would
     lose its last steps. ``cs-lightning convert`` writes this callback for Model Zoo's checkpoint steps.
-    It takes ``ModelCheckpoint``'s arguments.
+    It takes ``ModelCheckpoint``'s arguments but ``monitor``: the last step has no score of its own to rank it by
+    (ranked with the last validation's, it could push out a checkpoint that was validated).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.monitor is not None:
+            raise UsageError(
+                f"StepCheckpoint(monitor={self.monitor!r}): it saves by steps, as Model Zoo's checkpoint steps do;"
+                " for checkpoints ranked by a metric use ModelCheckpoint(monitor=...), beside it or instead"
+            )
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -52,3 +52,12 @@ def test_a_last_step_saved_already_is_not_saved_twice(tmp_path: Path) -> None:
     assert _steps(tmp_path) == [4, 8]
     _fit(tmp_path, "auto", max_steps=10, ckpt_path=str(next(tmp_path.glob("*step=8.ckpt"))))
     assert _steps(tmp_path) == [4, 8, 10]
+
+
+def test_a_monitor_is_refused_naming_model_checkpoint() -> None:
+    """Ranked with the last validation's score, the last step pushed a validated checkpoint out of the top k
+    (and with save_top_k=1 was not saved at all)."""
+    with pytest.raises(
+        ValueError, match=r"^StepCheckpoint\(monitor='val_loss'\): it saves by steps, .*ModelCheckpoint"
+    ):
+        cs_lightning.StepCheckpoint(monitor="val_loss", every_n_train_steps=4)

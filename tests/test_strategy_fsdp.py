@@ -846,17 +846,18 @@ def test_sync_batchnorm_is_refused_with_the_fix_before_anything_runs() -> None:
     assert run.global_step == 0 and not hasattr(model, "layer")  # configure_model did not run
 
 
-def test_stochastic_weight_averaging_is_refused_with_the_fix_before_anything_runs() -> None:
-    """Lightning's SWA refuses its own FSDP; under ModelParallelStrategy it fails an epoch in, mixing its copy's
-    plain tensors with the DTensors (or, the model built in configure_model, averages nothing)."""
-    from lightning.pytorch.callbacks import StochasticWeightAveraging
+@pytest.mark.parametrize("name", ["StochasticWeightAveraging", "EMAWeightAveraging"])
+def test_weight_averaging_is_refused_with_the_fix_before_anything_runs(name: str) -> None:
+    """Lightning's SWA refuses its own FSDP; under ModelParallelStrategy these fail a step or an epoch in, mixing
+    their copy's plain tensors with the DTensors (or, the model built in configure_model, average nothing)."""
+    from lightning.pytorch import callbacks
 
     from cs_lightning.errors import UsageError
 
-    averaging = StochasticWeightAveraging(swa_lrs=0.01)
+    averaging = getattr(callbacks, name)(**({"swa_lrs": 0.01} if name == "StochasticWeightAveraging" else {}))
     run = L.Trainer(strategy="csx_fsdp", devices=1, accelerator="cpu", callbacks=[averaging], max_steps=1, logger=False)
     model = _ScaledLayer()
-    with pytest.raises(UsageError, match=r"^StochasticWeightAveraging does not support sharded models: .*'csx_ddp'"):
+    with pytest.raises(UsageError, match=rf"^{name} does not support sharded models: .*'csx_ddp'"):
         run.fit(model, DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2))
     assert run.global_step == 0 and not hasattr(model, "layer")  # configure_model did not run
 

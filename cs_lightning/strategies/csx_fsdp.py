@@ -13,7 +13,7 @@ from lightning.fabric.utilities.distributed import _set_num_threads_if_needed
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import StochasticWeightAveraging
+from lightning.pytorch.callbacks import StochasticWeightAveraging, WeightAveraging
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.trainer.states import TrainerFn
@@ -175,12 +175,14 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
                 " SyncBatchNorm needs CUDA"
             )
         callbacks = self._connected_module.trainer.callbacks  # type: ignore[attr-defined]
-        if any(isinstance(callback, StochasticWeightAveraging) for callback in callbacks):
-            # Lightning's SWA refuses its own FSDP: it copies the module before sharding and then mixes that
-            # copy's plain tensors with the sharded ones (a DTensor error an epoch in)
+        averaging = [c for c in callbacks if isinstance(c, (StochasticWeightAveraging, WeightAveraging))]
+        if averaging:
+            # Lightning's SWA refuses its own FSDP: these copy the module before sharding, then mix that copy's
+            # plain tensors with the sharded ones (a DTensor error a step or an epoch in)
             raise UsageError(
-                "StochasticWeightAveraging does not support sharded models: csx_fsdp shards the weights it would"
-                " average; drop the callback, or train with strategy='csx_ddp', which keeps a whole model per rank"
+                f"{type(averaging[0]).__name__} does not support sharded models: csx_fsdp shards the weights it"
+                " would average; drop the callback, or train with strategy='csx_ddp', which keeps a whole model"
+                " per rank"
             )
         self._data_parallel_size = self.num_nodes * self.num_processes
         _set_num_threads_if_needed(num_processes=self.num_processes)
