@@ -446,3 +446,18 @@ def test_a_yaml_milestone_cutting_a_warmup_short_is_warned_of_once(optimizer):
         build(spec([4]), optimizer)  # where the warmup ends
         build(spec([6]), optimizer)  # after it: the warmup's end value holds, as a constant stage would
         SequentialLR(optimizer, [LinearLR(optimizer, 0.0, 0.1, 4), CosineDecayLR(optimizer, 0.1, 0.0, 10)], [1])
+
+
+def test_a_refused_value_is_said_at_its_own_key_only_where_the_block_holds_it(optimizer):
+    """Tags a child inherits from its SequentialLR are refused at the child's block, not at a key it lacks."""
+    tags = ["a", "a"]
+    linear = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 5}
+    with pytest.raises(ConfigError) as own:
+        build({"LinearLR": {**linear, "param_group_tags": tags}}, optimizer)
+    assert own.value.key == "schedulers.LinearLR.param_group_tags"
+    assert own.value.message.startswith("got ['a', 'a']; each tag may appear once")
+    children = [{"LinearLR": linear}, {"ConstantLR": {"learning_rate": 0.1}}]
+    with pytest.raises(ConfigError) as inherited:
+        build({"SequentialLR": {"param_group_tags": tags, "schedulers": children}}, optimizer)
+    assert inherited.value.key == "schedulers.SequentialLR.schedulers[0].LinearLR"
+    assert inherited.value.message.startswith("LinearLR: got param_group_tags=['a', 'a']")

@@ -249,6 +249,7 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
     name, args, path = parse_block(spec, path, "scheduler")
     if "." in name:
         _refuse_torch_scheduler(name, args, optimizer, block_path)
+    written = set(args)  # a refused value is said at its key only where the block itself holds it
     if tags is not None:
         args.setdefault("param_group_tags", tags)
     cls = _resolve_at(name, path)
@@ -277,7 +278,7 @@ def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags:
     except ParamGroupTagsError as error:  # keeps its class, which the CLI catches to add its fix
         raise error.under(*path) from error
     except (UsageError, UsageTypeError, ClosedFormError) as error:
-        raise _refused_argument(cls, args, path, error) from error
+        raise _refused_argument(cls, {key: args[key] for key in written & args.keys()}, path, error) from error
     if isinstance(built, _Sequential) and "milestones" in args:
         warn_of_cut_stages(format_key_path(path), built.schedulers, built.milestones)
     return built
