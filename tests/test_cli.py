@@ -1545,7 +1545,8 @@ ONE_LINE_FAILURES = {
     ),
     "a GPU accelerator on a machine without one": (
         ["fit", "--trainer.accelerator", "gpu"],
-        "trainer.accelerator: 'gpu' is not available on this machine; fix: write cpu, or leave it out (auto)",
+        "trainer.accelerator: 'gpu' is not available on this machine; fix: write one of cpu, csx, or leave it out "
+        "(auto)",
     ),
     "a CUDA accelerator on a machine without one": (
         ["fit", "--trainer.accelerator", "cuda"],

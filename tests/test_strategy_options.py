@@ -37,8 +37,9 @@ def test_the_readme_lists_exactly_the_options() -> None:
 def test_the_options_are_checked_naming_the_argument() -> None:
     with pytest.raises(ValueError, match=r"init_mode='lazy' is not supported; use one of \('exact', 'independent'\)"):
         CSXOptions(init_mode="lazy")
-    with pytest.raises(ValueError, match=r"^init_mode='exct' is not supported; did you mean 'exact'\? use one of"):
-        CSXStrategy(init_mode="exct")
+    for typed in ("exct", "EXACT"):
+        with pytest.raises(ValueError, match=rf"^init_mode='{typed}' is not supported; did you mean 'exact'\? use one"):
+            CSXStrategy(init_mode=typed)
     with pytest.raises(TypeError, match=r"strict_schedulers=1 must be a bool"):
         CSXDDPStrategy(strict_schedulers=1)
 
@@ -134,7 +135,10 @@ def test_the_lightning_strategies_own_arguments_still_pass_through() -> None:
 
 
 @pytest.mark.parametrize("cls", [CSXDDPStrategy, CSXFSDPStrategy])
-@pytest.mark.parametrize(("timeout", "fix"), [(5, "timeout=timedelta(seconds=5)"), ("30", "a datetime.timedelta")])
+@pytest.mark.parametrize(
+    ("timeout", "fix"),
+    [(5, "timeout=timedelta(seconds=5)"), ("30", "a datetime.timedelta"), (True, "a datetime.timedelta")],
+)
 def test_a_timeout_that_is_no_timedelta_is_refused_as_the_strategy_is_built(
     cls: type, timeout: object, fix: str
 ) -> None:

@@ -43,8 +43,8 @@ def _cleared(clear: Callable[[], int]) -> int:
     except OSError as error:
         raise ConfigError(
             cache_variable() or "cache",
-            f"cannot remove {str(error.filename)!r}: {error.strerror}; fix: clear the cache as a user who may"
-            " write it, or set CS_LIGHTNING_CACHE_DIR to a folder of your own",
+            f"cannot remove {str(error.filename or cache_dir())!r}: {error.strerror}; fix: clear the cache as a"
+            " user who may write it, or set CS_LIGHTNING_CACHE_DIR to a folder of your own",
         ) from None
 
 

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import yaml
 from jsonargparse import ArgumentParser, Namespace
+from lightning.pytorch.accelerators import AcceleratorRegistry
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
@@ -431,12 +432,16 @@ def _unavailable_accelerator(trainer: Any, text: str) -> ConfigError | None:
         r"No supported gpu backend found|can not run on your system since the accelerator is not available", text
     ):
         return None
-    available = re.search(r"available and can be passed .*?: \[([^\]]*)\]", text)
-    names = sorted(re.findall(r"'(\w+)'", available.group(1))) if available else ["cpu"]
-    choices = f"write {names[0]}, or" if len(names) == 1 else f"write one of {', '.join(names)}, or"
+    names = sorted(
+        name
+        for name in AcceleratorRegistry.available_accelerators()
+        if AcceleratorRegistry[name]["accelerator"].is_available()
+    )
+    given = trainer.get("accelerator")
+    said = repr(given) if isinstance(given, str) else "the accelerator given"
     return ConfigError(
         ("trainer", "accelerator"),
-        f"{trainer.get('accelerator')!r} is not available on this machine; fix: {choices} leave it out (auto)",
+        f"{said} is not available on this machine; fix: write one of {', '.join(names)}, or leave it out (auto)",
     )
 
 

@@ -55,7 +55,7 @@ class CSXOptions:
 
     def __post_init__(self) -> None:
         if self.init_mode not in INIT_MODES:
-            close = difflib.get_close_matches(str(self.init_mode), INIT_MODES, n=1)
+            close = difflib.get_close_matches(str(self.init_mode).lower(), INIT_MODES, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise UsageError(f"init_mode={self.init_mode!r} is not supported; {hint}use one of {INIT_MODES}")
         for option in fields(self):
@@ -116,7 +116,8 @@ def check_timeout(cls: type, kwargs: Mapping[str, Any]) -> None:
     timeout = kwargs.get("timeout")
     if timeout is None or isinstance(timeout, timedelta):
         return
-    fix = f"timeout=timedelta(seconds={timeout!r})" if isinstance(timeout, (int, float)) else "a datetime.timedelta"
+    seconds = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+    fix = f"timeout=timedelta(seconds={timeout!r})" if seconds else "a datetime.timedelta"
     raise UsageTypeError(
         f"{cls.__name__} got timeout={timeout!r}: the collectives' timeout is a datetime.timedelta; pass {fix}"
     )
