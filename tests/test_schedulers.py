@@ -844,7 +844,7 @@ def test_lambda_refuses_a_dotted_path_that_is_no_function_in_one_line(path, prob
     with pytest.raises(ConfigError) as raised:
         build({"LambdaLR": {"initial_learning_rate": 0.2, "lr_lambda": path}}, optimizer)
     message = str(raised.value)
-    assert "\n" not in message and message.startswith(f"schedulers.LambdaLR: LambdaLR: got lr_lambda={path!r}; ")
+    assert "\n" not in message and message.startswith(f"schedulers.LambdaLR.lr_lambda: got {path!r}; ")
     if problem is None:  # imports, but is a number
         assert message.endswith("lr_lambda must be a function of the step tensor; fix: correct the value")
     else:
