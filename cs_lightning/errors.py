@@ -7,6 +7,9 @@ keep working: a value refused is a `UsageError` (a ValueError), an argument of t
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class CSLightningError(Exception):
     """Base class of every error cs_lightning raises on purpose."""
@@ -45,6 +48,12 @@ def format_key_path(path: KeyPath) -> str:
     for key in path:
         text += f"[{key}]" if isinstance(key, int) else f".{key}" if text else str(key)
     return text
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'x'? "`` for the choice closest to a misspelt ``word``, or ``""`` when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 class ConfigError(CSLightningError, ValueError):

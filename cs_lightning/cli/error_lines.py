@@ -21,7 +21,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.config_blocks import colon_hint, load_inline, refused_at
-from cs_lightning.errors import ConfigError, KeyPath
+from cs_lightning.errors import ConfigError, KeyPath, did_you_mean
 from cs_lightning.param_groups import ENTRY_EXAMPLE
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
 from cs_lightning.user_code import import_dotted, imported_or_none, is_own_file, raised
@@ -51,9 +51,7 @@ def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
         given = re.search(r"invalid choice: '([^']*)'", message)
         problem = f"unknown command {given.group(1)!r}" if given else "no command given"
         # Lightning's message lists its own commands only: name every one, and how to start
-        commands = [*LightningCLI.subcommands(), *own_commands]
-        close = difflib.get_close_matches(given.group(1), commands, n=1) if given else []
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = did_you_mean(given.group(1), [*LightningCLI.subcommands(), *own_commands]) if given else ""
         return ConfigError(
             (),
             f"{problem}; {hint}fix: cs-lightning {'|'.join(LightningCLI.subcommands())} --config run.yaml, or "
@@ -108,8 +106,7 @@ def _class_path_error(key: KeyPath, class_path: str, problem: str, report: str) 
         why = _decided_by(class_path).get(name)
         if why:
             return ConfigError((*key, "init_args", name), f"{class_path} sets {name} itself ({why}); fix: remove it")
-        close = difflib.get_close_matches(name, _arguments_of(class_path), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = did_you_mean(name, _arguments_of(class_path))
         return ConfigError(
             (*key, "init_args", name),
             f"{class_path} has no such argument; {hint}fix: remove it or correct its spelling",

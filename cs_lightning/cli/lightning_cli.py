@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import functools
 import json
 import logging
@@ -53,7 +52,7 @@ from cs_lightning.cli.optimization import (
 )
 from cs_lightning.cli.output_file import folder_problem
 from cs_lightning.config_blocks import SEED_MAX, check_whole_number, load_yaml, yaml_problem
-from cs_lightning.errors import ConfigError, CSLightningError, KeyPath
+from cs_lightning.errors import ConfigError, CSLightningError, KeyPath, did_you_mean
 from cs_lightning.optimizers import OptimizerFactory
 from cs_lightning.strategies import CSXSystemMixin
 from cs_lightning.strategies.checkpoints import SHARDED_REST
@@ -205,8 +204,7 @@ def _check_strategy_name(name: str) -> None:
     registered = ["auto", *StrategyRegistry]
     if name.lower() in registered:
         return
-    close = difflib.get_close_matches(name.lower(), registered, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    hint = did_you_mean(name.lower(), registered)
     csx = [known for known, entry in StrategyRegistry.items() if issubclass(entry["strategy"], CSXSystemMixin)]
     raise ConfigError(
         ("trainer", "strategy"),

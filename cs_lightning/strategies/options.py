@@ -3,7 +3,6 @@ refusal of a keyword argument the strategy does not take, naming its closest spe
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -13,7 +12,7 @@ from typing import Any, get_type_hints
 import torch
 
 from cs_lightning.config_blocks import keyword_names
-from cs_lightning.errors import UsageError, UsageTypeError
+from cs_lightning.errors import UsageError, UsageTypeError, did_you_mean
 
 INIT_MODES = ("exact", "independent")
 # torch's own compiler, always registered: the one backend name accepted without looking it up.
@@ -55,8 +54,7 @@ class CSXOptions:
 
     def __post_init__(self) -> None:
         if self.init_mode not in INIT_MODES:
-            close = difflib.get_close_matches(str(self.init_mode).lower(), INIT_MODES, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(str(self.init_mode).lower(), INIT_MODES)
             raise UsageError(f"init_mode={self.init_mode!r} is not supported; {hint}use one of {INIT_MODES}")
         for option in fields(self):
             value = getattr(self, option.name)
@@ -102,8 +100,7 @@ def refuse_unknown(cls: type, mixin: type, kwargs: Mapping[str, Any], known: set
     mixin_at = cls.__mro__.index(mixin)
     own = sorted({name for c in cls.__mro__[:mixin_at] for name in _own_keyword_names(c)})
     parent = next(c for c in cls.__mro__[mixin_at + 1 :] if "__init__" in vars(c))
-    close = difflib.get_close_matches(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())], n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    hint = did_you_mean(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())])
     raise UsageTypeError(
         f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}It takes the CS-X options"
         f" {list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} and {parent.__name__}'s arguments."
@@ -145,8 +142,7 @@ def _check_backend(backend: object) -> None:
     try:
         torch._dynamo.lookup_backend(backend)
     except torch._dynamo.exc.InvalidBackend:
-        close = difflib.get_close_matches(backend, torch._dynamo.list_backends(exclude_tags=()), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = did_you_mean(backend, torch._dynamo.list_backends(exclude_tags=()))
         raise UsageError(
             f"compile_backend={backend!r} is not a torch.compile backend; {hint}{_backend_choices()}"
         ) from None
