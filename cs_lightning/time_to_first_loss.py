@@ -51,8 +51,7 @@ class TimeToFirstLoss(Callback):
         self.metrics: dict[str, float] = {}
         self._start: float | None = None
         self._first_step_start: float | None = None
-        self._phases: dict[str, float] = {}
-        # the same seconds, by the part they fell in (a tuner's trial steps check the trace before the first step)
+        # the phases' seconds, by the part they fell in (a tuner's trial steps check the trace before the first step)
         self._in_setup: dict[str, float] = {}
         self._in_first_step: dict[str, float] = {}
         self._reported = False
@@ -64,7 +63,7 @@ class TimeToFirstLoss(Callback):
         A clock runs until its fit ends, reported or not: each ``fit`` of a Trainer gets its own line.
         """
         if self._ended:
-            self.metrics, self._phases, self._first_step_start, self._start = {}, {}, None, None
+            self.metrics, self._first_step_start, self._start = {}, None, None
             self._in_setup, self._in_first_step = {}, {}
             self._reported = self._ended = False
         if self._start is None:
@@ -78,7 +77,6 @@ class TimeToFirstLoss(Callback):
         """Add ``seconds`` to a named part of the time to first loss (e.g. ``"materialize"``)."""
         if seconds < 0:
             raise UsageError(f"add_phase(seconds={seconds}) must be >= 0: phases are durations")
-        self._phases[name] = self._phases.get(name, 0.0) + seconds
         part = self._in_setup if self._first_step_start is None else self._in_first_step
         part[name] = part.get(name, 0.0) + seconds
 
@@ -130,7 +128,7 @@ class TimeToFirstLoss(Callback):
             "ttfl/total": end - self._start,
             "ttfl/setup": self._first_step_start - self._start,
             "ttfl/first_step": end - self._first_step_start,
-            **{f"ttfl/{name}": seconds for name, seconds in self._phases.items()},
+            **{f"ttfl/{name}": seconds for name, seconds in self._phases().items()},
         }
         if loss is not None:
             self.metrics["ttfl/loss"] = float(loss)  # the one host read this callback makes
@@ -144,6 +142,13 @@ class TimeToFirstLoss(Callback):
             step = trainer.fit_loop.epoch_loop._batches_that_stepped
             for logger in trainer.loggers:
                 logger.log_metrics({**self.metrics, "epoch": trainer.current_epoch}, step=step)
+
+    def _phases(self) -> dict[str, float]:
+        """Each phase's seconds, setup's and the first step's together."""
+        phases = dict(self._in_setup)
+        for name, seconds in self._in_first_step.items():
+            phases[name] = phases.get(name, 0.0) + seconds
+        return phases
 
     def _line(self) -> str:
         parts = {name.removeprefix("ttfl/"): value for name, value in self.metrics.items()}
