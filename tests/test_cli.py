@@ -1706,6 +1706,22 @@ ONE_LINE_FAILURES = {
         ["fit", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath", "run.yaml/ckpts"],
         f"trainer.callbacks[1].init_args.dirpath: 'run.yaml/ckpts' lies under the file 'run.yaml'; {FOLDER_FIX}",
     ),
+    "a Lightning callback its constructor refuses": (
+        ["fit", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.every_n_train_steps", "-1"],
+        "trainer.callbacks[1].init_args: ModelCheckpoint failed to build: Invalid value for every_n_train_steps=-1. "
+        "Must be >= 0; fix: correct trainer.callbacks[1].init_args",
+    ),
+    "a StepCheckpoint given a metric to monitor": (
+        ["fit", "--trainer.callbacks+=cs_lightning.StepCheckpoint", "--trainer.callbacks.monitor", "val_loss"],
+        "trainer.callbacks[1].init_args: StepCheckpoint failed to build: StepCheckpoint(monitor='val_loss'): it "
+        "saves by steps, as Model Zoo's checkpoint steps do; for checkpoints ranked by a metric use "
+        "ModelCheckpoint(monitor=...), beside it or instead; fix: correct trainer.callbacks[1].init_args",
+    ),
+    "a user's callback whose __init__ raises": (
+        ["fit", "--config", "run.yaml", "--config", "boom_callback.yaml"],
+        "trainer.callbacks[0]: Boom failed to build: KeyError: 'every' (at boom_callback.py:7, in __init__); fix: "
+        "correct Boom, which raised it",
+    ),
     "a strategy given as a class path string": (
         ["validate", "--trainer.strategy", "cs_lightning.strategies.CSXFSDPStrategy"],
         "trainer.strategy: 'cs_lightning.strategies.CSXFSDPStrategy' is a class path, and a strategy given as a "
@@ -1757,6 +1773,13 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
         "        super().__init__()\n        self.width = {'depth': 2}['width']\n"
     )
     (tmp_path / "boom_model.yaml").write_text("imports: [boom_model.py]\nmodel: {class_path: boom_model.Boom}\n")
+    (tmp_path / "boom_callback.py").write_text(
+        "import lightning as L\n\n\nclass Boom(L.Callback):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.every = {'each': 2}['every']\n"
+    )
+    (tmp_path / "boom_callback.yaml").write_text(
+        "imports: [boom_callback.py]\ntrainer: {callbacks: [{class_path: boom_callback.Boom}]}\n"
+    )
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"

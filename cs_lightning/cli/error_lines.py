@@ -21,7 +21,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.config_blocks import colon_hint, load_inline, refused_at
-from cs_lightning.errors import ConfigError, KeyPath, did_you_mean
+from cs_lightning.errors import ConfigError, KeyPath, did_you_mean, format_key_path
 from cs_lightning.param_groups import ENTRY_EXAMPLE
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
 from cs_lightning.user_code import import_dotted, imported_or_none, is_own_file, raised
@@ -408,8 +408,11 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
         value = config.get(key)  # a strategy may be a name instead
         class_path = value.get("class_path") if isinstance(value, Namespace) else None
         if class_path and class_path in str(err):
-            return _build_error(key, class_path, value.get("init_args"), err, text)
+            return _build_error(_dotted(key), class_path, value.get("init_args"), err, text.split(" Given value")[0])
     trainer = config.get("trainer")
+    listed = _listed_build_error(trainer, err)
+    if listed is not None:
+        return listed
     unavailable = _unavailable_accelerator(trainer, text)
     if unavailable is not None:
         return unavailable
@@ -420,6 +423,29 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
     if named:
         return ConfigError(("trainer", named[0]), f"{type(err).__name__}: {text}; fix: correct trainer.{named[0]}")
     return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")
+
+
+# The Trainer arguments that take a list of classes (or one), each given as a class_path.
+_LISTED_KEYS = ("callbacks", "logger", "plugins")
+
+
+def _listed_build_error(trainer: Any, err: Exception) -> ConfigError | None:
+    """One of the classes in ``trainer.callbacks`` (or logger, plugins) raised as it was built: said at its
+    entry, in its own words (jsonargparse reports the whole list, the constructor's refusal in the midst of
+    what the other members of the list's type expect). None when no entry's class raised ``err``'s cause."""
+    cause = err.__cause__
+    if cause is None or not isinstance(trainer, Namespace):
+        return None
+    # the classes whose methods raised it (the entry's __init__, or a check of its own that it calls)
+    raisers = {type(frame.f_locals.get("self")) for frame, _ in traceback.walk_tb(cause.__traceback__)}
+    for name in _LISTED_KEYS:
+        entries = trainer.get(name)
+        for index, entry in enumerate(entries if isinstance(entries, list) else [entries]):
+            class_path = entry.get("class_path") if isinstance(entry, Namespace) else None
+            if class_path and imported_or_none(class_path) in raisers:
+                key = ("trainer", name, index) if isinstance(entries, list) else ("trainer", name)
+                return _build_error(key, class_path, entry.get("init_args"), err, str(cause))
+    return None
 
 
 def _unavailable_accelerator(trainer: Any, text: str) -> ConfigError | None:
@@ -442,10 +468,10 @@ def _unavailable_accelerator(trainer: Any, text: str) -> ConfigError | None:
     )
 
 
-def _build_error(key: str, class_path: str, init_args: Any, err: Exception, text: str) -> ConfigError:
+def _build_error(key: KeyPath, class_path: str, init_args: Any, err: Exception, refusal: str) -> ConfigError:
     """The constructor of ``class_path`` at ``key`` refused or failed. The user's class raised (jsonargparse's
     report holds only its message, its cause the rest): its type and line are said, as for a module under
-    imports:, and init_args are blamed only when some were given."""
+    imports:; a library refused, in its words (``refusal``). init_args are blamed only when some were given."""
     name, cause = class_path.rsplit(".", 1)[-1], err.__cause__
     given = bool(init_args and vars(init_args))
     frames = traceback.extract_tb(cause.__traceback__) if cause is not None else []
@@ -453,11 +479,9 @@ def _build_error(key: str, class_path: str, init_args: Any, err: Exception, text
     if cause is not None and any(is_own_file(frame.filename) for frame in frames):
         what = raised(cause)
     else:
-        what = text.split(" Given value")[0].removesuffix(".")
-    fix = f"correct {key}.init_args" if given else f"correct {name}, which raised it"
-    return ConfigError(
-        (*_dotted(key), "init_args") if given else _dotted(key), f"{name} failed to build: {what}; fix: {fix}"
-    )
+        what = refusal.removesuffix(".")
+    fix = f"correct {format_key_path(key)}.init_args" if given else f"correct {name}, which raised it"
+    return ConfigError((*key, "init_args") if given else key, f"{name} failed to build: {what}; fix: {fix}")
 
 
 # The Trainer arguments Lightning turns into an object that may need a package, by the folder of
