@@ -1706,6 +1706,10 @@ ONE_LINE_FAILURES = {
         ["fit", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath", "run.yaml/ckpts"],
         f"trainer.callbacks[1].init_args.dirpath: 'run.yaml/ckpts' lies under the file 'run.yaml'; {FOLDER_FIX}",
     ),
+    "a config file given without --config": (
+        ["validate", "run.yaml"],
+        "run.yaml: a config file is given with --config; fix: cs-lightning validate --config run.yaml",
+    ),
     "a Lightning callback its constructor refuses": (
         ["fit", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.every_n_train_steps", "-1"],
         "trainer.callbacks[1].init_args: ModelCheckpoint failed to build: Invalid value for every_n_train_steps=-1. "

@@ -13,7 +13,7 @@ from conftest import REPO, run_cli, snapshot
 from cs_lightning import schedulers
 from cs_lightning.cli import main
 from cs_lightning.cli.convert_command import convert_command, convert_file
-from cs_lightning.convert import convert, probe_optimizer
+from cs_lightning.convert import convert, dump, probe_optimizer
 from cs_lightning.errors import ConfigError, format_key_path
 
 DATA = REPO / "tests" / "data" / "modelzoo"
@@ -715,3 +715,94 @@ def test_per_tag_parameter_groups_are_reported_as_such():
     note = next(note for note in report.notes if note.startswith("trainer.init.optimizer.AdamW.params: "))
     assert "2 parameter groups by tag (wd_params, emb) not converted" in note
     assert "configure_optimizers" in note
+
+
+@pytest.mark.parametrize(
+    ("name", "written", "misspelt", "key"),
+    [
+        ("gpt_trainer.yaml", "      max_steps:", "      max_step:", "trainer.init.loop.max_step"),
+        ("gpt_trainer.yaml", "    optimizer:", "    optimiser:", "trainer.init.optimiser"),
+        (
+            "gpt_trainer.yaml",
+            "    loop:",
+            "    lopp:",
+            None,
+        ),  # as far from loop as keys Model Zoo has: left to the report
+        ("gpt_trainer.yaml", "weight_decay: 0.1", "weight_decya: 0.1", "trainer.init.optimizer.AdamW.weight_decya"),
+        ("legacy_gpt3.yaml", "  max_steps:", "  max_step:", "runconfig.max_step"),
+        ("legacy_gpt3.yaml", "weight_decay_rate:", "weight_decay_rat:", "optimizer.weight_decay_rat"),
+    ],
+)
+def test_a_misspelt_key_is_refused_naming_the_one_meant(name, written, misspelt, key, tmp_path, capsys):
+    """Left unmapped, a typo would be a setting the run silently goes without (no max_steps, no weight decay)."""
+    text = (DATA / name).read_text()
+    assert written in text
+    (tmp_path / "mz.yaml").write_text(text.replace(written, misspelt, 1))
+    code = main(["convert", str(tmp_path / "mz.yaml"), "-o", str(tmp_path / "run.yaml")])
+    if key is None:
+        assert code == 0 and "trainer.init.lopp" in capsys.readouterr().out
+        return
+    meant = written.split(":")[0].strip()
+    assert code == 2 and not (tmp_path / "run.yaml").exists()
+    assert capsys.readouterr().err == (
+        f"cs-lightning: error: {key}: no key of this name is read here; did you mean {meant!r}? "
+        "fix: correct its spelling\n"
+    )
+
+
+def test_num_steps_beside_max_steps_is_said_to_be_left_out():
+    source = _load("gpt_trainer.yaml")
+    source["trainer"]["init"]["loop"]["num_steps"] = 1000
+    _, report = convert(source)
+    assert ("trainer", "init", "loop", "num_steps") in [key for key, _, _ in report.unmapped]
+    (note,) = [note for note in report.notes if "num_steps" in note]
+    assert note.startswith("num_steps=1000 < max_steps=5000: a Model Zoo run stops after num_steps more steps")
+    source["trainer"]["init"]["loop"]["num_steps"] = 5000  # equal: the same run either way
+    assert not [note for note in convert(source)[1].notes if "num_steps" in note]
+
+
+def test_unmapped_text_with_line_breaks_stays_in_its_comment(tmp_path):
+    """A value or key holding a line break would end the comment and put its text into the config."""
+    source = _load("gpt_trainer.yaml")
+    source["trainer"]["init"]["model"]["note"] = "line one\nmax_steps: 5\nfoo: bar"
+    source["trainer"]["init"]["model"]["two\nlines"] = 1
+    converted, report = convert(source)
+    text = dump(converted, report)
+    assert yaml.safe_load(text) == converted
+    assert '# trainer.init.model.note: "line one\\nmax_steps: 5\\nfoo: bar"  (' in text
+    assert "# trainer.init.model.two\\nlines: 1  (" in text
+
+
+@pytest.mark.parametrize(
+    ("systems", "accum", "said"),
+    [
+        (1, 4, "grad_accum_steps=4: Model Zoo's batch_size is the global batch, a Lightning batch is one micro-batch "
+         "of one device: use batch_size / 4 in your DataModule"),
+        (2, 4, "num_csx=2 * grad_accum_steps=4: Model Zoo's batch_size is the global batch, a Lightning batch is one "
+         "micro-batch of one device: use batch_size / 8 in your DataModule"),
+        (2, 1, "num_csx=2: Model Zoo's batch_size is the global batch, a Lightning batch is one micro-batch of one "
+         "device: use batch_size / 2 in your DataModule"),
+        (1, 1, None),
+    ],
+)  # fmt: skip
+def test_the_batch_size_note_divides_by_systems_and_accumulation(systems, accum, said):
+    """Under Lightning's DDP each of num_csx devices loads its own batch: the global batch is split both ways."""
+    source = _load("gpt_trainer.yaml")
+    source["trainer"]["init"]["backend"]["cluster_config"]["num_csx"] = systems
+    source["trainer"]["init"]["loop"]["grad_accum_steps"] = accum
+    notes = [note for note in convert(source)[1].notes if "batch_size" in note]
+    assert notes == ([said] if said else [])
+
+
+@pytest.mark.parametrize(
+    "argv", [["--config", "mz.yaml", "-o", "run.yaml"], ["mz.yaml", "--config=x", "-o", "run.yaml"]]
+)
+def test_a_source_given_as_fits_config_is_one_line_naming_the_form(argv, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mz.yaml").write_text((DATA / "gpt_trainer.yaml").read_text())
+    assert main(["convert", *argv]) == 2
+    assert capsys.readouterr().err == (
+        "cs-lightning: error: --config: convert takes the Model Zoo file as its first argument, not --config; "
+        "fix: cs-lightning convert modelzoo.yaml -o run.yaml\n"
+    )
+    assert not (tmp_path / "run.yaml").exists()

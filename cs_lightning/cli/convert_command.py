@@ -9,6 +9,7 @@ from cs_lightning.cli.error_lines import OneLineParser
 from cs_lightning.cli.output_file import check_output_path, write_output
 from cs_lightning.config_blocks import read_yaml
 from cs_lightning.convert import Report, convert, dump
+from cs_lightning.errors import ConfigError
 
 
 def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Report:
@@ -39,6 +40,12 @@ def convert_command(argv: Sequence[str]) -> None:
     parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
     parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
     parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
+    if any(arg == "--config" or arg.startswith("--config=") for arg in argv):  # as fit and schedule take theirs
+        raise ConfigError(
+            "--config",
+            "convert takes the Model Zoo file as its first argument, not --config; "
+            "fix: cs-lightning convert modelzoo.yaml -o run.yaml",
+        )
     opts = parser.parse_args(list(argv))
     report = convert_file(opts.source, opts.out, force=opts.force)
     print(report.format())

@@ -138,11 +138,21 @@ def unknown_key(message: str, parser: ArgumentParser, command: str | None) -> Co
     found = next(filter(None, (pattern.search(message) for pattern in _UNKNOWN_KEY)), None)
     if found is None:
         return None
+    if "nrecognized arguments" in message and _names_a_config_file(found["key"]):
+        return ConfigError(
+            found["key"],
+            f"a config file is given with --config; fix: cs-lightning {command or 'fit'} --config {found['key']}",
+        )
     group = re.match(r"Group '([^']+)'", message)
     dashes = "--" if found["key"].startswith("--") else ""  # as given: a command-line option or a YAML key
     parts = [*(group.group(1).split(".") if group else []), *found["key"].removeprefix("--").split(".")]
     depth, names = _first_unknown(parts, _config_keys(parser))
     return unknown_key_error(parts, depth, names, command, dashes)
+
+
+def _names_a_config_file(word: str) -> bool:
+    """Whether a command-line word that is no option is the path of a config file (given without --config)."""
+    return not word.startswith("-") and (word.endswith((".yaml", ".yml", ".json")) or Path(word).is_file())
 
 
 def unknown_key_error(
