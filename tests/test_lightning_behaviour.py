@@ -608,6 +608,47 @@ def test_a_run_killed_mid_epoch_resumes_bit_identical_with_a_resumable_dataloade
     assert actual["lr"] == expected["lr"]
 
 
+class _Shuffled(LightningModule):
+    """Dropout, and a ResumableDataLoader's order drawn anew each epoch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.3), nn.Linear(16, 1))
+
+    def train_dataloader(self) -> cs_lightning.ResumableDataLoader:
+        x = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+        return cs_lightning.ResumableDataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8, shuffle=True)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def test_a_fit_resumed_from_an_epoch_end_checkpoint_goes_on_exactly_under_csx(tmp_path: Any) -> None:
+    """ModelCheckpoint's default checkpoint, taken at an epoch's end of a max_epochs run: Lightning does not hand
+    the loader its state back there (under `auto` the resumed epoch repeats the first epoch's order), csx does."""
+
+    def fit(epochs: int, checkpoint: Any = None, **kwargs: Any) -> tuple[_Shuffled, torch.Tensor]:
+        torch.manual_seed(0)
+        model = _Shuffled()
+        settings = dict(logger=False, enable_progress_bar=False, enable_model_summary=False, **kwargs)
+        Trainer(strategy="csx", max_epochs=epochs, default_root_dir=tmp_path, **settings).fit(
+            model, ckpt_path=checkpoint
+        )
+        return model, torch.rand(3)  # what a draw after the fit gives
+
+    uninterrupted, after = fit(3, enable_checkpointing=False)
+    fit(2)
+    (saved,) = (tmp_path / "checkpoints").glob("*.ckpt")
+    assert saved.name == "epoch=1-step=16.ckpt"  # the end of the second epoch
+    resumed, resumed_after = fit(3, saved, enable_checkpointing=False)
+    expected = uninterrupted.state_dict()
+    assert all(torch.equal(value, expected[key]) for key, value in resumed.state_dict().items())
+    assert torch.equal(resumed_after, after)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_resuming_mid_epoch_with_a_plain_dataloader_warns_once(strategy: str, tmp_path: Any) -> None:
     saver = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=5, save_last=True)
@@ -960,3 +1001,33 @@ def test_warm_restarts_stepped_with_a_fractional_epoch_as_torchs_docs_show() -> 
     assert any(said in str(w.message) for w in caught)  # csx's run: step(0.25)
     assert runs["csx"].lrs == runs["auto"].lrs
     assert len({lr for (lr,) in runs["csx"].lrs[:4]}) == 3  # within the first epoch: 0.1 twice, then two more
+
+
+def test_a_batch_size_search_leaves_the_generators_as_under_auto(tmp_path: Any) -> None:
+    """BatchSizeFinder restores the checkpoint it took before its trials: the weights, not csx's generators
+    (under `auto` the fit goes on drawing after the trials' draws; the LR finder isolates its own)."""
+    from lightning.pytorch.callbacks import BatchSizeFinder
+
+    class Searched(_Shuffled):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batch_size = 4
+
+        def train_dataloader(self) -> DataLoader:
+            x = torch.randn(256, 8, generator=torch.Generator().manual_seed(0))
+            return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=self.batch_size, shuffle=True)
+
+    results = {}
+    for strategy in STRATEGIES:
+        torch.manual_seed(0)
+        model = Searched()
+        finder = BatchSizeFinder(max_trials=2, steps_per_trial=2)
+        trainer = _trainer(
+            strategy, -1, max_epochs=1, limit_train_batches=5, callbacks=[finder], default_root_dir=tmp_path
+        )
+        trainer.fit(model)
+        results[strategy] = (model.batch_size, model.state_dict(), torch.rand(3))
+    (size, weights, drawn), (csx_size, csx_weights, csx_drawn) = results["auto"], results["csx"]
+    assert size == csx_size
+    assert all(torch.equal(csx_weights[key], value) for key, value in weights.items())
+    assert torch.equal(csx_drawn, drawn)

@@ -38,6 +38,7 @@ from lightning.fabric.strategies import _StrategyRegistry
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BatchSizeFinder, LearningRateFinder
+from lightning.pytorch.loops import _FitLoop
 from lightning.pytorch.strategies import Strategy
 from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
 from lightning.pytorch.utilities import rank_zero_info
@@ -260,8 +261,16 @@ class CSXSystemMixin(Strategy):
     def _resumes_generators(self, checkpoint: Mapping[str, Any]) -> bool:
         """Whether the checkpoint's generators are restored: only when it resumes a fit, the one run whose
         training state Lightning restores (``restore_training_state``). Validate, test and predict load the
-        weights only, and draw (dropout, noise) from the generators as the user seeded them, as without csx."""
-        return RNG_KEY in checkpoint and self._connected_module.trainer.state.fn == TrainerFn.FITTING
+        weights only, and draw (dropout, noise) from the generators as the user seeded them, as without csx;
+        so does a fit after its batch-size or learning-rate search, which restores the checkpoint it took first
+        (under ``auto`` the generators go on from the search's draws, the LR finder's as it found them)."""
+        trainer = self._connected_module.trainer
+        restoring = os.path.basename(str(trainer._checkpoint_connector._ckpt_path or ""))
+        return (
+            RNG_KEY in checkpoint
+            and trainer.state.fn == TrainerFn.FITTING
+            and not restoring.startswith(_TUNERS_CHECKPOINTS)
+        )
 
     def _init_draws(self, checkpoint: Mapping[str, Any]) -> str:
         """How materializing from ``checkpoint`` moves the generator: the draws of the weights it provides are
@@ -291,6 +300,9 @@ class CSXSystemMixin(Strategy):
         super().setup(trainer)
         if trainer.state.fn != TrainerFn.FITTING:
             return
+        # before the loop makes the epoch's iterator, which draws from the loader's generator
+        loop = trainer.fit_loop
+        loop._load_combined_loader_states = partial(_load_loader_states, loop)  # type: ignore[method-assign]
         if self.options.compile:
             self._capture = compile_forwards(
                 module,
@@ -431,6 +443,24 @@ class CSXSystemMixin(Strategy):
     def _add_phase(self, name: str, seconds: float) -> None:
         if self._time_to_first_loss is not None:
             self._time_to_first_loss.add_phase(name, seconds)
+
+
+# The files Lightning's batch-size and learning-rate searches save the run to before their trials, and restore.
+_TUNERS_CHECKPOINTS = (".scale_batch_size_", ".lr_find_")
+
+
+def _load_loader_states(loop: _FitLoop) -> None:
+    """Lightning's ``FitLoop._load_combined_loader_states``, at an epoch's end too.
+
+    Lightning hands the training dataloaders the states a checkpoint saved only when a fit resumes inside an
+    epoch: one resumed from an epoch's end (ModelCheckpoint's default, under ``max_epochs``) iterates them
+    afresh, and a stateful loader (``ResumableDataLoader``) then seeds the next epoch's order anew from the
+    generators, which csx restored to the checkpoint's, instead of going on with its own. At an epoch's end the
+    state says the epoch is served: the loader goes on with the next, as in the uninterrupted run.
+    """
+    if loop._combined_loader_states_to_load and loop._combined_loader is not None:
+        loop._combined_loader._load_state_dicts(loop._combined_loader_states_to_load)
+        loop._combined_loader_states_to_load = []  # as Lightning's: loaded once
 
 
 def _hold_the_real_parameters(optimizers: list[Optimizer]) -> None:
