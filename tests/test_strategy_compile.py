@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+from lightning.pytorch import Callback, Trainer
 from lightning_models import Regressor, fit
 from torch._dynamo.backends.registry import lookup_backend
 
@@ -30,10 +31,36 @@ def test_200_steps_of_a_changing_schedule_compile_forward_and_update_once() -> N
     assert len(losses.values) == 200 and all(torch.isfinite(v) for v in losses.values)
     assert backend.compiled == 2  # the forward graph and the optimizer-update graph, never again
     scheduler = run.lr_scheduler_configs[0].scheduler
-    lr = run.optimizers[0].param_groups[0]["lr"]
-    assert isinstance(lr, torch.Tensor) and lr.dim() == 0  # held as a tensor, updated in place
-    assert torch.equal(lr, scheduler.values([200])[0, 0])
+    lr = run.optimizers[0].param_groups[0]["lr"]  # the update read a tensor filled in place (no recompile)
+    assert type(lr) is float and lr == float(scheduler.values([200])[0, 0])  # the schedule's float, as it wrote it
     assert scheduler.values([0])[0, 0] != lr  # the schedule did change
+
+
+class RatesSeen(Callback):
+    """The learning rate each batch starts with, as LearningRateMonitor reads it."""
+
+    def __init__(self) -> None:
+        self.seen: list[object] = []
+
+    def on_train_batch_start(self, trainer: Trainer, *args: object) -> None:
+        self.seen.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+
+def test_compiled_updates_leave_the_learning_rate_a_float_for_loggers_checkpoints_and_the_user(tmp_path) -> None:
+    """The tensor the compiled update reads is its own: loggers saw float32 roundings (0.009999999776482582 for
+    0.01), and checkpoints carried a tensor lr, which plain Lightning then kept, and json could not write."""
+    seen = {}
+    for strategy in ("auto", CSXStrategy(compile=True, compile_backend="eager")):
+        rates = RatesSeen()
+        torch.manual_seed(0)
+        run, _ = fit(WithTorchStepLR(), strategy, steps=4, callbacks=[rates])
+        run.save_checkpoint(tmp_path / "saved.ckpt")
+        saved = torch.load(tmp_path / "saved.ckpt", weights_only=False)
+        seen[str(strategy)] = rates.seen, saved["optimizer_states"][0]["param_groups"][0]["lr"]
+        assert type(run.optimizers[0].param_groups[0]["lr"]) is float
+    (auto,) = [value for name, value in seen.items() if name == "auto"]
+    (csx,) = [value for name, value in seen.items() if name != "auto"]
+    assert csx == auto == ([0.1, 0.05, 0.025, 0.0125], 0.00625)
 
 
 def test_a_new_fit_compiles_afresh_instead_of_piling_up_recompiles() -> None:

@@ -1,7 +1,8 @@
 """``compile=True``: the training step's forwards run captured by torch.compile, and the optimizer update compiled.
 
-Only the training step runs compiled (the model called elsewhere, in a hook, stays eager); closed-form schedules
-then write their values into in-place tensors, so a changing learning rate does not recompile.
+Only the training step runs compiled (the model called elsewhere, in a hook, stays eager); the compiled update
+reads the settings closed-form schedules change from tensors filled in place, so a changing learning rate does
+not recompile, while everything else (loggers, checkpoints, the user) reads the Python floats the schedules write.
 """
 
 from __future__ import annotations
@@ -22,28 +23,38 @@ from cs_lightning.schedulers.from_torch import closed_form_of
 _UPDATE = "_csx_compiled_update"
 
 
+# Where an optimizer keeps the tensors its compiled update reads the scheduled settings from, by (group, key).
+_HELD = "_csx_scheduled_tensors"
+
+
 def compile_forwards(
     module: LightningModule,
-    schedulers: Iterable[Any],
     backend: str | Callable[..., Any],
     fullgraph: bool,
     on_first_call: Callable[[float], None],
 ) -> trace.Capture:
     """The capture of ``module``'s forwards for the training steps of a fit (``fullgraph``: each one graph, which
-    is then the trace check); the closed-form ones among ``schedulers`` write their values in place."""
-    for scheduler in schedulers:
-        closed = closed_form_of(scheduler)
-        if closed is not None:
-            closed.set_tensor_values(True)
+    is then the trace check)."""
     return trace.Capture(_trace_targets(module), backend=backend, fullgraph=fullgraph, on_first_call=on_first_call)
 
 
 def forget_compiled_updates(optimizers: Iterable[Optimizer]) -> None:
     """Drop the compiled updates of ``optimizers``: the next fit compiles afresh."""
     for optimizer in optimizers:
+        optimizer.__dict__.pop(_HELD, None)
         update = optimizer.__dict__.pop(_UPDATE, None)
         if update is not None:
             trace.forget(update._torchdynamo_orig_callable)
+
+
+def scheduled_settings(optimizer: Optimizer, schedulers: Iterable[Any]) -> list[tuple[int, str]]:
+    """The (param group index, key) pairs of ``optimizer`` that the closed forms of ``schedulers`` write."""
+    settings = []
+    for scheduler in schedulers:
+        closed = closed_form_of(scheduler)
+        if closed is not None and closed.optimizer is optimizer and closed.param_group_key != "momentum":
+            settings += [(index, closed.param_group_key) for index in closed._targets]
+    return settings
 
 
 def _trace_targets(module: LightningModule) -> list[nn.Module]:
@@ -59,8 +70,11 @@ def _trace_targets(module: LightningModule) -> list[nn.Module]:
 
 
 @contextmanager
-def compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) -> Generator[None, None, None]:
-    """Within the block ``optimizer.step(closure)`` runs the closure eagerly, then a compiled update."""
+def compiled_update(
+    optimizer: Optimizer, backend: str | Callable[..., Any], scheduled: Iterable[tuple[int, str]]
+) -> Generator[None, None, None]:
+    """Within the block ``optimizer.step(closure)`` runs the closure eagerly, then a compiled update, which reads
+    the ``scheduled`` settings (``scheduled_settings``) from tensors."""
     update = optimizer.__dict__.get(_UPDATE)
     if update is None:
         update = optimizer.__dict__[_UPDATE] = torch.compile(optimizer.step, backend=backend)
@@ -70,11 +84,40 @@ def compiled_update(optimizer: Optimizer, backend: str | Callable[..., Any]) -> 
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        update(**kwargs)
+        with _held_as_tensors(optimizer, scheduled):
+            update(**kwargs)
         return loss
 
     with shadowed(optimizer, "step", step):
         yield
+
+
+@contextmanager
+def _held_as_tensors(optimizer: Optimizer, scheduled: Iterable[tuple[int, str]]) -> Generator[None, None, None]:
+    """Within the block each scheduled setting holding a Python float holds a 0-d float32 tensor instead, the same
+    one at every step, filled with the float: a float would be a constant of the compiled update, recompiled as the
+    schedule changes it. Afterwards the groups hold the floats again: loggers (LearningRateMonitor), checkpoints
+    and the user read the schedule's values, as under any other strategy, not their float32 roundings."""
+    held: dict[tuple[int, str], torch.Tensor] = optimizer.__dict__.setdefault(_HELD, {})
+    groups = optimizer.param_groups
+    floats = {}
+    for index, key in scheduled:
+        value = groups[index].get(key)
+        if isinstance(value, float):  # a tensor of the user's is read as it is
+            tensor = held.get((index, key))
+            if tensor is None:
+                params = groups[index]["params"]
+                device = params[0].device if params else None
+                tensor = held[index, key] = torch.tensor(value, dtype=torch.float32, device=device)
+            else:
+                tensor.fill_(value)
+            floats[index, key] = value
+            groups[index][key] = tensor
+    try:
+        yield
+    finally:
+        for (index, key), value in floats.items():
+            groups[index][key] = value
 
 
 @contextmanager

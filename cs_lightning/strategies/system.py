@@ -66,7 +66,13 @@ from cs_lightning.strategies.checkpoints import (
     restore_rank_rng_states,
     users_scheduler_states,
 )
-from cs_lightning.strategies.compiling import compile_forwards, compiled_update, forget_compiled_updates, shadowed
+from cs_lightning.strategies.compiling import (
+    compile_forwards,
+    compiled_update,
+    forget_compiled_updates,
+    scheduled_settings,
+    shadowed,
+)
 from cs_lightning.strategies.options import (
     CSX_OPTION_NAMES,
     CSXOptions,
@@ -306,7 +312,6 @@ class CSXSystemMixin(Strategy):
         if self.options.compile:
             self._capture = compile_forwards(
                 module,
-                [config.scheduler for config in self.lr_scheduler_configs],
                 self.options.compile_backend,
                 fullgraph=self.options.trace_check,
                 on_first_call=self._add_trace_phase,
@@ -380,7 +385,8 @@ class CSXSystemMixin(Strategy):
         Under ``compile=True`` Lightning's closure runs as usual and the update runs compiled.
         """
         if self.options.compile:
-            with compiled_update(optimizer, self.options.compile_backend):
+            scheduled = scheduled_settings(optimizer, [config.scheduler for config in self.lr_scheduler_configs])
+            with compiled_update(optimizer, self.options.compile_backend, scheduled):
                 loss = super().optimizer_step(optimizer, closure, model, **kwargs)
         else:
             loss = super().optimizer_step(optimizer, closure, model, **kwargs)
