@@ -336,3 +336,13 @@ def test_evaluating_a_csx_checkpoint_draws_from_the_users_seed(strategy: str, bu
     assert torch.equal(drawn, eager_drawn)
     assert seed == eager_seed == 123
     assert torch.equal(rng, eager_rng)
+
+
+def test_a_weights_only_checkpoint_holds_no_generators(tmp_path) -> None:
+    """A fit cannot resume from it (Lightning refuses one without optimizer states): nothing would read them."""
+    run = trainer("csx", max_steps=2)
+    run.fit(_DrawsWhenEvaluating("configure_model"), data())
+    run.save_checkpoint(tmp_path / "weights.ckpt", weights_only=True)
+    run.save_checkpoint(tmp_path / "full.ckpt")
+    assert "csx_rng_states" not in torch.load(tmp_path / "weights.ckpt", weights_only=False)
+    assert "csx_rng_states" in torch.load(tmp_path / "full.ckpt", weights_only=False)

@@ -232,9 +232,11 @@ class CSXSystemMixin(Strategy):
     def save_checkpoint(self, checkpoint: dict[str, Any], filepath: _PATH, storage_options: Any | None = None) -> None:
         """Save every rank's random generators too: a resumed run then draws what the uninterrupted one would.
 
-        Every rank calls this (Lightning's rule for ``trainer.save_checkpoint``), so the states are gathered.
+        Every rank calls this (Lightning's rule for ``trainer.save_checkpoint``), so the states are gathered. A
+        weights-only checkpoint (no optimizer states) gets none: Lightning refuses to resume a fit from it.
         """
-        checkpoint[RNG_KEY] = every_rank_rng_states(self.world_size)
+        if "optimizer_states" in checkpoint:
+            checkpoint[RNG_KEY] = every_rank_rng_states(self.world_size)
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
 
     @override
