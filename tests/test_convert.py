@@ -806,3 +806,12 @@ def test_a_source_given_as_fits_config_is_one_line_naming_the_form(argv, tmp_pat
         "fix: cs-lightning convert modelzoo.yaml -o run.yaml\n"
     )
     assert not (tmp_path / "run.yaml").exists()
+
+
+def test_an_output_of_dash_prints_the_yaml_and_writes_no_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["convert", str(DATA / "gpt_trainer.yaml"), "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert yaml.safe_load(out) == convert(_load("gpt_trainer.yaml"))[0]
+    assert err.startswith(f"converted {DATA / 'gpt_trainer.yaml'} (trainer layout)")
+    assert list(tmp_path.iterdir()) == []

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from cs_lightning.cli.error_lines import OneLineParser
 from cs_lightning.cli.output_file import check_output_path, write_output
@@ -22,10 +24,16 @@ def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Repor
     src, out = Path(src), Path(out)
     config, repeated = read_yaml(src, "source", same_value_ok=True)
     check_output_path(out, [src], force, inputs_are="the input file", example="run.yaml")
+    text, report = _converted(src, config, repeated)
+    write_output(out, text.encode())
+    return report
+
+
+def _converted(src: Path, config: Any, repeated: list[str]) -> tuple[str, Report]:
+    """The output file's text and the report, for the Model Zoo config read from ``src``."""
     converted, report = convert(config, source=str(src))
     report.notes += repeated
-    write_output(out, dump(converted, report).encode())
-    return report
+    return dump(converted, report), report
 
 
 def convert_command(argv: Sequence[str]) -> None:
@@ -38,7 +46,9 @@ def convert_command(argv: Sequence[str]) -> None:
         prog="cs-lightning convert", description="Convert a Cerebras Model Zoo YAML into a cs-lightning YAML."
     )
     parser.add_argument("source", help="Model Zoo YAML (Trainer or legacy layout)")
-    parser.add_argument("-o", "--out", required=True, help="cs-lightning YAML to write (never the input)")
+    parser.add_argument(
+        "-o", "--out", required=True, help="cs-lightning YAML to write (never the input); - prints it instead"
+    )
     parser.add_argument("-f", "--force", action="store_true", help="overwrite --out if it exists")
     if any(arg == "--config" or arg.startswith("--config=") for arg in argv):  # as fit and schedule take theirs
         raise ConfigError(
@@ -47,6 +57,11 @@ def convert_command(argv: Sequence[str]) -> None:
             "fix: cs-lightning convert modelzoo.yaml -o run.yaml",
         )
     opts = parser.parse_args(list(argv))
+    if opts.out == "-":  # the YAML alone on stdout (to pipe or redirect it), the report on stderr
+        text, report = _converted(Path(opts.source), *read_yaml(Path(opts.source), "source", same_value_ok=True))
+        sys.stdout.write(text)
+        print(report.format(), file=sys.stderr)
+        return
     report = convert_file(opts.source, opts.out, force=opts.force)
     print(report.format())
     print(f"wrote {opts.out}")
