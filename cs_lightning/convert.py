@@ -707,6 +707,7 @@ def _legacy_layout(out: _Output) -> None:
     if learning_rate is not None and not isinstance(learning_rate, (Mapping, list)):
         args["learning_rate"] = learning_rate  # a number, or text Model Zoo float()ed: checked as the optimizer's lr
     _optimizer(out, optimizer["optimizer_type"], args, ("optimizer",))
+    _decay_exemptions(out)
     _per_layer_scales(out, ("optimizer", "adjust_learning_rate"))
     if isinstance(learning_rate, (Mapping, list)):
         blocks = _legacy_schedule(learning_rate, ("optimizer", "learning_rate"), out.report.notes)
@@ -728,6 +729,24 @@ def _legacy_layout(out: _Output) -> None:
             ("optimizer", key),
             "Cerebras dynamic loss scaling: Lightning's 16-mixed scales with torch's GradScaler and its own "
             "settings; bf16-mixed needs no scaling",
+        )
+
+
+def _decay_exemptions(out: _Output) -> None:
+    """Say that the layout's Model Zoo trainer exempted biases and normalization layers from weight decay.
+
+    Its optim_utils (``partition_params_groups_with_weight_decay``) split the parameters into two groups, one of
+    every bias and every LayerNorm/BatchNorm/InstanceNorm/GroupNorm parameter with weight_decay 0: the
+    optimizer: block decays them all."""
+    optimizer = out.config.get("optimizer")
+    ((name, args),) = optimizer.items() if isinstance(optimizer, Mapping) else ((None, {}),)
+    decay = args.get("weight_decay") if isinstance(args, Mapping) else None
+    if isinstance(decay, (int, float)) and decay > 0:
+        out.report.notes.append(
+            f"optimizer {name}: weight_decay {decay} applies to every parameter here, while Model Zoo's trainer of "
+            "this layout gave biases and normalization-layer parameters (LayerNorm, BatchNorm, InstanceNorm, "
+            "GroupNorm) none, in a second group with weight_decay 0.0; to match, return those two groups from "
+            "configure_optimizers"
         )
 
 

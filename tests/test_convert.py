@@ -815,3 +815,14 @@ def test_an_output_of_dash_prints_the_yaml_and_writes_no_file(tmp_path, capsys, 
     assert yaml.safe_load(out) == convert(_load("gpt_trainer.yaml"))[0]
     assert err.startswith(f"converted {DATA / 'gpt_trainer.yaml'} (trainer layout)")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_legacy_weight_decay_is_said_to_have_spared_biases_and_norms():
+    """Model Zoo's optim_utils of the legacy layout put biases and normalization parameters in a group with no
+    weight decay; a single optimizer: block decays them: the report says how to match."""
+    legacy = _load("legacy_gpt3.yaml")
+    (note,) = [note for note in convert(legacy)[1].notes if "normalization-layer" in note]
+    assert note.startswith("optimizer AdamW: weight_decay 0.1 applies to every parameter here")
+    legacy["optimizer"]["weight_decay_rate"] = 0.0
+    assert not [note for note in convert(legacy)[1].notes if "normalization-layer" in note]
+    assert not [note for note in convert(_load("gpt_trainer.yaml"))[1].notes if "normalization-layer" in note]
