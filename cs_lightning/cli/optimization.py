@@ -51,7 +51,8 @@ def _schedulers_factory(
             f"fix: use a tag of the param_groups: block ({', '.join(entry.tag for entry in tagged)}) or add an entry"
             if tagged
             else "the optimizer: block puts every parameter in one untagged group; fix: remove param_group_tags, "
-            "add a param_groups: block, or build tagged groups and these schedulers in configure_optimizers"
+            "add a param_groups: block (its entries share no parameter), or build tagged groups and these "
+            "schedulers in configure_optimizers (groups that share parameters, as a Model Zoo params: list tags)"
         )
         raise err.with_fix(fix) from None
     scaling = [i for i, scheduler in enumerate(built) if _scales_per_group(scheduler)]
