@@ -650,3 +650,17 @@ def test_a_low_precision_tensor_lr_stays_closed_form(make, dtype: torch.dtype) -
             optimizer.step()
             scheduler.step()
     assert closed_form_of(scheduler) is not None
+
+
+def test_the_warning_for_a_scheduler_left_on_the_host_points_at_the_users_code():
+    """At the call of convert_scheduler or drive; under the strategy, at configure_optimizers, which is off the
+    stack by then (it pointed into cs_lightning)."""
+    from lightning.pytorch.utilities.types import LRSchedulerConfig
+
+    for convert in (convert_scheduler, drive):
+        with pytest.warns(HostSchedulerWarning) as caught:
+            convert(L.ReduceLROnPlateau(_optimizer(0.1)))
+        assert (caught[0].filename, caught[0].lineno) == (__file__, inspect.currentframe().f_lineno - 1)
+    with pytest.warns(HostSchedulerWarning) as caught:
+        convert_lightning_configs([LRSchedulerConfig(L.ReduceLROnPlateau(_optimizer(0.1)))], site=("model.py", 12))
+    assert (caught[0].filename, caught[0].lineno) == ("model.py", 12)

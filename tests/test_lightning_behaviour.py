@@ -1031,3 +1031,23 @@ def test_a_batch_size_search_leaves_the_generators_as_under_auto(tmp_path: Any) 
     assert size == csx_size
     assert all(torch.equal(csx_weights[key], value) for key, value in weights.items())
     assert torch.equal(csx_drawn, drawn)
+
+
+class _OnPlateau(_Shuffled):
+    def configure_optimizers(self) -> dict:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.01)
+        plateau = torch_lr.ReduceLROnPlateau(optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "monitor": "train_loss"}}
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.log("train_loss", loss)
+        return loss
+
+
+def test_a_scheduler_left_on_the_host_is_warned_of_at_the_users_configure_optimizers() -> None:
+    with pytest.warns(HostSchedulerWarning, match="ReduceLROnPlateau is not converted") as caught:
+        _trainer("csx", 2).fit(_OnPlateau())
+    (warning,) = [w for w in caught if issubclass(w.category, HostSchedulerWarning)]
+    code = _OnPlateau.configure_optimizers.__code__
+    assert (warning.filename, warning.lineno) == (code.co_filename, code.co_firstlineno)

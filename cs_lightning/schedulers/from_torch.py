@@ -567,8 +567,11 @@ def _build(plan: _Plan, optimizer: torch.optim.Optimizer) -> tuple[Scheduler, Sc
         raise NotConvertible(str(err)) from err
 
 
-def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Scheduler, Scheduler | None] | None:
-    """The closed forms of a torch scheduler's learning rate and, if it cycles it, momentum."""
+def _convert(
+    scheduler: Any, strict: bool, with_momentum: bool, stacklevel: int = 3, site: tuple[str, int] | None = None
+) -> tuple[Scheduler, Scheduler | None] | None:
+    """The closed forms of a torch scheduler's learning rate and, if it cycles it, momentum. The warning when
+    there are none points ``stacklevel`` frames up, or at ``site`` (file, line) when given."""
     name = type(scheduler).__name__
     groups = scheduler.optimizer.param_groups
     held = [{key: group[key] for key in _CYCLED if key in group} for group in groups]
@@ -586,9 +589,11 @@ def _convert(scheduler: Any, strict: bool, with_momentum: bool) -> tuple[Schedul
         failure = err.under(f"torch {name} is not converted to a closed form")
         if strict:
             raise failure from None
-        warnings.warn(
-            f"{failure}; it keeps running on the host, as under any other strategy", HostSchedulerWarning, stacklevel=3
-        )
+        message = f"{failure}; it keeps running on the host, as under any other strategy"
+        if site is None:
+            warnings.warn(message, HostSchedulerWarning, stacklevel=stacklevel)
+        else:  # the code that made the scheduler, which is not on the stack (configure_optimizers)
+            warnings.warn_explicit(message, HostSchedulerWarning, *site)
         return None
     if any(scale != 1.0 for scale in plan.scales):
         converted = GroupScaledLR(scheduler.optimizer, converted, plan.scales)
@@ -639,9 +644,14 @@ def drive(scheduler: Any, *, strict: bool = False) -> bool:
         True when a closed form drives it, False when there is none (after one
         `HostSchedulerWarning`, or `NotConvertible` with ``strict``): it runs as torch's alone.
     """
+    return _drive(scheduler, strict, site=None)
+
+
+def _drive(scheduler: Any, strict: bool, site: tuple[str, int] | None) -> bool:
+    """`drive`; its warning (a scheduler left on the host) points at ``site`` (file, line) when given."""
     if isinstance(scheduler, Scheduler) or scheduler in _DRIVERS:
         return True
-    converted = _convert(scheduler, strict, with_momentum=True)
+    converted = _convert(scheduler, strict, with_momentum=True, stacklevel=4, site=site)  # drive's caller
     if converted is None:
         return False
     _DRIVERS[scheduler] = [closed for closed in converted if closed is not None]
@@ -786,15 +796,18 @@ def _undriven(cls: type[torch_lr.LRScheduler], state: dict[str, Any]) -> Any:
     return scheduler
 
 
-def convert_lightning_configs(configs: Sequence[Any], *, strict: bool = False) -> None:
+def convert_lightning_configs(
+    configs: Sequence[Any], *, strict: bool = False, site: tuple[str, int] | None = None
+) -> None:
     """Have closed forms drive the torch schedulers of Lightning's ``LRSchedulerConfig`` list.
 
     Meant for the strategy, right after Lightning has read ``configure_optimizers``
     (``trainer.strategy.lr_scheduler_configs``). Each config keeps its scheduler object,
-    ``interval`` and ``frequency``: the values change exactly when the torch ones did.
+    ``interval`` and ``frequency``: the values change exactly when the torch ones did. The warning for a
+    scheduler left on the host points at ``site`` (file, line: where ``configure_optimizers`` is defined).
     """
     for config in configs:
-        drive(config.scheduler, strict=strict)
+        _drive(config.scheduler, strict, site)
 
 
 __all__ = [

@@ -24,6 +24,7 @@ what is refused), ``trace_check`` (the checked step) and ``compiling`` (``compil
 from __future__ import annotations
 
 import atexit
+import inspect
 import os
 import time
 import warnings
@@ -334,7 +335,9 @@ class CSXSystemMixin(Strategy):
         with shadowed(module, "configure_optimizers", lambda: _step_closed_form(configure())):
             super().setup_optimizers(trainer)
         _hold_the_real_parameters(self.optimizers)
-        convert_lightning_configs(self.lr_scheduler_configs, strict=self.options.strict_schedulers)
+        convert_lightning_configs(
+            self.lr_scheduler_configs, strict=self.options.strict_schedulers, site=_defined_at(configure)
+        )
         # Where the scheduler's steps are the run's optimizer steps (Lightning counts a frequency in batches of
         # each epoch; under manual optimization the user steps it; in epochs, the steps are known with the data)
         if trainer.max_steps >= 0 and module.automatic_optimization:
@@ -451,6 +454,12 @@ class CSXSystemMixin(Strategy):
     def _add_phase(self, name: str, seconds: float) -> None:
         if self._time_to_first_loss is not None:
             self._time_to_first_loss.add_phase(name, seconds)
+
+
+def _defined_at(function: Callable[..., Any]) -> tuple[str, int] | None:
+    """The file and first line of ``function``'s code (None for a builtin or a callable object)."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code is not None else None
 
 
 # The files Lightning's batch-size and learning-rate searches save the run to before their trials, and restore.
