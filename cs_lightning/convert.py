@@ -35,7 +35,7 @@ import difflib
 import inspect
 import json
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,11 +173,14 @@ class _Source:
     def refuse_misspelt(self, path: KeyPath) -> None:
         """Refuse the unused key path `path` when a key in it is a misspelling of one convert reads at its level
         (`loop: {max_step: ...}`), which would leave the run without what the config meant."""
-        for depth, name in enumerate(path):
+        for depth in range(len(path)):
             if path[: depth + 1] not in self.read:
                 known = {read[depth] for read in self.read if len(read) > depth and read[:depth] == path[:depth]}
-                if not isinstance(name, int):
-                    _refuse_misspelt(path[: depth + 1], map(str, known), self.get(path[:depth]))
+                parent: Any = self.config
+                for key in path[:depth]:  # read without being recorded as read
+                    parent = parent[key]
+                if isinstance(parent, Mapping):
+                    _refuse_misspelt(path[: depth + 1], map(str, known), parent)
                 return
 
     def unused(self) -> list[tuple[KeyPath, Any]]:
@@ -303,7 +306,7 @@ def _loop(out: _Output, keys: Mapping[str, KeyPath]) -> None:
     else:  # Model Zoo: each run trains num_steps more, up to max_steps in all; Lightning has the total only
         out.source.why(keys["num_steps"], "Lightning's trainer.max_steps, from max_steps, is the only step count")
         num_steps = get(keys["num_steps"])
-        if isinstance(num_steps, int) and num_steps < max_steps:
+        if type(num_steps) is int and num_steps < max_steps:  # not a bool
             out.report.notes.append(
                 f"num_steps={num_steps} < max_steps={max_steps}: a Model Zoo run stops after num_steps more steps, "
                 f"the converted one trains up to step {max_steps} (pass --trainer.max_steps to stop sooner)"
@@ -343,12 +346,15 @@ def _checkpoint_every(out: _Output, key: KeyPath) -> None:
     out.set("trainer.callbacks", [callback], key)
 
 
-def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPath) -> None:
+def _optimizer(
+    out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPath, read_apart: Collection[str] = ()
+) -> None:
     """A Model Zoo optimizer -> `optimizer: {TorchName: {args}}`, argument by argument.
 
     Model Zoo's spellings become torch's (`epsilon` is `eps`, `beta1`/`beta2` are `betas`); the
     config's numbers always win over the cerebras.pytorch defaults written out where torch's
-    differ. Arguments torch's class does not take stay unmapped, with that reason.
+    differ. Arguments torch's class does not take stay unmapped, with that reason; a misspelling of one, or of
+    a key of the block ``read_apart`` (the legacy layout's clipping, accumulation...), is refused.
     """
     torch_cls = torch_optimizers().get(name.lower())
     if torch_cls is None:
@@ -378,7 +384,8 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPa
         elif arg == "params" and isinstance(value, list):
             _tagged_groups(out, value, arg_key)
         else:
-            _refuse_misspelt(arg_key, [*accepted, *MODEL_ZOO_ALIASES, *_BETAS, *_READ_BY_CONVERT], args)
+            betas = _BETAS if "betas" in accepted else ()
+            _refuse_misspelt(arg_key, [*accepted, *MODEL_ZOO_ALIASES, *betas, *_READ_BY_CONVERT, *read_apart], args)
             out.source.why(arg_key, f"torch.optim.{torch_cls.__name__} has no argument {target!r}")
     if "betas" in accepted:
         _joined_betas(out, torch_cls, args, args_key, converted)
@@ -398,19 +405,21 @@ def _optimizer(out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPa
 _READ_BY_CONVERT = ("adjust_learning_rate", "correct_bias", "params")
 
 
+# How alike a key must be to one convert reads to be taken for its misspelling: typos score 0.88-0.97
+# (optimiser, max_step, grad_accum_step), the real Model Zoo keys convert leaves out at most 0.79
+# (load_checkpoint_states: checkpoint_steps).
+_CLOSE = 0.85
+
+
 def _refuse_misspelt(key: KeyPath, known: Iterable[str], given: Iterable[Any]) -> None:
     """Refuse the key at ``key`` when it is a misspelling of one of the ``known`` names not ``given``: left
     unmapped, it would be a setting the run silently goes without (Model Zoo refuses keys it does not take)."""
-    close = difflib.get_close_matches(str(key[-1]), sorted(set(known) - set(given)), n=1, cutoff=_CLOSE)
-    if close:
+    known = set(known)
+    close = difflib.get_close_matches(str(key[-1]), sorted(known - set(given)), n=1, cutoff=_CLOSE)
+    if close and key[-1] not in known:
         raise ConfigError(
             key, f"no key of this name is read here; did you mean {close[0]!r}? fix: correct its spelling"
         )
-
-
-# How alike a key must be to one convert reads to be taken for its misspelling: typos score 0.88-0.96
-# (optimiser, max_step), the real Model Zoo keys convert leaves out at most 0.74 (num_steps: num_epochs).
-_CLOSE = 0.8
 
 
 # Model Zoo 1.x writes torch's `betas` pair as two keys.
@@ -706,7 +715,7 @@ def _legacy_layout(out: _Output) -> None:
     args = {k: v for k, v in optimizer.items() if k not in handled}
     if learning_rate is not None and not isinstance(learning_rate, (Mapping, list)):
         args["learning_rate"] = learning_rate  # a number, or text Model Zoo float()ed: checked as the optimizer's lr
-    _optimizer(out, optimizer["optimizer_type"], args, ("optimizer",))
+    _optimizer(out, optimizer["optimizer_type"], args, ("optimizer",), read_apart=handled)
     _decay_exemptions(out)
     _per_layer_scales(out, ("optimizer", "adjust_learning_rate"))
     if isinstance(learning_rate, (Mapping, list)):
@@ -880,6 +889,10 @@ def _ordered(config: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ files
 
 
+# What YAML reads as a line break, written escaped.
+_ESCAPED_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r", "\x85": "\\x85", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _flow(value: Any) -> str:
     """A value on one line, as YAML flow style (JSON's, a subset, where YAML would break the line: text
     holding a line break)."""
@@ -897,9 +910,9 @@ def dump(config: Mapping[str, Any], report: Report) -> str:
     ]
     if report.unmapped:
         lines.append("# ---- unmapped: Model Zoo keys with no cs-lightning counterpart (not used) ----")
-        # a comment ends at a line break: one in a key (a quoted YAML key may hold one) is written as \\n
+        # a comment ends at a line break: one in a key (a quoted YAML key may hold one) is written escaped
         lines += [
-            f"# {format_key_path(key)}: {_flow(value)}  ({why})".replace("\n", "\\n")
+            f"# {format_key_path(key)}: {_flow(value)}  ({why})".translate(_ESCAPED_BREAKS)
             for key, value, why in report.unmapped
         ]
     if report.notes:  # what differs from the Model Zoo run, next to the numbers it concerns

@@ -1715,6 +1715,19 @@ ONE_LINE_FAILURES = {
         "trainer.callbacks[1].init_args: ModelCheckpoint failed to build: Invalid value for every_n_train_steps=-1. "
         "Must be >= 0; fix: correct trainer.callbacks[1].init_args",
     ),
+    "the second of two callbacks of one class refusing its arguments": (
+        [
+            "fit",
+            "--trainer.callbacks+=ModelCheckpoint",
+            "--trainer.callbacks.every_n_train_steps",
+            "5",
+            "--trainer.callbacks+=ModelCheckpoint",
+            "--trainer.callbacks.every_n_train_steps",
+            "-1",
+        ],
+        "trainer.callbacks[2].init_args: ModelCheckpoint failed to build: Invalid value for every_n_train_steps=-1. "
+        "Must be >= 0; fix: correct trainer.callbacks[2].init_args",
+    ),
     "a StepCheckpoint given a metric to monitor": (
         ["fit", "--trainer.callbacks+=cs_lightning.StepCheckpoint", "--trainer.callbacks.monitor", "val_loss"],
         "trainer.callbacks[1].init_args: StepCheckpoint failed to build: StepCheckpoint(monitor='val_loss'): it "

@@ -766,11 +766,15 @@ def test_unmapped_text_with_line_breaks_stays_in_its_comment(tmp_path):
     source = _load("gpt_trainer.yaml")
     source["trainer"]["init"]["model"]["note"] = "line one\nmax_steps: 5\nfoo: bar"
     source["trainer"]["init"]["model"]["two\nlines"] = 1
+    source["trainer"]["init"]["model"]["carriage\rreturn"] = 2
+    source["trainer"]["init"]["model"]["line\u2028separator"] = 3
     converted, report = convert(source)
     text = dump(converted, report)
     assert yaml.safe_load(text) == converted
     assert '# trainer.init.model.note: "line one\\nmax_steps: 5\\nfoo: bar"  (' in text
     assert "# trainer.init.model.two\\nlines: 1  (" in text
+    assert "# trainer.init.model.carriage\\rreturn: 2  (" in text
+    assert "# trainer.init.model.line\\u2028separator: 3  (" in text
 
 
 @pytest.mark.parametrize(
@@ -826,3 +830,22 @@ def test_a_legacy_weight_decay_is_said_to_have_spared_biases_and_norms():
     legacy["optimizer"]["weight_decay_rate"] = 0.0
     assert not [note for note in convert(legacy)[1].notes if "normalization-layer" in note]
     assert not [note for note in convert(_load("gpt_trainer.yaml"))[1].notes if "normalization-layer" in note]
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "refused"),
+    [
+        ({"optimizer_type": "AdamW", "learning_rate": 0.001, "grad_accum_step": 4}, "optimizer.grad_accum_step"),
+        ({"optimizer_type": "AdamW", "learning_rate": 0.001, "max_gradient_norn": 1.0}, "optimizer.max_gradient_norn"),
+        ({"optimizer_type": "Adafactor", "learning_rate": 0.01, "beta1": None}, None),  # cerebras.pytorch's own
+    ],
+)
+def test_legacy_optimizer_keys_read_apart_are_known_and_their_typos_refused(optimizer, refused):
+    source = _load("legacy_gpt3.yaml")
+    source["optimizer"] = optimizer
+    if refused is None:
+        convert(source)
+        return
+    with pytest.raises(ConfigError, match="did you mean") as caught:
+        convert(source)
+    assert format_key_path(caught.value.path) == refused

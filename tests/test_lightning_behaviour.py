@@ -626,15 +626,26 @@ class _Shuffled(LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
-def test_a_fit_resumed_from_an_epoch_end_checkpoint_goes_on_exactly_under_csx(tmp_path: Any) -> None:
+@pytest.mark.parametrize(
+    ("settings", "saved_at"),
+    [
+        ({}, "epoch=1-step=16.ckpt"),
+        ({"limit_train_batches": 5}, "epoch=1-step=10.ckpt"),  # the epoch cut short: over all the same
+        ({"reload_dataloaders_every_n_epochs": 3}, "epoch=1-step=16.ckpt"),  # no reload at epoch 2: it goes on
+    ],
+    ids=["whole epochs", "limit_train_batches", "no reload due"],
+)
+def test_a_fit_resumed_from_an_epoch_end_checkpoint_goes_on_exactly_under_csx(
+    settings: dict, saved_at: str, tmp_path: Any
+) -> None:
     """ModelCheckpoint's default checkpoint, taken at an epoch's end of a max_epochs run: Lightning does not hand
     the loader its state back there (under `auto` the resumed epoch repeats the first epoch's order), csx does."""
 
     def fit(epochs: int, checkpoint: Any = None, **kwargs: Any) -> tuple[_Shuffled, torch.Tensor]:
         torch.manual_seed(0)
         model = _Shuffled()
-        settings = dict(logger=False, enable_progress_bar=False, enable_model_summary=False, **kwargs)
-        Trainer(strategy="csx", max_epochs=epochs, default_root_dir=tmp_path, **settings).fit(
+        options = dict(logger=False, enable_progress_bar=False, enable_model_summary=False, **settings, **kwargs)
+        Trainer(strategy="csx", max_epochs=epochs, default_root_dir=tmp_path, **options).fit(
             model, ckpt_path=checkpoint
         )
         return model, torch.rand(3)  # what a draw after the fit gives
@@ -642,7 +653,7 @@ def test_a_fit_resumed_from_an_epoch_end_checkpoint_goes_on_exactly_under_csx(tm
     uninterrupted, after = fit(3, enable_checkpointing=False)
     fit(2)
     (saved,) = (tmp_path / "checkpoints").glob("*.ckpt")
-    assert saved.name == "epoch=1-step=16.ckpt"  # the end of the second epoch
+    assert saved.name == saved_at  # the end of the second epoch
     resumed, resumed_after = fit(3, saved, enable_checkpointing=False)
     expected = uninterrupted.state_dict()
     assert all(torch.equal(value, expected[key]) for key, value in resumed.state_dict().items())

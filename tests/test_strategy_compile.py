@@ -11,6 +11,7 @@ from lightning_models import Regressor, fit
 from torch._dynamo.backends.registry import lookup_backend
 
 from cs_lightning import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy
+from cs_lightning.schedulers import LinearLR
 
 
 class CountingBackend:
@@ -154,3 +155,40 @@ def test_the_default_backend_is_not_looked_up() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["False", "True"]  # the second: the check itself is what imports them
+
+
+class HandedOver(WithTorchStepLR):
+    """The user halves the lr from outside at step 3: torch's own steps take over from the closed form."""
+
+    def on_train_batch_start(self, batch: object, batch_idx: int) -> None:
+        if self.global_step == 3:
+            group = self.trainer.optimizers[0].param_groups[0]
+            group["lr"] = group["lr"] * 0.5
+
+
+class Manual(Regressor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def configure_optimizers(self) -> tuple:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return [optimizer], [LinearLR(optimizer, initial_learning_rate=0.1, end_learning_rate=0.01, total_iters=50)]
+
+    def training_step(self, batch: object, batch_idx: int) -> torch.Tensor:
+        optimizer, scheduler = self.optimizers(), self.lr_schedulers()
+        loss = super().training_step(batch, batch_idx)
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+        scheduler.step()
+        return loss
+
+
+@pytest.mark.parametrize("model", [HandedOver, Manual])
+def test_a_learning_rate_changed_on_the_host_or_under_manual_optimization_compiles_no_more(model: type) -> None:
+    backend = CountingBackend()
+    run, losses = fit(model(), CSXStrategy(compile=True, compile_backend=backend), steps=20)
+    assert len(losses.values) == 20
+    assert backend.compiled == 2  # the forward and the update
+    assert type(run.optimizers[0].param_groups[0]["lr"]) is float

@@ -152,7 +152,7 @@ def unknown_key(message: str, parser: ArgumentParser, command: str | None) -> Co
 
 def _names_a_config_file(word: str) -> bool:
     """Whether a command-line word that is no option is the path of a config file (given without --config)."""
-    return not word.startswith("-") and (word.endswith((".yaml", ".yml", ".json")) or Path(word).is_file())
+    return not word.startswith("-") and word.endswith((".yaml", ".yml", ".json"))
 
 
 def unknown_key_error(
@@ -446,16 +446,40 @@ def _listed_build_error(trainer: Any, err: Exception) -> ConfigError | None:
     cause = err.__cause__
     if cause is None or not isinstance(trainer, Namespace):
         return None
-    # the classes whose methods raised it (the entry's __init__, or a check of its own that it calls)
-    raisers = {type(frame.f_locals.get("self")) for frame, _ in traceback.walk_tb(cause.__traceback__)}
+    # the objects whose methods raised it (the entry's __init__, or a check of its own that it calls), with the
+    # arguments their __init__ was called with (none for another method)
+    raisers = [
+        (frame.f_locals["self"], frame.f_locals if frame.f_code.co_name == "__init__" else {})
+        for frame, _ in traceback.walk_tb(cause.__traceback__)
+        if "self" in frame.f_locals
+    ]
     for name in _LISTED_KEYS:
         entries = trainer.get(name)
-        for index, entry in enumerate(entries if isinstance(entries, list) else [entries]):
-            class_path = entry.get("class_path") if isinstance(entry, Namespace) else None
-            if class_path and imported_or_none(class_path) in raisers:
-                key = ("trainer", name, index) if isinstance(entries, list) else ("trainer", name)
-                return _build_error(key, class_path, entry.get("init_args"), err, str(cause))
+        listed = entries if isinstance(entries, list) else [entries]
+        found = [index for index, entry in enumerate(listed) if _of_a_class_that_raised(entry, raisers)]
+        if len(found) > 1:  # entries of one class: the one given the arguments it was called with
+            found = [index for index in found if _given_as_called(listed[index], raisers)] or found
+        if found:
+            entry = listed[found[0]]
+            # when which entry raised cannot be told, the list is said
+            key = ("trainer", name, found[0]) if isinstance(entries, list) and len(found) == 1 else ("trainer", name)
+            return _build_error(key, entry.class_path, entry.get("init_args"), err, str(cause))
     return None
+
+
+def _of_a_class_that_raised(entry: Any, raisers: list[tuple[object, dict[str, Any]]]) -> bool:
+    cls = imported_or_none(entry.get("class_path")) if isinstance(entry, Namespace) else None
+    return cls is not None and any(type(obj) is cls for obj, _ in raisers)
+
+
+def _given_as_called(entry: Namespace, raisers: list[tuple[object, dict[str, Any]]]) -> bool:
+    """Whether the __init__ that raised was called with the init_args ``entry`` gives (its plain values)."""
+    given = vars(entry.get("init_args") or Namespace())
+    plain = {key: value for key, value in given.items() if isinstance(value, (str, int, float, bool, type(None)))}
+    return any(
+        arguments and all(arguments.get(key, value) == value for key, value in plain.items())
+        for _, arguments in raisers
+    )
 
 
 def _unavailable_accelerator(trainer: Any, text: str) -> ConfigError | None:

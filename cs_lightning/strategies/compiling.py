@@ -47,14 +47,22 @@ def forget_compiled_updates(optimizers: Iterable[Optimizer]) -> None:
             trace.forget(update._torchdynamo_orig_callable)
 
 
+# The settings a schedule may change that the update reads as numbers (a momentum or betas is read otherwise).
+_HELD_KEYS = ("lr", "weight_decay")
+
+
 def scheduled_settings(optimizer: Optimizer, schedulers: Iterable[Any]) -> list[tuple[int, str]]:
-    """The (param group index, key) pairs of ``optimizer`` that the closed forms of ``schedulers`` write."""
-    settings = []
+    """The (param group index, key) pairs of ``optimizer`` that ``schedulers`` change: where a closed form writes,
+    and every group's lr where a torch scheduler steps on the host (ReduceLROnPlateau, or one handed over to
+    torch's own steps)."""
+    settings: set[tuple[int, str]] = set()
     for scheduler in schedulers:
         closed = closed_form_of(scheduler)
-        if closed is not None and closed.optimizer is optimizer and closed.param_group_key != "momentum":
-            settings += [(index, closed.param_group_key) for index in closed._targets]
-    return settings
+        if closed is None and getattr(scheduler, "optimizer", None) is optimizer:
+            settings |= {(index, "lr") for index in range(len(optimizer.param_groups))}
+        elif closed is not None and closed.optimizer is optimizer and closed.param_group_key in _HELD_KEYS:
+            settings |= {(index, closed.param_group_key) for index in closed._targets}
+    return sorted(settings)
 
 
 def _trace_targets(module: LightningModule) -> list[nn.Module]:

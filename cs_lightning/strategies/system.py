@@ -31,15 +31,16 @@ import warnings
 from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.strategies import _StrategyRegistry
-from lightning.fabric.utilities.types import _PATH
+from lightning.fabric.utilities.types import _PATH, _Stateful
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BatchSizeFinder, LearningRateFinder
 from lightning.pytorch.loops import _FitLoop
+from lightning.pytorch.loops.progress import _ProcessedTracker
 from lightning.pytorch.strategies import Strategy
 from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
 from lightning.pytorch.utilities import rank_zero_info
@@ -50,6 +51,7 @@ from typing_extensions import override
 
 from cs_lightning import deferred, trace
 from cs_lightning.config_blocks import keyword_names
+from cs_lightning.data import ResumableDataLoader
 from cs_lightning.deferred.materialize import replaced
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
 from cs_lightning.errors import UsageError
@@ -271,8 +273,9 @@ class CSXSystemMixin(Strategy):
         """Whether the checkpoint's generators are restored: only when it resumes a fit, the one run whose
         training state Lightning restores (``restore_training_state``). Validate, test and predict load the
         weights only, and draw (dropout, noise) from the generators as the user seeded them, as without csx;
-        so does a fit after its batch-size or learning-rate search, which restores the checkpoint it took first
-        (under ``auto`` the generators go on from the search's draws, the LR finder's as it found them)."""
+        so does a fit after its batch-size or learning-rate search, which restores the checkpoint it took before
+        its trials: under ``auto`` the generators go on from the trials' draws (the LR finder's search runs under
+        ``isolate_rng``, which puts them back itself)."""
         trainer = self._connected_module.trainer
         restoring = os.path.basename(str(trainer._checkpoint_connector._ckpt_path or ""))
         return (
@@ -467,17 +470,34 @@ _TUNERS_CHECKPOINTS = (".scale_batch_size_", ".lr_find_")
 
 
 def _load_loader_states(loop: _FitLoop) -> None:
-    """Lightning's ``FitLoop._load_combined_loader_states``, at an epoch's end too.
+    """Lightning's ``FitLoop._load_combined_loader_states``, right at an epoch's end too.
 
-    Lightning hands the training dataloaders the states a checkpoint saved only when a fit resumes inside an
-    epoch: one resumed from an epoch's end (ModelCheckpoint's default, under ``max_epochs``) iterates them
-    afresh, and a stateful loader (``ResumableDataLoader``) then seeds the next epoch's order anew from the
-    generators, which csx restored to the checkpoint's, instead of going on with its own. At an epoch's end the
-    state says the epoch is served: the loader goes on with the next, as in the uninterrupted run.
+    Lightning hands the training dataloaders the states a checkpoint saved when a fit resumes inside an epoch
+    (or under ``max_steps``): one resumed from an epoch's end under ``max_epochs`` (ModelCheckpoint's default)
+    iterates them afresh, and a ``ResumableDataLoader`` then seeds the next epoch's order anew from the
+    generators, which csx restored to the checkpoint's, instead of going on with its own. At an epoch's end it is
+    given its state as one whose epoch is over, also when ``limit_train_batches`` cut it short (its state then
+    says how far it got); other loaders' states cannot say so, and are handed back only where Lightning would.
+    A loader made anew for the epoch (``reload_dataloaders_every_n_epochs`` due) is left new, as the uninterrupted
+    run's was (not exact all the same: Lightning iterates a reloaded loader twice there, once here).
     """
-    if loop._combined_loader_states_to_load and loop._combined_loader is not None:
-        loop._combined_loader._load_state_dicts(loop._combined_loader_states_to_load)
-        loop._combined_loader_states_to_load = []  # as Lightning's: loaded once
+    states, loop._combined_loader_states_to_load = loop._combined_loader_states_to_load, []  # loaded once
+    if not states or loop._combined_loader is None:
+        return
+    progress = cast(_ProcessedTracker, loop.epoch_progress.current)  # what fit loops count
+    if progress.ready != progress.processed or progress.started != progress.processed:  # inside an epoch
+        loop._combined_loader._load_state_dicts(states)
+        return
+    # set by Lightning's data connector, not declared on Trainer
+    every = loop.trainer.reload_dataloaders_every_n_epochs  # type: ignore[attr-defined]
+    if every and progress.processed % every == 0:  # the epoch to run (not yet current_epoch: not completed)
+        return
+    stateful = [loader for loader in loop._combined_loader.flattened if isinstance(loader, _Stateful)]
+    for loader, state in zip(stateful, states, strict=True):
+        if isinstance(loader, ResumableDataLoader):
+            loader.load_state_dict({**state, "served": 0})
+        elif loop.restarting:
+            loader.load_state_dict(state)
 
 
 def _hold_the_real_parameters(optimizers: list[Optimizer]) -> None:
