@@ -1708,7 +1708,7 @@ ONE_LINE_FAILURES = {
     ),
     "a config file given without --config": (
         ["validate", "run.yaml"],
-        "run.yaml: a config file is given with --config; fix: cs-lightning validate --config run.yaml",
+        "run.yaml: a config file is given after --config; fix: cs-lightning validate --config run.yaml",
     ),
     "a Lightning callback its constructor refuses": (
         ["fit", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.every_n_train_steps", "-1"],

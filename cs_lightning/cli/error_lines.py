@@ -141,7 +141,7 @@ def unknown_key(message: str, parser: ArgumentParser, command: str | None) -> Co
     if "nrecognized arguments" in message and _names_a_config_file(found["key"]):
         return ConfigError(
             found["key"],
-            f"a config file is given with --config; fix: cs-lightning {command or 'fit'} --config {found['key']}",
+            f"a config file is given after --config; fix: cs-lightning {command or 'fit'} --config {found['key']}",
         )
     group = re.match(r"Group '([^']+)'", message)
     dashes = "--" if found["key"].startswith("--") else ""  # as given: a command-line option or a YAML key
