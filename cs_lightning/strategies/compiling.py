@@ -1,8 +1,8 @@
 """``compile=True``: the training step's forwards run captured by torch.compile, and the optimizer update compiled.
 
 Only the training step runs compiled (the model called elsewhere, in a hook, stays eager); the compiled update
-reads the settings closed-form schedules change from tensors filled in place, so a changing learning rate does
-not recompile, while everything else (loggers, checkpoints, the user) reads the Python floats the schedules write.
+reads the settings schedules change from tensors filled in place, so a changing learning rate does not
+recompile, while everything else (loggers, checkpoints, the user) reads the Python floats the schedules write.
 """
 
 from __future__ import annotations
