@@ -413,7 +413,7 @@ _CLOSE = 0.85
 
 def _refuse_misspelt(key: KeyPath, known: Iterable[str], given: Iterable[Any]) -> None:
     """Refuse the key at ``key`` when it is a misspelling of one of the ``known`` names not ``given``: left
-    unmapped, it would be a setting the run silently goes without (Model Zoo refuses keys it does not take)."""
+    unmapped, it would be a setting the run silently goes without."""
     known = set(known)
     close = difflib.get_close_matches(str(key[-1]), sorted(known - set(given)), n=1, cutoff=_CLOSE)
     if close and key[-1] not in known:
