@@ -17,6 +17,7 @@ from torch import nn
 from torch.optim import Optimizer
 
 from cs_lightning import trace
+from cs_lightning.schedulers.base import _group_device
 from cs_lightning.schedulers.from_torch import closed_form_of
 
 # Where an optimizer keeps its compiled update, between the steps of a fit.
@@ -114,8 +115,7 @@ def _held_as_tensors(optimizer: Optimizer, scheduled: Iterable[tuple[int, str]])
         if isinstance(value, float):  # a tensor of the user's is read as it is
             tensor = held.get((index, key))
             if tensor is None:
-                params = groups[index]["params"]
-                device = params[0].device if params else None
+                device = _group_device(groups[index])
                 tensor = held[index, key] = torch.tensor(value, dtype=torch.float32, device=device)
             else:
                 tensor.fill_(value)
