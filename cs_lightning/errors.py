@@ -76,7 +76,11 @@ class ConfigError(CSLightningError, ValueError):
 
     def under(self, *prefix: str | int) -> ConfigError:
         """The same error, of the same class, at ``prefix + path``: where the block sits in a larger file."""
-        return type(self)((*prefix, *self.path), self.message)
+        return self.at((*prefix, *self.path))
+
+    def at(self, path: KeyPath) -> ConfigError:
+        """The same error, of the same class, at ``path`` instead: where the user wrote what was read."""
+        return type(self)(path, self.message)
 
     def __reduce__(self) -> tuple[type[ConfigError], tuple[object, ...]]:
         return type(self), (self.path, self.message)  # pickles (to another rank) with its path
@@ -104,8 +108,8 @@ class ParamGroupTagsError(ConfigError):
         self.problem, self.fix = problem, fix
         super().__init__(path, f"{problem}; {fix}")
 
-    def under(self, *prefix: str | int) -> ParamGroupTagsError:
-        return type(self)((*prefix, *self.path), self.problem, self.fix)
+    def at(self, path: KeyPath) -> ParamGroupTagsError:
+        return type(self)(path, self.problem, self.fix)
 
     def with_fix(self, fix: str) -> ParamGroupTagsError:
         """The same problem at the same path, followed by ``fix`` instead."""

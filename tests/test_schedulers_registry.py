@@ -270,6 +270,23 @@ def test_a_legacy_list_reads_model_zoo_1x_argument_names_and_a_2x_block_refuses_
         build({"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.1, "steps": 10}}, optimizer)
 
 
+@pytest.mark.parametrize(
+    ("spec", "key"),
+    [
+        ({"scheduler": "Linear", **WARMUP, "total_iters": -5}, r"schedulers\.total_iters"),
+        (
+            [{"scheduler": "Linear", "initial_learning_rate": 0.1, "end_learning_rate": 0.0, "steps": -5}],
+            r"schedulers\[0\]\.steps",
+        ),
+        ([{"scheduler": "Linear", **WARMUP}, {"scheduler": "CosineDecay", **DECAY, "foo": 1}], r"schedulers\[1\]\.foo"),
+    ],
+)
+def test_a_legacy_list_is_refused_at_the_key_as_written(optimizer, spec, key):
+    """Not at the {Name: {args}} block's key that it is built as (`schedulers[0].LinearLR.total_iters`)."""
+    with pytest.raises(ConfigError, match=f"^{key}: "):
+        build(spec, optimizer)
+
+
 def test_build_nested_and_chained_and_tags():
     groups = [
         {"params": [torch.nn.Parameter(torch.ones(1))], "tags": {"decay"}, "adjust_learning_rate": 0.5},
@@ -352,7 +369,7 @@ def test_build_nested_and_chained_and_tags():
         (
             [{"scheduler": "Lineer", **WARMUP}, {"scheduler": "CosineDecay", **DECAY}],
             ConfigError,
-            r"schedulers\[0\]\.Lineer: unknown scheduler 'Lineer'; closest: .*LinearLR",
+            r"schedulers\[0\]\.scheduler: unknown scheduler 'Lineer'; closest: .*LinearLR",
         ),
     ],
 )

@@ -228,19 +228,48 @@ def _legacy_block(item: Mapping[str, Any], path: KeyPath) -> dict[str, Any]:
     """``{scheduler: Linear, steps: 10, ...}`` -> ``{Linear: {total_iters: 10, ...}}``: a legacy item keeps
     its legacy argument names too, as Model Zoo 1.x wrote them."""
     name, args = item["scheduler"], {k: v for k, v in item.items() if k != "scheduler"}
-    return {name: with_new_names(_resolve_at(name, (*path, name)), args)}
+    return {name: with_new_names(_resolve_at(name, (*path, "scheduler")), args)}
 
 
 def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath) -> Scheduler:
-    """``[{scheduler: Linear, ...}, ...]``: one schedule, or a sequence of them."""
+    """``[{scheduler: Linear, ...}, ...]``: one schedule, or a sequence of them.
+
+    Built as the ``{Name: {args}}`` blocks it stands for; a refusal is said at the key as written.
+    """
     items = [spec] if isinstance(spec, Mapping) else list(spec)
-    children = [_legacy_block(item, (*path, k)) for k, item in enumerate(items)]
+    written = [path] if isinstance(spec, Mapping) else [(*path, k) for k in range(len(items))]
+    children = [_legacy_block(item, at) for item, at in zip(items, written, strict=True)]
     if len(children) == 1:
-        return _build_one(children[0], optimizer, (*path, 0))
-    name = next(iter(children[0]))
-    first = _resolve_at(name, (*path, 0, name))
-    sequence = "SequentialLR" if first.param_group_key == "lr" else "SequentialWD"
-    return _build_one({sequence: {"schedulers": children}}, optimizer, path)
+        block, at = children[0], written[0]
+        built = [(*at, *block)]
+    else:
+        first = _resolve_at(items[0]["scheduler"], (*written[0], "scheduler"))
+        sequence = "SequentialLR" if first.param_group_key == "lr" else "SequentialWD"
+        block, at = {sequence: {"schedulers": children}}, path
+        built = [(*path, sequence, "schedulers", k, *child) for k, child in enumerate(children)]
+    try:
+        return _build_one(block, optimizer, at)
+    except ConfigError as error:
+        raise _as_written(error, items, written, built, path) from error
+
+
+def _as_written(
+    error: ConfigError, items: list[Mapping], written: list[KeyPath], built: list[KeyPath], path: KeyPath
+) -> ConfigError:
+    """``error``, raised at the key of a ``{Name: {args}}`` block built from a legacy list, at the list's own key
+    (``schedulers[0].steps`` for ``schedulers[0].LinearLR.total_iters``); the list's at ``path``."""
+    for item, at, block in zip(items, written, built, strict=True):
+        if error.path[: len(block)] != block:
+            continue
+        rest = error.path[len(block) :]
+        if rest:
+            args = {key: value for key, value in item.items() if key != "scheduler"}
+            old_names: dict[str | int, str | int] = {
+                new: old for old, new in legacy_arguments(_resolve_at(item["scheduler"], at), args)
+            }
+            rest = (old_names.get(rest[0], rest[0]), *rest[1:])
+        return error.at((*at, *rest))
+    return error.at(path) if error.path[: len(path)] == path else error
 
 
 def _build_one(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath, tags: Any = None) -> Scheduler:
