@@ -6,7 +6,15 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from cs_lightning.errors import CheckpointSchedulersError
-from cs_lightning.schedulers import CosineDecayLR, LinearLR, LinearWD, OneCycleLR, SequentialLR, lightning_config
+from cs_lightning.schedulers import (
+    CosineDecayLR,
+    EpochSteppingWarning,
+    LinearLR,
+    LinearWD,
+    OneCycleLR,
+    SequentialLR,
+    lightning_config,
+)
 
 
 class TinyModule(pl.LightningModule):
@@ -80,6 +88,34 @@ class _Scheduled(pl.LightningModule):
     def configure_optimizers(self):
         optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.make(optimizer), "interval": "step"}}
+
+
+class BareSchedulerModule(TinyModule):
+    """Returns its scheduler without a config, which Lightning's own strategies step once per epoch."""
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=1.0)
+        return [optimizer], [LinearLR(optimizer, 0.0, 0.01, 16)]
+
+
+def test_a_scheduler_stepped_once_per_epoch_is_warned_of_once():
+    """16 batches an epoch: the schedule would run 16 times slower than written, silently."""
+    with pytest.warns(
+        EpochSteppingWarning, match=r"^LinearLR\.step\(\) came after 16 optimizer steps, .*16 times"
+    ) as seen:
+        _fit(BareSchedulerModule(), 48)
+    assert sum(issubclass(w.category, EpochSteppingWarning) for w in seen) == 1  # not once per epoch
+
+
+def test_a_scheduler_stepped_every_optimizer_step_is_not_warned_of(recwarn):
+    _fit(TinyModule(), 20)  # past an epoch's end
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = LinearLR(optimizer, 0.0, 0.01, 16)
+    for _ in range(3):
+        optimizer.step()
+        schedule.step()
+    schedule.step()  # no optimizer step in between: a jump ahead, not a slower schedule
+    assert not [w for w in recwarn if issubclass(w.category, EpochSteppingWarning)]
 
 
 def _csx_fit(module: pl.LightningModule, max_steps: int, ckpt_path=None) -> pl.Trainer:

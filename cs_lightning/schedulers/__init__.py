@@ -23,6 +23,7 @@ it steps every optimizer step (the csx strategy does this for bare closed-form s
 
 from cs_lightning.errors import ClosedFormError
 from cs_lightning.schedulers.base import (
+    EpochSteppingWarning,
     LRScheduler,
     MomentumScheduler,
     Scheduler,
@@ -97,6 +98,7 @@ __all__ = [
     "CyclicLR",
     "CyclicMomentum",
     "CyclicWD",
+    "EpochSteppingWarning",
     "ExponentialLR",
     "ExponentialWD",
     "InverseExponentialTimeDecayLR",

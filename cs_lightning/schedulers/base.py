@@ -68,9 +68,16 @@ _ORDER = itertools.count()
 
 
 def _refuse_updates(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-    """The step pre-hook: each scheduler still alive refuses an update that would use its value out of range."""
+    """The step pre-hook: each scheduler still alive counts the update, and refuses one that would use its
+    value out of range."""
     for scheduler in list(_WATCHED.get(optimizer, {}).values()):
+        scheduler._updates += 1
         scheduler._refuse_an_update()
+
+
+class EpochSteppingWarning(UserWarning):
+    """A closed-form scheduler was stepped once for several optimizer steps (once per epoch, say), while a
+    Cerebras schedule counts optimizer steps."""
 
 
 class _Alias:
@@ -221,6 +228,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         # torch's attribute, read by Lightning; None for a group without the key (momentum)
         self.base_lrs: list[Any] = [group.get(self.param_group_key) for group in optimizer.param_groups]
         self._cursor = _Cursor(last_epoch + 1)
+        self._updates = 0  # optimizer steps since the last step() (see _warn_of_skipped_updates)
+        self._warned_of_skipped_updates = False
         self._check_closed_form()
         refusal = self._refusal(0)
         if refusal is not None:  # a schedule that starts out of range is wrong from its arguments
@@ -648,11 +657,29 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
                 meaning of ``step(epoch)``), with torch's deprecation warning.
         """
         self._adopt_new_groups()
+        self._warn_of_skipped_updates()
         if epoch is None:
             self._jump(self._cursor.step + 1)
             return
         warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
         self._jump(_checks.integer(type(self).__name__, "epoch", epoch, 0))
+
+    def _warn_of_skipped_updates(self) -> None:
+        """Warn, once, of a step() after several optimizer steps: Lightning steps a scheduler returned without
+        a config once per epoch, and nothing else would show that the schedule runs that many times slower."""
+        updates, self._updates = self._updates, 0
+        if updates < 2 or self._warned_of_skipped_updates:
+            return
+        self._warned_of_skipped_updates = True
+        warnings.warn(
+            f"{type(self).__name__}.step() came after {updates} optimizer steps, but a Cerebras schedule "
+            f"counts optimizer steps: it runs {updates} times slower than written; step it after every "
+            "optimizer step (in Lightning, return lightning_config(scheduler) from configure_optimizers: a "
+            "scheduler returned without a config is stepped once per epoch), or, if its steps are meant to "
+            "be epochs, filter out EpochSteppingWarning",
+            EpochSteppingWarning,
+            stacklevel=3,
+        )
 
     def _jump(self, step: int) -> None:
         """Go to ``step`` and write its values (from the precomputed block when it holds them)."""
