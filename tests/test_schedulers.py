@@ -16,7 +16,7 @@ from conftest import REPO
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cs_lightning.errors import ConfigError
+from cs_lightning.errors import ConfigError, UsageError
 from cs_lightning.schedulers import (
     ChainedScheduler,
     ClosedFormError,
@@ -487,6 +487,35 @@ def test_sequential_children_count_from_their_milestone_and_nest():
     # warmup 0..4, then the inner sequence from its own step 0: 3 constant steps, a decay
     expected = [k / 5 for k in range(5)] + [1.0] * 3 + [1 - j / 4 for j in range(4)] + [0.0] * 4
     assert got == pytest.approx(expected, abs=1e-7)
+
+
+@pytest.mark.parametrize("parent", [SequentialLR, ChainedScheduler])
+def test_stepping_a_composed_schedule_is_refused_and_writes_nothing(parent):
+    """Its values would replace the parent's, past the parent's refusal of a negative one (a linear OneCycleLR
+    goes below 0 after total_steps), while the parent reports its own."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    cycle = OneCycleLR(optimizer, initial_learning_rate=0.01, max_lr=0.1, total_steps=4, anneal_strategy="linear")
+    children = [cycle, ConstantLR(optimizer, 0.5)]
+    whole = SequentialLR(optimizer, children, [2]) if parent is SequentialLR else ChainedScheduler(children)
+    held = optimizer.param_groups[0]["lr"]
+    with pytest.raises(
+        UsageError,
+        match=rf"^OneCycleLR.step\(\): this OneCycleLR is composed into a {parent.__name__}, .*fix: step the {parent.__name__} only$",
+    ):
+        cycle.step()
+    assert optimizer.param_groups[0]["lr"] == held == whole.get_last_lr()[0]
+    whole.step()
+    assert optimizer.param_groups[0]["lr"] == whole.values([1])[0, 0].item()
+
+
+@pytest.mark.parametrize("call", [lambda o, s: ChainedScheduler(o, s), lambda o, s: ChainedScheduler(s, o)])
+def test_a_chain_given_an_optimizer_says_it_takes_none(call):
+    """torch's ChainedScheduler takes (schedulers, optimizer); the error names no optimizer repr."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    with pytest.raises(
+        TypeError, match=r"^ChainedScheduler: got an optimizer; ChainedScheduler takes none .*fix: Chai"
+    ):
+        call(optimizer, [ConstantLR(optimizer, 0.5)])
 
 
 def test_changing_an_argument_takes_effect_next_step():

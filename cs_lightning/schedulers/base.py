@@ -656,6 +656,12 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             epoch: deprecated, as in torch: jump to this step instead (torch's closed-form
                 meaning of ``step(epoch)``), with torch's deprecation warning.
         """
+        if self._parents:  # its values would replace the parent's, unchecked and unreported
+            name, parent = type(self).__name__, type(self._parents[0]).__name__
+            raise UsageError(
+                f"{name}.step(): this {name} is composed into a {parent}, which computes its values from "
+                f"its own step; fix: step the {parent} only"
+            )
         self._adopt_new_groups()
         self._warn_of_skipped_updates()
         if epoch is None:

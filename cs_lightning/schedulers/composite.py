@@ -181,7 +181,13 @@ class _Chained(_Composite):
     """
 
     def __init__(self, schedulers: Sequence[Scheduler], param_group_tags: Tags = None) -> None:
-        self.schedulers = _scheduler_list(type(self).__name__, "schedulers", schedulers)
+        owner = type(self).__name__
+        if isinstance(schedulers, torch.optim.Optimizer) or isinstance(param_group_tags, torch.optim.Optimizer):
+            raise UsageTypeError(  # torch's ChainedScheduler takes (schedulers, optimizer)
+                f"{owner}: got an optimizer; {owner} takes none (its schedulers' is used); fix: "
+                f"{owner}([scheduler, ...])"
+            )
+        self.schedulers = _scheduler_list(owner, "schedulers", schedulers)
         for child in self.schedulers[1:]:
             _initial_value(self, child)  # fail now on a child that starts at 0
         super().__init__(self.schedulers[0].optimizer, param_group_tags=param_group_tags)
