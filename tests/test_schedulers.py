@@ -590,6 +590,26 @@ def test_older_closed_form_name_still_works():
     assert OlderNameLR(optimizer).values(3)[:, 0].tolist() == [1.0, 0.5, 0.25]
 
 
+class CerebrasStyleLR(LRScheduler):
+    """As cerebras.pytorch's own schedulers are written: constants made on ``self.device``."""
+
+    def __init__(self, optimizer, halved, last_epoch=-1):
+        self.halved = halved
+        super().__init__(optimizer, last_epoch=last_epoch)
+
+    def _get_closed_form(self):
+        value = torch.tensor(self.halved, dtype=torch.float32, device=self.device)
+        return value * torch.pow(torch.tensor(0.5, device=self.device), self.last_epoch)
+
+
+def test_a_schedule_written_for_cerebras_pytorch_reads_its_device():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = CerebrasStyleLR(optimizer, 0.75)
+    assert schedule.values(3)[:, 0].tolist() == [0.75, 0.375, 0.1875]
+    schedule.step()
+    assert optimizer.param_groups[0]["lr"] == 0.375
+
+
 class IfLR(LRScheduler):
     def __init__(self, optimizer):
         super().__init__(optimizer)

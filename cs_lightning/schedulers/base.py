@@ -280,6 +280,12 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     def last_epoch(self, step: int | Tensor) -> None:
         self._cursor.step = int(step)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the closed form is evaluated: on the CPU, as ``last_epoch`` is. cerebras.pytorch's schedulers
+        make their tensors with ``device=self.device``, and a custom one written for it works here as is."""
+        return torch.device("cpu")
+
     def _float_steps(self) -> Tensor:
         """``last_epoch`` in the compute dtype (float32; float64 for a scheduler converted
         from torch's), made once per evaluation: modify it out of place only."""
