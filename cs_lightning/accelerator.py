@@ -43,7 +43,7 @@ class CSXAccelerator(Accelerator):
         if backing not in _BACKINGS:
             raise UsageError(
                 f"CSXAccelerator(backing={backing!r}) is not supported: a CS-X system is emulated on"
-                f" {' or '.join(map(repr, _BACKINGS))}; pass one of those or None for the default."
+                f" {' or '.join(map(repr, _BACKINGS))}; fix: pass one of those, or None for the default"
             )
         self.backing = backing
         self._device_accelerator = _BACKINGS[backing]()

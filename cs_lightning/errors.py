@@ -19,6 +19,18 @@ class UsageError(CSLightningError, ValueError):
     """A cs_lightning function or class was given a value it does not take."""
 
 
+class TrainerArgumentError(UsageError):
+    """A Trainer argument the csx strategies cannot run with, named by ``argument`` (the CLI says the error at
+    ``trainer.<argument>``); the message says the fix."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        self.argument = argument
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[TrainerArgumentError], tuple[object, ...]]:
+        return type(self), (self.argument, str(self))
+
+
 class UsageTypeError(CSLightningError, TypeError):
     """A cs_lightning function or class was given something of the wrong kind."""
 

@@ -1651,6 +1651,17 @@ ONE_LINE_FAILURES = {
         "nothing to set (and its option is trace_check); fix: give the class too: --trainer.strategy "
         "cs_lightning.CSXDDPStrategy --trainer.strategy.trace_check false",
     ),
+    "a strategy name given as its class_path": (
+        ["fit", "--config", "run.yaml", "--config", "fsdp_by_name.yaml"],
+        "trainer.strategy.class_path: 'csx_fsdp' is the strategy's name, and class_path takes its class's import "
+        "path; fix: class_path: cs_lightning.CSXFSDPStrategy",
+    ),
+    "the one-system class on two devices": (
+        ["fit", "--config", "run.yaml", "--config", "one_system.yaml", "--trainer.devices", "2"],
+        "trainer.strategy: CSXStrategy emulates one system, but devices=2 and num_nodes=1 ask for 2 processes; fix: "
+        "give the strategy by its name, csx (which runs one system per device, data-parallel), or as "
+        "CSXDDPStrategy, or set devices=1",
+    ),
     "an unknown compile backend": (
         [
             "fit",
@@ -1798,6 +1809,10 @@ def test_failures_before_training_are_one_line_exit_2_and_write_nothing(case: st
         "imports: [boom_callback.py]\ntrainer: {callbacks: [{class_path: boom_callback.Boom}]}\n"
     )
     (tmp_path / "latin1.yaml").write_bytes("# caf\xe9\ntrainer: {max_steps: 2}\n".encode("latin-1"))
+    (tmp_path / "one_system.yaml").write_text("trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n")
+    (tmp_path / "fsdp_by_name.yaml").write_text(
+        "trainer:\n  strategy:\n    class_path: csx_fsdp\n    init_args: {state_dict_type: full}\n"
+    )
     (tmp_path / "backend3.yaml").write_text(
         "trainer:\n  strategy:\n    class_path: cs_lightning.CSXStrategy\n    init_args: {compile: true, compile_backend: 3}\n"
     )

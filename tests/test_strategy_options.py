@@ -125,6 +125,18 @@ def test_a_misspelled_option_is_named_with_the_closest_one(cls: type) -> None:
         cls(trace_chek=False)
 
 
+@pytest.mark.parametrize(
+    ("cls", "name", "takers"),
+    [
+        (CSXDDPStrategy, "state_dict_type", "CSXFSDPStrategy"),
+        (CSXStrategy, "process_group_backend", "CSXDDPStrategy and CSXFSDPStrategy"),
+    ],
+)
+def test_an_argument_of_another_csx_strategy_is_said_to_be_its(cls: type, name: str, takers: str) -> None:
+    with pytest.raises(TypeError, match=rf"'{name}'; {name} is an argument of {takers}; fix: give the CS-X options "):
+        cls(**{name: "full"})
+
+
 def test_the_lightning_strategies_own_arguments_still_pass_through() -> None:
     assert CSXStrategy(device="cpu", trace_check=False).root_device == torch.device("cpu")
     ddp = CSXDDPStrategy(find_unused_parameters=True, process_group_backend="gloo")  # DDPStrategy's, DDP's own

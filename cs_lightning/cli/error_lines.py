@@ -21,7 +21,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.config_blocks import colon_hint, load_inline, refused_at
-from cs_lightning.errors import ConfigError, KeyPath, did_you_mean, format_key_path
+from cs_lightning.errors import ConfigError, KeyPath, TrainerArgumentError, did_you_mean, format_key_path
 from cs_lightning.param_groups import ENTRY_EXAMPLE
 from cs_lightning.strategies import CSX_OPTION_NAMES, CSXOptions, CSXSystemMixin
 from cs_lightning.user_code import import_dotted, imported_or_none, is_own_file, raised
@@ -67,6 +67,13 @@ def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
     named = re.search(r"Expected a dot import path string: (\S+)", keyed.group(2))
     if nested and named:
         return _option_of_a_name(key, named.group(1), *nested.groups())
+    registered = _registered_class_path(key, named.group(1)) if named else None
+    if named and registered:  # class_path: csx_fsdp
+        return ConfigError(
+            (*key, "class_path"),
+            f"{named.group(1)!r} is the strategy's name, and class_path takes its class's import path; "
+            f"fix: class_path: {registered}",
+        )
     beside = _beside_class_path(keyed.group(2))
     if beside:  # jsonargparse blames the class (or its base class) for it
         return ConfigError(
@@ -241,12 +248,8 @@ def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> Confi
     """`--trainer.strategy.trace_check false` while the strategy is given by name (`csx`): options
     are set on a class, so say which one to give."""
     dotted = ".".join(map(str, key))
-    registered = StrategyRegistry[name]["strategy"] if key[-1:] == ("strategy",) and name in StrategyRegistry else None
-    class_path = "<class path>"
-    if isinstance(registered, type):
-        package = registered.__module__.split(".")[0]  # its public name when the package exports it
-        public = getattr(sys.modules.get(package), registered.__name__, None) is registered
-        class_path = f"{package if public else registered.__module__}.{registered.__name__}"
+    registered = _registered_class(key, name)
+    class_path = _registered_class_path(key, name) or "<class path>"
     meant = _closest_option(registered, option)
     spelt = "" if meant == option else f" (and its option is {meant})"
     return ConfigError(
@@ -254,6 +257,21 @@ def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> Confi
         f"{name!r} is given by name, which takes no options, so --{dotted}.{option} has nothing to set{spelt}; "
         f"fix: give the class too: --{dotted} {class_path} --{dotted}.{meant} {value}",
     )
+
+
+def _registered_class(key: KeyPath, name: str) -> object:
+    """The class registered under strategy name ``name`` when ``key`` is a strategy's, else None."""
+    return StrategyRegistry[name]["strategy"] if key[-1:] == ("strategy",) and name in StrategyRegistry else None
+
+
+def _registered_class_path(key: KeyPath, name: str) -> str | None:
+    """The import path of ``_registered_class``, by its package's public name when the package exports it."""
+    registered = _registered_class(key, name)
+    if not isinstance(registered, type):
+        return None
+    package = registered.__module__.split(".")[0]
+    public = getattr(sys.modules.get(package), registered.__name__, None) is registered
+    return f"{package if public else registered.__module__}.{registered.__name__}"
 
 
 def _closest_option(strategy: object, option: str) -> str:
@@ -426,6 +444,8 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
     unavailable = _unavailable_accelerator(trainer, text)
     if unavailable is not None:
         return unavailable
+    if isinstance(err, TrainerArgumentError):  # the csx strategies' own refusal: it names its argument and fix
+        return ConfigError(("trainer", err.argument), text)
     # Lightning names the Trainer argument it refuses, in backquotes (`gradient_clip_algorithm` bogus is
     # invalid) or bare (invalid value -1.0 for limit_train_batches)
     quoted, bare = re.findall(r"`(?:Trainer\()?(\w+)[`=]", text), re.findall(r"\b[a-z]+_\w+", text)

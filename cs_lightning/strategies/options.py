@@ -97,14 +97,36 @@ def refuse_unknown(cls: type, mixin: type, kwargs: Mapping[str, Any], known: set
     unknown = [] if known is None else [name for name in kwargs if name not in known]
     if not unknown:
         return
-    mixin_at = cls.__mro__.index(mixin)
-    own = sorted({name for c in cls.__mro__[:mixin_at] for name in _own_keyword_names(c)})
-    parent = next(c for c in cls.__mro__[mixin_at + 1 :] if "__init__" in vars(c))
-    hint = did_you_mean(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())])
-    raise UsageTypeError(
-        f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}It takes the CS-X options"
-        f" {list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} and {parent.__name__}'s arguments."
+    own = sorted(_own_names(cls, mixin))
+    parent = next(c for c in cls.__mro__[cls.__mro__.index(mixin) + 1 :] if "__init__" in vars(c))
+    # csx_ddp given csx_fsdp's state_dict_type, say: no misspelling
+    takers = sorted(
+        other.__name__ for other in _strategies(mixin) if other is not cls and _takes(other, mixin, unknown[0])
     )
+    if takers:
+        hint = f"{unknown[0]} is an argument of {' and '.join(takers)}; "
+    else:
+        hint = did_you_mean(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())])
+    raise UsageTypeError(
+        f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}fix: give the CS-X "
+        f"options {list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} or {parent.__name__}'s arguments"
+    )
+
+
+def _own_names(cls: type, mixin: type) -> set[str]:
+    """The keyword arguments of the strategy ``cls``'s classes before ``mixin``, the csx strategy's own."""
+    return {name for c in cls.__mro__[: cls.__mro__.index(mixin)] for name in _own_keyword_names(c)}
+
+
+def _strategies(mixin: type) -> list[type]:
+    """Every class below ``mixin``."""
+    below: list[type] = mixin.__subclasses__()
+    return [strategy for child in below for strategy in (child, *_strategies(child))]
+
+
+def _takes(strategy: type, mixin: type, name: str) -> bool:
+    known = strategy._lightning_arguments()  # type: ignore[attr-defined]
+    return name in _own_names(strategy, mixin) or (known is not None and name in known)
 
 
 def check_timeout(cls: type, kwargs: Mapping[str, Any]) -> None:

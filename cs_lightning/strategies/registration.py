@@ -22,7 +22,7 @@ from lightning.pytorch.accelerators import Accelerator, AcceleratorRegistry, CPU
 from lightning.pytorch.strategies import StrategyRegistry
 
 from cs_lightning.accelerator import CSXAccelerator
-from cs_lightning.errors import UsageError
+from cs_lightning.errors import TrainerArgumentError
 from cs_lightning.strategies.csx import CSXStrategy
 from cs_lightning.strategies.csx_ddp import CSXDDPStrategy
 from cs_lightning.strategies.csx_fsdp import CSXFSDPStrategy
@@ -97,10 +97,11 @@ def _csx_system(init: Callable[[Any], None]) -> Callable[[Any], None]:
         self._accelerator_flag = self.accelerator.backing
         if isinstance(self.strategy, CSXStrategy) and processes > 1:
             if not by_name:
-                raise UsageError(
-                    f"CSXStrategy emulates one system, but devices={devices!r} and"
-                    f" num_nodes={self._num_nodes_flag} ask for {processes}; pass strategy='csx' or"
-                    " CSXDDPStrategy(...) for data-parallel systems, or devices=1."
+                raise TrainerArgumentError(
+                    "strategy",
+                    f"CSXStrategy emulates one system, but devices={devices!r} and num_nodes={self._num_nodes_flag}"
+                    f" ask for {processes} processes; fix: give the strategy by its name, csx (which runs one"
+                    " system per device, data-parallel), or as CSXDDPStrategy, or set devices=1",
                 )
             self.strategy = CSXDDPStrategy(**self.strategy.csx_options)
         elif isinstance(self.strategy, CSXStrategy) and by_name:
@@ -120,8 +121,9 @@ def _lightning_changed(what: str) -> str:
 def _backing_name(accelerator: Accelerator) -> str:
     name = _BACKING_NAMES.get(type(accelerator))
     if name is None:
-        raise UsageError(
-            f"strategy='csx' emulates CS-X systems on CPU or CUDA devices, but the accelerator is"
-            f" {type(accelerator).__name__}; pass accelerator='csx', 'cpu' or 'cuda'."
+        raise TrainerArgumentError(
+            "accelerator",
+            "the csx strategies emulate CS-X systems on CPU or CUDA devices, but the accelerator is"
+            f" {type(accelerator).__name__}; fix: set the accelerator to csx, cpu or cuda",
         )
     return name

@@ -129,11 +129,12 @@ class TinyGPT(L.LightningModule):
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
-        self.log("train_loss", loss, prog_bar=True)
+        # sync_dist: the mean over ranks when data-parallel (csx_ddp, csx_fsdp), not rank 0's loss alone
+        self.log("train_loss", loss, prog_bar=True, sync_dist=True)
         return loss
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
-        self.log("val_loss", self._loss(batch), prog_bar=True)
+        self.log("val_loss", self._loss(batch), prog_bar=True, sync_dist=True)
 
     @torch.no_grad()
     def generate(self, prompt: str, chars: int, generator: torch.Generator | None = None) -> str:
