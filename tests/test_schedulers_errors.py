@@ -6,6 +6,7 @@ ZeroDivisionError later; here the constructor refuses them, and nothing is writt
 
 import copy
 import gc
+import re
 import weakref
 
 import pytest
@@ -652,6 +653,25 @@ def test_a_whole_number_float_from_yaml_text_builds_the_integer_schedule():
     assert spec["LinearLR"]["total_iters"] == 1000.0  # a float, as YAML reads it
     (built,) = cs.build(spec, _optimizer())
     assert built.total_iters == 1000 and type(built.total_iters) is int
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "fix"),
+    [
+        ("initial_learning_rate: 1e-3", "initial_learning_rate", "write 0.001 (YAML reads 1e-3 as text; 1.0e-3, "),
+        ("total_iters: 1e3", "total_iters", "write 1000 (YAML reads 1e3 as text; "),
+        ("total_iters: '10'", "total_iters", "write 10, without quotes"),
+    ],
+)
+def test_a_number_yaml_read_as_text_is_refused_with_the_number_to_write(text, key, fix):
+    """PyYAML's safe_load reads an exponent without a dot and a sign as a string."""
+    args = {"initial_learning_rate": 0.1, "end_learning_rate": 0.0, "total_iters": 10}
+    spec = yaml.safe_load("LinearLR: {" + ", ".join(f"{k}: {v}" for k, v in args.items() if k != key) + f", {text}}}")
+    with pytest.raises(
+        TypeError,
+        match=rf"^schedulers\.LinearLR\.{key}: got '.*'; {key} must be an? \w+, not text; fix: {re.escape(fix)}",
+    ):
+        cs.build(spec, _optimizer())
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,29 @@ def _where(owner: str, name: str, value: Any) -> str:
     return f"{owner}: got {name}={value!r}"
 
 
+def _number_as_text(value: Any, whole: bool) -> str:
+    """The fix for a number given as text (``whole``: an int is asked for), or "". YAML 1.1 (PyYAML's
+    ``safe_load``) reads an exponent without a dot and a sign (``1e-3``, ``1.0e3``) as a string."""
+    try:
+        number = float(value) if isinstance(value, str) else None
+    except ValueError:
+        return ""
+    if number is None or not math.isfinite(number) or (whole and not number.is_integer()):
+        return ""
+    shown = int(number) if whole else number
+    if "e" in value.lower():
+        return (
+            f", not text; fix: write {shown!r} (YAML reads {value} as text; 1.0e-3, with a dot and a sign, is a number)"
+        )
+    return f", not text; fix: write {shown!r}, without quotes"
+
+
 def number(owner: str, name: str, value: Any) -> float:
     """A finite real number (bool excluded: `True` as a learning rate is a typo)."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be a number")
+        raise UsageTypeError(
+            f"{_where(owner, name, value)}; {name} must be a number{_number_as_text(value, whole=False)}"
+        )
     if not math.isfinite(value):
         raise UsageError(f"{_where(owner, name, value)}; {name} must be finite")
     return float(value)
@@ -53,7 +72,7 @@ def integer(owner: str, name: str, value: Any, minimum: int) -> int:
             )
         value = int(steps)
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be an int")
+        raise UsageTypeError(f"{_where(owner, name, value)}; {name} must be an int{_number_as_text(value, whole=True)}")
     count = int(value)
     if count < minimum:
         raise UsageError(f"{_where(owner, name, value)}; {name} must be >= {minimum}")
