@@ -23,6 +23,7 @@ from cs_lightning.schedulers import (
     ConstantLR,
     CosineDecayLR,
     ExponentialLR,
+    InverseExponentialTimeDecayLR,
     LinearLR,
     LinearWD,
     LRScheduler,
@@ -728,6 +729,15 @@ def _scaled_groups(scales):
     return ScalePerParamLR(optimizer, CosineDecayLR(optimizer, 0.2, 0.01, total_iters=100))
 
 
+@pytest.mark.parametrize("draw", [table, plot])
+def test_a_torch_scheduler_given_to_table_or_plot_is_told_how_to_convert_it(draw):
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    with pytest.raises(TypeError, match=rf"^{draw.__name__}: got StepLR; give a cs_lightning scheduler .*convert_sch"):
+        draw(torch.optim.lr_scheduler.StepLR(optimizer, 3), 10)
+    with pytest.raises(TypeError, match=rf"^{draw.__name__}: got an empty list; give a cs_lightning scheduler"):
+        draw([], 10)
+
+
 def test_plot_draws_groups_of_one_schedule_as_one_curve_naming_them_all():
     """Groups of the same scale would be drawn on top of each other, the legend naming curves one cannot see."""
     figure = plot(_scaled_groups([1.0, 0.5, 0.5, 0.25]), 50)
@@ -779,6 +789,18 @@ def test_a_table_of_more_than_100_jumps_lists_the_milestone_then_the_first_jumps
     drops = [37 + 10 * k for k in range(1, 100)]  # the first 99 of StepLR's drops, 47 to 1027
     assert set(rows) == {0, 37, *drops, *range(100, 2000, 100), 1999}
     assert rows[37] == 1.0 and rows[1027] == pytest.approx(0.99**99, rel=1e-5)
+
+
+@given(exponent=st.sampled_from([0.5, 1, 1.2, 1.5, 2, 3]), total=st.integers(1, 60), steps=st.integers(2, 3000))
+def test_a_table_of_a_staircase_inverse_time_decay_lists_its_drops(exponent, total, steps):
+    """Its drops fall at the steps where floor(k^e / T) grows: 37, 74, ... for e = 1, T = 37 (the table showed
+    every 10th step and hid them); every step once k^e grows by T or more per step."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = InverseExponentialTimeDecayLR(optimizer, 0.1, exponent, total, 0.5, staircase=True)
+    values = schedule.values(steps)[:, 0]
+    drops = (values[1:] != values[:-1]).nonzero().flatten().add(1).tolist()
+    rows = {int(line.split()[0]) for line in table(schedule, steps).splitlines()[1:]}
+    assert set(drops[:100]) <= rows
 
 
 def test_table_of_a_billion_steps_samples_rows_and_lists_every_jump():

@@ -100,9 +100,9 @@ BAD = [
         ValueError,
     ),
     (
-        "inverse_time_decay_rate_zero",
+        "inverse_time_decay_rate_negative",
         "InverseExponentialTimeDecayLR",
-        dict(initial_learning_rate=0.1, step_exponent=1, total_iters=10, decay_rate=0.0),
+        dict(initial_learning_rate=0.1, step_exponent=1, total_iters=10, decay_rate=-0.5),
         "decay_rate",
         ValueError,
     ),
@@ -145,7 +145,7 @@ BAD = [
         TypeError,
     ),
     ("step_size_zero", "StepLR", dict(initial_learning_rate=0.1, step_size=0, gamma=0.5), "step_size", ValueError),
-    ("step_gamma_zero", "StepWD", dict(initial_val=0.1, step_size=5, gamma=0.0), "gamma", ValueError),
+    ("step_gamma_negative", "StepWD", dict(initial_val=0.1, step_size=5, gamma=-0.5), "gamma", ValueError),
     (
         "multistep_not_increasing",
         "MultiStepLR",
@@ -653,6 +653,20 @@ def test_a_whole_number_float_from_yaml_text_builds_the_integer_schedule():
     assert spec["LinearLR"]["total_iters"] == 1000.0  # a float, as YAML reads it
     (built,) = cs.build(spec, _optimizer())
     assert built.total_iters == 1000 and type(built.total_iters) is int
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda o: cs.StepLR(o, 0.1, step_size=3, gamma=0.0), [0.1, 0.1, 0.1, 0.0, 0.0]),
+        (lambda o: cs.MultiStepLR(o, 0.1, gamma=0.0, milestones=[2]), [0.1, 0.1, 0.0, 0.0, 0.0]),
+        (lambda o: cs.ExponentialLR(o, 0.1, total_iters=3, decay_rate=0.0), [0.1, 0.0, 0.0, 0.0, 0.0]),
+        (lambda o: cs.InverseExponentialTimeDecayLR(o, 0.1, 1, 3, decay_rate=0.0), [0.1] * 5),
+    ],
+)
+def test_a_rate_of_0_is_taken_as_torch_and_cerebras_pytorch_take_it(make, expected):
+    """gamma=0: the value drops to 0 at the first milestone (torch's StepLR gives the same)."""
+    assert make(_optimizer()).values(5)[:, 0].tolist() == pytest.approx(expected, rel=1e-7)
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ with Lightning::
     schedule.values(1000)             # (1000, groups): the whole schedule, nothing stepped
     schedule.step()                   # after optimizer.step(): the next value, as a float
 
-    # the same from a Cerebras Model Zoo YAML block (milestones inferred):
-    build({"SequentialLR": {"schedulers": [{"LinearLR": {...}}, {"CosineDecayLR": {...}}]}}, optimizer)
+    # the same from a Cerebras Model Zoo YAML block (milestones inferred); build returns a list:
+    [schedule] = build({"SequentialLR": {"schedulers": [{"LinearLR": {...}}, {"CosineDecayLR": {...}}]}}, optimizer)
 
 In Lightning, return ``lightning_config(schedule)`` from ``configure_optimizers`` so that
 it steps every optimizer step (the csx strategy does this for bare closed-form schedulers).

@@ -54,6 +54,13 @@ def positive(owner: str, name: str, value: Any) -> float:
     return float(value)
 
 
+def non_negative(owner: str, name: str, value: Any) -> float:
+    """A finite number >= 0."""
+    if number(owner, name, value) < 0:
+        raise UsageError(f"{_where(owner, name, value)}; {name} must be >= 0")
+    return float(value)
+
+
 # Steps are counted in int64 tensors, as torch counts them: a length or milestone past this
 # would overflow as the schedule is evaluated.
 _MOST_STEPS = 2**63 - 1

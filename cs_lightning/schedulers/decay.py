@@ -20,6 +20,7 @@ from torch import Tensor
 
 from cs_lightning.schedulers import _checks
 from cs_lightning.schedulers.base import (
+    MAX_BREAKPOINTS,
     LRScheduler,
     Scheduler,
     Tags,
@@ -142,7 +143,7 @@ class _Exponential(_PendingForm):
         param_group_tags: Tags = None,
     ) -> None:
         self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
-        self.decay_rate = self._arg(_checks.positive, "decay_rate", decay_rate)
+        self.decay_rate = self._arg(_checks.non_negative, "decay_rate", decay_rate)
         self.staircase = self._arg(_checks.flag, "staircase", staircase)
         self._arg(_checks.integer, "total_iters", total_iters, 1)
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
@@ -181,18 +182,40 @@ class _InverseExponentialTimeDecay(Scheduler):
     ) -> None:
         self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
         self.step_exponent = self._arg(_checks.positive, "step_exponent", step_exponent)
-        self.decay_rate = self._arg(_checks.positive, "decay_rate", decay_rate)
+        self.decay_rate = self._arg(_checks.non_negative, "decay_rate", decay_rate)
         self.staircase = self._arg(_checks.flag, "staircase", staircase)
         self._arg(_checks.integer, "total_iters", total_iters, 1)
         super().__init__(optimizer, total_iters=total_iters, param_group_tags=param_group_tags)
 
     def _get_closed_form(self) -> Tensor:
-        alpha = torch.pow(self._float_steps(), self.step_exponent)
-        alpha.div_(self.total_iters)
-        if self.staircase:
-            alpha.floor_()
+        alpha = self._alpha(self._float_steps())
         denominator = alpha.mul_(self.decay_rate).add_(1.0)
         return torch.div(self._const(self.initial_val), denominator, out=denominator)
+
+    def _alpha(self, steps: Tensor) -> Tensor:
+        """:math:`k^e / T` at float ``steps``, floored for a staircase."""
+        alpha = torch.pow(steps, self.step_exponent).div_(self.total_iters)
+        return alpha.floor_() if self.staircase else alpha
+
+    def _breakpoints(self, stop: int) -> list[int]:
+        r"""The steps where a staircase's level :math:`\lfloor k^e / T \rfloor` grows: for each of its first
+        levels :math:`m`, near :math:`(m T)^{1/e}`, placed by the closed form's own arithmetic; then every
+        step, from one where the level grows by a whole step (it grows by more at every later one)."""
+        if not self.staircase:
+            return []
+        levels = torch.arange(1, MAX_BREAKPOINTS + 2, dtype=torch.float64)
+        near = levels.mul_(self.total_iters).pow_(1 / self.step_exponent).ceil_()
+        near = near[near < stop + 2].to(torch.int64).unique()
+        window = (near[:, None] + torch.arange(-2, 3)).clamp_(min=0)  # around each, where the level changes
+        alpha = self._alpha(window.to(self._dtype))
+        steps = window[:, 1:][alpha[:, 1:] > alpha[:, :-1]].unique().tolist()
+        if steps and self.step_exponent >= 1 and self._rise(steps[-1]) >= self.total_iters:
+            steps += range(steps[-1] + 1, min(stop, steps[-1] + MAX_BREAKPOINTS + 2))
+        return [step for step in steps if 0 < step < stop][: MAX_BREAKPOINTS + 1]
+
+    def _rise(self, step: int) -> float:
+        r""":math:`k^e - (k - 1)^e`, which grows with :math:`k` for :math:`e \ge 1`."""
+        return float(step**self.step_exponent - (step - 1) ** self.step_exponent)
 
 
 class _InverseSquareRootDecay(_PendingForm):

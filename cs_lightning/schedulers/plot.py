@@ -23,10 +23,20 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def _as_list(schedulers: Scheduler | list[Scheduler]) -> list[Scheduler]:
-    items = [schedulers] if isinstance(schedulers, Scheduler) else list(schedulers)
+def _as_list(owner: str, schedulers: Scheduler | list[Scheduler]) -> list[Scheduler]:
+    if isinstance(schedulers, Scheduler):
+        return [schedulers]
+    items = list(schedulers) if isinstance(schedulers, (list, tuple)) else [schedulers]
     if not items or not all(isinstance(item, Scheduler) for item in items):
-        raise UsageTypeError(f"got {schedulers!r}; give a scheduler or a list of schedulers")
+        refused = next((item for item in items if not isinstance(item, Scheduler)), schedulers)
+        # a torch scheduler is stateful, not a closed form: it has no values() to draw
+        torch_fix = (
+            " (a torch scheduler: convert it with cs_lightning.schedulers.from_torch.convert_scheduler)"
+            if isinstance(refused, torch.optim.lr_scheduler.LRScheduler)
+            else ""
+        )
+        given = type(refused).__name__ if items else "an empty list"
+        raise UsageTypeError(f"{owner}: got {given}; give a cs_lightning scheduler or a list of them{torch_fix}")
     return items
 
 
@@ -112,7 +122,7 @@ def plot(schedulers: Scheduler | list[Scheduler], steps: int) -> Figure:
     except ImportError as error:
         raise ImportError("plot needs matplotlib: pip install 'cs-lightning[plot]'") from error
     steps = _checks.integer("plot", "steps", steps, 1)
-    schedulers = _as_list(schedulers)
+    schedulers = _as_list("plot", schedulers)
     evenly = (
         {round(i * (steps - 1) / (_PLOT_POINTS - 1)) for i in range(_PLOT_POINTS)}
         if steps > _PLOT_POINTS
@@ -148,7 +158,7 @@ def table(schedulers: Scheduler | list[Scheduler], steps: int, every: int | None
     SequentialLR/WD given, then the first other jumps), a column per scheduled param group."""
     steps = _checks.integer("table", "steps", steps, 1)
     every = _checks.integer("table", "every", max(1, steps // _TABLE_ROWS) if every is None else every, 1)
-    schedulers = _as_list(schedulers)
+    schedulers = _as_list("table", schedulers)
     jumps = _table_jumps(schedulers, steps)
     rows = sorted(set(range(0, steps, every)) | {steps - 1} | set(jumps))
     columns = _columns(schedulers, rows)

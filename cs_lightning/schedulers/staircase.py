@@ -47,7 +47,7 @@ class _Step(_PendingForm):
     ) -> None:
         self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
         self.step_size = self._arg(_checks.integer, "step_size", step_size, 1)
-        self.gamma = self._arg(_checks.positive, "gamma", gamma)
+        self.gamma = self._arg(_checks.non_negative, "gamma", gamma)
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
     def _closed_form(self) -> Value:
@@ -79,7 +79,7 @@ class _MultiStep(Scheduler):
         param_group_tags: Tags = None,
     ) -> None:
         self.initial_val = self._arg(_checks.number, "initial_val", initial_val)
-        self.gamma = self._arg(_checks.positive, "gamma", gamma)
+        self.gamma = self._arg(_checks.non_negative, "gamma", gamma)
         self.milestones = self._arg(_checks.milestones, "milestones", milestones)
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
