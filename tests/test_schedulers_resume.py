@@ -193,3 +193,28 @@ def test_a_custom_class_whose_annotation_does_not_evaluate_leaves_the_resume_che
     # its unreadable argument counts as data, saved in its states
     assert saved_class({"last_epoch": 3, "peak": 0.1, "fn": None}) == "BrokenAnnotationForTestLR"
     assert saved_class({"last_epoch": 3, "peak": 0.1}) == "ShapedForTestLR"
+
+
+@pytest.mark.parametrize("added", ["before the scheduler is made", "before its state is loaded"])
+def test_a_param_group_added_mid_run_resumes_following_the_schedule_from_its_own_value(added, recwarn):
+    """A group added at step 3 holding 0.2 follows StepLR from 0.2 (4x the schedule's 0.05 there); resumed from a
+    state dict, it kept the schedule's own value instead, 0.0125 for 0.05, silently."""
+    whole = _optimizer()
+    schedule = cs.StepLR(whole, initial_learning_rate=0.1, step_size=2, gamma=0.5)
+    _stepped(schedule, 3)
+    whole.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.2})
+    saved = _stepped(schedule, 3)
+
+    resumed = _optimizer()
+    if added == "before the scheduler is made":
+        resumed.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.2})
+    again = cs.StepLR(resumed, initial_learning_rate=0.1, step_size=2, gamma=0.5)
+    if added == "before its state is loaded":
+        resumed.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.7})
+    again.load_state_dict(saved)
+    for _ in range(4):
+        assert [g["lr"] for g in resumed.param_groups] == [g["lr"] for g in whole.param_groups]
+        _stepped(schedule, 1)
+        _stepped(again, 1)
+    assert whole.param_groups[1]["lr"] == pytest.approx(0.2 / 0.05 * 0.1 * 0.5**5, rel=1e-6)  # 4x at step 10
+    assert not recwarn.list  # where the run is, not an argument that changed

@@ -60,6 +60,9 @@ _CHECKED_STEPS = 2**22
 _CHECK_CHUNK = 2**20
 
 
+# The state dict key of the scales of param groups that joined later (see Scheduler._rebase).
+_GROUP_SCALES = "group_scales"
+
 # Each optimizer's schedulers, by the order they were made (see Scheduler._watch_updates).
 _WATCHED: weakref.WeakKeyDictionary[torch.optim.Optimizer, weakref.WeakValueDictionary[int, Any]] = (
     weakref.WeakKeyDictionary()
@@ -759,6 +762,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         state: dict[str, Any] = {"last_epoch": self._cursor.step}
         for name in _saved_fields(self):
             state[name] = _to_state(getattr(self, name))
+        if self._own_scales:  # param groups that joined later, following the schedule from their own value
+            state[_GROUP_SCALES] = dict(self._own_scales)
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -793,19 +798,25 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         step = self._step_of_foreign_state(state_dict)
         if step is None:
             expected = {"last_epoch", *_saved_fields(self)}
-            if set(state_dict) != expected:
+            if set(state_dict) - {_GROUP_SCALES} != expected:
                 raise UsageError(
                     f"{owner}.load_state_dict: got keys {sorted(state_dict)}, expected "
                     f"{sorted(expected)} (a state dict from another scheduler class?)"
                 )
             for name in expected - {"last_epoch"}:
                 _load_field(self, name, state_dict[name])
-            if "param_group_tags" in expected:
-                self._bind_groups()
+            self._load_group_scales(state_dict.get(_GROUP_SCALES, {}))
             step = state_dict["last_epoch"]
         step = _checks.integer(owner, "last_epoch", step, 0)
         self._cursor = _Cursor(step)
         self._cursor.last = self._refill(step)
+
+    def _load_group_scales(self, scales: Mapping[int, float]) -> None:
+        """The scales of the param groups that joined later (see `_rebase`): each follows the schedule from
+        its own value again, as a group of the optimizer resumed with it (its index is then seen)."""
+        self._own_scales = {int(index): float(scale) for index, scale in scales.items()}
+        self._seen = max(self._seen, *(index + 1 for index in self._own_scales), 0)
+        self._bind_groups()
 
 
 class _PendingForm(Scheduler):
@@ -1053,9 +1064,9 @@ def _changed_arguments(configured: Mapping[str, Any], loaded: Mapping[str, Any],
     that differs between two state dicts of one scheduler (the step is not an argument)."""
     changes = []
     for name, old in configured.items():
-        new = loaded[name]
-        if name == "last_epoch":
+        if name in ("last_epoch", _GROUP_SCALES):  # where the run is, not what was configured
             continue
+        new = loaded[name]
         if isinstance(old, Mapping):
             changes += _changed_arguments(old, new, f"{prefix}{name}.")
         elif isinstance(old, list) and old and all(isinstance(item, Mapping) for item in old):
