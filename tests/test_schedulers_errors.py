@@ -655,6 +655,13 @@ def test_a_whole_number_float_from_yaml_text_builds_the_integer_schedule():
     assert built.total_iters == 1000 and type(built.total_iters) is int
 
 
+def test_a_list_of_values_for_one_is_told_how_groups_get_their_own():
+    with pytest.raises(
+        TypeError, match=r"^LinearLR: got initial_learning_rate=\[0.1, 0.2\]; .*fix: give groups of oth"
+    ):
+        cs.LinearLR(_optimizer(), [0.1, 0.2], 0.0, 3)
+
+
 @pytest.mark.parametrize(
     ("make", "expected"),
     [

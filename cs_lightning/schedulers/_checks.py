@@ -38,6 +38,12 @@ def _number_as_text(value: Any, whole: bool) -> str:
 
 def number(owner: str, name: str, value: Any) -> float:
     """A finite real number (bool excluded: `True` as a learning rate is a typo)."""
+    if isinstance(value, (list, tuple)):  # one value per param group, as torch's base_lrs hold them
+        raise UsageTypeError(
+            f"{_where(owner, name, value)}; {name} must be a number, one for the param groups it schedules; fix: "
+            "give groups of other values schedulers of their own (param_group_tags), or scale one schedule per "
+            "group by its adjust_learning_rate with ScalePerParamLR (ScalePerParamWD)"
+        )
     if isinstance(value, bool) or not isinstance(value, Real):
         raise UsageTypeError(
             f"{_where(owner, name, value)}; {name} must be a number{_number_as_text(value, whole=False)}"
