@@ -519,6 +519,16 @@ def test_a_chain_given_an_optimizer_says_it_takes_none(call):
         call(optimizer, [ConstantLR(optimizer, 0.5)])
 
 
+def test_a_chain_in_a_chain_evaluates_every_child_at_its_step():
+    """cerebras.pytorch 2.10 leaves a nested composite's children at their first step (REFERENCE.md)."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    decay, step = LinearLR(optimizer, 1.0, 0.0, 10), StepLR(optimizer, 1.0, 2, 0.5)
+    halving = ExponentialLR(optimizer, 1.0, 4, 0.5)
+    outer = ChainedScheduler([ChainedScheduler([decay, step]), halving])
+    expected = [(1 - k / 10) * 0.5 ** (k // 2) * 0.5 ** (k / 4) for k in range(10)]
+    assert outer.values(10)[:, 0].tolist() == pytest.approx(expected, rel=1e-6)
+
+
 def test_changing_an_argument_takes_effect_next_step():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
     scheduler = LinearLR(optimizer, 0.0, 1.0, 10)
