@@ -1660,7 +1660,7 @@ ONE_LINE_FAILURES = {
         ["fit", "--config", "run.yaml", "--config", "one_system.yaml", "--trainer.devices", "2"],
         "trainer.strategy: CSXStrategy emulates one system, but devices=2 and num_nodes=1 ask for 2 processes; fix: "
         "give the strategy by its name, csx (which runs one system per device, data-parallel), or as "
-        "CSXDDPStrategy, or set devices=1",
+        "CSXDDPStrategy, or run one process (devices=1, num_nodes=1)",
     ),
     "an unknown compile backend": (
         [

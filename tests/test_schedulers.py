@@ -5,9 +5,11 @@ classes, LR and WD, compositions included), built through `build`.
 """
 
 import copy
+import gc
 import io
 import json
 import math
+import pickle
 
 import numpy
 import pytest
@@ -509,6 +511,29 @@ def test_stepping_a_composed_schedule_is_refused_and_writes_nothing(parent):
     assert optimizer.param_groups[0]["lr"] == whole.values([1])[0, 0].item()
 
 
+def test_a_composite_thrown_away_no_longer_claims_its_children():
+    """One whose construction failed, one made for a table: their children step again."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    refused, shown = LinearLR(optimizer, 0.1, 0.2, 5), LinearLR(optimizer, 0.1, 0.2, 5)
+    with pytest.raises(ValueError, match="starts at 0"):
+        ChainedScheduler([refused, ConstantLR(optimizer, 0.0, 5)])
+    table(SequentialLR(optimizer, [shown, ConstantLR(optimizer, 0.2, 5)], [5]), 10)
+    gc.collect()
+    for schedule in (refused, shown):
+        schedule.step()
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(0.12, rel=1e-6)
+
+
+def test_a_composite_unpickled_still_claims_its_children():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    whole = SequentialLR(optimizer, [LinearLR(optimizer, 0.1, 0.2, 5), ConstantLR(optimizer, 0.2, 5)], [5])
+    copied = pickle.loads(pickle.dumps(whole))
+    with pytest.raises(UsageError, match="composed into a SequentialLR"):
+        copied.schedulers[0].step()
+    copied.schedulers[0].end_learning_rate = 0.4  # a child's change still reaches its parent
+    assert copied.values([4])[0, 0].item() == pytest.approx(0.1 + 0.3 * 4 / 5, rel=1e-6)
+
+
 @pytest.mark.parametrize("call", [lambda o, s: ChainedScheduler(o, s), lambda o, s: ChainedScheduler(s, o)])
 def test_a_chain_given_an_optimizer_says_it_takes_none(call):
     """torch's ChainedScheduler takes (schedulers, optimizer); the error names no optimizer repr."""
@@ -613,9 +638,16 @@ class CerebrasStyleLR(LRScheduler):
         return value * torch.pow(torch.tensor(0.5, device=self.device), self.last_epoch)
 
 
-def test_a_schedule_written_for_cerebras_pytorch_reads_its_device():
+class OwnDeviceLR(CerebrasStyleLR):
+    def __init__(self, optimizer, halved):
+        self.device = torch.device("cpu")  # as an earlier release's error told custom schedulers to
+        super().__init__(optimizer, halved)
+
+
+@pytest.mark.parametrize("cls", [CerebrasStyleLR, OwnDeviceLR])
+def test_a_schedule_written_for_cerebras_pytorch_reads_its_device(cls):
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
-    schedule = CerebrasStyleLR(optimizer, 0.75)
+    schedule = cls(optimizer, 0.75)
     assert schedule.values(3)[:, 0].tolist() == [0.75, 0.375, 0.1875]
     schedule.step()
     assert optimizer.param_groups[0]["lr"] == 0.375
@@ -744,8 +776,9 @@ def test_a_torch_scheduler_given_to_table_or_plot_is_told_how_to_convert_it(draw
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
     with pytest.raises(TypeError, match=rf"^{draw.__name__}: got StepLR; give a cs_lightning scheduler .*convert_sch"):
         draw(torch.optim.lr_scheduler.StepLR(optimizer, 3), 10)
-    with pytest.raises(TypeError, match=rf"^{draw.__name__}: got an empty list; give a cs_lightning scheduler"):
+    with pytest.raises(TypeError, match=rf"^{draw.__name__}: got no scheduler; give a cs_lightning scheduler"):
         draw([], 10)
+    draw((schedule for schedule in [LinearLR(optimizer, 0.0, 1.0, 5)]), 10)  # any iterable of them
 
 
 def test_plot_draws_groups_of_one_schedule_as_one_curve_naming_them_all():
@@ -801,16 +834,22 @@ def test_a_table_of_more_than_100_jumps_lists_the_milestone_then_the_first_jumps
     assert rows[37] == 1.0 and rows[1027] == pytest.approx(0.99**99, rel=1e-5)
 
 
-@given(exponent=st.sampled_from([0.5, 1, 1.2, 1.5, 2, 3]), total=st.integers(1, 60), steps=st.integers(2, 3000))
+@given(
+    exponent=st.sampled_from([0.5, 1, 1.2, 1.3, 1.5, 2, 3, 7.5, 40]),
+    total=st.integers(1, 10**6),
+    steps=st.integers(2, 3000),
+)
 def test_a_table_of_a_staircase_inverse_time_decay_lists_its_drops(exponent, total, steps):
     """Its drops fall at the steps where floor(k^e / T) grows: 37, 74, ... for e = 1, T = 37 (the table showed
-    every 10th step and hid them); every step once k^e grows by T or more per step."""
+    every 10th step and hid them); every step once k^e grows by T or more per step; none once it overflows."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
     schedule = InverseExponentialTimeDecayLR(optimizer, 0.1, exponent, total, 0.5, staircase=True)
     values = schedule.values(steps)[:, 0]
     drops = (values[1:] != values[:-1]).nonzero().flatten().add(1).tolist()
     rows = {int(line.split()[0]) for line in table(schedule, steps).splitlines()[1:]}
     assert set(drops[:100]) <= rows
+    evenly = {*range(0, steps, max(1, steps // 20)), steps - 1}  # the table's evenly spaced rows
+    assert rows - evenly <= set(drops)  # and no step where nothing changes
 
 
 def test_table_of_a_billion_steps_samples_rows_and_lists_every_jump():

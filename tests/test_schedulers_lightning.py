@@ -118,6 +118,61 @@ def test_a_scheduler_stepped_every_optimizer_step_is_not_warned_of(recwarn):
     assert not [w for w in recwarn if issubclass(w.category, EpochSteppingWarning)]
 
 
+class EpochIntervalModule(TinyModule):
+    """Asks, in its config, for its scheduler to be stepped each epoch."""
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=1.0)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": LinearLR(optimizer, 0.0, 0.01, 4), "interval": "epoch"},
+        }
+
+
+class SteppedModule(TinyModule):
+    lr = 1.0  # what the LR finder sets
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.lr)
+        return {"optimizer": optimizer, "lr_scheduler": lightning_config(LinearLR(optimizer, 0.1, 0.01, 100))}
+
+
+@pytest.mark.parametrize(
+    ("module", "strategy", "callbacks"),
+    [
+        (EpochIntervalModule, "csx", []),  # csx steps a bare one every step: an epoch interval is asked for
+        (SteppedModule, "auto", [pl.callbacks.LearningRateFinder(num_training_steps=20)]),  # its trial is undone
+    ],
+    ids=["an epoch interval under csx", "an LR finder's trial"],
+)
+def test_optimizer_steps_a_schedule_is_not_due_are_not_warned_of(module, strategy, callbacks, recwarn):
+    trainer = pl.Trainer(
+        strategy=strategy,
+        max_steps=40,
+        accelerator="cpu",
+        callbacks=callbacks,
+        enable_progress_bar=False,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module(), _data())
+    assert not [w for w in recwarn if issubclass(w.category, EpochSteppingWarning)]
+
+
+def test_a_scheduler_pickled_by_an_earlier_release_counts_updates():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    schedule = LinearLR(optimizer, 0.0, 0.01, 16)
+    state = schedule.__getstate__()
+    del state["_updates"], state["_warned_of_skipped_updates"]  # what such a pickle holds
+    restored = LinearLR.__new__(LinearLR)
+    restored.__setstate__(state)
+    optimizer.step()
+    optimizer.step()
+    with pytest.warns(EpochSteppingWarning, match="after 2 optimizer steps"):
+        restored.step()
+
+
 def _csx_fit(module: pl.LightningModule, max_steps: int, ckpt_path=None) -> pl.Trainer:
     return _fit(module, max_steps, ckpt_path, strategy="csx")
 

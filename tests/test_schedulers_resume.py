@@ -211,6 +211,7 @@ def test_a_param_group_added_mid_run_resumes_following_the_schedule_from_its_own
     again = cs.StepLR(resumed, initial_learning_rate=0.1, step_size=2, gamma=0.5)
     if added == "before its state is loaded":
         resumed.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.7})
+    check_scheduler_states("last.ckpt", [saved], [again])  # the csx strategies' check before loading
     again.load_state_dict(saved)
     for _ in range(4):
         assert [g["lr"] for g in resumed.param_groups] == [g["lr"] for g in whole.param_groups]
@@ -218,3 +219,30 @@ def test_a_param_group_added_mid_run_resumes_following_the_schedule_from_its_own
         _stepped(again, 1)
     assert whole.param_groups[1]["lr"] == pytest.approx(0.2 / 0.05 * 0.1 * 0.5**5, rel=1e-6)  # 4x at step 10
     assert not recwarn.list  # where the run is, not an argument that changed
+
+
+def test_a_state_naming_a_param_group_the_optimizer_lacks_is_refused_and_changes_nothing():
+    whole = _optimizer()
+    schedule = cs.StepLR(whole, initial_learning_rate=0.1, step_size=2, gamma=0.5)
+    _stepped(schedule, 3)
+    whole.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.2})
+    saved = _stepped(schedule, 1)
+    fewer = cs.StepLR(_optimizer(), initial_learning_rate=0.1, step_size=3, gamma=0.5)
+    before = fewer.state_dict()
+    with pytest.raises(ValueError, match=r"^StepLR.load_state_dict: the state schedules param_groups\[1\], .*fix: add"):
+        fewer.load_state_dict(saved)
+    assert fewer.state_dict() == before
+
+
+def test_a_group_added_after_the_state_was_taken_joins_at_the_next_step():
+    """A state without that group, loaded into a scheduler that had adopted it: it joins again from its value."""
+    optimizer = _optimizer()
+    schedule = cs.ExponentialLR(optimizer, 0.1, 1, 0.5)
+    early = schedule.state_dict()
+    _stepped(schedule, 2)
+    optimizer.add_param_group({"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 0.4})
+    _stepped(schedule, 1)
+    schedule.load_state_dict(early)
+    _stepped(schedule, 2)
+    # it held 0.2 when the state (step 0, value 0.1) was loaded: twice the schedule from there
+    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([0.1 * 0.5**2, 2 * 0.1 * 0.5**2], rel=1e-6)

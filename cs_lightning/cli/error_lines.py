@@ -69,10 +69,13 @@ def parser_error(message: str, own_commands: Iterable[str]) -> ConfigError:
         return _option_of_a_name(key, named.group(1), *nested.groups())
     registered = _registered_class_path(key, named.group(1)) if named else None
     if named and registered:  # class_path: csx_fsdp
+        # a name may stand for its class and arguments too (ddp_spawn: DDPStrategy, start_method: spawn)
+        preset = StrategyRegistry[named.group(1)]["init_params"]
+        also = f", with init_args {preset} beside yours" if preset else ""
         return ConfigError(
             (*key, "class_path"),
             f"{named.group(1)!r} is the strategy's name, and class_path takes its class's import path; "
-            f"fix: class_path: {registered}",
+            f"fix: class_path: {registered}{also}",
         )
     beside = _beside_class_path(keyed.group(2))
     if beside:  # jsonargparse blames the class (or its base class) for it

@@ -28,22 +28,15 @@ def _number_as_text(value: Any, whole: bool) -> str:
         return ""
     if number is None or not math.isfinite(number) or (whole and not number.is_integer()):
         return ""
-    shown = int(number) if whole else number
-    if "e" in value.lower():
-        return (
-            f", not text; fix: write {shown!r} (YAML reads {value} as text; 1.0e-3, with a dot and a sign, is a number)"
-        )
-    return f", not text; fix: write {shown!r}, without quotes"
+    if whole:
+        return f", not text; fix: write {int(number)}"
+    if "e" in value.lower():  # the same number as YAML reads it: a dot and a signed exponent
+        return f", not text; fix: write {number!r} or {number:.1e} (YAML reads {value} as text)"
+    return f", not text; fix: write {number!r}, without quotes"
 
 
 def number(owner: str, name: str, value: Any) -> float:
     """A finite real number (bool excluded: `True` as a learning rate is a typo)."""
-    if isinstance(value, (list, tuple)):  # one value per param group, as torch's base_lrs hold them
-        raise UsageTypeError(
-            f"{_where(owner, name, value)}; {name} must be a number, one for the param groups it schedules; fix: "
-            "give groups of other values schedulers of their own (param_group_tags), or scale one schedule per "
-            "group by its adjust_learning_rate with ScalePerParamLR (ScalePerParamWD)"
-        )
     if isinstance(value, bool) or not isinstance(value, Real):
         raise UsageTypeError(
             f"{_where(owner, name, value)}; {name} must be a number{_number_as_text(value, whole=False)}"
@@ -56,14 +49,14 @@ def number(owner: str, name: str, value: Any) -> float:
 def positive(owner: str, name: str, value: Any) -> float:
     """A finite number > 0."""
     if number(owner, name, value) <= 0:
-        raise UsageError(f"{_where(owner, name, value)}; {name} must be > 0")
+        raise UsageError(f"{_where(owner, name, value)}; {name} must be > 0; fix: give a number above 0")
     return float(value)
 
 
 def non_negative(owner: str, name: str, value: Any) -> float:
     """A finite number >= 0."""
     if number(owner, name, value) < 0:
-        raise UsageError(f"{_where(owner, name, value)}; {name} must be >= 0")
+        raise UsageError(f"{_where(owner, name, value)}; {name} must be >= 0; fix: give 0 or more")
     return float(value)
 
 

@@ -177,6 +177,9 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     """
 
     param_group_key: ClassVar[str] = ""
+    # Where the closed form is evaluated: on the CPU, as last_epoch is. cerebras.pytorch's schedulers make their
+    # tensors with device=self.device, and a custom one written for it works here as is (setting it too).
+    device: torch.device = torch.device("cpu")
     # Keys of which a scheduled group must have one, or the value written is read by no one
     # (an optimizer without weight decay, say), and optimizers that have them, for the error.
     _group_needs: ClassVar[tuple[str, ...]] = ()
@@ -246,6 +249,12 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         (``scale``) must also be >= 0: torch's optimizers refuse a negative lr, weight_decay or
         momentum, and a schedule should not reach one hundreds of steps into a run."""
         owner, public = type(self).__name__, _public_name(type(self), name)
+        if name in _VALUE_ARGUMENTS and name != "vals" and isinstance(value, (list, tuple)):
+            raise UsageTypeError(  # one value per param group, as torch's base_lrs hold them
+                f"{owner}: got {public}={value!r}; {public} must be a number, one for the param groups it "
+                "schedules; fix: give groups of other values schedulers of their own (param_group_tags), or scale "
+                "one schedule per group by its adjust_learning_rate with ScalePerParamLR (ScalePerParamWD)"
+            )
         checked = check(owner, public, value, *extra)
         values = checked if isinstance(checked, list) else [checked]
         if name in _VALUE_ARGUMENTS | _FACTOR_ARGUMENTS and any(v < 0 for v in values):
@@ -282,12 +291,6 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
     @last_epoch.setter
     def last_epoch(self, step: int | Tensor) -> None:
         self._cursor.step = int(step)
-
-    @property
-    def device(self) -> torch.device:
-        """Where the closed form is evaluated: on the CPU, as ``last_epoch`` is. cerebras.pytorch's schedulers
-        make their tensors with ``device=self.device``, and a custom one written for it works here as is."""
-        return torch.device("cpu")
 
     def _float_steps(self) -> Tensor:
         """``last_epoch`` in the compute dtype (float32; float64 for a scheduler converted
@@ -600,8 +603,19 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         if all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(held, self._cursor.last)):
             raise UsageError(refusal)
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_composed_by", None)  # weak references: each parent links its children again as it loads
+        return state
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_updates", 0)  # a scheduler pickled by an earlier release
+        self.__dict__.setdefault("_warned_of_skipped_updates", False)
+        for name, value in state.items():
+            if name[0] != "_":
+                for child in _schedulers_in(value):
+                    child._link(self)
         self._watch_updates()  # a pickled optimizer keeps no hooks
 
     def _refill(self, step: int) -> list[float]:
@@ -637,9 +651,15 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         super().__setattr__(name, value)
         if name[0] != "_" and name != "last_epoch":
             for child in _schedulers_in(value):
-                if not any(parent is self for parent in child._parents):
-                    child._parents.append(self)
+                child._link(self)
             self._changed()
+
+    def _link(self, parent: Scheduler) -> None:
+        """``parent`` composes this schedule. Held weakly: a composite thrown away (one whose construction
+        failed, one made for a table) no longer claims it."""
+        links = self.__dict__.setdefault("_composed_by", [])
+        if not any(link() is parent for link in links):
+            links.append(weakref.ref(parent))
 
     def _changed(self) -> None:
         """An argument changed: the precomputed rows of this schedule, and of every schedule
@@ -653,8 +673,8 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
 
     @property
     def _parents(self) -> list[Scheduler]:
-        """The schedulers that compose this one (set as their arguments)."""
-        return self.__dict__.setdefault("_composed_by", [])
+        """The schedulers alive that compose this one (set as their arguments)."""
+        return [parent for link in self.__dict__.get("_composed_by", []) if (parent := link()) is not None]
 
     # -- public API ---------------------------------------------------------------------
 
@@ -695,6 +715,10 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
             EpochSteppingWarning,
             stacklevel=3,
         )
+
+    def _expect_skipped_updates(self) -> None:
+        """No `EpochSteppingWarning`: a Lightning config asks for steps each epoch (or every few batches)."""
+        self._warned_of_skipped_updates = True
 
     def _jump(self, step: int) -> None:
         """Go to ``step`` and write its values (from the precomputed block when it holds them)."""
@@ -798,25 +822,36 @@ class Scheduler(_TorchLRScheduler, metaclass=_HiddenSubclasses):
         step = self._step_of_foreign_state(state_dict)
         if step is None:
             expected = {"last_epoch", *_saved_fields(self)}
-            if set(state_dict) - {_GROUP_SCALES} != expected:
+            if state_keys(state_dict) != expected:
                 raise UsageError(
                     f"{owner}.load_state_dict: got keys {sorted(state_dict)}, expected "
                     f"{sorted(expected)} (a state dict from another scheduler class?)"
                 )
+            scales = self._saved_group_scales(state_dict)
             for name in expected - {"last_epoch"}:
                 _load_field(self, name, state_dict[name])
-            self._load_group_scales(state_dict.get(_GROUP_SCALES, {}))
+            self._own_scales = scales
+            self._seen = max([self._bound, *(index + 1 for index in scales)])  # a later group joins at next step
+            self._bind_groups()
             step = state_dict["last_epoch"]
         step = _checks.integer(owner, "last_epoch", step, 0)
         self._cursor = _Cursor(step)
         self._cursor.last = self._refill(step)
+        self._updates = 0  # the optimizer steps of a run resumed (or of an LR finder's trial undone) are not due
 
-    def _load_group_scales(self, scales: Mapping[int, float]) -> None:
-        """The scales of the param groups that joined later (see `_rebase`): each follows the schedule from
-        its own value again, as a group of the optimizer resumed with it (its index is then seen)."""
-        self._own_scales = {int(index): float(scale) for index, scale in scales.items()}
-        self._seen = max(self._seen, *(index + 1 for index in self._own_scales), 0)
-        self._bind_groups()
+    def _saved_group_scales(self, state_dict: Mapping[str, Any]) -> dict[int, float]:
+        """The scales of the param groups that joined the saved run later (see `_rebase`), each to follow the
+        schedule from its own value again: refused, before anything is loaded, when the optimizer lacks one."""
+        scales = {int(index): float(scale) for index, scale in state_dict.get(_GROUP_SCALES, {}).items()}
+        groups = len(self.optimizer.param_groups)
+        missing = sorted(index for index in scales if index >= groups)
+        if missing:
+            raise UsageError(
+                f"{type(self).__name__}.load_state_dict: the state schedules param_groups[{missing[0]}], which "
+                f"joined the saved run later, but the optimizer has {groups} param group(s); fix: add the "
+                "groups to the optimizer before loading"
+            )
+        return scales
 
 
 class _PendingForm(Scheduler):
@@ -1057,6 +1092,12 @@ def _load_field(scheduler: Scheduler, name: str, saved: Any) -> None:
         scheduler.param_group_tags = _tag_set(type(scheduler).__name__, saved)
     else:
         setattr(scheduler, name, copy.deepcopy(saved))
+
+
+def state_keys(state: Mapping[str, Any]) -> set[str]:
+    """The keys of a scheduler state that its class decides, the step and the arguments: not the scales of the
+    param groups that joined later, which a state of any class may hold."""
+    return set(state) - {_GROUP_SCALES}
 
 
 def _changed_arguments(configured: Mapping[str, Any], loaded: Mapping[str, Any], prefix: str = "") -> list[str]:

@@ -198,24 +198,24 @@ class _InverseExponentialTimeDecay(Scheduler):
         return alpha.floor_() if self.staircase else alpha
 
     def _breakpoints(self, stop: int) -> list[int]:
-        r"""The steps where a staircase's level :math:`\lfloor k^e / T \rfloor` grows: for each of its first
-        levels :math:`m`, near :math:`(m T)^{1/e}`, placed by the closed form's own arithmetic; then every
-        step, from one where the level grows by a whole step (it grows by more at every later one)."""
+        r"""The steps below ``stop`` where a staircase's level :math:`\lfloor k^e / T \rfloor` grows, as the
+        closed form computes it: the first step of each of its first levels, found by bisection, then, where
+        levels came faster than one a step (several in one), each next step where the level grows."""
         if not self.staircase:
             return []
-        levels = torch.arange(1, MAX_BREAKPOINTS + 2, dtype=torch.float64)
-        near = levels.mul_(self.total_iters).pow_(1 / self.step_exponent).ceil_()
-        near = near[near < stop + 2].to(torch.int64).unique()
-        window = (near[:, None] + torch.arange(-2, 3)).clamp_(min=0)  # around each, where the level changes
-        alpha = self._alpha(window.to(self._dtype))
-        steps = window[:, 1:][alpha[:, 1:] > alpha[:, :-1]].unique().tolist()
-        if steps and self.step_exponent >= 1 and self._rise(steps[-1]) >= self.total_iters:
-            steps += range(steps[-1] + 1, min(stop, steps[-1] + MAX_BREAKPOINTS + 2))
-        return [step for step in steps if 0 < step < stop][: MAX_BREAKPOINTS + 1]
-
-    def _rise(self, step: int) -> float:
-        r""":math:`k^e - (k - 1)^e`, which grows with :math:`k` for :math:`e \ge 1`."""
-        return float(step**self.step_exponent - (step - 1) ** self.step_exponent)
+        levels = torch.arange(1, MAX_BREAKPOINTS + 2, dtype=self._dtype)
+        low, high = torch.zeros_like(levels, dtype=torch.int64), torch.full_like(levels, stop, dtype=torch.int64)
+        while bool((low < high).any()):  # the first step whose level is each one (stop: none below it)
+            middle = low + (high - low) // 2
+            reached = self._alpha(middle.to(self._dtype)) >= levels
+            high, low = torch.where(reached, middle, high), torch.where(reached, low, middle + 1)
+        steps = [step for step in high.unique().tolist() if 0 < step < stop]
+        wanted = MAX_BREAKPOINTS + 1 - len(steps)
+        if steps and wanted > 0 and steps[-1] + 1 < stop:  # levels skipped: the rest are steps, not levels
+            after = torch.arange(steps[-1], min(stop, steps[-1] + 1 + wanted))
+            alpha = self._alpha(after.to(self._dtype))
+            steps += after[1:][alpha[1:] > alpha[:-1]].tolist()
+        return steps[: MAX_BREAKPOINTS + 1]
 
 
 class _InverseSquareRootDecay(_PendingForm):

@@ -10,7 +10,8 @@ steps: a schedule of 10**9 steps is drawn as fast as one of 10**3.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,10 +24,11 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def _as_list(owner: str, schedulers: Scheduler | list[Scheduler]) -> list[Scheduler]:
+def _as_list(owner: str, schedulers: Scheduler | Iterable[Scheduler]) -> list[Scheduler]:
     if isinstance(schedulers, Scheduler):
         return [schedulers]
-    items = list(schedulers) if isinstance(schedulers, (list, tuple)) else [schedulers]
+    listed = isinstance(schedulers, Iterable) and not isinstance(schedulers, (str, bytes, Mapping))
+    items: list[Any] = list(schedulers) if listed else [schedulers]
     if not items or not all(isinstance(item, Scheduler) for item in items):
         refused = next((item for item in items if not isinstance(item, Scheduler)), schedulers)
         # a torch scheduler is stateful, not a closed form: it has no values() to draw
@@ -35,7 +37,7 @@ def _as_list(owner: str, schedulers: Scheduler | list[Scheduler]) -> list[Schedu
             if isinstance(refused, torch.optim.lr_scheduler.LRScheduler)
             else ""
         )
-        given = type(refused).__name__ if items else "an empty list"
+        given = type(refused).__name__ if items else "no scheduler"
         raise UsageTypeError(f"{owner}: got {given}; give a cs_lightning scheduler or a list of them{torch_fix}")
     return items
 

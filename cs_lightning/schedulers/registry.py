@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -262,13 +263,14 @@ def _as_written(
         if error.path[: len(block)] != block:
             continue
         rest = error.path[len(block) :]
-        if rest:
-            args = {key: value for key, value in item.items() if key != "scheduler"}
-            old_names: dict[str | int, str | int] = {
-                new: old for old, new in legacy_arguments(_resolve_at(item["scheduler"], at), args)
-            }
-            rest = (old_names.get(rest[0], rest[0]), *rest[1:])
-        return error.at((*at, *rest))
+        args = {key: value for key, value in item.items() if key != "scheduler"}
+        old_names = dict(legacy_arguments(_resolve_at(item["scheduler"], at), args))
+        written_as = next((old for old, new in old_names.items() if rest[:1] == (new,)), None)
+        if written_as is None:
+            return error.at((*at, *rest))
+        # said in the words the user wrote: "steps must be >= 0", not "total_iters must be >= 0"
+        message = re.sub(rf"\b{old_names[written_as]}\b", written_as, error.message)
+        return type(error)((*at, written_as, *rest[1:]), message)
     return error.at(path) if error.path[: len(path)] == path else error
 
 

@@ -20,6 +20,7 @@ from cs_lightning.schedulers.base import (
     _is_scheduler_list,
     _saved_fields,
     _state_fields,
+    state_keys,
 )
 from cs_lightning.schedulers.registry import _catalogue
 
@@ -46,12 +47,12 @@ def saved_class(state: Mapping[str, Any]) -> str:
         return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
     if "_last_lr" in state:  # torch's bookkeeping, in every torch scheduler's state
         return "a torch scheduler"
-    return f"a scheduler with arguments {sorted(set(state) - {'last_epoch'})}"
+    return f"a scheduler with arguments {sorted(state_keys(state) - {'last_epoch'})}"
 
 
 def _catalogue_classes(state: Mapping[str, Any]) -> list[str]:
     """The names of the cs_lightning scheduler classes whose states have the keys of ``state``."""
-    keys = set(state)
+    keys = state_keys(state)
     classes = [cls for found in _catalogue().values() for cls in found if _may_be_state_of(cls, keys)]
     # a subclass that keeps its parent's arguments has its parent's keys: name the catalogue's own
     own = [cls for cls in classes if cls.__module__.startswith(_PACKAGE)]
@@ -64,7 +65,7 @@ def mismatch(scheduler: Scheduler, state: Any, where: KeyPath) -> str | None:
         return _class_mismatch(where, "no scheduler state", type(scheduler).__name__)
     if scheduler._step_of_foreign_state(dict(state)) is not None:
         return None
-    if set(state) != _expected_keys(scheduler):
+    if state_keys(state) != _expected_keys(scheduler):
         return _class_mismatch(where, saved_class(state), type(scheduler).__name__)
     for name in _saved_fields(scheduler):
         current, saved = getattr(scheduler, name), state[name]

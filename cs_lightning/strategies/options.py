@@ -99,17 +99,18 @@ def refuse_unknown(cls: type, mixin: type, kwargs: Mapping[str, Any], known: set
         return
     own = sorted(_own_names(cls, mixin))
     parent = next(c for c in cls.__mro__[cls.__mro__.index(mixin) + 1 :] if "__init__" in vars(c))
-    # csx_ddp given csx_fsdp's state_dict_type, say: no misspelling
-    takers = sorted(
-        other.__name__ for other in _strategies(mixin) if other is not cls and _takes(other, mixin, unknown[0])
-    )
+    # csx_ddp given csx_fsdp's state_dict_type, say: no misspelling, another strategy
+    takers = [other for other in _strategies(mixin) if other is not cls and _takes(other, mixin, unknown[0])]
     if takers:
-        hint = f"{unknown[0]} is an argument of {' and '.join(takers)}; "
+        named = " and ".join(f"{other.__name__} ({other.strategy_name})" for other in takers)  # type: ignore[attr-defined]
+        hint = (
+            f"{unknown[0]} is an argument of {named}; fix: use {'it' if len(takers) == 1 else 'one of them'}, or give"
+        )
     else:
-        hint = did_you_mean(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())])
+        hint = f"{did_you_mean(unknown[0], [*CSX_OPTION_NAMES, *own, *(known or ())])}fix: give"
     raise UsageTypeError(
-        f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint}fix: give the CS-X "
-        f"options {list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} or {parent.__name__}'s arguments"
+        f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}; {hint} the CS-X options "
+        f"{list(CSX_OPTION_NAMES)}{f', its own {own}' if own else ''} or {parent.__name__}'s arguments"
     )
 
 
@@ -119,9 +120,10 @@ def _own_names(cls: type, mixin: type) -> set[str]:
 
 
 def _strategies(mixin: type) -> list[type]:
-    """Every class below ``mixin``."""
+    """The csx strategies: the classes of this package below ``mixin``, by name."""
     below: list[type] = mixin.__subclasses__()
-    return [strategy for child in below for strategy in (child, *_strategies(child))]
+    found = {strategy for child in below for strategy in (child, *_strategies(child))}
+    return sorted((c for c in found if c.__module__.startswith("cs_lightning.")), key=lambda c: c.__name__)
 
 
 def _takes(strategy: type, mixin: type, name: str) -> bool:

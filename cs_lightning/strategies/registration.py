@@ -101,7 +101,8 @@ def _csx_system(init: Callable[[Any], None]) -> Callable[[Any], None]:
                     "strategy",
                     f"CSXStrategy emulates one system, but devices={devices!r} and num_nodes={self._num_nodes_flag}"
                     f" ask for {processes} processes; fix: give the strategy by its name, csx (which runs one"
-                    " system per device, data-parallel), or as CSXDDPStrategy, or set devices=1",
+                    " system per device, data-parallel), or as CSXDDPStrategy, or run one process (devices=1,"
+                    " num_nodes=1)",
                 )
             self.strategy = CSXDDPStrategy(**self.strategy.csx_options)
         elif isinstance(self.strategy, CSXStrategy) and by_name:

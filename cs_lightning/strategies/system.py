@@ -341,6 +341,9 @@ class CSXSystemMixin(Strategy):
         convert_lightning_configs(
             self.lr_scheduler_configs, strict=self.options.strict_schedulers, site=_defined_at(configure)
         )
+        for config in self.lr_scheduler_configs:
+            if isinstance(config.scheduler, Scheduler) and (config.interval != "step" or config.frequency != 1):
+                config.scheduler._expect_skipped_updates()  # asked for: a bare one is made to step every step
         # Where the scheduler's steps are the run's optimizer steps (Lightning counts a frequency in batches of
         # each epoch; under manual optimization the user steps it; in epochs, the steps are known with the data)
         if trainer.max_steps >= 0 and module.automatic_optimization:
