@@ -1631,3 +1631,101 @@ def test_materialize_refuses_what_is_not_a_module(thing) -> None:
         r"that deferred_init or a recording\(\) block built",
     ):
         materialize(thing)
+
+
+# -- an op that writes a whole tensor from its own values; dead draws that read tensors --------------------
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        lambda w: torch.add(w, 1, out=w),
+        lambda w: torch.clamp(w, -0.1, 0.1, out=w),
+        lambda w: w.copy_(w),
+        lambda w: w.copy_(w.contiguous()),
+        lambda w: w.__setitem__(slice(None), w * 2),
+        lambda w: w.__setitem__(slice(None), w),
+    ],
+    ids=["add out=w", "clamp out=w", "copy_(w)", "copy_(w.contiguous())", "w[:] = w * 2", "w[:] = w"],
+)
+def test_a_whole_tensor_written_from_its_own_values_keeps_them(rewrite) -> None:
+    """Not an overwrite: the init before it is read (it was skipped as dead, leaving arbitrary memory)."""
+
+    def build() -> nn.Module:
+        layer = nn.Linear(3, 2)
+        with torch.no_grad():
+            rewrite(layer.weight)
+        return layer
+
+    assert_identical(build)
+
+
+def test_batchnorm_loaded_without_num_batches_tracked_keeps_its_own() -> None:
+    """BatchNorm's load_state_dict copies num_batches_tracked into itself when the key is missing."""
+    torch.manual_seed(1)
+    partial = {k: v for k, v in _conv_bn().state_dict().items() if "num_batches" not in k}
+
+    def build() -> nn.Module:
+        model = _conv_bn()
+        model.load_state_dict(partial, strict=False)
+        return model
+
+    _, lazy = assert_identical(build)
+    assert lazy[1].num_batches_tracked.item() == 0
+
+
+def _conv_bn() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, momentum=None))
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda n: torch.poisson(torch.full((n,), 5.0)),
+        lambda n: torch.bernoulli(torch.full((n,), 0.3)),
+        lambda n: torch.multinomial(torch.full((n,), 1.0), 3).float(),
+        lambda n: torch.normal(torch.zeros(n), torch.ones(n)),
+    ],
+    ids=["poisson", "bernoulli", "multinomial", "normal"],
+)
+@pytest.mark.parametrize("size", [17, 1000])
+def test_a_dead_draw_that_reads_tensors_draws_from_their_values(draw, size) -> None:
+    """Overwritten, it is still run to draw its numbers (their count may depend on its inputs): on its real
+    inputs, which were left uncomputed (poisson drew another count of numbers, silently)."""
+
+    class Overwritten(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("dead", draw(size))
+            self.dead.zero_()
+            self.after = nn.Parameter(torch.randn(21))
+
+    assert_identical(Overwritten)
+
+
+def test_a_recording_materialized_before_an_earlier_one_is_warned_of_at_once() -> None:
+    torch.manual_seed(SEED)
+    first, second = deferred_init(nn.Linear, 5, 5), deferred_init(nn.Linear, 5, 5)
+    with pytest.warns(
+        DeferredInitWarning, match=r"recorded .* after another recording .* not materialized yet"
+    ) as seen:
+        materialize(second)
+        materialize(first)
+    assert len([w for w in seen if issubclass(w.category, DeferredInitWarning)]) == 1  # not blamed on draws
+
+
+def test_a_constructor_reading_a_recorded_tensors_memory_falls_back_to_eager() -> None:
+    """torch.quasirandom.SobolEngine reads its state's memory before dispatch: a raw RuntimeError before."""
+
+    class Sobol(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Linear(3, 3)
+            self.register_buffer("points", torch.quasirandom.SobolEngine(3, scramble=True).draw(4))
+
+    torch.manual_seed(SEED)
+    eager = Sobol()
+    torch.manual_seed(SEED)
+    with pytest.warns(DeferredInitWarning, match="read the values of a tensor being recorded.*Falling back to eager"):
+        lazy = deferred_init(Sobol)
+    assert_same(eager, materialize(lazy))

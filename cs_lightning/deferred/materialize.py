@@ -378,8 +378,22 @@ def warn_if_rng_moved(recording: Recording) -> None:
     if recording.done or recording.replay_from is not None or not any(op.random for op in recording.ops):
         return  # (after a jump past its draws, replay draws from the saved state: later draws are fine)
     expected: torch.Tensor | None = recording.rng_state
-    if recording.follows is not None:  # eager would have drawn after the earlier recording
-        expected = recording.follows.rng_after
+    earlier = recording.follows
+    if earlier is not None and earlier.rng_after is None:  # its draws, eager's first, are not made yet
+        earlier.overtaken = True
+        warnings.warn(
+            f"materialize: this module was recorded (at {recording.site}) after another recording (at "
+            f"{earlier.site}) that is not materialized yet, whose random numbers eager construction drew "
+            "first: neither gets eager's weights. Fix: materialize the modules in the order they were "
+            "recorded, or together in one call (materialize(nn.ModuleList([first, second])))",
+            DeferredInitWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return
+    if recording.overtaken:
+        return  # said as the later recording was materialized first
+    if earlier is not None:  # eager would have drawn after the earlier recording
+        expected = earlier.rng_after
     # (generators of the caller's own need no check: recording moved them as eager does, see recorder._move_past)
     if expected is not None and not torch.equal(expected, torch.get_rng_state()):
         warnings.warn(

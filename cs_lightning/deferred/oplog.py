@@ -105,6 +105,7 @@ class Recording:
             and torch.equal(previous.rng_state, self.rng_state)
         ):
             self.follows = previous
+        self.overtaken = False  # a recording that follows it was materialized first (a warning said so)
         Recording._last = weakref.ref(self)
         self.alive: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()  # its deferred tensors still held
         self._sids: dict[int, int] = {}  # meta storage address -> sid

@@ -20,6 +20,7 @@ import random
 import sys
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TypeVar
@@ -503,11 +504,15 @@ class Recorder(Recording):
         written_ids = {id(w) for w in written}
         writes = {sid_of[i] for i in fakes if id(metas[i]) in written_ids}
         overwrites = {ref.sid for _, ref in creates}
+        # a storage passed more often than written is read too (copy_(w, w), add(w, 1, out=w), w[:] = w)
+        passed = Counter(sid_of.values())
+        written_sids = Counter(self._sids.get(w.untyped_storage()._cdata) for w in written)
         for i in fakes:
             if (
                 id(metas[i]) in written_ids
                 and _covers_storage(metas[i])
                 and ((i == 0 and func.overloadpacket in _OVERWRITING) or "out" in func._overloadname)
+                and passed[sid_of[i]] <= written_sids[sid_of[i]]
             ):
                 overwrites.add(sid_of[i])
         # An overwritten argument's old values are not read; every other input is.
@@ -905,6 +910,15 @@ def recording() -> Iterator[None]:
     try:
         with _patched(), _RecordingMode(recorder):
             yield
+    except RuntimeError as err:
+        if "data is not allocated yet" not in str(err):
+            raise
+        # a kernel that reads a tensor's memory before dispatch (torch.quasirandom.SobolEngine's)
+        raise DeferredInitError(
+            f"a torch function read the values of a tensor being recorded, which has none until materialize "
+            f"({str(err).splitlines()[0]}), so it cannot be deferred. Fix: build that part eagerly, outside "
+            "the recording (in the LightningModule's __init__ rather than configure_model)."
+        ) from err
     finally:
         recorder.active = False
         _state.recorder = None

@@ -60,7 +60,15 @@ def live_ops(ops: Sequence[Op], needed: set[int]) -> list[bool]:
             flags[k] = True
             live -= op.overwrites
             live |= op.reads
+        elif _runs_when_dead(op):
+            live |= op.reads
     return flags
+
+
+def _runs_when_dead(op: Op) -> bool:
+    """Whether a dead op is still run, on its real inputs: a random op that draws other than a fill, whose
+    count of numbers may depend on those inputs (``poisson``, ``bernoulli`` of a tensor of probabilities)."""
+    return op.random and chunkable(op) is None
 
 
 def _chunks(n: int) -> list[int]:
@@ -307,6 +315,9 @@ def replay_exact(
     for k, op in enumerate(ops):
         if flags[k]:
             for sid in op.reads | op.writes:
+                last_use[sid] = k
+        elif _runs_when_dead(op):
+            for sid in op.reads:
                 last_use[sid] = k
     done_at: dict[int, list[int]] = defaultdict(list)
     for sid, k in last_use.items():
