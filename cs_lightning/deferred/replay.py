@@ -60,15 +60,15 @@ def live_ops(ops: Sequence[Op], needed: set[int]) -> list[bool]:
             flags[k] = True
             live -= op.overwrites
             live |= op.reads
-        elif _runs_when_dead(op):
-            live |= op.reads
+        else:
+            live |= _inputs_when_dead(op)
     return flags
 
 
-def _runs_when_dead(op: Op) -> bool:
-    """Whether a dead op is still run, on its real inputs: a random op that draws other than a fill, whose
-    count of numbers may depend on those inputs (``poisson``, ``bernoulli`` of a tensor of probabilities)."""
-    return op.random and chunkable(op) is None
+def _inputs_when_dead(op: Op) -> frozenset[int]:
+    """The storages a dead op still reads: a random op other than a fill is run to draw its numbers, whose count
+    may depend on its inputs (``poisson`` of rates, ``bernoulli`` of probabilities); not on what it writes."""
+    return op.reads - op.writes if op.random and chunkable(op) is None else frozenset()
 
 
 def _chunks(n: int) -> list[int]:
@@ -316,8 +316,8 @@ def replay_exact(
         if flags[k]:
             for sid in op.reads | op.writes:
                 last_use[sid] = k
-        elif _runs_when_dead(op):
-            for sid in op.reads:
+        else:
+            for sid in _inputs_when_dead(op):
                 last_use[sid] = k
     done_at: dict[int, list[int]] = defaultdict(list)
     for sid, k in last_use.items():
