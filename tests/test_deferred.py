@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -1729,3 +1730,26 @@ def test_a_constructor_reading_a_recorded_tensors_memory_falls_back_to_eager() -
     with pytest.warns(DeferredInitWarning, match="read the values of a tensor being recorded.*Falling back to eager"):
         lazy = deferred_init(Sobol)
     assert_same(eager, materialize(lazy))
+
+
+def test_a_root_module_with_its_own_load_state_dict_is_loaded_by_it() -> None:
+    """materialize(state_dict=) copied the values into place past the override, silently unconverted."""
+
+    class Transposing(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Linear(4, 4)
+
+        def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+            state_dict = dict(state_dict)
+            state_dict["layer.weight"] = state_dict["layer.weight"].t()
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    saved = {"layer.weight": torch.arange(16.0).view(4, 4), "layer.bias": torch.zeros(4)}
+    torch.manual_seed(SEED)
+    eager = Transposing()
+    eager.load_state_dict(saved)
+    torch.manual_seed(SEED)
+    with pytest.warns(DeferredInitWarning, match="with its own load_state_dict, loads a state_dict in its own way"):
+        lazy = materialize(deferred_init(Transposing), state_dict=saved)
+    assert_same(eager, lazy)

@@ -16,7 +16,7 @@ from lightning_models import Regressor, SkipsFirst, data, fit, mlp, trainer
 
 from cs_lightning import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
-from cs_lightning.errors import CheckpointMismatchError, UsageError
+from cs_lightning.errors import CheckpointMismatchError, DeferredInitWarning, UsageError
 from cs_lightning.schedulers import OneCycleLR
 from cs_lightning.strategies.checkpoints import sharded_checkpoint_problem
 
@@ -312,6 +312,69 @@ def test_a_checkpoint_of_another_model_is_refused_naming_its_keys_and_shapes() -
         r" LightningModule to ignore the unexpected ones\.$",
     ):
         fit(Regressor(build_in="configure_model"), "csx", steps=2, ckpt_path="extra.ckpt")
+
+
+class _HalvesOnLoad(Regressor):
+    """Converts a checkpoint in its own load_state_dict: its last layer's weight halved."""
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        state_dict = dict(state_dict)
+        state_dict["net.4.weight"] = state_dict["net.4.weight"] * 0.5
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+class _RenamesOnLoad(Regressor):
+    """Reads a checkpoint saved under another prefix, by a load pre-hook."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+
+        def rename(state_dict: dict, prefix: str, *args: Any) -> None:
+            for key in [key for key in state_dict if key.startswith(prefix + "backbone.")]:
+                state_dict[key.replace(prefix + "backbone.", prefix + "net.", 1)] = state_dict.pop(key)
+
+        self._register_load_state_dict_pre_hook(rename)
+
+
+def _saved_by_auto(steps: int = 2) -> dict:
+    fit(Regressor(), "auto", steps=steps, enable_checkpointing=True, callbacks=[ModelCheckpoint(dirpath="ckpt")])
+    return torch.load(next(Path("ckpt").glob("*.ckpt")), weights_only=False)
+
+
+@pytest.mark.parametrize("module", [_HalvesOnLoad, _RenamesOnLoad])
+def test_a_module_loading_in_its_own_way_resumes_as_under_auto(module: type[Regressor]) -> None:
+    """csx copied the checkpoint's weights into place past an override (silently unconverted) and refused keys a
+    hook renames; now its own loading decides, after a full init, as under Lightning's other strategies."""
+    saved = _saved_by_auto()
+    if module is _RenamesOnLoad:
+        saved["state_dict"] = {key.replace("net.", "backbone.", 1): v for key, v in saved["state_dict"].items()}
+    torch.save(saved, "converted.ckpt")
+    weights = []
+    for strategy in ("auto", "csx"):
+        torch.manual_seed(0)
+        model = module(build_in="configure_model")
+        fit(model, strategy, steps=4, ckpt_path="converted.ckpt")
+        weights.append(model.state_dict())
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
+
+
+def test_a_run_refused_its_checkpoint_leaves_nothing_for_the_next_run_to_follow(recwarn: Any) -> None:
+    """The next run's recording was taken to follow the refused one's: a warning said neither got eager's weights."""
+    saved = _saved_by_auto(steps=1)
+    saved["state_dict"]["net.0.weight"] = torch.zeros(16, 7)
+    torch.save(saved, "wider.ckpt")
+    torch.manual_seed(0)
+    with pytest.raises(CheckpointMismatchError):
+        fit(Regressor(build_in="configure_model"), "csx", steps=1, ckpt_path="wider.ckpt")
+    trained = []
+    for strategy in ("auto", "csx"):
+        torch.manual_seed(0)
+        model = Regressor(build_in="configure_model")
+        fit(model, strategy, steps=1)
+        trained.append(list(model.state_dict().values()))
+    assert not [w for w in recwarn if issubclass(w.category, DeferredInitWarning)]
+    assert _equal(*trained)
 
 
 class _Evaluated(Regressor):

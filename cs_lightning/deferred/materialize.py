@@ -131,7 +131,7 @@ def materialize(
         rng = _RNG_RENAMED[rng]
     device, dtype = _check(device, dtype, state_dict, mode, rng)
     state_dict = state_dict or {}
-    custom = _custom_loading(module, state_dict)
+    custom = custom_loading(module, state_dict)
     if custom is not None:
         warnings.warn(
             f"materialize: {custom} loads a state_dict in its own way, so the module is "
@@ -223,7 +223,7 @@ def module_slots(module: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> l
     return slots
 
 
-def _custom_loading(module: nn.Module, state_dict: Mapping[str, Any]) -> str | None:
+def custom_loading(module: nn.Module, state_dict: Mapping[str, Any]) -> str | None:
     """The first submodule given state_dict keys whose loading is more than copying them
     into place, as ``"path (why)"``; None if there is none."""
     if not state_dict:
@@ -236,6 +236,8 @@ def _custom_loading(module: nn.Module, state_dict: Mapping[str, Any]) -> str | N
         if path not in given:
             continue
         name = f"{path or 'the root module'} ({type(mod).__name__})"
+        if not path and type(mod).load_state_dict is not nn.Module.load_state_dict:  # only the root's is called
+            return f"{name}, with its own load_state_dict,"
         if mod._load_state_dict_pre_hooks or mod._load_state_dict_post_hooks:
             return f"{name}, with load_state_dict hooks,"
         if type(mod)._load_from_state_dict not in _PLAIN_LOADING:

@@ -94,18 +94,20 @@ class Recording:
         self.replay_from: torch.Tensor | None = None
         self.jumped_to: torch.Tensor | None = None
         self.site = "unknown location"  # the user's line that opened the recording block
+        self.overtaken = False  # a recording that follows it was materialized first (a warning said so)
+        self.abandoned = False  # its run ended before materializing it (a refused checkpoint): none follows it
         # Recorded right after another recording whose draws are still deferred: eager
         # would have drawn from the state that one's replay leaves.
         self.follows: Recording | None = None
         previous = Recording._last() if Recording._last is not None else None
         if (
             previous is not None
+            and not previous.abandoned
             and len(previous.done) < len(previous.ops)
             and any(op.random for op in previous.ops)
             and torch.equal(previous.rng_state, self.rng_state)
         ):
             self.follows = previous
-        self.overtaken = False  # a recording that follows it was materialized first (a warning said so)
         Recording._last = weakref.ref(self)
         self.alive: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()  # its deferred tensors still held
         self._sids: dict[int, int] = {}  # meta storage address -> sid

@@ -52,9 +52,10 @@ from typing_extensions import override
 from cs_lightning import deferred, trace
 from cs_lightning.config_blocks import keyword_names
 from cs_lightning.data import ResumableDataLoader
-from cs_lightning.deferred.materialize import replaced
+from cs_lightning.deferred.materialize import custom_loading, replaced
+from cs_lightning.deferred.oplog import Recording
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
-from cs_lightning.errors import UsageError
+from cs_lightning.errors import DeferredInitWarning, UsageError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import convert_lightning_configs
 from cs_lightning.schedulers.resume import check_scheduler_states
@@ -114,6 +115,7 @@ class CSXSystemMixin(Strategy):
         self._step = StepBoundary()
         self._evaluation = ExitStack()  # while validation runs: closures run at once
         self._recorded = False
+        self._recordings: list[Recording] = []  # the blocks recorded for this trainer's runs
         self._check_pending = False
         self._capture: trace.Capture | None = None  # the compiled forwards, installed around each training step
 
@@ -206,6 +208,8 @@ class CSXSystemMixin(Strategy):
         outermost = current_recorder() is None  # an inner block joins the outer one, which ends later
         with deferred.recording(), self.precision_plugin.tensor_init_context():
             block = current_recorder()
+            if block is not None:
+                self._recordings.append(block)
             yield
         # inside a run this block is configure_model's: materialize follows at once, nothing draws in between
         jumps = outermost and not self._running() and self.options.init_mode == "exact"
@@ -263,8 +267,19 @@ class CSXSystemMixin(Strategy):
         module = self._connected_module
         if self._is_recorded(module):
             state_dict = checkpoint["state_dict"]
-            check_checkpoint_matches(module, model_shapes(state_dict), strict)
-            self._materialize(module, state_dict, rng=self._init_draws(checkpoint))
+            custom = custom_loading(module, state_dict)
+            if custom is None:
+                check_checkpoint_matches(module, model_shapes(state_dict), strict)
+                self._materialize(module, state_dict, rng=self._init_draws(checkpoint))
+            else:  # its loading may rename or convert the keys: it decides, as under Lightning's other strategies
+                warnings.warn(
+                    f"csx: {custom} loads a state_dict in its own way, so the model is initialized in full and "
+                    "then loaded with its load_state_dict, as eager does (no time saved on the checkpoint)",
+                    DeferredInitWarning,
+                    stacklevel=2,
+                )
+                self._materialize(module, None, rng=self._init_draws(checkpoint))
+                module.load_state_dict(state_dict, strict=strict)
         else:
             super().load_model_state_dict(checkpoint, strict=strict)
         self._restore_generators(checkpoint)
@@ -413,6 +428,8 @@ class CSXSystemMixin(Strategy):
             self._capture.close()
             self._capture = None
         forget_compiled_updates(self.optimizers)
+        for block in self._recordings:  # a run that failed before materializing (a refused checkpoint)
+            block.abandoned = not block.materialized
         super().teardown()
 
     @property
