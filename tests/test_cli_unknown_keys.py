@@ -50,7 +50,10 @@ def _misspelt_trainer_key(config: dict[str, Any]) -> None:
 
 # case -> (its edit of the example's config, the line after "error: ")
 UNKNOWN_KEYS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
-    "Lightning's lr_scheduler key": (_lightning_scheduler, f"lr_scheduler: {SCHEDULERS_INSTEAD}"),
+    "Lightning's lr_scheduler key": (
+        _lightning_scheduler,
+        f"lr_scheduler: {SCHEDULERS_INSTEAD.removeprefix('unknown key: ')}",  # taken as null, as Lightning writes it
+    ),
     "a scheduler key in the Cerebras spelling": (_cerebras_scheduler_key, f"scheduler: {SCHEDULERS_INSTEAD}"),
     "a list of lr_schedulers": (_lr_schedulers, f"lr_schedulers: {SCHEDULERS_INSTEAD}"),
     "a misspelt top-level key": (_misspelt_top_level, "schedulrs: " + MISSPELT.format("schedulers")),
@@ -156,3 +159,14 @@ def test_the_cli_class_names_the_closest_key_of_the_command_line_it_reads(tmp_pa
     with pytest.raises(ConfigError) as refused:
         CSLightningCLI()
     assert str(refused.value) == "trainer.max_step: " + MISSPELT.format("trainer.max_steps")
+
+
+def test_lightning_s_own_lr_scheduler_null_is_taken(tmp_path: Path, capfd) -> None:
+    """A config LightningCLI saved or printed holds lr_scheduler: null; it runs as the same config without it."""
+
+    def null_scheduler(config: dict[str, Any]) -> None:
+        config["lr_scheduler"] = None
+        config["trainer"]["max_steps"] = 1
+
+    assert main(["fit", "--config", str(_config(tmp_path, null_scheduler)), "--print_config"]) == 0
+    assert "\nlr_scheduler: null\n" in capfd.readouterr().out

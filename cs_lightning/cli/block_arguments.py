@@ -86,8 +86,30 @@ class WholeListArgument(_BlockArgument):
         super().parse(parser, cfg, value, option)
 
 
+class NullOnlyArgument(_BlockArgument):
+    """`--lr_scheduler`: Lightning's key, which a config Lightning's own CLI wrote holds as null; a schedule
+    there is refused, saying where it goes."""
+
+    def parse(self, parser: Any, cfg: Any, value: Any, option: str) -> None:
+        if value not in (None, "null"):
+            raise ConfigError(option.removeprefix("--"), SCHEDULERS_INSTEAD)
+        cfg.update(None, self.dest)
+
+    def _check_type(self, value: Any, append: bool = False, cfg: Any = None, mode: Any = None) -> Any:
+        if value is not None:  # from a --config file
+            raise ConfigError(self.dest, SCHEDULERS_INSTEAD)
+        return None
+
+
+# Where a Lightning scheduler key's schedule goes instead
+SCHEDULERS_INSTEAD = (
+    "cs-lightning takes a schedulers: list instead, of closed-form schedulers (Cerebras or Lightning spelling), "
+    "each stepping every optimizer step; fix: e.g. schedulers: [{StepLR: {initial_learning_rate: 0.001, "
+    "step_size: 3, gamma: 0.5}}], or the same as class_path: cs_lightning.schedulers.StepLR with init_args"
+)
+
 # The top-level keys `add_block_arguments` adds
-BLOCK_KEYS = ("optimizer", "schedulers", "param_groups")
+BLOCK_KEYS = ("optimizer", "schedulers", "param_groups", "lr_scheduler")
 
 
 def add_block_arguments(parser: ArgumentParser) -> None:
@@ -106,6 +128,13 @@ def add_block_arguments(parser: ArgumentParser) -> None:
         action=WholeListArgument.of(list | dict | None),
         default=None,
         help="Closed-form schedulers, Cerebras YAML shapes or class_path/init_args; a later value replaces them.",
+    )
+    parser.add_argument(
+        "--lr_scheduler",
+        action=NullOnlyArgument.of(dict | str | None),
+        default=None,
+        help="Lightning's scheduler key: taken only as null (as Lightning's own configs hold it); schedules go "
+        "under schedulers:.",
     )
     parser.add_argument(
         "--param_groups",

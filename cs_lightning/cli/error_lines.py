@@ -20,6 +20,7 @@ from lightning.pytorch.accelerators import AcceleratorRegistry
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
 
+from cs_lightning.cli.block_arguments import SCHEDULERS_INSTEAD
 from cs_lightning.config_blocks import colon_hint, load_inline, refused_at
 from cs_lightning.errors import ConfigError, KeyPath, TrainerArgumentError, did_you_mean, format_key_path
 from cs_lightning.param_groups import ENTRY_EXAMPLE
@@ -171,13 +172,7 @@ def unknown_key_error(
     """The dotted key `parts`, unknown at `depth` where `names` are taken, named with the closest of them."""
     key = dashes + ".".join(parts[: depth + 1])
     if depth == 0 and parts[0] in _LIGHTNING_SCHEDULER_KEYS:
-        return ConfigError(
-            key,
-            "unknown key: cs-lightning takes a schedulers: list instead, of closed-form schedulers (Cerebras or "
-            "Lightning spelling), each stepping every optimizer step; fix: e.g. schedulers: [{StepLR: "
-            "{initial_learning_rate: 0.001, step_size: 3, gamma: 0.5}}], or the same as class_path: "
-            "cs_lightning.schedulers.StepLR with init_args",
-        )
+        return ConfigError(key, f"unknown key: {SCHEDULERS_INSTEAD}")
     close = difflib.get_close_matches(parts[depth], names, n=1)
     hint = f"did you mean {dashes + '.'.join([*parts[:depth], close[0]])!r}? " if close else ""
     help_command = " ".join(filter(None, ("cs-lightning", command, "--help")))

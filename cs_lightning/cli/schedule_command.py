@@ -20,7 +20,7 @@ from cs_lightning.errors import ConfigError
 # The top-level keys of a run config (what `fit` takes): `schedule` reads some and passes over the others
 RUN_KEYS = (
     "seed_everything", "trainer", "model", "data", "optimizer", "schedulers", "param_groups", "imports", "ckpt_path",
-    "weights_only",
+    "weights_only", "lr_scheduler",
 )  # fmt: skip
 
 
