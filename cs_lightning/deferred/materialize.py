@@ -133,13 +133,7 @@ def materialize(
     state_dict = state_dict or {}
     custom = custom_loading(module, state_dict)
     if custom is not None:
-        warnings.warn(
-            f"materialize: {custom} loads a state_dict in its own way, so the module is "
-            "initialized in full and then loaded with load_state_dict, as eager does "
-            "(no time saved on the checkpoint).",
-            DeferredInitWarning,
-            stacklevel=2,
-        )
+        warnings.warn(loaded_in_full("materialize", custom), DeferredInitWarning, stacklevel=2)
         materialize(module, device, mode=mode)
         _warn_unused(module.load_state_dict(state_dict, strict=False).unexpected_keys)
         return materialize(module, device, dtype)
@@ -245,6 +239,14 @@ def custom_loading(module: nn.Module, state_dict: Mapping[str, Any]) -> str | No
         if (f"{path}." if path else "") + "_extra_state" in state_dict:
             return f"{name}, with extra state,"
     return None
+
+
+def loaded_in_full(caller: str, custom: str) -> str:
+    """The warning for a module that ``custom_loading`` found: initialized in full, then loaded by itself."""
+    return (
+        f"{caller}: {custom} loads a state_dict in its own way, so the module is initialized in full and then "
+        "loaded with its load_state_dict, as eager does (no time saved on the checkpoint)."
+    )
 
 
 def _warn_unused(keys: Collection[str]) -> None:

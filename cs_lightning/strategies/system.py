@@ -52,7 +52,7 @@ from typing_extensions import override
 from cs_lightning import deferred, trace
 from cs_lightning.config_blocks import keyword_names
 from cs_lightning.data import ResumableDataLoader
-from cs_lightning.deferred.materialize import custom_loading, replaced
+from cs_lightning.deferred.materialize import custom_loading, loaded_in_full, replaced
 from cs_lightning.deferred.oplog import Recording
 from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
 from cs_lightning.errors import DeferredInitWarning, UsageError
@@ -272,12 +272,7 @@ class CSXSystemMixin(Strategy):
                 check_checkpoint_matches(module, model_shapes(state_dict), strict)
                 self._materialize(module, state_dict, rng=self._init_draws(checkpoint))
             else:  # its loading may rename or convert the keys: it decides, as under Lightning's other strategies
-                warnings.warn(
-                    f"csx: {custom} loads a state_dict in its own way, so the model is initialized in full and "
-                    "then loaded with its load_state_dict, as eager does (no time saved on the checkpoint)",
-                    DeferredInitWarning,
-                    stacklevel=2,
-                )
+                warnings.warn(loaded_in_full("csx", custom), DeferredInitWarning, stacklevel=2)
                 self._materialize(module, None, rng=self._init_draws(checkpoint))
                 module.load_state_dict(state_dict, strict=strict)
         else:
@@ -430,6 +425,7 @@ class CSXSystemMixin(Strategy):
         forget_compiled_updates(self.optimizers)
         for block in self._recordings:  # a run that failed before materializing (a refused checkpoint)
             block.abandoned = not block.materialized
+        self._recordings.clear()  # the next run records its own
         super().teardown()
 
     @property
