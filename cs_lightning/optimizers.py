@@ -93,11 +93,12 @@ def resolve_optimizer(name: str, key: KeyPath | str = "optimizer") -> type[torch
 def merge_optimizer_blocks(earlier: Any, later: Any) -> Any:
     """The optimizer block `later` given over `earlier` (a later --config file, a command-line key).
 
-    As Lightning merges a class_path block: for the same optimizer class (in either spelling),
-    the arguments are merged, later wins, in `later`'s spelling (`learning_rate` replaces `lr`, and
-    back); a block of `init_args:` alone
-    adds to the earlier optimizer; another optimizer, or a block that is none of these shapes
-    (its error comes when it is checked), replaces the earlier one.
+    As Lightning merges a class_path block: the arguments are merged, later wins, in `later`'s
+    spelling (`learning_rate` replaces `lr`, and back); for another optimizer class only the
+    earlier arguments it takes are kept (AdamW's lr and weight_decay carry over to SGD, its betas
+    do not). A block of `init_args:` alone adds to the earlier optimizer; a block that is none of
+    these shapes, or names an unknown optimizer (its error comes when it is checked), replaces the
+    earlier one.
     """
     earlier_parts = _name_and_arguments(earlier)
     if earlier_parts is None or later is None:
@@ -106,10 +107,18 @@ def merge_optimizer_blocks(earlier: Any, later: Any) -> Any:
         name, args = earlier_parts
         return _spelled_like(earlier, name, _merged_arguments(args, later["init_args"]))
     later_parts = _name_and_arguments(later)
-    if later_parts is None or not _same_optimizer(earlier_parts[0], later_parts[0]):
+    if later_parts is None:
         return later
     name, args = later_parts
-    return _spelled_like(later, name, _merged_arguments(earlier_parts[1], args))
+    kept = earlier_parts[1]
+    if not _same_optimizer(earlier_parts[0], name):
+        try:
+            takes = set(inspect.signature(resolve_optimizer(name)).parameters)
+        except ConfigError:
+            return later
+        kept = {arg: value for arg, value in kept.items() if arg in takes or MODEL_ZOO_ALIASES.get(arg) in takes}
+    # a bare name (--optimizer SGD) keeps the earlier block's spelling
+    return _spelled_like(earlier if isinstance(later, str) else later, name, _merged_arguments(kept, args))
 
 
 # Each argument's other spelling, both ways: learning_rate <-> lr...

@@ -84,11 +84,24 @@ CASES = {
         {"class_path": "torch.optim.AdamW", "init_args": {"lr": 0.001, "weight_decay": 0.2, "betas": [0.8, 0.9]}},
         {"lr": 0.001, "weight_decay": 0.2, "betas": (0.8, 0.9), "amsgrad": False},
     ),
+    # as in LightningCLI, the earlier arguments the new class takes carry over; AdamW's betas do not
     "second config, another optimizer": (
         BASE,
         ["--config", "sgd.yaml"],
-        {"SGD": {"lr": 0.5}},
-        {"lr": 0.5, "weight_decay": 0.0, "momentum": 0.0},
+        {"SGD": {"lr": 0.5, "weight_decay": 0.2}},
+        {"lr": 0.5, "weight_decay": 0.2, "momentum": 0.0},
+    ),
+    "command line, another optimizer by name, class_path spelling": (
+        BASE_CLASS_PATH,
+        ["--optimizer", "SGD", "--optimizer.momentum", "0.5"],
+        {"class_path": "SGD", "init_args": {"lr": 0.003, "weight_decay": 0.2, "momentum": 0.5}},
+        {"lr": 0.003, "weight_decay": 0.2, "momentum": 0.5},
+    ),
+    "command line, another optimizer by name, Model Zoo spelling": (
+        {"AdamW": {"learning_rate": 0.003, "weight_decay_rate": 0.2, "correct_bias": True}},
+        ["--optimizer", "SGD"],
+        {"SGD": {"learning_rate": 0.003, "weight_decay_rate": 0.2}},
+        {"lr": 0.003, "weight_decay": 0.2, "momentum": 0.0},
     ),
 }
 

@@ -75,17 +75,24 @@ ADAMW = {"AdamW": {"lr": 0.003, "weight_decay": 0.2}}
         ),
         (ADAMW, {"init_args": {"lr": 0.001}}, {"AdamW": {"lr": 0.001, "weight_decay": 0.2}}),
         (ADAMW, "AdamW", ADAMW),
-        (ADAMW, {"SGD": {"lr": 0.5}}, {"SGD": {"lr": 0.5}}),
-        (ADAMW, {"class_path": "torch.optim.SGD"}, {"class_path": "torch.optim.SGD"}),
+        # another optimizer keeps the earlier arguments it takes, as LightningCLI does
+        (ADAMW, {"SGD": {"lr": 0.5}}, {"SGD": {"lr": 0.5, "weight_decay": 0.2}}),
+        (
+            ADAMW,
+            {"class_path": "torch.optim.SGD"},
+            {"class_path": "torch.optim.SGD", "init_args": {"lr": 0.003, "weight_decay": 0.2}},
+        ),
+        ({"AdamW": {"lr": 0.003, "betas": [0.8, 0.9]}}, "SGD", {"SGD": {"lr": 0.003}}),
+        ({"AdamW": {"betas": [0.8, 0.9]}}, "SGD", {"SGD": {}}),
+        ({"Adam": {"learning_rate": 0.003, "correct_bias": True}}, "SGD", {"SGD": {"learning_rate": 0.003}}),
+        (ADAMW, {"NoSuch": {"b": 2}}, {"NoSuch": {"b": 2}}),
         (ADAMW, None, None),
         (None, {"AdamW": {"lr": 0.001}}, {"AdamW": {"lr": 0.001}}),
         ({"NoSuch": {"a": 1}}, {"nosuch": {"b": 2}}, {"nosuch": {"a": 1, "b": 2}}),
         ({"AdamW": {}, "SGD": {}}, {"AdamW": {"lr": 0.001}}, {"AdamW": {"lr": 0.001}}),
     ],
 )
-def test_a_later_block_for_the_same_optimizer_merges_its_arguments_as_lightning_merges_init_args(
-    earlier, later, merged
-) -> None:
+def test_a_later_block_merges_its_arguments_as_lightning_merges_init_args(earlier, later, merged) -> None:
     before = copy.deepcopy(earlier)
     assert merge_optimizer_blocks(earlier, later) == merged
     assert earlier == before

@@ -1,8 +1,8 @@
 """How `--optimizer`, `--schedulers` and `--param_groups` combine with what was given before.
 
 Lightning merges a later ``--config`` file or ``--optimizer.init_args.lr 0.001`` into its
-class_path optimizer: same class, the arguments merged, later wins; another class, the block
-replaced. jsonargparse sees our ``optimizer:`` as a plain dict, which it replaces whole and
+class_path optimizer: the arguments merged, later wins; for another class, only the earlier
+arguments it takes are kept. jsonargparse sees our ``optimizer:`` as a plain dict, which it replaces whole and
 into which a dotted key writes a string; `OptimizerArgument` gives it Lightning's rule, in
 both spellings, with command-line values read as YAML. ``schedulers:`` and ``param_groups:``
 are lists, which jsonargparse replaces whole; a dotted key into one is refused by
