@@ -90,6 +90,28 @@ def resolve_optimizer(name: str, key: KeyPath | str = "optimizer") -> type[torch
     raise ConfigError(key, f"unknown optimizer {name!r}; fix: {hint}")
 
 
+def optimizer_help(name: str, option: str = "--optimizer") -> str:
+    """What `--optimizer.help NAME` prints, as LightningCLI's does: the class, its summary and each
+    argument with its default (and its Model Zoo spelling, which the block takes too)."""
+    cls = resolve_optimizer(name, option.removeprefix("--") + ".help")
+    spelled = {torch_name: alias for alias, torch_name in MODEL_ZOO_ALIASES.items()}
+    where = "torch.optim" if getattr(torch.optim, cls.__name__, None) is cls else cls.__module__
+    lines = [f"{where}.{cls.__qualname__}: {_summary(cls)}", "", "arguments:"]
+    for arg, parameter in inspect.signature(cls).parameters.items():
+        if arg == "params" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        default = "required" if parameter.default is parameter.empty else f"default: {parameter.default!r}"
+        alias = f", Model Zoo: {spelled[arg]}" if arg in spelled else ""
+        lines.append(f"  {option}.{arg}  ({default}{alias})")
+    return "\n".join(lines)
+
+
+def _summary(cls: type) -> str:
+    """The first sentence of a class's docstring, on one line."""
+    text = " ".join((inspect.getdoc(cls) or "").split())
+    return text.split(". ")[0].rstrip(".") + "." if text else ""
+
+
 def merge_optimizer_blocks(earlier: Any, later: Any) -> Any:
     """The optimizer block `later` given over `earlier` (a later --config file, a command-line key).
 

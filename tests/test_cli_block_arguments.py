@@ -164,3 +164,19 @@ def test_schedule_combines_optimizer_blocks_of_several_configs_as_fit_does(tmp_p
         assert main(["schedule", "--config", "adamw.yaml", "--config", later]) == 0, capfd.readouterr().err
         _header, *rows = capfd.readouterr().out.splitlines()
         assert [float(row.split()[1]) for row in rows] == [lr, lr]
+
+
+def test_optimizer_help_lists_the_arguments_with_their_defaults_as_lightning_cli_does(capfd) -> None:
+    assert main(["fit", "--optimizer.help", "AdamW"]) == 0
+    out, err = capfd.readouterr()
+    assert out.startswith("torch.optim.AdamW: Implements AdamW algorithm") and err == ""
+    assert "  --optimizer.lr  (default: 0.001, Model Zoo: learning_rate)\n" in out
+    assert "  --optimizer.betas  (default: (0.9, 0.999))\n" in out
+    assert "params" not in out
+    assert main(["fit", "--optimizer.help", "Adamm"]) == 2
+    out, err = capfd.readouterr()
+    assert (
+        out == ""
+        and err
+        == "cs-lightning: error: optimizer.help: unknown optimizer 'Adamm'; fix: did you mean Adam or RAdam or NAdam?\n"
+    )

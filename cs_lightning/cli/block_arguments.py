@@ -22,7 +22,7 @@ from jsonargparse._typehints import ActionTypeHint  # not exported; see the modu
 
 from cs_lightning.config_blocks import load_inline
 from cs_lightning.errors import ConfigError
-from cs_lightning.optimizers import merge_optimizer_blocks, torch_optimizers
+from cs_lightning.optimizers import merge_optimizer_blocks, optimizer_help, torch_optimizers
 
 
 class _BlockArgument(ActionTypeHint):
@@ -49,6 +49,9 @@ class OptimizerArgument(_BlockArgument):
 
     def parse(self, parser: Any, cfg: Any, value: Any, option: str) -> None:
         base = self.option_strings[0]
+        if option == f"{base}.help":  # --optimizer.help AdamW, as in LightningCLI
+            print(optimizer_help(str(value), base))
+            parser.exit()
         if isinstance(value, str):  # read as YAML, as in a --config file; jsonargparse would keep a list as text
             value = load_inline(option.removeprefix("--"), value)
         if option != base:  # --optimizer.AdamW.lr 0.001
@@ -121,7 +124,7 @@ def add_block_arguments(parser: ArgumentParser) -> None:
         action=OptimizerArgument.of(dict | str | None),
         default=None,
         help="Optimizer, {Name: {args}} or class_path/init_args; built after the model. A later "
-        "block for the same optimizer, or --optimizer.AdamW.lr 0.001, merges its arguments in.",
+        "block, or --optimizer.AdamW.lr 0.001, merges its arguments in. --optimizer.help NAME lists its arguments.",
     )
     parser.add_argument(
         "--schedulers",
