@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -81,7 +82,10 @@ class Entries:
         (younger ones are writes in progress); return how many entries went."""
         entries = self.files()
         for path in entries:
-            path.unlink(missing_ok=True)
+            if path.is_dir() and not path.is_symlink():  # made by hand where an entry goes: it blocks the writes
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
         for leftover in self.folder.glob(".tmp-*") if self.folder.is_dir() else ():
             with contextlib.suppress(FileNotFoundError):
                 if time.time() - leftover.stat().st_mtime > 3600:

@@ -17,7 +17,9 @@ place around each training step under ``compile=True`` (with the trace check on,
 from __future__ import annotations
 
 import linecache
+import operator
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,11 +29,12 @@ from typing import Any, NoReturn
 
 import torch
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cs_lightning.errors import GraphBreakError
-from cs_lightning.user_code import is_library_file, is_user_file
+from cs_lightning.user_code import is_library_file, is_user_file, model_packages
 
 __all__ = ["Capture", "GraphBreakError", "captured", "forget", "lazy_trace"]
 
@@ -145,8 +148,7 @@ class _UserCode:
     installed libraries' (except the packages the model comes from)."""
 
     def __init__(self, model: nn.Module | None) -> None:
-        classes = [type(m) for m in model.modules()] if model is not None else []
-        self.packages = {cls.__module__.partition(".")[0] for cls in classes} - _BOOKKEEPING
+        self.packages = model_packages(type(m) for m in model.modules()) if model is not None else set()
 
     def site(self, frame: Any, past_torch: bool = False) -> tuple[str, int, str] | None:
         """(file, line, function) of the user's frame that made a call, ``frame`` being its
@@ -285,11 +287,6 @@ _HOST_READ_METHODS = frozenset(
 _UNTAGGED_DYNAMIC_SHAPES = frozenset({torch.ops.aten._pack_padded_sequence.default})
 # torch functions whose output shape is static though they compute through value-dependent ops.
 _STATIC_RESULTS = frozenset({"combinations", "ctc_loss", "linalg_lstsq"})
-# Libraries that keep books on the host for the user (logging, metrics): their reads pass, even
-# when they are submodules of the model.
-_BOOKKEEPING = frozenset(
-    {"torch", "lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics", "cs_lightning"}
-)
 _TORCH = str(Path(torch.__file__).parent) + os.sep
 _TORCH_MODULES = os.path.join(_TORCH + "nn", "modules") + os.sep
 # torch's Python-level tensor methods (`__format__`, `__repr__`...) hand the read on, and one guard
@@ -443,12 +440,32 @@ def _no_host_reads(backend: Callable[..., Any]) -> Callable[..., Any]:
 
     def checked(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         for node in graph.graph.nodes:
+            site = _users_site(node.meta.get("stack_trace") or "")
             if node.op == "call_method" and node.target in _HOST_READ_METHODS:
-                where = node.meta.get("stack_trace", "").rstrip()
-                raise GraphBreakError(_host_read_message(_method_read(node.target), where))
+                where, file = (_where(site), site[0]) if site else ("", None)
+                raise GraphBreakError(_host_read_message(_method_read(node.target), where, file))
+            # torch captures a value-dependent shape (x[mask], nonzero) as an unbacked size, u0
+            value = node.meta.get("example_value")
+            if site is not None and value is not None and free_unbacked_symbols(value):
+                raise GraphBreakError(_dynamic_shape_message(_op_name(node), site))
         return backend(graph, example_inputs)
 
     return checked
+
+
+def _users_site(stack_trace: str) -> tuple[str, int, str] | None:
+    """(file, line, function) of the innermost frame of user code in a captured node's stack trace
+    (TorchDynamo's capture wrapper and torch's own frames are not the line to change)."""
+    frames = re.findall(r'File "(.+)", line (\d+), in (.+)', stack_trace)
+    users = [(file, int(line), name) for file, line, name in frames if is_user_file(file)]
+    return users[-1] if users else None
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    """What the user wrote that made ``node``: a method's or function's name, or ``x[mask]``."""
+    if node.target is operator.getitem:
+        return "x[mask]"
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
 
 
 def _explain(error: torch._dynamo.exc.TorchDynamoException) -> str:

@@ -13,17 +13,20 @@ or foreign entry is ignored with a warning and rewritten; a cache that cannot be
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
+import functools
 import hashlib
 import inspect
 import json
+import marshal
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
-from types import CodeType
+from types import CodeType, ModuleType
 from typing import Any
 
 import torch
@@ -31,18 +34,19 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 from cs_lightning.cache import Entries, cache_dir, write_atomic
-from cs_lightning.user_code import is_own_file
+from cs_lightning.user_code import BOOKKEEPING, is_own_file, is_user_file, model_packages
 
-__all__ = ["TraceCache", "fingerprint", "input_signature"]
+__all__ = ["TraceCache", "fingerprint", "imported_code", "input_signature"]
 
-_FORMAT = 1
+_FORMAT = 2
 _FOLDER = "trace"
 
 
 def input_signature(inputs: Any) -> list[Any]:
     """What the traced graph depends on in a step's inputs: tensor shapes, dtypes, devices.
 
-    Other leaves count by type only (a batch index changes every step, never the graph).
+    Other values count by type only (a batch index changes every step, never the graph); the
+    tensors inside an object torch does not flatten (a dataclass batch) count by shape too.
     """
     leaves, spec = tree_flatten(inputs)
     described: list[Any] = [str(spec)]
@@ -50,81 +54,144 @@ def input_signature(inputs: Any) -> list[Any]:
         if isinstance(leaf, torch.Tensor):
             described.append([list(leaf.shape), str(leaf.dtype), leaf.device.type, leaf.requires_grad])
         else:
-            described.append(type(leaf).__qualname__)
+            described.append(_Describer(values=False)(leaf))
     return described
 
 
 def fingerprint(module: nn.Module) -> str | None:
     """Identify the code a model runs and how it is configured, as a hash.
 
-    It covers the source files of the model's module classes and their bases, every
-    module of the user's own code loaded now (helpers a forward calls), and each
-    submodule's plain settings (``self.clip = True``, ``hparams``): any of them can
-    decide whether the step captures as one graph. A check that passed for one
-    fingerprint need not run again for the same inputs (as a CS-X compile cache skips a
-    graph it compiled before): see :class:`TraceCache`. None when some class has
-    no source file (defined in ``python -c`` or a notebook): such code is always checked.
+    It covers the source files of the model's module classes and their bases, every module
+    loaded now of the user's own code and of the packages the model comes from (helpers a
+    forward calls), each submodule's settings (``self.clip = True``, ``hparams``, a config
+    object, a function given as an argument), the data its classes hold, and the module globals
+    of plain data that that code names (``if DEBUG:``): any of them can decide whether the
+    step captures as one graph. A check that passed for one fingerprint need not run again for
+    the same inputs (as a CS-X compile cache skips a graph it compiled before): see
+    :class:`TraceCache`. None when some class has no source file (defined in ``python -c`` or a
+    notebook) or a setting is too large to describe: such code is always checked.
     """
     classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
-    files = _user_files()
+    modules = code_modules(model_packages(classes))
+    files = {str(loaded.__file__) for loaded in modules}
     for cls in classes:
         found = _source_files(cls)
         if found is None:
             return None
         files |= found
+    try:
+        described = repr([_settings(module), _class_data(classes), _globals_read(modules)])
+    except _Indescribable:
+        return None
     digest = hashlib.sha256(torch.__version__.encode())
     for name in sorted(files):
         digest.update(name.encode())
         with open(name, "rb") as source:
             digest.update(source.read())
-    digest.update(repr(_settings(module)).encode())
-    digest.update(repr(_globals_read(classes)).encode())
+    digest.update(described.encode())
     return digest.hexdigest()
 
 
-def _user_files() -> set[str]:
-    """Source files of the loaded modules that are the user's own (not torch, cs_lightning,
-    the standard library or an installed package)."""
-    files = set()
+def code_modules(packages: Collection[str]) -> list[ModuleType]:
+    """The loaded modules of the user's own code and of ``packages`` (the model's, installed): those
+    whose code a step may run (torch's, Lightning's and the standard library's are keyed by version)."""
+    found = []
     for loaded in list(sys.modules.values()):
         file = getattr(loaded, "__file__", None)
-        if (  # string tests first: of the thousands of modules loaded only the user's are stat-ed (~20 ms for all)
-            isinstance(file, str) and file.endswith(".py") and is_own_file(file) and os.path.isfile(file)
-        ):
-            files.add(file)
-    return files
+        # string tests first: of the thousands of modules loaded only these are stat-ed (~20 ms for all)
+        if not (isinstance(file, str) and file.endswith(".py") and is_user_file(file)):
+            continue
+        if (is_own_file(file) or loaded.__name__.partition(".")[0] in packages) and os.path.isfile(file):
+            found.append(loaded)
+    return found
+
+
+def imported_code(model: nn.Module, before: Collection[str]) -> dict[str, str]:
+    """The files of the modules of the user's code (and of the model's packages) imported since
+    ``before`` (the names in ``sys.modules`` then), with their digests: a step that imports a helper
+    as it runs (``from helpers import post`` inside it) runs code that a fingerprint taken before
+    the step did not see. `TraceCache.hit` checks them."""
+    classes = {cls for m in model.modules() for cls in type(m).__mro__}
+    new = [loaded for loaded in code_modules(model_packages(classes)) if loaded.__name__ not in before]
+    return {str(loaded.__file__): _digest(str(loaded.__file__)) for loaded in new}
+
+
+def _digest(path: str) -> str:
+    """The sha256 of a file's bytes; empty for a file that cannot be read (it then matches no digest)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _settings(module: nn.Module) -> list[tuple[str, str, str]]:
-    """Per submodule: its path, class and public attributes described (a LightningModule's
-    hparams too): any of them may pick the code path its forward takes."""
+    """Per submodule: its path, class and attributes described, but for the state that torch and
+    Lightning keep on every module (its parameters, hooks, trainer): any of them may pick the
+    code path its forward takes."""
+    describe = _Describer()
+    framework = _framework_attributes()
     settings = []
     for path, sub in module.named_modules():
-        values = {name: value for name, value in vars(sub).items() if not name.startswith("_")}
-        hparams = getattr(sub, "hparams", None)
-        if isinstance(hparams, Mapping) and "hparams" not in values:  # Lightning keeps them in _hparams
-            values["hparams"] = hparams
-        settings.append((path, type(sub).__qualname__, _describe(values)))
+        values = {name: value for name, value in vars(sub).items() if name not in framework}
+        settings.append((path, type(sub).__qualname__, describe(values)))
     return settings
 
 
-def _globals_read(classes: Iterable[type]) -> list[tuple[str, str, str]]:
-    """The module globals of plain values that the classes' methods name: a step may branch on
-    them as on a setting (``if DEBUG:``, with ``DEBUG`` read from the environment or ``sys.argv``),
-    and the source file that holds the name does not hold its value."""
-    read = set()
+@functools.cache
+def _framework_attributes() -> frozenset[str]:
+    """The attributes nn.Module and LightningModule give every instance: their state, not settings."""
+    names = set(vars(nn.Module())) - {"training"}  # train or eval mode does pick a code path
+    with contextlib.suppress(ImportError):  # the strategies that use the cache run on Lightning
+        from lightning.pytorch import LightningModule
+
+        names |= set(vars(LightningModule()))
+    return frozenset(names)
+
+
+def _class_data(classes: Iterable[type]) -> list[tuple[str, str]]:
+    """The data the user's classes hold (``Net.debug = True`` set at run time): not in any file."""
+    describe = _Describer()
+    held = []
     for cls in classes:
-        module = sys.modules.get(cls.__module__)
-        file = getattr(module, "__file__", None)
-        if not isinstance(file, str) or not is_own_file(file):
-            continue  # torch's and Lightning's globals are constants
-        namespace = vars(module)
-        for code in _method_code(cls):
-            for name in _names(code):
-                value = namespace.get(name)
-                if isinstance(value, _SCALARS):
-                    read.add((cls.__module__, name, repr(value)))
+        if cls.__module__.partition(".")[0] in BOOKKEEPING:
+            continue
+        data = {name: value for name, value in vars(cls).items() if _is_data(name, value)}
+        held.append((f"{cls.__module__}.{cls.__qualname__}", describe(data)))
+    return sorted(held)
+
+
+def _globals_read(modules: Iterable[ModuleType]) -> list[tuple[str, str, str]]:
+    """The module globals of data that the functions and classes of ``modules`` name: a step may
+    branch on them as on a setting (``if DEBUG:``, ``if config.SYNC:``, with the value read from the
+    environment or ``sys.argv``), and the source file that holds the name does not hold its value."""
+    modules = list(modules)
+    names: set[str] = set()
+    for module in modules:
+        for value in list(vars(module).values()):
+            if getattr(value, "__module__", None) != module.__name__:
+                continue  # imported from elsewhere: its own module is scanned if it is the user's
+            if inspect.isfunction(value):
+                names.update(_names(value.__code__))
+            elif isinstance(value, type):
+                for code in _method_code(value):
+                    names.update(_names(code))
+    describe = _Describer()
+    read = []
+    for module in modules:
+        for name, value in list(vars(module).items()):
+            if name in names and _is_data(name, value):
+                read.append((module.__name__, name, describe(value)))
     return sorted(read)
+
+
+def _is_data(name: str, value: Any) -> bool:
+    """Whether a global or class attribute is data (not code, which the files hold, nor the module's own names)."""
+    return not (
+        name.startswith("__")
+        or isinstance(value, (ModuleType, type, staticmethod, classmethod, property, nn.Module))
+        or inspect.isroutine(value)
+        or inspect.isdatadescriptor(value)
+    )
 
 
 def _names(code: CodeType) -> Iterator[str]:
@@ -136,31 +203,100 @@ def _names(code: CodeType) -> Iterator[str]:
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, torch.dtype, torch.device)
+# How many values one description may hold before the code is simply checked each run (a dataset
+# held on the model, say); a container of more plain values than _LONG is hashed whole.
+_BUDGET = 200_000
+_LONG = 256
 
 
-def _describe(value: Any, depth: int = 0) -> str:
-    """A stable text for a setting: values of plain data, names of functions and classes,
-    shapes of tensors, and the public attributes of other objects, a few levels deep."""
-    if isinstance(value, _SCALARS):
-        return repr(value)
-    if isinstance(value, torch.Tensor):
-        return f"tensor{tuple(value.shape)}{value.dtype}"
-    if isinstance(value, nn.Module):
-        return "module"  # described on its own, as a submodule
-    if isinstance(value, type) or inspect.isroutine(value):
-        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
-    if depth >= 4:
-        return type(value).__qualname__
-    if isinstance(value, (Mapping, list, tuple, set, frozenset)) and len(value) > 256:
-        return f"{type(value).__qualname__}(len {len(value)})"  # a vocabulary, a table: data, not settings
-    if isinstance(value, Mapping):
-        items = sorted((str(k), _describe(v, depth + 1)) for k, v in value.items())
-        return f"{type(value).__qualname__}{items}"
-    if isinstance(value, (list, tuple, set, frozenset)):
-        described = [_describe(v, depth + 1) for v in value]
-        return f"{type(value).__qualname__}{sorted(described) if isinstance(value, (set, frozenset)) else described}"
-    public = {k: v for k, v in getattr(value, "__dict__", {}).items() if not k.startswith("_")}
-    return f"{type(value).__qualname__}{_describe(public, depth + 1) if public else ''}"
+class _Indescribable(Exception):
+    """A setting too large to describe: the code it configures is then checked every run."""
+
+
+class _Describer:
+    """Stable texts for settings: plain data, tensors' shapes, functions by their code, the
+    attributes of other objects at any depth (not of torch's and Lightning's, which the key's
+    versions cover). With ``values=False`` plain values count by type only (a batch's fields).
+    Raises _Indescribable past ``_BUDGET`` values."""
+
+    def __init__(self, values: bool = True) -> None:
+        self.values = values
+        self.left = _BUDGET
+        self.open: set[int] = set()  # the objects being described: one met again is a cycle
+
+    def __call__(self, value: Any) -> str:
+        self.left -= 1
+        if self.left < 0:
+            raise _Indescribable
+        if isinstance(value, _SCALARS):
+            return repr(value) if self.values else type(value).__qualname__
+        if isinstance(value, torch.Tensor):
+            return f"tensor{tuple(value.shape)}{value.dtype}"
+        if isinstance(value, nn.Module):
+            return "module"  # described on its own, as a submodule
+        if isinstance(value, functools.partial):
+            return f"partial({self(value.func)}, {self(value.args)}, {self(value.keywords)})"
+        if inspect.ismethod(value):  # its object is described where it is held
+            return f"method {self(value.__func__)}"
+        if inspect.isfunction(value):
+            return self._function(value)
+        if isinstance(value, type) or inspect.isroutine(value):
+            return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+        if id(value) in self.open:
+            return "<cycle>"
+        self.open.add(id(value))
+        try:
+            return self._compound(value)
+        finally:
+            self.open.discard(id(value))
+
+    def _function(self, function: Any) -> str:
+        """A function by name and code (one written in a notebook cell has no file to hash), its
+        defaults and what its closure holds."""
+        code = hashlib.sha256(marshal.dumps(function.__code__)).hexdigest()[:16]
+        cells = []
+        for cell in function.__closure__ or ():
+            try:
+                cells.append(self(cell.cell_contents))
+            except ValueError:  # a cell not yet filled
+                cells.append("<empty>")
+        parts = (function.__defaults__, function.__kwdefaults__, cells)
+        return f"{function.__module__}.{function.__qualname__}#{code}{self(parts)}"
+
+    def _compound(self, value: Any) -> str:
+        name = type(value).__qualname__
+        if isinstance(value, (Mapping, list, tuple, set, frozenset)) and len(value) > _LONG and self.values:
+            plain = _plain_text(value)
+            if plain is not None:  # a vocabulary, a table: one hash, not a description per entry
+                return f"{name}#{hashlib.sha256(plain.encode()).hexdigest()[:16]}"
+        if isinstance(value, Mapping):
+            return f"{name}{sorted((str(key), self(item)) for key, item in value.items())}"
+        if isinstance(value, (list, tuple, set, frozenset)):
+            described = [self(item) for item in value]
+            return f"{name}{sorted(described) if isinstance(value, (set, frozenset)) else described}"
+        if type(value).__module__.partition(".")[0] in BOOKKEEPING:
+            return name  # a Trainer, an optimizer: torch's and Lightning's state, not the user's settings
+        attributes = _attributes(value)
+        return f"{name}{self(attributes) if attributes else ''}"
+
+
+def _plain_text(values: Mapping[Any, Any] | Collection[Any]) -> str | None:
+    """The repr of a container of scalars alone (a mapping's keys and values), else None."""
+    items = [*values.keys(), *values.values()] if isinstance(values, Mapping) else values
+    if not all(isinstance(item, _SCALARS) for item in items):
+        return None
+    return repr(sorted(values.items(), key=repr) if isinstance(values, Mapping) else values)
+
+
+def _attributes(value: Any) -> dict[str, Any]:
+    """An object's attributes, in its ``__dict__`` and its slots (a ``@dataclass(slots=True)``)."""
+    found = dict(getattr(value, "__dict__", None) or {})
+    for cls in type(value).__mro__:
+        slots = vars(cls).get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
+                found[slot] = getattr(value, slot)
+    return found
 
 
 def _source_files(cls: type) -> set[str] | None:
@@ -254,19 +390,23 @@ class TraceCache:
         except (OSError, ValueError) as error:  # unreadable, truncated, not JSON
             self._warn_unusable(path, f"it cannot be read ({type(error).__name__})")
             return False
-        if not isinstance(entry, dict) or entry.get("format") != _FORMAT or entry.get("key") != key:
+        imported = entry.get("imported", {}) if isinstance(entry, dict) else None
+        if not isinstance(imported, dict) or entry.get("format") != _FORMAT or entry.get("key") != key:
             self._warn_unusable(path, "it is not an entry for this key")
             return False
-        return True
+        # code the step imported as it ran, which the key could not see: changed, it misses
+        return all(_digest(file) == digest for file, digest in imported.items())
 
     def store(self, key: str, about: Mapping[str, Any]) -> None:
-        """Record that ``key`` passed, atomically; a cache that cannot be written only warns."""
+        """Record that ``key`` passed, atomically; a cache that cannot be written only warns. ``about``
+        may hold ``imported``: the files the step imported as it ran (:func:`imported_code`)."""
         try:
             write_atomic(self._path(key), json.dumps({"format": _FORMAT, "key": key, **about}).encode())
         except OSError as error:
             warnings.warn(
                 f"cs_lightning trace cache: cannot write to {self.folder} ({error}); the trace"
-                " check runs again next time. Set CS_LIGHTNING_CACHE_DIR to a writable folder.",
+                " check runs again next time. Fix: set CS_LIGHTNING_CACHE_DIR to a writable folder, or run"
+                " `cs-lightning cache clear` if something is in the entry's place.",
                 stacklevel=2,
             )
 

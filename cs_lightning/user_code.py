@@ -17,6 +17,7 @@ import importlib
 import os
 import sysconfig
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -56,6 +57,17 @@ _LIBRARIES = tuple(os.sep + folder + os.sep for folder in ("site-packages", "dis
 def is_library_file(file: str) -> bool:
     """Whether ``file`` belongs to an installed package (under site-packages or dist-packages)."""
     return any(folder in file for folder in _LIBRARIES)
+
+
+# Libraries that keep books on the host for the user (logging, metrics): the trace check passes their reads,
+# even when they are submodules of the model.
+BOOKKEEPING = frozenset({"torch", "lightning", "pytorch_lightning", "lightning_fabric", "torchmetrics", "cs_lightning"})
+
+
+def model_packages(classes: Iterable[type]) -> set[str]:
+    """The top-level packages the model's module classes come from, wherever they are installed
+    (`timm`, `transformers`, the user's own package): their code is what runs on the system."""
+    return {cls.__module__.partition(".")[0] for cls in classes} - BOOKKEEPING
 
 
 def is_own_file(file: str) -> bool:

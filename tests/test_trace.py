@@ -94,6 +94,30 @@ def test_a_read_captured_into_the_graph_gets_the_step_checks_message() -> None:
     )
 
 
+class Masks(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[x > 0].sum() + x
+
+
+class NonZero(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nonzero(x).sum() + x
+
+
+@pytest.mark.parametrize(("model", "op", "text"), [(Masks, "x[mask]", "x[x > 0]"), (NonZero, "nonzero", "nonzero")])
+def test_a_value_dependent_shape_captured_into_the_graph_is_refused_at_the_users_line(
+    model: type, op: str, text: str
+) -> None:
+    """torch 2.13 captures x[mask] and nonzero with an unbacked size instead of breaking the graph there."""
+    module = model()
+    with pytest.raises(GraphBreakError) as error, captured([module]):
+        module(torch.randn(2, 4))
+    lines = str(error.value).splitlines()
+    assert lines[0].startswith(f"The training step calls `{op}`, whose output shape depends on the values")
+    assert lines[1] == f'  File "{__file__}", line {_line_of(model, text)}, in forward'
+    assert "cs_lightning" not in "\n".join(lines[1:3])
+
+
 def test_nested_module_is_part_of_the_outer_graph_and_errors_point_inside_it() -> None:
     model = Wrapper(Branchy())
     with pytest.raises(GraphBreakError, match=rf"line {_line_of(Branchy, 'if y.sum() > 0:')}"):

@@ -3,6 +3,7 @@
 import argparse
 import dataclasses
 import enum
+import functools
 import json
 import logging
 import multiprocessing
@@ -24,7 +25,7 @@ from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.cache import cache_dir
 from cs_lightning.cli import main
 from cs_lightning.deferred import mt19937
-from cs_lightning.trace_cache import TraceCache, fingerprint
+from cs_lightning.trace_cache import TraceCache, fingerprint, input_signature
 
 MODEL_SOURCE = """
 import torch
@@ -250,6 +251,20 @@ def test_cli_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture)
     assert "cache: argument action" in capsys.readouterr().err
 
 
+def test_a_folder_in_an_entrys_place_warns_and_cache_clear_removes_it(tmp_path: Path) -> None:
+    net = _load(_write_model(tmp_path))
+    _fit(net)
+    (entry,) = TraceCache().entries()
+    entry.unlink()
+    (entry / "inside").mkdir(parents=True)
+    with pytest.warns(UserWarning, match="cs-lightning cache clear"):
+        _fit(net)
+    assert main(["cache", "clear"]) == 0
+    assert not entry.exists()
+    _fit(net)
+    assert entry.is_file()
+
+
 def test_trace_check_off_neither_reads_nor_writes_the_cache(tmp_path: Path) -> None:
     shutil.rmtree(cache_dir(), ignore_errors=True)
     data = TensorDataset(torch.randn(8, 4), torch.randn(8, 1))
@@ -283,6 +298,35 @@ def test_a_changed_helper_module_misses(tmp_path: Path) -> None:
         _fit(_load(_write_model(tmp_path, helper="return y * 2 if y.sum() > 0 else y")))
 
 
+def test_a_helper_the_step_imports_as_it_runs_is_checked_for_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Imported inside the step, the helper is not loaded when the key is made: the entry keeps its digest."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = _write_model(tmp_path, extra="from user_lazy import post\n        y = post(y)")
+    (tmp_path / "user_lazy.py").write_text("def post(y):\n    return y\n")
+    _fit(_load(path))
+    (entry,) = TraceCache().entries()
+    assert list(json.loads(entry.read_text())["imported"]) == [str(tmp_path / "user_lazy.py")]
+    (tmp_path / "user_lazy.py").write_text("def post(y):\n    return y * 2 if y.sum() > 0 else y\n")
+    sys.modules.pop("user_lazy")  # as in a new process
+    with pytest.raises(GraphBreakError, match="user_lazy.py"):
+        _fit(_load(path))
+
+
+def test_a_global_of_another_user_module_the_step_reads_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "user_flags.py").write_text("import os\nSYNC = os.environ.get('USER_FLAGS_SYNC') == '1'\n")
+    path = _write_model(tmp_path, extra="if user_flags.SYNC:\n            y = y * float(y.sum())")
+    path.write_text(path.read_text().replace("import user_helper\n", "import user_helper\nimport user_flags\n"))
+    sys.modules.pop("user_flags", None)
+    _fit(_load(path))
+    monkeypatch.setenv("USER_FLAGS_SYNC", "1")
+    sys.modules.pop("user_flags", None)
+    with pytest.raises(GraphBreakError, match="user_model.py"):
+        _fit(_load(path))
+
+
 def test_a_setting_that_switches_a_branch_misses(tmp_path: Path) -> None:
     net = _load(_write_model(tmp_path))
     _fit(net)
@@ -301,8 +345,56 @@ class Config:
     sizes: tuple = (4, 4)
 
 
-def _double(x: torch.Tensor) -> torch.Tensor:
+def _double(x: torch.Tensor, sync: bool = False) -> torch.Tensor:
     return x * 2
+
+
+@dataclasses.dataclass(slots=True)
+class SlotsConfig:
+    sync: bool
+
+
+class PrivateConfig:
+    def __init__(self, sync: bool) -> None:
+        self._sync = sync
+
+
+def _notebook_function(body: str) -> object:
+    """A function as a notebook cell defines it: a file name that holds no source."""
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(f"def loss(x):\n    {body}\n", "/tmp/ipykernel_4242/3.py", "exec"), namespace)
+    return namespace["loss"]
+
+
+def test_what_no_file_holds_changes_the_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module's private setting, a function from a notebook cell, data set on a class at run time."""
+    model = nn.Sequential(nn.Linear(4, 4))
+    before = fingerprint(model)
+    model[0]._sync = True
+    assert fingerprint(model) != before
+    del model[0]._sync
+    model[0].loss = _notebook_function("return x")
+    first = fingerprint(model)
+    model[0].loss = _notebook_function("return x if x.sum() > 0 else -x")
+    assert fingerprint(model) != first
+    del model[0].loss
+    assert fingerprint(model) == before
+    unchanged = fingerprint(DataclassModule())
+    monkeypatch.setattr(DataclassModule, "debug", True, raising=False)
+    assert fingerprint(DataclassModule()) != unchanged
+
+
+def test_a_setting_too_large_to_describe_leaves_the_model_always_checked() -> None:
+    model = nn.Linear(4, 4)
+    model.samples = [{"text": str(i)} for i in range(100_000)]  # a dataset held on the model
+    assert fingerprint(model) is None
+
+
+def test_a_batch_object_torch_does_not_flatten_counts_by_its_tensors_shapes() -> None:
+    assert input_signature((SlotsConfig(torch.zeros(16, 4)), 0)) == input_signature((SlotsConfig(torch.ones(16, 4)), 7))
+    assert input_signature((SlotsConfig(torch.zeros(16, 4)), 0)) != input_signature(
+        (SlotsConfig(torch.zeros(32, 4)), 0)
+    )
 
 
 @pytest.mark.parametrize(
@@ -314,6 +406,12 @@ def _double(x: torch.Tensor) -> torch.Tensor:
         ([4, 4], [4, 8]),
         ({"norm": "layer"}, {"norm": "batch"}),
         (argparse.Namespace(depth=2), argparse.Namespace(depth=3)),
+        # a config nested deeper than a few levels, in slots, behind a partial, private: all read
+        ({"a": {"b": {"c": {"d": {"debug": False}}}}}, {"a": {"b": {"c": {"d": {"debug": True}}}}}),
+        (SlotsConfig(sync=False), SlotsConfig(sync=True)),
+        (functools.partial(_double, sync=False), functools.partial(_double, sync=True)),
+        (PrivateConfig(False), PrivateConfig(True)),
+        (list(range(300)), [*range(299), 0]),  # long: hashed whole
     ],
 )
 def test_any_setting_a_forward_may_branch_on_changes_the_fingerprint(first: object, second: object) -> None:

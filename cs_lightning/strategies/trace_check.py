@@ -7,6 +7,7 @@ shapes passed before, in this run or an earlier one (``cs_lightning.trace_cache`
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -16,7 +17,7 @@ from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 from cs_lightning import trace
 from cs_lightning.time_to_first_loss import skipped
-from cs_lightning.trace_cache import TraceCache, fingerprint
+from cs_lightning.trace_cache import TraceCache, fingerprint, imported_code
 
 # What the trace check's verdict depends on besides code and inputs (part of its cache key).
 _CHECK_OPTIONS = {"check": "lazy trace", "host_reads": "refused", "shapes": "static"}
@@ -40,6 +41,7 @@ def checked_step(
     key = None if code is None else cache.key(code, args, options)
     if key is not None and cache.hit(key):
         return step(), True
+    loaded = set(sys.modules)
     started = time.perf_counter()
     with trace.lazy_trace(module):
         output = step()
@@ -50,5 +52,5 @@ def checked_step(
         return output, False
     if key is not None and vouches:
         # rank 0 vouches for all: a read only rank 0 makes (self.print) fails there, after the others passed
-        cache.store(key, {"model": type(module).__qualname__})
+        cache.store(key, {"model": type(module).__qualname__, "imported": imported_code(module, loaded)})
     return output, True
