@@ -327,6 +327,27 @@ def test_a_global_of_another_user_module_the_step_reads_misses(tmp_path: Path, m
         _fit(_load(path))
 
 
+def test_a_changed_helper_file_of_the_installed_package_a_model_comes_from_misses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "site-packages" / "their_models"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "import torch\nfrom their_models.util import scale\n\nclass Net(torch.nn.Linear):\n"
+        "    def forward(self, x):\n        return scale(super().forward(x))\n"
+    )
+    (package / "util.py").write_text("def scale(y):\n    return y\n")
+    monkeypatch.syspath_prepend(str(package.parent))
+    from their_models import Net
+
+    model = Net(2, 2)
+    before = fingerprint(model)
+    (package / "util.py").write_text("def scale(y):\n    return y * float(y.sum())\n")  # an upgrade
+    assert fingerprint(model) != before
+    for name in ("their_models", "their_models.util"):
+        sys.modules.pop(name)
+
+
 def test_a_setting_that_switches_a_branch_misses(tmp_path: Path) -> None:
     net = _load(_write_model(tmp_path))
     _fit(net)
