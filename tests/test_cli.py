@@ -989,7 +989,8 @@ def test_schedule_of_a_billion_steps_tabulates_samples_and_every_jump(tmp_path: 
         (1.0e9, "got 1000000000.0; fix: write it as an integer, max_steps: 1000000000"),
         (-1, "got -1; fix: pass --steps N or set trainer.max_steps, a positive integer"),
         (2.5, "got 2.5; fix: pass --steps N or set trainer.max_steps, a positive integer"),
-        (10**20, "got 100000000000000000000; fix: give at most 9223372036854775807"),  # was a traceback
+        (10**20, "got 100000000000000000000; fix: give at most 4611686018427387904 (2**62)"),  # was a traceback
+        (2**63 - 1, "got 9223372036854775807; fix: give at most 4611686018427387904 (2**62)"),  # overflowed
     ],
 )
 def test_schedule_needs_an_integer_number_of_steps_and_says_how_to_write_it(
@@ -1000,7 +1001,7 @@ def test_schedule_needs_an_integer_number_of_steps_and_says_how_to_write_it(
     config["trainer"] = {"max_steps": max_steps}
     assert main(["schedule", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     assert capfd.readouterr().err == (
-        f"cs-lightning: error: trainer.max_steps: need a positive integer number of steps that int64 holds, {fix}\n"
+        f"cs-lightning: error: trainer.max_steps: need a positive integer number of steps up to 2**62, {fix}\n"
     )
 
 

@@ -70,16 +70,21 @@ def schedule_command(argv: Sequence[str]) -> None:
 def _steps_to_show(given: int | None, config: Mapping[str, Any]) -> int:
     """`--steps`, else `trainer.max_steps`: a positive integer, as Lightning's Trainer takes it."""
     steps = given if given is not None else (config.get("trainer") or {}).get("max_steps")
-    if isinstance(steps, int) and 0 < steps < 2**63:  # steps are int64 tensors
+    if isinstance(steps, int) and 0 < steps <= _MOST_STEPS:
         return steps
     if isinstance(steps, float) and steps.is_integer() and steps > 0:  # YAML reads 1.0e9 as a float
         fix = f"fix: write it as an integer, max_steps: {int(steps)}"
-    elif isinstance(steps, int) and steps >= 2**63:
-        fix = f"fix: give at most {2**63 - 1}"
+    elif isinstance(steps, int) and steps > _MOST_STEPS:
+        fix = f"fix: give at most {_MOST_STEPS} (2**62)"
     else:
         fix = "fix: pass --steps N or set trainer.max_steps, a positive integer"
     key = "--steps" if given is not None else ("trainer", "max_steps")
-    raise ConfigError(key, f"need a positive integer number of steps that int64 holds, got {steps!r}; {fix}")
+    raise ConfigError(key, f"need a positive integer number of steps up to 2**62, got {steps!r}; {fix}")
+
+
+# Steps are int64 tensors; the evenly spaced steps a plot or table samples pass through float64, which
+# near 2**63 rounds beyond int64
+_MOST_STEPS = 2**62
 
 
 def _constant_schedule(optimizer: torch.optim.Optimizer) -> list:
