@@ -68,6 +68,9 @@ _IGNORED_BY_1_9 = {
     },
 }
 
+# cerebras.pytorch 2.10's optimizers that torch.optim lacks (lowercase); its others share torch's names.
+_CEREBRAS_ONLY_OPTIMIZERS = frozenset({"lamb", "lion"})
+
 # Why a whole section has no counterpart, by its key path prefix (longest match wins).
 _INIT: KeyPath = ("trainer", "init")
 _REASONS: dict[KeyPath, str] = {
@@ -347,16 +350,30 @@ def _checkpoint_every(out: _Output, key: KeyPath) -> None:
 
 
 def _optimizer(
-    out: _Output, name: str, args: Mapping[str, Any], args_key: KeyPath, read_apart: Collection[str] = ()
+    out: _Output,
+    name: str,
+    args: Mapping[str, Any],
+    args_key: KeyPath,
+    read_apart: Collection[str] = (),
+    name_key: KeyPath | None = None,
 ) -> None:
     """A Model Zoo optimizer -> `optimizer: {TorchName: {args}}`, argument by argument.
 
     Model Zoo's spellings become torch's (`epsilon` is `eps`, `beta1`/`beta2` are `betas`); the
     config's numbers always win over the cerebras.pytorch defaults written out where torch's
     differ. Arguments torch's class does not take stay unmapped, with that reason; a misspelling of one, or of
-    a key of the block ``read_apart`` (the legacy layout's clipping, accumulation...), is refused.
+    a key of the block ``read_apart`` (the legacy layout's clipping, accumulation...), is refused, as is
+    a name neither torch nor cerebras.pytorch has (said at ``name_key``, by default ``args_key``).
     """
     torch_cls = torch_optimizers().get(name.lower())
+    if torch_cls is None and name.lower() not in _CEREBRAS_ONLY_OPTIMIZERS:
+        known = sorted({*(cls.__name__ for cls in torch_optimizers().values()), "Lamb", "Lion"})
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        raise ConfigError(
+            name_key or args_key,
+            f"unknown optimizer {name!r}, neither cerebras.pytorch's nor torch.optim's; fix: "
+            + (f"did you mean {' or '.join(close)}?" if close else f"name one of {', '.join(known)}"),
+        )
     if torch_cls is None:
         out.source.why(
             args_key,
@@ -715,7 +732,14 @@ def _legacy_layout(out: _Output) -> None:
     args = {k: v for k, v in optimizer.items() if k not in handled}
     if learning_rate is not None and not isinstance(learning_rate, (Mapping, list)):
         args["learning_rate"] = learning_rate  # a number, or text Model Zoo float()ed: checked as the optimizer's lr
-    _optimizer(out, optimizer["optimizer_type"], args, ("optimizer",), read_apart=handled)
+    _optimizer(
+        out,
+        optimizer["optimizer_type"],
+        args,
+        ("optimizer",),
+        read_apart=handled,
+        name_key=("optimizer", "optimizer_type"),
+    )
     _decay_exemptions(out)
     _per_layer_scales(out, ("optimizer", "adjust_learning_rate"))
     if isinstance(learning_rate, (Mapping, list)):

@@ -237,6 +237,28 @@ def test_cerebras_only_optimizer_is_reported_not_guessed():
     ]
 
 
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"trainer": {"init": {"optimizer": {"AdamWW": {"lr": 0.1}}, "loop": {"max_steps": 5}}}},
+            "trainer.init.optimizer.AdamWW: unknown optimizer 'AdamWW', neither cerebras.pytorch's nor torch.optim's;"
+            " fix: did you mean AdamW or Adam or RAdam?",
+        ),
+        (
+            {"optimizer": {"optimizer_type": "SDG", "learning_rate": 0.01}, "runconfig": {"max_steps": 3}},
+            "optimizer.optimizer_type: unknown optimizer 'SDG', neither cerebras.pytorch's nor torch.optim's;"
+            " fix: did you mean SGD?",
+        ),
+    ],
+)
+def test_a_misspelt_optimizer_is_refused_naming_the_one_meant(config, message):
+    """It was reported as a cerebras.pytorch optimizer without a torch counterpart, and the run then lacked one."""
+    with pytest.raises(ConfigError) as err:
+        convert(config)
+    assert str(err.value) == message
+
+
 def test_a_key_holding_a_dot_is_one_key_of_the_report():
     """A muP tag `embedding.extra` is not below the converted tag `embedding`: it is reported unmapped."""
     scales = {"embedding": 2.0, "embedding.extra": 3.0}
