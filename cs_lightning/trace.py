@@ -162,7 +162,7 @@ class _UserCode:
             if file not in _PLUMBING and not (past_torch and file.startswith(_TORCH)) and not _prints(frame):
                 break
             frame = frame.f_back
-        if frame is None or not self._owns(frame):
+        if frame is None or not self._owns(frame) or _in_step_hook(frame):
             return None
         return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
 
@@ -293,6 +293,36 @@ _TORCH_MODULES = os.path.join(_TORCH + "nn", "modules") + os.sep
 # runs the other's calls: look past them.
 _PLUMBING = frozenset({*(_TORCH + name for name in ("_tensor.py", "_tensor_str.py", "overrides.py")), __file__})
 _LIGHTNING_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("lightning", "pytorch_lightning"))
+
+
+# Lightning's hooks that a manually optimized training_step runs (through manual_backward and the optimizer's
+# step): not checked, as under automatic optimization, where they run after training_step returns.
+_STEP_HOOKS = frozenset(
+    {
+        "on_before_backward",
+        "backward",
+        "on_after_backward",
+        "on_before_zero_grad",
+        "optimizer_zero_grad",
+        "on_before_optimizer_step",
+        "configure_gradient_clipping",
+    }
+)
+
+
+def _in_step_hook(frame: Any) -> bool:
+    """Whether ``frame`` runs inside one of `_STEP_HOOKS`, called by Lightning (a read made to be refused
+    is rare: the walk up the stack costs nothing on the step's way)."""
+    while frame is not None:
+        code = frame.f_code
+        if (
+            code.co_name in ("_call_callback_hooks", "_call_lightning_module_hook")
+            and any(part in code.co_filename for part in _LIGHTNING_DIRS)
+            and frame.f_locals.get("hook_name") in _STEP_HOOKS
+        ):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _prints(frame: Any) -> bool:

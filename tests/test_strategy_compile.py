@@ -135,6 +135,11 @@ def test_a_backend_neither_a_name_nor_a_callable_is_refused_as_the_strategy_is_b
         CSXStrategy(compile=True, compile_backend=backend)
 
 
+def test_a_backend_given_without_compile_warns_that_it_does_nothing() -> None:
+    with pytest.warns(UserWarning, match=r"^compile_backend='eager' has no effect without compile=True; fix: add"):
+        CSXStrategy(compile_backend="eager")
+
+
 def test_backend_names_torch_knows_and_callables_are_taken() -> None:
     backend = CountingBackend()
     assert CSXStrategy(compile=True, compile_backend=backend).compile_backend is backend

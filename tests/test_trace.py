@@ -494,6 +494,48 @@ def test_under_manual_optimization_a_read_before_the_update_is_refused_before_it
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
+class ManualWithHooks(LightningModule):
+    """Manual optimization whose hooks, which run inside its training_step, read values (a grad-norm logger)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.layer = nn.Linear(4, 1)
+        self.read: list[float] = []
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        optimizer = self.optimizers()
+        loss = nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+        return loss
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        self.read.append(loss.item())
+
+    def on_after_backward(self) -> None:
+        self.read.append(self.layer.weight.grad.norm().item())
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.read.append(float(self.layer.weight.grad.sum()))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_under_manual_optimization_the_hooks_the_step_runs_are_not_checked_as_under_automatic() -> None:
+    """README: hooks that run inside the step are not checked; under manual optimization they run inside
+    training_step (manual_backward, the optimizer's step), and were refused."""
+    reads = {}
+    for strategy in ("auto", "csx"):
+        torch.manual_seed(0)
+        model = ManualWithHooks()
+        trainer(strategy, max_steps=2).fit(model, _batches())
+        reads[strategy] = model.read
+    assert len(reads["csx"]) == 6 and reads["csx"] == reads["auto"]
+
+
 @pytest.mark.parametrize("accumulate", [1, 2])
 def test_a_skipped_first_step_is_no_verdict_the_next_step_is_refused_before_its_update(accumulate: int) -> None:
     """The first step returns None (skipped) before the host read the later ones make: the check

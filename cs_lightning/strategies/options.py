@@ -4,6 +4,7 @@ refusal of a keyword argument the strategy does not take, naming its closest spe
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
@@ -61,6 +62,13 @@ class CSXOptions:
             if option.type in (bool, "bool") and not isinstance(value, bool):  # "bool": postponed annotations
                 raise UsageTypeError(f"{option.name}={value!r} must be a bool (True or False)")
         _check_backend(self.compile_backend)
+        if not self.compile and self.compile_backend != _DEFAULT_BACKEND:
+            warnings.warn(
+                f"compile_backend={self.compile_backend!r} has no effect without compile=True; fix: add "
+                "compile=True to compile the step with it, or leave compile_backend out",
+                UserWarning,
+                stacklevel=3,
+            )
 
     @classmethod
     def take(cls, kwargs: dict[str, Any]) -> CSXOptions:
