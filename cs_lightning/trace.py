@@ -235,7 +235,9 @@ class _KernelGuard(TorchDispatchMode):
         ):
             site = self.code.site(sys._getframe(1), past_torch=True)
             if site is not None:
-                self.calls.refuse(_dynamic_shape_message(func.__name__, site))
+                # the torch function the user called (`unique`, not its kernel `_unique2`), but for an operator
+                called = self._call_name() if self.calls.calling else "__"
+                self.calls.refuse(_dynamic_shape_message(func.__name__ if called.startswith("__") else called, site))
         return func(*args, **kwargs)
 
     def _call_name(self) -> str:
