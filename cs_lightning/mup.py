@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from cs_lightning.errors import KeyPath, format_key_path
+from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 
 # Before 2.3: substring tests on the name, written as globs (each order of the two words).
 _BEFORE_2_3 = {
@@ -56,8 +56,7 @@ def param_group_entries(
     group of its own: the caller drops it.
 
     A tag the release's rule does not know is not converted, with a warning that says what
-    Model Zoo did with it. A scale that is not a number >= 0 is left for the caller to
-    report as unmapped.
+    Model Zoo did with it. A scale that is not a number >= 0 is refused.
     """
     if not isinstance(scales, Mapping):
         return (
@@ -71,11 +70,11 @@ def param_group_entries(
         tag_key = (*key, tag)
         where = format_key_path(tag_key)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
-            notes.append(
-                f"warning: {where}: {scale!r} is not a learning-rate scale (a finite number >= 0); not converted"
+            raise ConfigError(
+                tag_key,
+                f"expected a learning-rate scale, a finite number >= 0, got {scale!r}; fix: write a number such as 0.5",
             )
-            skipped.append(tag_key)
-        elif str(tag) not in rule:
+        if str(tag) not in rule:
             notes.append(f"warning: {where}: {_unknown(layout, str(tag))}; not converted")
             skipped.append(tag_key)
         else:

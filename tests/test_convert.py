@@ -461,6 +461,36 @@ def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("init", "error"),
+    [
+        (
+            {
+                "optimizer": {"AdamW": {"learning_rate": 0.001}},
+                "schedulers": [
+                    {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.001, "total_iters": 5}},
+                    {"ConstantLR": {"learning_rate": 0.001}},
+                ],
+            },
+            "schedulers[1] (as converted from mz.yaml): ConstantLR sets 'lr' of param group 0 (untagged), as"
+            " schedulers[0] (LinearLR) does, so only the later would apply; fix: compose them",
+        ),
+        (
+            {"optimizer": {"AdamW": {"learning_rate": 0.001, "weight_decay": -0.01}}},
+            "optimizer.AdamW (as converted from mz.yaml): AdamW rejects {'lr': 0.001, 'weight_decay': -0.01,"
+            " 'eps': 1e-06}: Invalid weight_decay value: -0.01; fix: correct the value",
+        ),
+    ],
+)
+def test_convert_refuses_a_config_that_fit_would_refuse_and_writes_nothing(init, error, tmp_path, capsys):
+    """It wrote the run.yaml and exited 0; `fit` and `schedule` then refused it."""
+    (tmp_path / "mz.yaml").write_text(yaml.safe_dump({"trainer": {"init": {**init, "loop": {"max_steps": 5}}}}))
+    assert main(["convert", str(tmp_path / "mz.yaml"), "-o", str(tmp_path / "run.yaml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"cs-lightning: error: {error}") and err.count("\n") == 1
+    assert not (tmp_path / "run.yaml").exists()
+
+
+@pytest.mark.parametrize(
     ("out", "problem"),
     [
         ("sub", "'sub' is a folder; fix: give a file path such as 'sub/run.yaml'"),

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from cs_lightning import mup, param_groups
+from cs_lightning.errors import ConfigError
 
 # Parameter names of Model Zoo's GPT-2-family models (one decoder layer), and the tag each
 # release's rule gives them.
@@ -56,29 +57,24 @@ def test_from_2_3_the_gpt2_family_groups_are_whole_name_globs() -> None:
 def test_a_tag_the_release_did_not_know_is_not_converted_with_a_warning() -> None:
     key = "optimizer.adjust_learning_rate"
     entries, notes, skipped = mup.param_group_entries(
-        {"output_layer": 0.5, "decoder_kernel": -1}, ("optimizer", "adjust_learning_rate"), "legacy"
+        {"output_layer": 0.5}, ("optimizer", "adjust_learning_rate"), "legacy"
     )
-    assert entries == [] and skipped == [
-        ("optimizer", "adjust_learning_rate", "output_layer"),
-        ("optimizer", "adjust_learning_rate", "decoder_kernel"),
-    ]
+    assert entries == [] and skipped == [("optimizer", "adjust_learning_rate", "output_layer")]
     assert notes == [
         f"warning: {key}.output_layer: Model Zoo before 2.3 knew only ['decoder_kernel', 'embedding'] and "
         "scaled no parameter for 'output_layer'; not converted",
-        f"warning: {key}.decoder_kernel: -1 is not a learning-rate scale (a finite number >= 0); not converted",
     ]
 
 
-@pytest.mark.parametrize("scale", [float("nan"), float("inf")])
-def test_a_scale_that_is_not_finite_is_not_converted(scale: float) -> None:
-    key = "optimizer.adjust_learning_rate"
-    entries, notes, skipped = mup.param_group_entries(
-        {"decoder_kernel": scale}, ("optimizer", "adjust_learning_rate"), "legacy"
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), -1, "half", True])
+def test_a_scale_that_is_not_a_finite_number_at_least_0_is_refused(scale: object) -> None:
+    """It was a warning, and the converted run trained every layer at the unscaled rate."""
+    with pytest.raises(ConfigError) as err:
+        mup.param_group_entries({"decoder_kernel": scale}, ("optimizer", "adjust_learning_rate"), "legacy")
+    assert str(err.value) == (
+        f"optimizer.adjust_learning_rate.decoder_kernel: expected a learning-rate scale, a finite number >= 0, "
+        f"got {scale!r}; fix: write a number such as 0.5"
     )
-    assert entries == [] and skipped == [("optimizer", "adjust_learning_rate", "decoder_kernel")]
-    assert notes == [
-        f"warning: {key}.decoder_kernel: {scale!r} is not a learning-rate scale (a finite number >= 0); not converted"
-    ]
 
 
 def test_a_gpt3_models_base_sizes_give_its_scales() -> None:

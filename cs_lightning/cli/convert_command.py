@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cs_lightning.cli.error_lines import OneLineParser
+from cs_lightning.cli.optimization import run_factories
 from cs_lightning.cli.output_file import check_output_path, write_output
 from cs_lightning.config_blocks import read_yaml
 from cs_lightning.convert import Report, convert, dump
@@ -30,8 +31,14 @@ def convert_file(src: str | Path, out: str | Path, force: bool = False) -> Repor
 
 
 def _converted(src: Path, config: Any, repeated: list[str]) -> tuple[str, Report]:
-    """The output file's text and the report, for the Model Zoo config read from ``src``."""
+    """The output file's text and the report, for the Model Zoo config read from ``src``. Its optimizer:,
+    schedulers: and param_groups: blocks are checked as `fit` and `schedule` check them: a block they would
+    refuse (two schedules of one param group's rate, an argument torch's optimizer rejects) is refused now."""
     converted, report = convert(config, source=str(src))
+    try:
+        run_factories(converted, any_tags=True)
+    except ConfigError as err:
+        raise ConfigError(f"{err.key} (as converted from {src.name})", err.message) from None
     report.notes += repeated
     return dump(converted, report), report
 
