@@ -552,7 +552,11 @@ def _legacy_item(item: Any, key: KeyPath, notes: list[str]) -> tuple[dict[str, A
     Arguments Model Zoo 1.9 accepted and never read are dropped, each with a warning in `notes`.
     """
     if not isinstance(item, Mapping) or not isinstance(item.get("scheduler"), str):
-        raise ConfigError(key, f"expected {{scheduler: Name, ...}}, got {item!r}")
+        raise ConfigError(
+            key,
+            f"expected {{scheduler: Name, ...}}, got {item!r}; fix: name the schedule, e.g. "
+            "{scheduler: Linear, initial_learning_rate: 0.0, end_learning_rate: 0.001, steps: 100}",
+        )
     args = dict(item)
     cls = _scheduler_class(args.pop("scheduler"), (*key, "scheduler"))
     main = args.pop("main_scheduler", None)

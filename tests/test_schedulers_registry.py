@@ -103,13 +103,13 @@ def test_classes_of_one_name_at_two_paths_are_ambiguous():
         "scheduler name 'ConstantForTestLR' is ambiguous: "
         f"{__name__}._constant_scheduler.<locals>.ConstantForTestLR, "
         f"{__name__}.test_classes_of_one_name_at_two_paths_are_ambiguous.<locals>.ConstantForTestLR; "
-        "give the dotted path"
+        "fix: give the dotted path"
     )
     assert kept is not ConstantForTestLR
 
 
 def test_unknown_name_lists_the_closest():
-    with pytest.raises(ValueError, match="unknown scheduler 'CosineDecay LR'; closest: CosineDecayLR"):
+    with pytest.raises(ValueError, match="unknown scheduler 'CosineDecay LR'; fix: did you mean CosineDecayLR"):
         resolve("CosineDecay LR")
 
 
@@ -329,7 +329,11 @@ def test_build_nested_and_chained_and_tags():
             r"^schedulers\.LinearLR\.optimizer: LinearLR has no argument 'optimizer'; fix: remove it: cs-lightning "
             "passes it itself$",
         ),
-        ({"LinerLR": WARMUP}, ConfigError, r"schedulers\.LinerLR: unknown scheduler 'LinerLR'; closest: LinearLR"),
+        (
+            {"LinerLR": WARMUP},
+            ConfigError,
+            r"schedulers\.LinerLR: unknown scheduler 'LinerLR'; fix: did you mean LinearLR",
+        ),
         ({"LinearLR": WARMUP, "CosineDecayLR": DECAY}, ConfigError, "one per mapping"),
         ({"LinearLR": [1, 2]}, ConfigError, r"schedulers\.LinearLR: expected a mapping of arguments, got \[1, 2\]"),
         (
@@ -369,7 +373,7 @@ def test_build_nested_and_chained_and_tags():
         (
             [{"scheduler": "Lineer", **WARMUP}, {"scheduler": "CosineDecay", **DECAY}],
             ConfigError,
-            r"schedulers\[0\]\.scheduler: unknown scheduler 'Lineer'; closest: .*LinearLR",
+            r"schedulers\[0\]\.scheduler: unknown scheduler 'Lineer'; fix: did you mean .*LinearLR",
         ),
     ],
 )

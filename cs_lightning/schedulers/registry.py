@@ -100,13 +100,13 @@ def resolve(name: str) -> type[Scheduler]:
     an empty key path: a caller that knows where the name was written re-raises it `under` that.
     """
     if not isinstance(name, str):
-        raise ConfigTypeError((), f"got scheduler name {name!r}; give the class name as a string")
+        raise ConfigTypeError((), f"got scheduler name {name!r}; fix: give the class name as a string")
     if "." in name:
         cls = _import(name)
         if not (isinstance(cls, type) and issubclass(cls, Scheduler) and _concrete(cls)):
             raise ConfigTypeError(
                 (),
-                f"{name!r} is {cls!r}, not a closed-form scheduler class; subclass "
+                f"{name!r} is {cls!r}, not a closed-form scheduler class; fix: name one, or a subclass of "
                 "cs_lightning.schedulers.LRScheduler or WeightDecayScheduler",
             )
         return cls
@@ -115,11 +115,11 @@ def resolve(name: str) -> type[Scheduler]:
     if not matches:
         known = sorted(cls.__name__ for classes in catalogue.values() for cls in classes)
         close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
-        hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(known)}"
-        raise ConfigError((), f"unknown scheduler {name!r}; {hint} (or give a dotted import path)")
+        hint = f"did you mean {' or '.join(close)}?" if close else f"name one of {', '.join(known)}"
+        raise ConfigError((), f"unknown scheduler {name!r}; fix: {hint} (or give a dotted import path)")
     if len(matches) > 1:
         paths = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in matches)
-        raise ConfigError((), f"scheduler name {name!r} is ambiguous: {', '.join(paths)}; give the dotted path")
+        raise ConfigError((), f"scheduler name {name!r} is ambiguous: {', '.join(paths)}; fix: give the dotted path")
     return matches[0]
 
 
