@@ -46,7 +46,7 @@ from cs_lightning import mup, param_groups, schedulers
 from cs_lightning.config_blocks import SEED_MAX, check_whole_number, parse_block
 from cs_lightning.errors import ConfigError, KeyPath, format_key_path
 from cs_lightning.optimizers import CEREBRAS_DEFAULTS, MODEL_ZOO_ALIASES, number_in_text, torch_optimizers
-from cs_lightning.schedulers.registry import named_tags, with_new_names
+from cs_lightning.schedulers.registry import as_written, named_tags, with_new_names
 
 _CHECKPOINT_CALLBACK = "cs_lightning.StepCheckpoint"  # every N steps and the last, as Model Zoo saves
 
@@ -583,6 +583,32 @@ def _legacy_schedule(spec: Any, key: KeyPath, notes: list[str]) -> list[dict[str
     return [{"SequentialLR": {"schedulers": blocks}}]
 
 
+def _legacy_schedulers(out: _Output, learning_rate: Mapping[str, Any] | list[Any]) -> None:
+    """`optimizer.learning_rate: [...]` -> `schedulers:`; a refusal is said at the key as written."""
+    key: KeyPath = ("optimizer", "learning_rate")
+    blocks = _legacy_schedule(learning_rate, key, out.report.notes)
+    (block,), at = blocks, (*key, 0)
+    if "param_groups" in out.config:  # as Model Zoo 2.x writes muP schedules
+        blocks, at = [{"ScalePerParamLR": {"scheduler": block}}], (*at, "ScalePerParamLR", "scheduler")
+    try:
+        _schedulers(out, blocks, key)
+    except ConfigError as error:
+        raise _legacy_as_written(error, learning_rate, key, block, at) from None
+
+
+def _legacy_as_written(error: ConfigError, spec: Any, key: KeyPath, block: dict[str, Any], at: KeyPath) -> ConfigError:
+    """``error`` from building ``block``, which the legacy list ``spec`` at ``key`` became, at ``at``: said at
+    the key and in the argument names the list was written with (``learning_rate[0].steps``)."""
+    items = spec if isinstance(spec, list) else [spec]
+    written = [(*key, i) for i in range(len(items))] if isinstance(spec, list) else [key]
+    ((name, args),) = block.items()
+    if len(items) == 1:
+        built = [(*at, name)]
+    else:
+        built = [(*at, name, "schedulers", i, *child) for i, child in enumerate(args["schedulers"])]
+    return as_written(error, items, written, built, key)
+
+
 def _with_milestones(block: dict[str, Any], built: Any) -> dict[str, Any]:
     """`block` with every SequentialLR's milestones written out, as `build` inferred them."""
     ((name, args),) = block.items()
@@ -747,10 +773,7 @@ def _legacy_layout(out: _Output) -> None:
     _decay_exemptions(out)
     _per_layer_scales(out, ("optimizer", "adjust_learning_rate"))
     if isinstance(learning_rate, (Mapping, list)):
-        blocks = _legacy_schedule(learning_rate, ("optimizer", "learning_rate"), out.report.notes)
-        if "param_groups" in out.config:  # as Model Zoo 2.x writes muP schedules
-            blocks = [{"ScalePerParamLR": {"scheduler": block}} for block in blocks]
-        _schedulers(out, blocks, ("optimizer", "learning_rate"))
+        _legacy_schedulers(out, learning_rate)
     if "disable_lr_steps_reset" in optimizer:
         out.record(("optimizer", "disable_lr_steps_reset"), "schedulers (each stage counts from its milestone)")
         out.report.notes.append(

@@ -688,6 +688,27 @@ def test_a_beta_left_out_is_said_to_take_the_default():
     assert "optimizer AdamW: betas [0.9, 0.95]: beta1=0.9 not given, cerebras.pytorch's default" in report.notes
 
 
+LINEAR_1_9 = {"scheduler": "Linear", "initial_learning_rate": 0.0, "end_learning_rate": 0.001, "steps": 10}
+
+
+@pytest.mark.parametrize(
+    ("learning_rate", "message"),
+    [
+        ([{**LINEAR_1_9, "steps": -5}], "optimizer.learning_rate[0].steps: got -5; steps must be >= 0"),
+        (
+            [LINEAR_1_9, {"scheduler": "Constant", "learning_rate": -0.1}],
+            "optimizer.learning_rate[1].learning_rate: got -0.1; a learning rate must be >= 0",
+        ),
+        ({**LINEAR_1_9, "steps": 2.5}, "optimizer.learning_rate.steps: got 2.5; steps must be an int"),
+    ],
+)
+def test_a_legacy_schedule_refused_is_said_at_its_key_and_in_its_words(learning_rate, message):
+    """It was said at the block it became (optimizer.learning_rate[0].SequentialLR.schedulers[0].LinearLR.total_iters)."""
+    with pytest.raises(ConfigError) as err:
+        convert(_legacy({"learning_rate": learning_rate}))
+    assert str(err.value).startswith(message)
+
+
 @pytest.mark.parametrize(
     ("optimizer", "message"),
     [

@@ -251,14 +251,15 @@ def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath) ->
     try:
         return _build_one(block, optimizer, at)
     except ConfigError as error:
-        raise _as_written(error, items, written, built, path) from error
+        raise as_written(error, items, written, built, path) from error
 
 
-def _as_written(
+def as_written(
     error: ConfigError, items: list[Mapping], written: list[KeyPath], built: list[KeyPath], path: KeyPath
 ) -> ConfigError:
     """``error``, raised at the key of a ``{Name: {args}}`` block built from a legacy list, at the list's own key
-    (``schedulers[0].steps`` for ``schedulers[0].LinearLR.total_iters``); the list's at ``path``."""
+    (``schedulers[0].steps`` for ``schedulers[0].LinearLR.total_iters``); the list's at ``path``. ``items``: the
+    list's entries, ``written``: their keys, ``built``: the key of the block each was built as."""
     for item, at, block in zip(items, written, built, strict=True):
         if error.path[: len(block)] != block:
             continue
