@@ -498,10 +498,15 @@ def test_convert_refuses_a_config_that_fit_would_refuse_and_writes_nothing(init,
             "no_such/run.yaml",
             "cannot write 'no_such/run.yaml': no folder 'no_such'; fix: give a path in an existing folder",
         ),
+        (
+            "mz.yaml/run.yaml",
+            "cannot write 'mz.yaml/run.yaml': 'mz.yaml' is a file; fix: give a path in an existing folder",
+        ),
     ],
 )
 def test_convert_refuses_an_output_it_cannot_write(out, problem, tmp_path, capsys):
     (tmp_path / "sub").mkdir()
+    (tmp_path / "mz.yaml").write_text("a file, where a folder is named\n")
     before = snapshot(tmp_path)
     assert main(["convert", str(DATA / "gpt_trainer.yaml"), "-o", out]) == 2
     assert capsys.readouterr() == ("", f"cs-lightning: error: --out: {problem}\n")

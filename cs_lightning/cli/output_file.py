@@ -23,9 +23,9 @@ def check_output_path(out: Path, inputs: Sequence[Path], force: bool, *, inputs_
     if out.is_dir():
         raise ConfigError("--out", f"{str(out)!r} is a folder; fix: give a file path such as {str(out / example)!r}")
     if not out.parent.is_dir():  # write_atomic would make it; a typo should not make folders
-        raise ConfigError(
-            "--out", f"cannot write {str(out)!r}: no folder {str(out.parent)!r}; fix: give a path in an existing folder"
-        )
+        in_the_way = file_in_the_way(out.parent)
+        problem = f"{str(out.parent)!r} {in_the_way}" if in_the_way else f"no folder {str(out.parent)!r}"
+        raise ConfigError("--out", f"cannot write {str(out)!r}: {problem}; fix: give a path in an existing folder")
     if out.exists() and not force:
         raise ConfigError(
             "--out", f"{str(out)!r} already exists; fix: give another path, or pass --force to overwrite it"
