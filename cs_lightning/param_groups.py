@@ -22,6 +22,7 @@ layers at the unscaled rate without a word.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -140,18 +141,22 @@ def split(named_parameters: Iterable[tuple[str, torch.nn.Parameter]], entries: S
         if not chosen[entry.tag]:
             raise ConfigError(
                 (*entry.key, "params"),
-                f"{list(entry.patterns)} match no trainable parameter of the model ({_some_names(named)}); "
-                "fix: give globs of the model's parameter names (model.named_parameters())",
+                f"{list(entry.patterns)} match no trainable parameter of the model ({_some_names(named, entry)}); "
+                "fix: give globs of the model's parameter names, as model.named_parameters() lists them once built",
             )
     return ([{"params": rest}] if rest else []) + [entry.group(chosen[entry.tag]) for entry in entries]
 
 
-def _some_names(named: list[tuple[str, torch.nn.Parameter]]) -> str:
+def _some_names(named: list[tuple[str, torch.nn.Parameter]], entry: TaggedGroup) -> str:
+    """The model's parameter names most like the entry's globs (a typo's fix is among them), or all of few."""
     names = [name for name, _ in named]
     if not names:
         return "it has none"
-    shown = ", ".join(names[:4])
-    return f"its names: {shown}, ... ({len(names)} in all)" if len(names) > 4 else f"its names: {shown}"
+    if len(names) <= 4:
+        return f"its names: {', '.join(names)}"
+    wanted = " ".join(pattern.replace("*", "") for pattern in entry.patterns)
+    closest = difflib.get_close_matches(wanted, names, n=4, cutoff=0.0)
+    return f"the names most like them: {', '.join(closest)}, of {len(names)} in all"
 
 
 def probe(entries: Sequence[TaggedGroup], extra_tags: Iterable[Any] = ()) -> list[dict[str, Any]]:

@@ -594,7 +594,7 @@ def test_mup_scales_become_param_groups_found_by_name_as_model_zoo_did(tmp_path,
     assert main(["fit", "--config", "run.yaml", "--model", "lightning.pytorch.demos.boring_classes.BoringModel"]) == 2
     assert capsys.readouterr().err == (
         f"cs-lightning: error: param_groups[0].params: {patterns} match no trainable parameter of the model (its "
-        "names: layer.weight, layer.bias); fix: give globs of the model's parameter names (model.named_parameters())\n"
+        "names: layer.weight, layer.bias); fix: give globs of the model's parameter names, as model.named_parameters() lists them once built\n"
     )
     assert sorted(snapshot(tmp_path)) == ["mup.yaml", "run.yaml"]
 

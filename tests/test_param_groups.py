@@ -125,7 +125,7 @@ def test_globs_that_match_no_parameter_are_refused_with_the_models_names() -> No
         param_groups.split(param_groups.trainable(torch.nn.Linear(2, 2)), entries)
     assert str(error.value) == (
         "param_groups[0].params: ['*decoder*dense*weight'] match no trainable parameter of the model (its names: "
-        "weight, bias); fix: give globs of the model's parameter names (model.named_parameters())"
+        "weight, bias); fix: give globs of the model's parameter names, as model.named_parameters() lists them once built"
     )
 
 
@@ -242,9 +242,9 @@ def test_schedule_shows_each_groups_learning_rate(tmp_path: Path, capfd) -> None
                 "param_groups": [{"tag": "head", "params": ["*decoder*dense*weight"], "adjust_learning_rate": 0.25}],
                 "schedulers": SCALED,
             },
-            "param_groups[0].params: ['*decoder*dense*weight'] match no trainable parameter of the model (its names: "
-            "net.0.weight, net.0.bias, net.2.weight, net.2.bias, ... (6 in all)); fix: give globs of the model's "
-            "parameter names (model.named_parameters())",
+            "param_groups[0].params: ['*decoder*dense*weight'] match no trainable parameter of the model (the names"
+            " most like them: net.6.weight, net.2.weight, net.0.weight, net.6.bias, of 6 in all); fix: give globs of"
+            " the model's parameter names, as model.named_parameters() lists them once built",
         ),
         (
             {"param_groups": HEAD, "schedulers": [{"SequentialLR": {"schedulers": [WARMUP, DECAY]}}]},
@@ -336,8 +336,8 @@ def test_globs_on_a_model_built_in_configure_model_are_refused_in_one_line(tmp_p
     assert result.returncode == 2
     assert [line for line in result.stderr.splitlines() if "error" in line] == [
         "cs-lightning: error: param_groups[0].params: ['layers.*.weight'] match no trainable parameter of the "
-        "model (its names: tok.weight, pos.weight, blocks.0.ln1.weight, blocks.0.ln1.bias, ... (28 in all)); fix: "
-        "give globs of the model's parameter names (model.named_parameters())"
+        "model (the names most like them: pos.weight, norm.weight, blocks.1.qkv.weight, blocks.1.ln2.weight, of 28 "
+        "in all); fix: give globs of the model's parameter names, as model.named_parameters() lists them once built"
     ]
     assert [path for path in (tmp_path / "lightning_logs").rglob("*") if path.is_file()] == []
 
