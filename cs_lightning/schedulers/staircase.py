@@ -113,8 +113,8 @@ class _PiecewiseConstant(Scheduler):
         self.milestones = self._arg(_checks.milestones, "milestones", milestones)
         if len(self.vals) != len(self.milestones) + 1:
             raise UsageError(
-                f"{type(self).__name__}: got {len(self.vals)} values for "
-                f"{len(self.milestones)} milestones; give one value more than milestones"
+                f"{type(self).__name__}: got {len(self.vals)} values for {len(self.milestones)} milestones; "
+                "fix: give one value more than milestones (the last holds from the last milestone on)"
             )
         super().__init__(optimizer, param_group_tags=param_group_tags)
 
