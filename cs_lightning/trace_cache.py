@@ -81,7 +81,7 @@ def fingerprint(module: nn.Module) -> str | None:
         files |= found
     try:
         described = repr([_settings(module), _class_data(classes), _globals_read(modules)])
-    except _Indescribable:
+    except Exception:  # too large (_Indescribable), or a setting that fails when read (a lazy mapping's items)
         return None
     digest = hashlib.sha256(torch.__version__.encode())
     for name in sorted(files):
@@ -207,6 +207,7 @@ _SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, torch.
 # held on the model, say); a container of more plain values than _LONG is hashed whole.
 _BUDGET = 200_000
 _LONG = 256
+_ARRAY_BYTES = 1 << 20  # an array larger than this is data, described by its shape
 
 
 class _Indescribable(Exception):
@@ -276,6 +277,9 @@ class _Describer:
             return f"{name}{sorted(described) if isinstance(value, (set, frozenset)) else described}"
         if type(value).__module__.partition(".")[0] in BOOKKEEPING:
             return name  # a Trainer, an optimizer: torch's and Lightning's state, not the user's settings
+        if hasattr(value, "tobytes") and hasattr(value, "shape"):  # a numpy array: small ones by their values
+            data = value.tobytes() if self.values and value.nbytes <= _ARRAY_BYTES else b""
+            return f"{name}{tuple(value.shape)}{value.dtype}#{hashlib.sha256(data).hexdigest()[:16]}"
         attributes = _attributes(value)
         return f"{name}{self(attributes) if attributes else ''}"
 

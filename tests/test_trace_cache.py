@@ -13,6 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from lightning.pytorch import LightningModule, Trainer
@@ -405,10 +406,17 @@ def test_what_no_file_holds_changes_the_fingerprint(monkeypatch: pytest.MonkeyPa
     assert fingerprint(DataclassModule()) != unchanged
 
 
-def test_a_setting_too_large_to_describe_leaves_the_model_always_checked() -> None:
+def test_a_setting_too_large_to_describe_or_failing_when_read_leaves_the_model_always_checked() -> None:
     model = nn.Linear(4, 4)
     model.samples = [{"text": str(i)} for i in range(100_000)]  # a dataset held on the model
     assert fingerprint(model) is None
+    model.samples = LazyMapping(size=3)  # its items are read when used: never a crash here
+    assert fingerprint(model) is None
+
+
+class LazyMapping(dict):
+    def items(self) -> None:
+        raise RuntimeError("not loaded yet")
 
 
 def test_a_batch_object_torch_does_not_flatten_counts_by_its_tensors_shapes() -> None:
@@ -433,6 +441,7 @@ def test_a_batch_object_torch_does_not_flatten_counts_by_its_tensors_shapes() ->
         (functools.partial(_double, sync=False), functools.partial(_double, sync=True)),
         (PrivateConfig(False), PrivateConfig(True)),
         (list(range(300)), [*range(299), 0]),  # long: hashed whole
+        (np.zeros(3), np.ones(3)),
     ],
 )
 def test_any_setting_a_forward_may_branch_on_changes_the_fingerprint(first: object, second: object) -> None:
