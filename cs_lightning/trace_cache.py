@@ -54,7 +54,10 @@ def input_signature(inputs: Any) -> list[Any]:
         if isinstance(leaf, torch.Tensor):
             described.append([list(leaf.shape), str(leaf.dtype), leaf.device.type, leaf.requires_grad])
         else:
-            described.append(_Describer(values=False)(leaf))
+            try:
+                described.append(_Describer(values=False)(leaf))
+            except Exception as error:  # too large, or failing when read: the step is then checked each run
+                raise _Indescribable from error
     return described
 
 
@@ -81,7 +84,7 @@ def fingerprint(module: nn.Module) -> str | None:
         files |= found
     try:
         described = repr([_settings(module), _class_data(classes), _globals_read(modules)])
-    except Exception:  # too large (_Indescribable), or a setting that fails when read (a lazy mapping's items)
+    except Exception:  # noqa: BLE001 - too large (_Indescribable), or a setting failing when read (a lazy mapping)
         return None
     digest = hashlib.sha256(torch.__version__.encode())
     for name in sorted(files):
@@ -275,13 +278,25 @@ class _Describer:
         if isinstance(value, (list, tuple, set, frozenset)):
             described = [self(item) for item in value]
             return f"{name}{sorted(described) if isinstance(value, (set, frozenset)) else described}"
-        if type(value).__module__.partition(".")[0] in BOOKKEEPING:
-            return name  # a Trainer, an optimizer: torch's and Lightning's state, not the user's settings
+        if not _holds_settings(type(value)):
+            return name  # a Trainer, an optimizer, a logger: state of torch, Lightning, the standard library
         if hasattr(value, "tobytes") and hasattr(value, "shape"):  # a numpy array: small ones by their values
             data = value.tobytes() if self.values and value.nbytes <= _ARRAY_BYTES else b""
             return f"{name}{tuple(value.shape)}{value.dtype}#{hashlib.sha256(data).hexdigest()[:16]}"
         attributes = _attributes(value)
         return f"{name}{self(attributes) if attributes else ''}"
+
+
+def _holds_settings(cls: type) -> bool:
+    """Whether objects of ``cls`` are described by their attributes: the user's classes and installed
+    libraries' (a model library's config), and the standard library's namespaces (argparse's); not
+    torch's, Lightning's or the standard library's other objects (a logger's state is the process's)."""
+    if cls.__module__.partition(".")[0] in BOOKKEEPING:
+        return False
+    if cls.__module__ in ("argparse", "types", "builtins"):
+        return True
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    return isinstance(file, str) and is_user_file(file)
 
 
 def _plain_text(values: Mapping[Any, Any] | Collection[Any]) -> str | None:
@@ -366,14 +381,19 @@ class TraceCache:
         self._entries = Entries(self.folder, "*.json")
 
     @staticmethod
-    def key(code: str, inputs: Any, options: Mapping[str, Any]) -> str:
-        """The entry key of model code ``code`` run on ``inputs`` under the check's ``options``."""
+    def key(code: str, inputs: Any, options: Mapping[str, Any]) -> str | None:
+        """The entry key of model code ``code`` run on ``inputs`` under the check's ``options``; None for
+        inputs that cannot be described (the step is then checked each run)."""
         from cs_lightning import __version__
 
+        try:
+            signature = input_signature(inputs)
+        except _Indescribable:
+            return None
         described = {
             "format": _FORMAT,
             "code": code,
-            "inputs": input_signature(inputs),
+            "inputs": signature,
             "options": {name: repr(value) for name, value in sorted(options.items())},
             "torch": torch.__version__,
             "python": list(sys.version_info[:2]),
