@@ -832,9 +832,14 @@ def _per_layer_scales(out: _Output, key: KeyPath) -> None:
 
 def _model_scales(out: _Output, key: KeyPath) -> None:
     """The per-layer learning-rate scales a Model Zoo 2.3+ model derives from its muP base sizes."""
-    entries, notes = mup.derived_entries(out.source.get(key), key)
+    model = out.source.get(key)
+    entries, notes = mup.derived_entries(model, key)
     _add_param_groups(out, entries)
     out.report.notes.extend(notes)
+    if entries:  # the base sizes became the groups' scales: not "unmapped"
+        for name in model:
+            if str(name).startswith("mup_base_"):
+                out.record((*key, name), "param_groups")
 
 
 def _add_param_groups(out: _Output, entries: list[dict[str, Any]]) -> None:

@@ -90,6 +90,8 @@ def main(args: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             # We pass argv explicitly for in-process use; Lightning warns when sys.argv is also set.
             warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+            # Lightning 2.6's own pytree use, deprecated by torch 2.13: said on every run, nothing for the user to do
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
             CSLightningCLI(args=argv, imported=imported)
     except CSLightningError as err:  # the user's to fix (a config, a scheduler, a step): one line
         _close_progress_bars()

@@ -235,8 +235,8 @@ def _lambda(s: torch_lr.LambdaLR) -> _Plan:
             f"its lr_lambda, {_function_name(given)}, does not work on a tensor of steps ({err}). A closed form"
             " calls it once with all the steps, so it must use torch ops on its argument (torch.minimum,"
             " torch.where), not Python's min/max/if/int(). Rewrite it so, or use a cs_lightning scheduler"
-            " (e.g. cs_lightning.schedulers.LinearLR for a warmup), or keep the torch LambdaLR stepping on the"
-            " host as it is (strict_schedulers=False)"
+            " (e.g. cs_lightning.schedulers.LinearLR for a warmup), or let the torch LambdaLR step on the host"
+            " (strict_schedulers=False, the default)"
         ) from None
     return _plain("LambdaLR", s, lambda b: {"initial_learning_rate": b, "lr_lambda": function})
 
