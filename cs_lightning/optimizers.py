@@ -135,16 +135,29 @@ def merge_optimizer_blocks(earlier: Any, later: Any) -> Any:
     kept = earlier_parts[1]
     if not _same_optimizer(earlier_parts[0], name):
         try:
-            takes = set(inspect.signature(resolve_optimizer(name)).parameters)
+            parameters = inspect.signature(resolve_optimizer(name)).parameters
         except ConfigError:
             return later
-        kept = {arg: value for arg, value in kept.items() if arg in takes or MODEL_ZOO_ALIASES.get(arg) in takes}
+        if all(p.kind is not p.VAR_KEYWORD for p in parameters.values()):  # one taking **kwargs takes them all
+            kept = _taken_by(set(parameters), kept)
     # a bare name (--optimizer SGD) keeps the earlier block's spelling
     return _spelled_like(earlier if isinstance(later, str) else later, name, _merged_arguments(kept, args))
 
 
 # Each argument's other spelling, both ways: learning_rate <-> lr...
 _OTHER_SPELLING = {**MODEL_ZOO_ALIASES, **{torch_name: alias for alias, torch_name in MODEL_ZOO_ALIASES.items()}}
+
+
+def _taken_by(parameters: set[str], args: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments a class with ``parameters`` takes: as written, in Model Zoo's spelling of one of them
+    (read as torch's when built), or in torch's spelling of one it names Model Zoo's way (renamed)."""
+    taken = {}
+    for arg, value in args.items():
+        if arg in parameters or MODEL_ZOO_ALIASES.get(arg) in parameters:
+            taken[arg] = value
+        elif _OTHER_SPELLING.get(arg) in parameters:
+            taken[_OTHER_SPELLING[arg]] = value
+    return taken
 
 
 def _merged_arguments(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> dict[str, Any]:

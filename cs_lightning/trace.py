@@ -17,7 +17,6 @@ place around each training step under ``compile=True`` (with the trace check on,
 from __future__ import annotations
 
 import linecache
-import operator
 import os
 import re
 import sys
@@ -89,7 +88,8 @@ class Capture:
         inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
         self._modules = list(modules)
         self._forwards = [module.forward for module in self._modules]
-        made = [_captured_forward(forward, inner, fullgraph, timer) for forward in self._forwards]
+        packages = model_packages(type(m) for module in self._modules for m in module.modules())
+        made = [_captured_forward(forward, inner, fullgraph, timer, packages) for forward in self._forwards]
         self._capturing = [capturing for capturing, _ in made]
         self._traced = [traced for _, traced in made]
 
@@ -235,9 +235,10 @@ class _KernelGuard(TorchDispatchMode):
         ):
             site = self.code.site(sys._getframe(1), past_torch=True)
             if site is not None:
-                # the torch function the user called (`unique`, not its kernel `_unique2`), but for an operator
-                called = self._call_name() if self.calls.calling else "__"
-                self.calls.refuse(_dynamic_shape_message(func.__name__ if called.startswith("__") else called, site))
+                # what the user called (`unique`, not its kernel `_unique2`; `x[mask]`, not `__getitem__`)
+                called = self._call_name() if self.calls.calling else func.__name__
+                named = _OPERATORS.get(called, func.__name__ if called.startswith("__") else called)
+                self.calls.refuse(_dynamic_shape_message(named, site))
         return func(*args, **kwargs)
 
     def _call_name(self) -> str:
@@ -429,9 +430,14 @@ class _FirstCallTimer:
 
 
 def _captured_forward(
-    forward: Callable[..., Any], inner: Callable[..., Any], fullgraph: bool, timer: _FirstCallTimer
+    forward: Callable[..., Any],
+    inner: Callable[..., Any],
+    fullgraph: bool,
+    timer: _FirstCallTimer,
+    packages: set[str],
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The forward that captures (for the module), and the function TorchDynamo compiles (to forget after)."""
+    """The forward that captures (for the module), and the function TorchDynamo compiles (to forget after).
+    ``packages``: those the model comes from, whose code is checked as the user's."""
 
     # Static, as a CS-X graph: with automatic dynamic shapes, a float attribute seen before with
     # another value (Dropout's p, even in an earlier model of the same code) becomes a graph input
@@ -444,7 +450,7 @@ def _captured_forward(
 
     traced.__code__ = traced.__code__.replace()
     compiled = torch.compile(
-        traced, backend=_no_host_reads(inner) if fullgraph else inner, fullgraph=fullgraph, dynamic=False
+        traced, backend=_no_host_reads(inner, packages) if fullgraph else inner, fullgraph=fullgraph, dynamic=False
     )
 
     def capturing_forward(*args: Any, **kwargs: Any) -> Any:
@@ -467,12 +473,13 @@ def _captured_forward(
     return capturing_forward, traced
 
 
-def _no_host_reads(backend: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a backend so a graph that reads a tensor's value to the host is rejected, with its line."""
+def _no_host_reads(backend: Callable[..., Any], packages: set[str]) -> Callable[..., Any]:
+    """Wrap a backend so a graph that reads a tensor's value to the host, or makes a value-dependent shape,
+    in the user's code (or the model's ``packages``) is rejected, with its line; as the eager check does."""
 
     def checked(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         for node in graph.graph.nodes:
-            site = _users_site(node.meta.get("stack_trace") or "")
+            site = _users_site(node.meta.get("stack_trace") or "", packages)
             if node.op == "call_method" and node.target in _HOST_READ_METHODS:
                 where, file = (_where(site), site[0]) if site else ("", None)
                 raise GraphBreakError(_host_read_message(_method_read(node.target), where, file))
@@ -485,19 +492,25 @@ def _no_host_reads(backend: Callable[..., Any]) -> Callable[..., Any]:
     return checked
 
 
-def _users_site(stack_trace: str) -> tuple[str, int, str] | None:
-    """(file, line, function) of the innermost frame of user code in a captured node's stack trace
-    (TorchDynamo's capture wrapper and torch's own frames are not the line to change)."""
+def _users_site(stack_trace: str, packages: set[str]) -> tuple[str, int, str] | None:
+    """(file, line, function) of the innermost frame in a captured node's stack trace past torch's own and
+    TorchDynamo's capture wrapper, when it is the user's code or the model's ``packages``; None for another
+    installed library's (bookkeeping, which the eager check passes too)."""
     frames = re.findall(r'File "(.+)", line (\d+), in (.+)', stack_trace)
     users = [(file, int(line), name) for file, line, name in frames if is_user_file(file)]
-    return users[-1] if users else None
+    if not users or (is_library_file(users[-1][0]) and _package_of(users[-1][0]) not in packages):
+        return None
+    return users[-1]
 
 
 def _op_name(node: torch.fx.Node) -> str:
     """What the user wrote that made ``node``: a method's or function's name, or ``x[mask]``."""
-    if node.target is operator.getitem:
-        return "x[mask]"
-    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+    return _OPERATORS.get(name, name)
+
+
+# The operators a value-dependent shape is made with, as the user writes them
+_OPERATORS = {"__getitem__": "x[mask]", "getitem": "x[mask]"}
 
 
 def _explain(error: torch._dynamo.exc.TorchDynamoException) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import dis
 import enum
 import functools
 import hashlib
@@ -82,8 +83,11 @@ def fingerprint(module: nn.Module) -> str | None:
         if found is None:
             return None
         files |= found
+    describe = _Describer(tree={id(m) for m in module.modules()})
     try:
-        described = repr([_settings(module), _class_data(classes), _globals_read(modules)])
+        described = repr(
+            [_settings(module, describe), _class_data(classes, modules, describe), _globals_read(modules, describe)]
+        )
     except Exception:  # noqa: BLE001 - too large (_Indescribable), or a setting failing when read (a lazy mapping)
         return None
     digest = hashlib.sha256(torch.__version__.encode())
@@ -104,9 +108,15 @@ def code_modules(packages: Collection[str]) -> list[ModuleType]:
         # string tests first: of the thousands of modules loaded only these are stat-ed (~20 ms for all)
         if not (isinstance(file, str) and file.endswith(".py") and is_user_file(file)):
             continue
+        if _GENERATED in file:  # torch.compile's generated code: keyed by torch's version and the model's
+            continue
         if (is_own_file(file) or loaded.__name__.partition(".")[0] in packages) and os.path.isfile(file):
             found.append(loaded)
     return found
+
+
+# Where torch.compile's inductor writes the modules it generates (under the temporary folder)
+_GENERATED = f"{os.sep}torchinductor_"
 
 
 def imported_code(model: nn.Module, before: Collection[str]) -> dict[str, str]:
@@ -127,17 +137,11 @@ def _digest(path: str) -> str:
         return ""
 
 
-def _settings(module: nn.Module) -> list[tuple[str, str, str]]:
-    """Per submodule: its path, class and attributes described, but for the state that torch and
-    Lightning keep on every module (its parameters, hooks, trainer): any of them may pick the
-    code path its forward takes."""
-    describe = _Describer()
-    framework = _framework_attributes()
-    settings = []
-    for path, sub in module.named_modules():
-        values = {name: value for name, value in vars(sub).items() if name not in framework}
-        settings.append((path, type(sub).__qualname__, describe(values)))
-    return settings
+def _settings(module: nn.Module, describe: _Describer) -> list[tuple[str, str, str]]:
+    """Per submodule: its path, class, attributes and hooks described (not the state that torch and
+    Lightning keep on every module: its parameters, trainer): any of them may pick the code path its
+    forward takes."""
+    return [(path, type(sub).__qualname__, describe.module(sub)) for path, sub in module.named_modules()]
 
 
 @functools.cache
@@ -151,40 +155,83 @@ def _framework_attributes() -> frozenset[str]:
     return frozenset(names)
 
 
-def _class_data(classes: Iterable[type]) -> list[tuple[str, str]]:
-    """The data the user's classes hold (``Net.debug = True`` set at run time): not in any file."""
-    describe = _Describer()
-    held = []
-    for cls in classes:
+def _class_data(classes: Iterable[type], modules: Iterable[ModuleType], describe: _Describer) -> list[tuple[str, str]]:
+    """The data that the model's classes and the classes of the user's own modules hold (``Net.debug = True``,
+    ``Config.HOST_READ = True`` set at run time): not in any file."""
+    own = [value for loaded in modules if is_own_file(str(loaded.__file__)) for value in _defined_in(loaded)]
+    held = set()
+    for cls in {*classes, *(value for value in own if isinstance(value, type))}:
         if cls.__module__.partition(".")[0] in BOOKKEEPING:
             continue
         data = {name: value for name, value in vars(cls).items() if _is_data(name, value)}
-        held.append((f"{cls.__module__}.{cls.__qualname__}", describe(data)))
+        held.add((f"{cls.__module__}.{cls.__qualname__}", describe(data)))
     return sorted(held)
 
 
-def _globals_read(modules: Iterable[ModuleType]) -> list[tuple[str, str, str]]:
-    """The module globals of data that the functions and classes of ``modules`` name: a step may
-    branch on them as on a setting (``if DEBUG:``, ``if config.SYNC:``, with the value read from the
-    environment or ``sys.argv``), and the source file that holds the name does not hold its value."""
+def _defined_in(module: ModuleType) -> list[Any]:
+    """The functions and classes a module defines (not those it imports)."""
+    return [value for value in list(vars(module).values()) if getattr(value, "__module__", None) == module.__name__]
+
+
+def _globals_read(modules: Iterable[ModuleType], describe: _Describer) -> list[tuple[str, str, str]]:
+    """The module globals of data that the functions and classes of ``modules`` read: a step may branch
+    on them as on a setting (``if DEBUG:``, with the value read from the environment or ``sys.argv``),
+    and the source file that holds the name does not hold its value. A global counts when its own
+    module's code loads it as a global, or any of that code loads it as an attribute of another module
+    (``flags.SYNC``; not of the script being run, whose attributes no module reads so)."""
     modules = list(modules)
-    names: set[str] = set()
+    own: dict[str, set[str]] = {}
+    attributes: set[str] = set()
     for module in modules:
-        for value in list(vars(module).values()):
-            if getattr(value, "__module__", None) != module.__name__:
-                continue  # imported from elsewhere: its own module is scanned if it is the user's
-            if inspect.isfunction(value):
-                names.update(_names(value.__code__))
-            elif isinstance(value, type):
-                for code in _method_code(value):
-                    names.update(_names(code))
-    describe = _Describer()
-    read = []
+        own[module.__name__] = set()
+        for value in _defined_in(module):
+            for code in _method_code(value) if isinstance(value, type) else _function_code(value):
+                for instruction in _instructions(code):
+                    if instruction.opname in _GLOBAL_LOADS:
+                        own[module.__name__].add(instruction.argval)
+                    elif instruction.opname in _ATTRIBUTE_LOADS:
+                        attributes.add(instruction.argval)
+    read = set()
     for module in modules:
+        names = own[module.__name__] | (attributes if module.__name__ != "__main__" else set())
         for name, value in list(vars(module).items()):
             if name in names and _is_data(name, value):
-                read.append((module.__name__, name, describe(value)))
+                read.add((module.__name__, name, describe(value)))
+            elif name in names and _is_library_module(value, modules):  # `extcfg.FLAGS` of an installed package
+                for attribute, held in list(vars(value).items()):
+                    if attribute in attributes and _is_data(attribute, held):
+                        read.add((value.__name__, attribute, describe(held)))
     return sorted(read)
+
+
+def _is_library_module(value: Any, modules: list[ModuleType]) -> bool:
+    """An installed package's module (not torch's, Lightning's, the standard library's) that is not among
+    ``modules``, whose globals are keyed anyway."""
+    file = getattr(value, "__file__", None)
+    return (
+        isinstance(value, ModuleType)
+        and isinstance(file, str)
+        and is_user_file(file)
+        and value.__name__.partition(".")[0] not in BOOKKEEPING
+        and all(value is not module for module in modules)
+    )
+
+
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+_ATTRIBUTE_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+
+
+def _function_code(value: Any) -> list[CodeType]:
+    code = getattr(inspect.unwrap(value), "__code__", None) if inspect.isfunction(value) else None
+    return [code] if isinstance(code, CodeType) else []
+
+
+def _instructions(code: CodeType) -> Iterator[dis.Instruction]:
+    """The instructions of a function's code and of the functions nested in it."""
+    yield from dis.get_instructions(code)
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            yield from _instructions(constant)
 
 
 def _is_data(name: str, value: Any) -> bool:
@@ -195,14 +242,6 @@ def _is_data(name: str, value: Any) -> bool:
         or inspect.isroutine(value)
         or inspect.isdatadescriptor(value)
     )
-
-
-def _names(code: CodeType) -> Iterator[str]:
-    """The global (and attribute) names a function's code uses, with those of its nested functions."""
-    yield from code.co_names
-    for constant in code.co_consts:
-        if isinstance(constant, CodeType):
-            yield from _names(constant)
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, torch.dtype, torch.device)
@@ -220,13 +259,17 @@ class _Indescribable(Exception):
 class _Describer:
     """Stable texts for settings: plain data, tensors' shapes, functions by their code, the
     attributes of other objects at any depth (not of torch's and Lightning's, which the key's
-    versions cover). With ``values=False`` plain values count by type only (a batch's fields).
-    Raises _Indescribable past ``_BUDGET`` values."""
+    versions cover), and modules outside ``tree`` (the model's own, each described on its own) in
+    full. With ``values=False`` plain values count by type only (a batch's fields). Raises
+    _Indescribable past ``_BUDGET`` values."""
 
-    def __init__(self, values: bool = True) -> None:
+    def __init__(self, values: bool = True, tree: Collection[int] = ()) -> None:
         self.values = values
+        self.tree = tree
         self.left = _BUDGET
         self.open: set[int] = set()  # the objects being described: one met again is a cycle
+        # each object described once (a config every block holds); the object is kept so its id stays its own
+        self.done: dict[int, tuple[Any, str]] = {}
 
     def __call__(self, value: Any) -> str:
         self.left -= 1
@@ -236,23 +279,33 @@ class _Describer:
             return repr(value) if self.values else type(value).__qualname__
         if isinstance(value, torch.Tensor):
             return f"tensor{tuple(value.shape)}{value.dtype}"
-        if isinstance(value, nn.Module):
+        if isinstance(value, nn.Module) and id(value) in self.tree:
             return "module"  # described on its own, as a submodule
-        if isinstance(value, functools.partial):
-            return f"partial({self(value.func)}, {self(value.args)}, {self(value.keywords)})"
-        if inspect.ismethod(value):  # its object is described where it is held
-            return f"method {self(value.__func__)}"
-        if inspect.isfunction(value):
-            return self._function(value)
-        if isinstance(value, type) or inspect.isroutine(value):
+        if isinstance(value, type) or (
+            inspect.isroutine(value) and not (inspect.isfunction(value) or inspect.ismethod(value))
+        ):
             return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
-        if id(value) in self.open:
+        key = id(value)
+        if key in self.done:
+            return self.done[key][1]
+        if key in self.open:
             return "<cycle>"
-        self.open.add(id(value))
+        self.open.add(key)
         try:
-            return self._compound(value)
+            text = self._compound(value)
         finally:
-            self.open.discard(id(value))
+            self.open.discard(key)
+        self.done[key] = (value, text)
+        return text
+
+    def module(self, module: nn.Module) -> str:
+        """A module's attributes but the state torch and Lightning keep on every module, its hooks, and
+        the children of one outside the model's tree."""
+        framework = _framework_attributes()
+        values = {name: value for name, value in vars(module).items() if name not in framework}
+        hooks = sorted(self(hook) for name in _HOOKS for hook in getattr(module, name, {}).values())
+        children = {} if id(module) in self.tree else dict(module.named_children())
+        return f"{type(module).__qualname__}{self(values)}{hooks}{self(children) if children else ''}"
 
     def _function(self, function: Any) -> str:
         """A function by name and code (one written in a notebook cell has no file to hash), its
@@ -268,13 +321,21 @@ class _Describer:
         return f"{function.__module__}.{function.__qualname__}#{code}{self(parts)}"
 
     def _compound(self, value: Any) -> str:
+        if isinstance(value, functools.partial):
+            return f"partial({self(value.func)}, {self(value.args)}, {self(value.keywords)})"
+        if inspect.ismethod(value):  # a bound method given as a setting: its object configures it
+            return f"method {self(value.__func__)} of {self(value.__self__)}"
+        if inspect.isfunction(value):
+            return self._function(value)
+        if isinstance(value, nn.Module):  # outside the model's tree (a teacher kept in a list)
+            return self.module(value)
         name = type(value).__qualname__
         if isinstance(value, (Mapping, list, tuple, set, frozenset)) and len(value) > _LONG and self.values:
             plain = _plain_text(value)
             if plain is not None:  # a vocabulary, a table: one hash, not a description per entry
                 return f"{name}#{hashlib.sha256(plain.encode()).hexdigest()[:16]}"
         if isinstance(value, Mapping):
-            return f"{name}{sorted((str(key), self(item)) for key, item in value.items())}"
+            return f"{name}{sorted((self(key), self(item)) for key, item in value.items())}"
         if isinstance(value, (list, tuple, set, frozenset)):
             described = [self(item) for item in value]
             return f"{name}{sorted(described) if isinstance(value, (set, frozenset)) else described}"
@@ -285,6 +346,16 @@ class _Describer:
             return f"{name}{tuple(value.shape)}{value.dtype}#{hashlib.sha256(data).hexdigest()[:16]}"
         attributes = _attributes(value)
         return f"{name}{self(attributes) if attributes else ''}"
+
+
+def _is_builtin_routine(value: Any) -> bool:
+    """A function or method of C code (torch.relu, len): named, there is no code to describe."""
+    return inspect.isroutine(value) and not (inspect.isfunction(value) or inspect.ismethod(value))
+
+
+# The hooks a module runs around its forward and backward, which the user registers (their handles' ids,
+# the dicts' keys, differ from run to run)
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
 def _holds_settings(cls: type) -> bool:
@@ -304,7 +375,9 @@ def _plain_text(values: Mapping[Any, Any] | Collection[Any]) -> str | None:
     items = [*values.keys(), *values.values()] if isinstance(values, Mapping) else values
     if not all(isinstance(item, _SCALARS) for item in items):
         return None
-    return repr(sorted(values.items(), key=repr) if isinstance(values, Mapping) else values)
+    if isinstance(values, Mapping):
+        return repr(sorted(values.items(), key=repr))
+    return repr(sorted(values, key=repr) if isinstance(values, (set, frozenset)) else values)  # a set's order varies
 
 
 def _attributes(value: Any) -> dict[str, Any]:
@@ -333,12 +406,15 @@ def _source_files(cls: type) -> set[str] | None:
 
 
 def _method_code(cls: type) -> Iterator[CodeType]:
-    """The code of the functions a class defines (methods, static and class methods, properties),
-    through decorators that keep ``__wrapped__``; not those ``@dataclass`` generates (from
+    """The code of the functions a class defines (methods, static and class methods, properties, those
+    of the classes in its body), through decorators that keep ``__wrapped__``; not those ``@dataclass`` generates (from
     ``<string>``: the class's fields, in its own file, decide them)."""
     generated = _DATACLASS_METHODS if dataclasses.is_dataclass(cls) else frozenset()
     for name, value in vars(cls).items():
         if name in generated:
+            continue
+        if isinstance(value, type) and value.__qualname__.startswith(f"{cls.__qualname__}."):
+            yield from _method_code(value)  # a class defined in this one's body
             continue
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__

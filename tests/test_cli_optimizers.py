@@ -2,6 +2,7 @@
 
 import copy
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -63,6 +64,20 @@ def test_mistakes_name_the_key_path_and_the_fix(spec, key: str, words: str) -> N
 ADAMW = {"AdamW": {"lr": 0.003, "weight_decay": 0.2}}
 
 
+class KwargsSGD(torch.optim.SGD):
+    """Takes any argument on to SGD: another optimizer's earlier arguments all carry over to it."""
+
+    def __init__(self, params: Any, **kwargs: Any) -> None:
+        super().__init__(params, **kwargs)
+
+
+class RateSGD(torch.optim.SGD):
+    """Names its rate as Model Zoo does: an earlier `lr` carries over as `learning_rate`."""
+
+    def __init__(self, params: Any, learning_rate: float = 0.1) -> None:
+        super().__init__(params, lr=learning_rate)
+
+
 @pytest.mark.parametrize(
     ("earlier", "later", "merged"),
     [
@@ -86,6 +101,8 @@ ADAMW = {"AdamW": {"lr": 0.003, "weight_decay": 0.2}}
         ({"AdamW": {"betas": [0.8, 0.9]}}, "SGD", {"SGD": {}}),
         ({"Adam": {"learning_rate": 0.003, "correct_bias": True}}, "SGD", {"SGD": {"learning_rate": 0.003}}),
         (ADAMW, {"NoSuch": {"b": 2}}, {"NoSuch": {"b": 2}}),
+        (ADAMW, f"{__name__}.KwargsSGD", {f"{__name__}.KwargsSGD": {"lr": 0.003, "weight_decay": 0.2}}),
+        ({"SGD": {"lr": 0.1, "momentum": 0.9}}, f"{__name__}.RateSGD", {f"{__name__}.RateSGD": {"learning_rate": 0.1}}),
         (ADAMW, None, None),
         (None, {"AdamW": {"lr": 0.001}}, {"AdamW": {"lr": 0.001}}),
         ({"NoSuch": {"a": 1}}, {"nosuch": {"b": 2}}, {"nosuch": {"a": 1, "b": 2}}),

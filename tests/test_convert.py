@@ -460,6 +460,20 @@ def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
     assert sorted(snapshot(tmp_path)) == ["mz.yaml", "run.yaml"]
 
 
+def test_a_cerebras_only_optimizer_with_a_schedule_converts_and_its_schedule_is_checked(tmp_path, capsys):
+    """Lamb is left for the user to write: the schedule is still written, checked on a stand-in optimizer."""
+    linear = {"LinearLR": {"initial_learning_rate": 0.0, "end_learning_rate": 0.001, "total_iters": 5}}
+    init = {"optimizer": {"Lamb": {"learning_rate": 0.001}}, "schedulers": [linear], "loop": {"max_steps": 5}}
+    (tmp_path / "mz.yaml").write_text(yaml.safe_dump({"trainer": {"init": init}}))
+    assert main(["convert", str(tmp_path / "mz.yaml"), "-o", str(tmp_path / "run.yaml")]) == 0
+    written = yaml.safe_load((tmp_path / "run.yaml").read_text())
+    assert "optimizer" not in written and written["schedulers"] == [linear]
+    init["schedulers"] = [{"LinearLR": {**linear["LinearLR"], "total_iters": -1}}]
+    (tmp_path / "mz.yaml").write_text(yaml.safe_dump({"trainer": {"init": init}}))
+    assert main(["convert", str(tmp_path / "mz.yaml"), "-o", str(tmp_path / "run2.yaml")]) == 2
+    assert "total_iters" in capsys.readouterr().err and not (tmp_path / "run2.yaml").exists()
+
+
 @pytest.mark.parametrize(
     ("init", "error"),
     [

@@ -1,6 +1,7 @@
 """The trace check: one graph or an early error naming the user's file and line."""
 
 import inspect
+import re
 
 import pytest
 import torch
@@ -366,7 +367,7 @@ def test_reads_made_by_torch_and_libraries_pass() -> None:
 @pytest.mark.parametrize(
     ("op", "called"),
     [
-        ("x[x > 0]", "index"),
+        ("x[x > 0]", "x[mask]"),
         ("x.nonzero()", "nonzero"),
         ("torch.argwhere(x)", "argwhere"),
         ("torch.unique(x)", "unique"),  # not its kernel, _unique2
@@ -385,7 +386,7 @@ def test_every_value_dependent_shape_in_the_users_code_is_refused(op: str, calle
     with (
         pytest.raises(
             GraphBreakError,
-            match=rf'^The training step calls `{called}`, whose output shape depends on the values(.|\n)*File "<string>", line 1',
+            match=rf'^The training step calls `{re.escape(called)}`, whose output shape depends on the values(.|\n)*File "<string>", line 1',
         ),
         lazy_trace(),
     ):

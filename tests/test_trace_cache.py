@@ -26,7 +26,7 @@ from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.cache import cache_dir
 from cs_lightning.cli import main
 from cs_lightning.deferred import mt19937
-from cs_lightning.trace_cache import TraceCache, fingerprint, input_signature
+from cs_lightning.trace_cache import TraceCache, _Describer, fingerprint, input_signature
 
 MODEL_SOURCE = """
 import torch
@@ -371,6 +371,20 @@ def _double(x: torch.Tensor, sync: bool = False) -> torch.Tensor:
     return x * 2
 
 
+class Post:
+    def __init__(self, clip: bool) -> None:
+        self.clip = clip
+
+    def apply(self, y: torch.Tensor) -> torch.Tensor:
+        return y.clamp(max=float(y.max())) if self.clip else y
+
+
+class Teacher(nn.Module):
+    def __init__(self, host_read: bool) -> None:
+        super().__init__()
+        self.host_read = host_read
+
+
 @dataclasses.dataclass(slots=True)
 class SlotsConfig:
     sync: bool
@@ -404,6 +418,83 @@ def test_what_no_file_holds_changes_the_fingerprint(monkeypatch: pytest.MonkeyPa
     unchanged = fingerprint(DataclassModule())
     monkeypatch.setattr(DataclassModule, "debug", True, raising=False)
     assert fingerprint(DataclassModule()) != unchanged
+
+
+def test_a_hook_registered_on_a_module_changes_the_fingerprint() -> None:
+    model = nn.Sequential(nn.Linear(4, 4))
+    before = fingerprint(model)
+    handle = model[0].register_forward_hook(lambda module, args, out: out.sum().item())
+    assert fingerprint(model) != before
+    handle.remove()
+    assert fingerprint(model) == before
+
+
+CONFIG_MODULE = """
+import os
+from torch import nn
+
+import installed_flags
+
+
+class Config:
+    HOST_READ = False
+
+
+class Net(nn.Linear):
+    class Block(nn.Module):
+        def forward(self, x):
+            return x * 2 if NESTED else x
+
+    def forward(self, x):
+        return super().forward(x) if Config.HOST_READ or installed_flags.FLAGS.sync else x
+
+
+NESTED = False
+"""
+
+
+def test_data_the_models_code_reads_elsewhere_changes_the_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config class's attribute, a global a nested class reads, a flag of an installed package's module."""
+    installed = tmp_path / "site-packages"
+    installed.mkdir()
+    (installed / "installed_flags.py").write_text("import types\nFLAGS = types.SimpleNamespace(sync=False)\n")
+    (tmp_path / "config_model.py").write_text(CONFIG_MODULE)
+    monkeypatch.syspath_prepend(str(installed))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import config_model
+    import installed_flags
+
+    model = config_model.Net(2, 2)
+    seen = [fingerprint(model)]
+    for owner, name in ((config_model.Config, "HOST_READ"), (config_model, "NESTED"), (installed_flags.FLAGS, "sync")):
+        monkeypatch.setattr(owner, name, True)
+        seen.append(fingerprint(model))
+    assert len(set(seen)) == 4
+    for name in ("config_model", "installed_flags"):
+        sys.modules.pop(name)
+
+
+def test_a_description_holds_no_address_nor_a_sets_order() -> None:
+    """Either differs from run to run: the key would never be found again."""
+    describe = _Describer()
+    text = describe({"gain": {nn.functional.gelu: 1.7, _double: 1.4}, "stop": {f"w{i}" for i in range(300)}})
+    assert " at 0x" not in text
+    words, backwards = [f"w{i}" for i in range(300)], set()
+    for word in reversed(words):  # the same set, another iteration order (its slots fill differently)
+        backwards.add(word)
+    assert repr(set(words)) != repr(backwards)
+    assert _Describer()(set(words)) == _Describer()(backwards)
+
+
+def test_a_closure_holding_itself_is_described() -> None:
+    def walk(n: int) -> int:
+        return n if n == 0 else walk(n - 1)
+
+    model = nn.Linear(2, 2)
+    model.walk = walk
+    assert fingerprint(model) is not None
 
 
 def test_a_setting_too_large_to_describe_or_failing_when_read_leaves_the_model_always_checked() -> None:
@@ -442,6 +533,8 @@ def test_a_batch_object_torch_does_not_flatten_counts_by_its_tensors_shapes() ->
         (PrivateConfig(False), PrivateConfig(True)),
         (list(range(300)), [*range(299), 0]),  # long: hashed whole
         (np.zeros(3), np.ones(3)),
+        (Post(clip=False).apply, Post(clip=True).apply),  # a bound method: its object configures it
+        ([Teacher(host_read=False)], [Teacher(host_read=True)]),  # a module kept outside the tree
     ],
 )
 def test_any_setting_a_forward_may_branch_on_changes_the_fingerprint(first: object, second: object) -> None:
@@ -521,3 +614,24 @@ def test_a_read_only_rank_0_makes_is_refused_on_every_run(tmp_path: Path) -> Non
             [sys.executable, "prints_loss.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
         )
         assert run.returncode != 0 and "GraphBreakError" in run.stderr, run.stderr[-2000:]
+
+
+READ_ON_RANK_1_DDP = SELF_PRINT_DDP.replace(
+    'self.print("loss", loss)  # rank 0 alone formats it',
+    "if self.global_rank == 1:\n            loss = loss * float(loss)  # rank 1 alone reads it",
+)
+
+
+def test_a_pass_is_not_remembered_when_another_rank_was_refused(tmp_path: Path) -> None:
+    """Rank 0 vouched for every rank as soon as its own step passed, so the next run skipped rank 1's check:
+    the pass is remembered once the step's update is done, which a refused rank never joins."""
+    import subprocess
+
+    assert "float(loss)" in READ_ON_RANK_1_DDP
+    (tmp_path / "reads_on_rank_1.py").write_text(READ_ON_RANK_1_DDP)
+    env = {**os.environ, "CS_LIGHTNING_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "reads_on_rank_1.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode != 0 and "GraphBreakError" in run.stderr, run.stderr[-2000:]
+    assert TraceCache(tmp_path / "cache").entries() == []

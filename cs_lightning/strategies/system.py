@@ -117,6 +117,7 @@ class CSXSystemMixin(Strategy):
         self._recorded = False
         self._recordings: list[Recording] = []  # the blocks recorded for this trainer's runs
         self._check_pending = False
+        self._vouch: Callable[[], None] | None = None  # remembers the checked step's pass, once its update is done
         self._capture: trace.Capture | None = None  # the compiled forwards, installed around each training step
 
     def __getattr__(self, name: str) -> Any:
@@ -369,7 +370,7 @@ class CSXSystemMixin(Strategy):
         captured instead. The first loss is kept for the clock."""
         module = self._connected_module
         if self._check_pending:
-            output, verdict = checked_step(
+            output, verdict, self._vouch = checked_step(
                 module,
                 partial(super().training_step, *args, **kwargs),
                 args,
@@ -442,6 +443,9 @@ class CSXSystemMixin(Strategy):
 
     def _end_step(self) -> None:
         self._step.end()
+        vouch, self._vouch = self._vouch, None
+        if vouch is not None:  # the checked step's update is done, on every rank: its pass is remembered
+            vouch()
         clock = self._clock_of_steps()
         # a step whose batches all skipped (returned None) has no loss to report: the clock runs on
         if clock is not None and not skipped(self._connected_module, self._first_loss):

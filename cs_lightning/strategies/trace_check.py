@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 from lightning import __version__ as lightning_version
 from lightning.pytorch import LightningModule
@@ -31,16 +32,20 @@ def checked_step(
     precision: str,
     vouches: bool,
     on_traced: Callable[[float], None],
-) -> tuple[STEP_OUTPUT, bool]:
-    """Run ``step``, ``module``'s training step on ``args``, checked; returns its output and whether that is a
-    verdict (False: the step skipped its batch, so the next one is to be checked). ``vouches``: a pass is
-    remembered for every rank (rank 0's); ``on_traced`` gets the seconds the checked step took."""
+) -> tuple[STEP_OUTPUT, bool, Callable[[], None] | None]:
+    """Run ``step``, ``module``'s training step on ``args``, checked; returns its output, whether that is a
+    verdict (False: the step skipped its batch, so the next one is to be checked), and what remembers a pass
+    (or None), to call once the step's update is done. ``vouches``: a pass is remembered for every rank
+    (rank 0's); ``on_traced`` gets the seconds the checked step took.
+
+    The update comes after every rank's step has passed (DDP's gradients are all-reduced in the backward,
+    which a rank that was refused never joins), so a read only another rank makes is never vouched for."""
     cache = TraceCache()
     options = {**_CHECK_OPTIONS, "precision": precision, "lightning": lightning_version}
     code = fingerprint(module)  # read at the step it vouches for, and only when checking
     key = None if code is None else cache.key(code, args, options)
     if key is not None and cache.hit(key):
-        return step(), True
+        return step(), True, None
     loaded = set(sys.modules)
     started = time.perf_counter()
     with trace.lazy_trace(module):
@@ -49,8 +54,9 @@ def checked_step(
     if skipped(module, output):
         # a skipped step returns early (a warmup `return None`), before most of what a real step runs:
         # no verdict, so nothing is remembered and the next step is checked, before its update
-        return output, False
-    if key is not None and vouches:
-        # rank 0 vouches for all: a read only rank 0 makes (self.print) fails there, after the others passed
-        cache.store(key, {"model": type(module).__qualname__, "imported": imported_code(module, loaded)})
-    return output, True
+        return output, False, None
+    if key is None or not vouches:
+        return output, True, None
+    # rank 0 vouches for all: a read only rank 0 makes (self.print) fails there, after the others passed
+    about = {"model": type(module).__qualname__, "imported": imported_code(module, loaded)}
+    return output, True, partial(cache.store, key, about)
