@@ -268,7 +268,8 @@ class _Describer:
         self.tree = tree
         self.left = _BUDGET
         self.open: set[int] = set()  # the objects being described: one met again is a cycle
-        # each object described once (a config every block holds); the object is kept so its id stays its own
+        # each object described once (a config every block holds), then named by the order it came in (the
+        # same in every run); the object is kept so that its id stays its own
         self.done: dict[int, tuple[Any, str]] = {}
 
     def __call__(self, value: Any) -> str:
@@ -295,7 +296,7 @@ class _Describer:
             text = self._compound(value)
         finally:
             self.open.discard(key)
-        self.done[key] = (value, text)
+        self.done[key] = (value, f"<as #{len(self.done)}>")
         return text
 
     def module(self, module: nn.Module) -> str:
