@@ -2,6 +2,7 @@
 
 import inspect
 import re
+import sys
 
 import pytest
 import torch
@@ -117,6 +118,27 @@ def test_a_value_dependent_shape_captured_into_the_graph_is_refused_at_the_users
     assert lines[0].startswith(f"The training step calls `{op}`, whose output shape depends on the values")
     assert lines[1] == f'  File "{__file__}", line {_line_of(model, text)}, in forward'
     assert "cs_lightning" not in "\n".join(lines[1:3])
+
+
+def test_a_captured_value_dependent_shape_inside_another_installed_library_passes_as_without_compile(
+    tmp_path, monkeypatch
+) -> None:
+    installed = tmp_path / "site-packages"
+    installed.mkdir()
+    (installed / "their_stats.py").write_text("def positive_mean(y):\n    return y[y > 0].sum() / y.numel()\n")
+    monkeypatch.syspath_prepend(str(installed))
+    import their_stats
+
+    class UsesStats(nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return their_stats.positive_mean(super().forward(x))
+
+    model, x = UsesStats(4, 4), torch.randn(2, 4)
+    with lazy_trace(model):
+        eager = model(x)
+    with captured([model]):
+        assert torch.equal(model(x), eager)
+    sys.modules.pop("their_stats")
 
 
 def test_nested_module_is_part_of_the_outer_graph_and_errors_point_inside_it() -> None:
