@@ -2,8 +2,9 @@
 
 A CS-X compile is cached by the graph it compiles; the csx strategy's check that the step
 traces as one graph is cached the same way. An entry is keyed by everything that can
-change the verdict: the model's code (:func:`fingerprint`), the shapes and dtypes of the
-step's inputs, the torch, Python and cs_lightning versions and the options of the check.
+change the verdict: the model's code and settings (:func:`fingerprint`), the shapes and dtypes
+of the step's inputs, the torch, Python and cs_lightning versions and the options of the check;
+an entry also keeps the digests of the modules the step imported as it ran, compared at each hit.
 A warm entry skips the check whatever wrote the checkpoint being resumed; changed code misses.
 
 Entries are small JSON files in the ``trace/`` folder of :func:`cs_lightning.cache.cache_dir`,
