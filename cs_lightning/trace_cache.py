@@ -352,9 +352,9 @@ class _Describer:
         the children of one outside the model's tree."""
         framework = _framework_attributes()
         values = {name: value for name, value in vars(module).items() if name not in framework}
-        hooks = sorted(self(hook) for name in _HOOKS for hook in getattr(module, name, {}).values())
+        hooks = ", ".join(sorted(self(hook) for name in _HOOKS for hook in getattr(module, name, {}).values()))
         children = {} if id(module) in self.tree else dict(module.named_children())
-        return f"{_class_name(type(module))}{self(values)}{hooks}{self(children) if children else ''}"
+        return f"{_class_name(type(module))}{self(values)}[{hooks}]{self(children) if children else ''}"
 
     def _alone(self, value: Any) -> str:
         """``value`` described without reference to what was described before, nor for what comes after."""
@@ -391,12 +391,13 @@ class _Describer:
             plain = _plain_text(value)
             if plain is not None:  # a vocabulary, a table: one hash, not a description per entry
                 return f"{name}#{hashlib.sha256(plain.encode()).hexdigest()[:16]}"
+        # joined, not repr()-ed: repr would escape the quotes of what is inside once more at each level
         if isinstance(value, Mapping):
-            return f"{name}{sorted((self(key), self(item)) for key, item in value.items())}"
+            return f"{name}{{{', '.join(sorted(f'{self(key)}: {self(item)}' for key, item in value.items()))}}}"
         if isinstance(value, (set, frozenset)):  # in no order: each member described on its own, then sorted
-            return f"{name}{sorted(self._alone(item) for item in value)}"
+            return f"{name}{{{', '.join(sorted(self._alone(item) for item in value))}}}"
         if isinstance(value, (list, tuple)):
-            return f"{name}{[self(item) for item in value]}"
+            return f"{name}[{', '.join(self(item) for item in value)}]"
         if not _holds_settings(type(value)):
             return name  # a Trainer, an optimizer, a logger: state of torch, Lightning, the standard library
         if hasattr(type(value), "tobytes") and hasattr(type(value), "shape"):  # a numpy array: small ones by value
