@@ -170,7 +170,7 @@ def _class_data(classes: Iterable[type], modules: Iterable[ModuleType], describe
         if cls.__module__.partition(".")[0] in BOOKKEEPING:
             continue
         data = {name: value for name, value in vars(cls).items() if _is_setting(name, value)}
-        held.add((_class_name(cls), describe(data)))
+        held.add((_class_name(cls), describe(_not_written_here(data, f"{cls.__qualname__}."))))
     return sorted(held)
 
 
@@ -225,8 +225,9 @@ def _globals_read(
             if isinstance(value, type) and value.__module__.partition(".")[0] not in BOOKKEEPING:
                 # a class read for its attributes (`Settings.HOST_CHECK`), wherever it is defined
                 data = {key: held for key, held in vars(value).items() if _is_setting(key, held)}
+                data = _not_written_here(data, f"{value.__qualname__}.")
                 read.add((module.__name__, name, f"{_class_name(value)}{describe(data)}"))
-            elif _is_setting(name, value):
+            elif _is_setting(name, value) and _not_written_here({name: value}, ""):
                 read.add((module.__name__, name, describe(value)))
             elif _is_library_module(value, modules):  # `extcfg.FLAGS` of an installed package
                 for attribute, held in list(vars(value).items()):
@@ -279,6 +280,20 @@ def _names(code: CodeType) -> Iterator[str]:
             yield constant
 
 
+def _not_written_here(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """``values`` but the functions and classes defined under their own name where they are bound
+    (``prefix`` the class's qualified name and a dot, or empty for a module): their source is hashed
+    with the file; one bound from elsewhere (``ACT = relu``) is described."""
+    return {
+        name: value
+        for name, value in values.items()
+        if not (
+            (inspect.isfunction(value) or isinstance(value, type))
+            and getattr(value, "__qualname__", None) == prefix + name
+        )
+    }
+
+
 def _is_setting(name: str, value: Any) -> bool:
     """Whether a global or class attribute may configure the step: data, or a function or class bound to
     it (``ACT = relu`` rebound at run time); not a module (read for its own globals), a model instance, a
@@ -291,6 +306,7 @@ def _is_setting(name: str, value: Any) -> bool:
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, torch.dtype, torch.device)
+_CONTAINERS = (list, tuple, dict, set, frozenset)
 # How many values one description may hold before the code is simply checked each run (a dataset
 # held on the model, say); a container of more plain values than _LONG is hashed whole.
 _BUDGET = 200_000
@@ -328,12 +344,10 @@ class _Describer:
             return f"tensor{tuple(value.shape)}{value.dtype}"
         if isinstance(value, nn.Module) and id(value) in self.tree:
             return "module"  # described on its own, as a submodule
-        if isinstance(value, torch.jit.ScriptFunction):  # TorchScript: its code is its source
-            return f"script {value.qualified_name}#{hashlib.sha256(str(value.code).encode()).hexdigest()[:16]}"
-        if _is_builtin_routine(value) and inspect.isfunction(getattr(value, "__wrapped__", None)):
-            return f"{_class_name(type(value))}({self(value.__wrapped__)})"  # functools.lru_cache's wrapper
-        if isinstance(value, type) or _is_builtin_routine(value):
-            return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+        if not isinstance(value, _CONTAINERS):  # the many containers of plain data skip these tests
+            named = self._named(value)
+            if named is not None:
+                return named
         key = id(value)
         if key in self.done:
             return self.done[key][1]
@@ -346,6 +360,16 @@ class _Describer:
             self.open.discard(key)
         self.done[key] = (value, f"<as #{len(self.done)}>")
         return text
+
+    def _named(self, value: Any) -> str | None:
+        """A class, TorchScript or C function by its name (and code), or None for any other value."""
+        if isinstance(value, torch.jit.ScriptFunction):  # TorchScript: its code is its source
+            return f"script {value.qualified_name}#{hashlib.sha256(str(value.code).encode()).hexdigest()[:16]}"
+        if not (isinstance(value, type) or _is_builtin_routine(value)):
+            return None
+        if inspect.isfunction(getattr(value, "__wrapped__", None)):  # functools.lru_cache's wrapper
+            return f"{_class_name(type(value))}({self(value.__wrapped__)})"
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
 
     def module(self, module: nn.Module) -> str:
         """A module's attributes but the state torch and Lightning keep on every module, its hooks, and
