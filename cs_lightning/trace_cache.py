@@ -282,9 +282,7 @@ class _Describer:
             return f"tensor{tuple(value.shape)}{value.dtype}"
         if isinstance(value, nn.Module) and id(value) in self.tree:
             return "module"  # described on its own, as a submodule
-        if isinstance(value, type) or (
-            inspect.isroutine(value) and not (inspect.isfunction(value) or inspect.ismethod(value))
-        ):
+        if isinstance(value, type) or _is_builtin_routine(value):
             return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
         key = id(value)
         if key in self.done:
