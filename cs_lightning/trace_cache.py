@@ -2,8 +2,9 @@
 
 A CS-X compile is cached by the graph it compiles; the csx strategy's check that the step
 traces as one graph is cached the same way. An entry is keyed by everything that can
-change the verdict: the model's code (:func:`fingerprint`), the shapes and dtypes of the
-step's inputs, the torch, Python and cs_lightning versions and the options of the check.
+change the verdict: the model's code and settings (:func:`fingerprint`), the shapes and dtypes
+of the step's inputs, the torch, Python and cs_lightning versions and the options of the check;
+an entry also keeps the digests of the modules the step imported as it ran, compared at each hit.
 A warm entry skips the check whatever wrote the checkpoint being resumed; changed code misses.
 
 Entries are small JSON files in the ``trace/`` folder of :func:`cs_lightning.cache.cache_dir`,
@@ -15,13 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import dis
 import enum
 import functools
 import hashlib
 import inspect
 import json
-import marshal
 import os
 import sys
 import warnings
@@ -65,31 +64,39 @@ def input_signature(inputs: Any) -> list[Any]:
 def fingerprint(module: nn.Module) -> str | None:
     """Identify the code a model runs and how it is configured, as a hash.
 
-    It covers the source files of the model's module classes and their bases, every module
-    loaded now of the user's own code and of the packages the model comes from (helpers a
-    forward calls), each submodule's settings (``self.clip = True``, ``hparams``, a config
-    object, a function given as an argument), the data its classes hold, and the module globals
-    of plain data that that code names (``if DEBUG:``): any of them can decide whether the
-    step captures as one graph. A check that passed for one fingerprint need not run again for
-    the same inputs (as a CS-X compile cache skips a graph it compiled before): see
-    :class:`TraceCache`. None when some class has no source file (defined in ``python -c`` or a
-    notebook) or a setting is too large to describe: such code is always checked.
+    It covers the source files of the model's module classes and their bases and of the modules their
+    code reaches by name (helpers a forward calls, the user's config module: see :func:`_reachable`),
+    each submodule's settings (``self.clip = True``, ``hparams``, a config object, a function given as
+    an argument) and hooks, the data its classes hold, and the module globals that that code names
+    (``if DEBUG:``, ``ACT = relu`` rebound at run time): any of them can decide whether the step
+    captures as one graph. A check that passed for one fingerprint need not run again for the same
+    inputs (as a CS-X compile cache skips a graph it compiled before): see :class:`TraceCache`. None
+    when some class has no source file (defined in ``python -c`` or a notebook) or a setting is too
+    large to describe: such code is always checked.
     """
     classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
-    modules = code_modules(model_packages(classes))
-    files = {str(loaded.__file__) for loaded in modules}
+    files: set[str] = set()
     for cls in classes:
         found = _source_files(cls)
         if found is None:
             return None
         files |= found
-    describe = _Describer(tree={id(m) for m in module.modules()})
-    try:
-        described = repr(
-            [_settings(module, describe), _class_data(classes, modules, describe), _globals_read(modules, describe)]
-        )
-    except Exception:  # noqa: BLE001 - too large (_Indescribable), or a setting failing when read (a lazy mapping)
-        return None
+    packages = model_packages(classes)
+    seeds = {cls.__module__ for cls in classes}
+    tree = {id(m) for m in module.modules()}
+    while True:  # until what the settings hold adds no module: once for most models, twice at most for most others
+        scope, names = _reachable(seeds, packages)
+        describe = _Describer(tree=tree)
+        try:
+            settings = [_settings(module, describe), _global_hooks(describe)]
+            described = repr([settings, _class_data(classes, scope, describe), _globals_read(scope, names, describe)])
+        except Exception:  # noqa: BLE001 - too large (_Indescribable), or a setting failing when read (a lazy mapping)
+            return None
+        held = {name for name in describe.met - scope.keys() if _is_code(sys.modules.get(name))}
+        if not held:
+            break
+        seeds |= held
+    files |= {_file_of(loaded) for loaded in scope.values()}
     digest = hashlib.sha256(torch.__version__.encode())
     for name in sorted(files):
         digest.update(name.encode())
@@ -99,18 +106,79 @@ def fingerprint(module: nn.Module) -> str | None:
     return digest.hexdigest()
 
 
+def _reachable(seeds: Iterable[str], packages: Collection[str]) -> tuple[dict[str, ModuleType], dict[str, set[str]]]:
+    """The modules whose code a model may run, and the names each one's code uses.
+
+    From ``seeds`` (the modules of the model's classes and of the objects and functions its settings
+    hold), the modules that the names in their code are bound to, and the modules that define the
+    functions, classes and objects those names are bound to (``from helpers import clip``), again from
+    those: through the user's own code and the ``packages`` the model comes from, one step into any other
+    installed package (its globals are read, not followed). Never torch's, Lightning's or the standard
+    library's (keyed by their versions), nor code torch.compile generated; and only modules reachable from
+    the model, not every module loaded (a test suite loads hundreds). A name in any of that code counts
+    in every module (``helpers.flags.SYNC`` reads ``flags`` of ``helpers``)."""
+    scope: dict[str, ModuleType] = {}
+    names: dict[str, set[str]] = {}
+    frontier = [sys.modules.get(name) for name in sorted(seeds)]
+    while frontier:
+        for module in frontier:
+            if module is None or module.__name__ in scope or not _is_code(module):
+                continue
+            scope[module.__name__] = module
+            if is_own_file(_file_of(module)) or module.__name__.partition(".")[0] in packages:
+                names[module.__name__] = _names_in(module)
+        used = set().union(*names.values())
+        bound = [
+            value for name in names for global_name, value in list(vars(scope[name]).items()) if global_name in used
+        ]
+        frontier = [target for target in map(_module_of, bound) if target and target.__name__ not in scope]
+        frontier = [target for target in frontier if _is_code(target)]
+    return scope, names
+
+
+def _is_code(module: ModuleType | None) -> bool:
+    """Whether ``module`` is code a fingerprint hashes: a source file of the user's or of an installed
+    package (not torch's, Lightning's, the standard library's, nor a lazily imported module not loaded yet)."""
+    if module is None or _is_lazy(module):
+        return False
+    file = _file_of(module)
+    # string tests first: os.path.isfile is the one system call
+    return (
+        file.endswith(".py")
+        and is_user_file(file)
+        and _GENERATED not in file
+        and module.__name__.partition(".")[0] not in BOOKKEEPING
+        and os.path.isfile(file)
+    )
+
+
+def _module_of(value: Any) -> ModuleType | None:
+    """The module a global's value is, or that defines it (a function's, a class's, an object's class's)."""
+    if isinstance(value, ModuleType):
+        return value
+    owner = value if inspect.isfunction(value) or isinstance(value, type) else type(value)
+    name = getattr(owner, "__module__", None)
+    return sys.modules.get(name) if isinstance(name, str) else None
+
+
+def _names_in(module: ModuleType) -> set[str]:
+    """The names the functions and classes ``module`` defines use, as globals or attributes."""
+    found: set[str] = set()
+    for value in _defined_in(module):
+        for code in _method_code(value) if isinstance(value, type) else _function_code(value):
+            found.update(_names(code))
+    return found
+
+
 def code_modules(packages: Collection[str]) -> list[ModuleType]:
-    """The loaded modules of the user's own code and of ``packages`` (the model's, installed): those
-    whose code a step may run (torch's, Lightning's and the standard library's are keyed by version)."""
+    """The loaded modules of the user's own code and of ``packages`` (the model's, installed)."""
     found = []
     for loaded in list(sys.modules.values()):
-        file = getattr(loaded, "__file__", None)
-        # string tests first: of the thousands of modules loaded only these are stat-ed (~20 ms for all)
-        if not (isinstance(file, str) and file.endswith(".py") and is_user_file(file)):
+        if not isinstance(loaded, ModuleType) or _is_lazy(loaded):
             continue
-        if _GENERATED in file:  # torch.compile's generated code: keyed by torch's version and the model's
-            continue
-        if (is_own_file(file) or loaded.__name__.partition(".")[0] in packages) and os.path.isfile(file):
+        file = _file_of(loaded)
+        # string tests first: of the thousands of modules loaded only these go on to _is_code's stat
+        if (is_own_file(file) or loaded.__name__.partition(".")[0] in packages) and _is_code(loaded):
             found.append(loaded)
     return found
 
@@ -126,7 +194,7 @@ def imported_code(model: nn.Module, before: Collection[str]) -> dict[str, str]:
     the step did not see. `TraceCache.hit` checks them."""
     classes = {cls for m in model.modules() for cls in type(m).__mro__}
     new = [loaded for loaded in code_modules(model_packages(classes)) if loaded.__name__ not in before]
-    return {str(loaded.__file__): _digest(str(loaded.__file__)) for loaded in new}
+    return {_file_of(loaded): _digest(_file_of(loaded)) for loaded in new}
 
 
 def _digest(path: str) -> str:
@@ -137,11 +205,18 @@ def _digest(path: str) -> str:
         return ""
 
 
+def _global_hooks(describe: _Describer) -> list[str]:
+    """The hooks registered for every module (``register_module_forward_hook``)."""
+    hooks = torch.nn.modules.module
+    registries = (hooks._global_forward_pre_hooks, hooks._global_forward_hooks, hooks._global_backward_hooks)
+    return sorted(describe(hook) for registry in registries for hook in registry.values())
+
+
 def _settings(module: nn.Module, describe: _Describer) -> list[tuple[str, str, str]]:
     """Per submodule: its path, class, attributes and hooks described (not the state that torch and
     Lightning keep on every module: its parameters, trainer): any of them may pick the code path its
     forward takes."""
-    return [(path, type(sub).__qualname__, describe.module(sub)) for path, sub in module.named_modules()]
+    return [(path, _class_name(type(sub)), describe.module(sub)) for path, sub in module.named_modules()]
 
 
 @functools.cache
@@ -155,17 +230,36 @@ def _framework_attributes() -> frozenset[str]:
     return frozenset(names)
 
 
-def _class_data(classes: Iterable[type], modules: Iterable[ModuleType], describe: _Describer) -> list[tuple[str, str]]:
-    """The data that the model's classes and the classes of the user's own modules hold (``Net.debug = True``,
-    ``Config.HOST_READ = True`` set at run time): not in any file."""
-    own = [value for loaded in modules if is_own_file(str(loaded.__file__)) for value in _defined_in(loaded)]
+def _class_data(
+    classes: Iterable[type], scope: Mapping[str, ModuleType], describe: _Describer
+) -> list[tuple[str, str]]:
+    """The data that the model's classes and the classes of the user's own modules in ``scope`` hold
+    (``Net.debug = True``, ``Config.HOST_READ = True`` set at run time): not in any file."""
+    own = [value for loaded in scope.values() if is_own_file(_file_of(loaded)) for value in _defined_in(loaded)]
     held = set()
-    for cls in {*classes, *(value for value in own if isinstance(value, type))}:
+    every = {*classes, *(value for value in own if isinstance(value, type))}
+    for cls in sorted(every, key=_class_name):  # in the same order in every run: descriptions refer back
         if cls.__module__.partition(".")[0] in BOOKKEEPING:
             continue
-        data = {name: value for name, value in vars(cls).items() if _is_data(name, value)}
-        held.add((f"{cls.__module__}.{cls.__qualname__}", describe(data)))
+        data = {name: value for name, value in vars(cls).items() if _is_setting(name, value)}
+        held.add((_class_name(cls), describe(_not_written_here(data, cls.__module__, f"{cls.__qualname__}."))))
     return sorted(held)
+
+
+def _class_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _is_lazy(module: ModuleType) -> bool:
+    """A module still lazy (importlib.util.LazyLoader's) has run no code, and reading it would load it."""
+    return type(module).__getattribute__ is not ModuleType.__getattribute__
+
+
+def _file_of(module: ModuleType) -> str:
+    """A module's file, read without loading a lazily imported one (importlib.util.LazyLoader's loads on
+    any attribute read, and fails when the optional package is missing); empty when it has none."""
+    file = object.__getattribute__(module, "__dict__").get("__file__")
+    return file if isinstance(file, str) else ""
 
 
 def _defined_in(module: ModuleType) -> list[Any]:
@@ -173,78 +267,91 @@ def _defined_in(module: ModuleType) -> list[Any]:
     return [value for value in list(vars(module).values()) if getattr(value, "__module__", None) == module.__name__]
 
 
-def _globals_read(modules: Iterable[ModuleType], describe: _Describer) -> list[tuple[str, str, str]]:
-    """The module globals of data that the functions and classes of ``modules`` read: a step may branch
-    on them as on a setting (``if DEBUG:``, with the value read from the environment or ``sys.argv``),
-    and the source file that holds the name does not hold its value. A global counts when its own
-    module's code loads it as a global, or any of that code loads it as an attribute of another module
-    (``flags.SYNC``; not of the script being run, whose attributes no module reads so)."""
-    modules = list(modules)
-    own: dict[str, set[str]] = {}
-    attributes: set[str] = set()
-    for module in modules:
-        own[module.__name__] = set()
-        for value in _defined_in(module):
-            for code in _method_code(value) if isinstance(value, type) else _function_code(value):
-                for instruction in _instructions(code):
-                    if instruction.opname in _GLOBAL_LOADS:
-                        own[module.__name__].add(instruction.argval)
-                    elif instruction.opname in _ATTRIBUTE_LOADS:
-                        attributes.add(instruction.argval)
+def _globals_read(
+    scope: Mapping[str, ModuleType], names: Mapping[str, set[str]], describe: _Describer
+) -> list[tuple[str, str, str]]:
+    """The globals of the modules in ``scope`` that code in it names (``names``, per module whose code
+    is read): a step may branch on them as on a setting (``if DEBUG:``, ``ACT = relu`` rebound from the
+    command line, with the value read from the environment or ``sys.argv``), and the source file that
+    holds the name does not hold its value. A global counts when its own module's code names it, or
+    any of that code names it as an attribute (``flags.SYNC``, ``getattr(flags, "SYNC")``; not of the
+    script being run, whose globals no module reads so)."""
+    anywhere = set().union(*names.values())
     read = set()
-    for module in modules:
-        names = own[module.__name__] | (attributes if module.__name__ != "__main__" else set())
+    for module in scope.values():
+        used = names.get(module.__name__, set()) | (anywhere if module.__name__ != "__main__" else set())
         for name, value in list(vars(module).items()):
-            if name in names and _is_data(name, value):
+            if name not in used:
+                continue
+            if isinstance(value, type) and value.__module__.partition(".")[0] not in BOOKKEEPING:
+                # a class read for its attributes (`Settings.HOST_CHECK`), wherever it is defined
+                data = {key: held for key, held in vars(value).items() if _is_setting(key, held)}
+                data = _not_written_here(data, value.__module__, f"{value.__qualname__}.")
+                read.add((module.__name__, name, f"{_class_name(value)}{describe(data)}"))
+            elif _is_setting(name, value) and _not_written_here({name: value}, module.__name__, ""):
                 read.add((module.__name__, name, describe(value)))
-            elif name in names and _is_library_module(value, modules):  # `extcfg.FLAGS` of an installed package
-                for attribute, held in list(vars(value).items()):
-                    if attribute in attributes and _is_data(attribute, held):
-                        read.add((value.__name__, attribute, describe(held)))
     return sorted(read)
 
 
-def _is_library_module(value: Any, modules: list[ModuleType]) -> bool:
-    """An installed package's module (not torch's, Lightning's, the standard library's) that is not among
-    ``modules``, whose globals are keyed anyway."""
-    file = getattr(value, "__file__", None)
-    return (
-        isinstance(value, ModuleType)
-        and isinstance(file, str)
-        and is_user_file(file)
-        and value.__name__.partition(".")[0] not in BOOKKEEPING
-        and all(value is not module for module in modules)
-    )
-
-
-_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
-_ATTRIBUTE_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
-
-
 def _function_code(value: Any) -> list[CodeType]:
-    code = getattr(inspect.unwrap(value), "__code__", None) if inspect.isfunction(value) else None
-    return [code] if isinstance(code, CodeType) else []
+    """The code of a function, of what it wraps (``__wrapped__``, a wrapper's closure) and of the
+    functions in its closure: a decorator without ``functools.wraps`` hides the function it runs."""
+    found: list[CodeType] = []
+    todo, seen = [value], set()
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        item = getattr(item, "__func__", getattr(item, "func", item))  # static/class methods, cached_property
+        todo.append(getattr(item, "__wrapped__", None))
+        if inspect.isfunction(item):
+            found.append(item.__code__)
+            for cell in item.__closure__ or ():
+                with contextlib.suppress(ValueError):  # a cell not yet filled
+                    todo.append(cell.cell_contents)
+    return found
 
 
-def _instructions(code: CodeType) -> Iterator[dis.Instruction]:
-    """The instructions of a function's code and of the functions nested in it."""
-    yield from dis.get_instructions(code)
+def _names(code: CodeType) -> Iterator[str]:
+    """The names a function's code uses, as globals or attributes (``getattr(x, "name")`` too), with
+    those of its nested functions."""
+    yield from code.co_names
     for constant in code.co_consts:
         if isinstance(constant, CodeType):
-            yield from _instructions(constant)
+            yield from _names(constant)
+        elif isinstance(constant, str) and constant.isidentifier():
+            yield constant
 
 
-def _is_data(name: str, value: Any) -> bool:
-    """Whether a global or class attribute is data (not code, which the files hold, nor the module's own names)."""
+def _not_written_here(values: Mapping[str, Any], module: str, prefix: str) -> dict[str, Any]:
+    """``values`` but the functions and classes defined under their own name where they are bound, in
+    ``module`` (``prefix`` the class's qualified name and a dot, or empty for a module's globals): their
+    source is hashed with the file; one bound from elsewhere (``ACT = relu``) is described."""
+    return {
+        name: value
+        for name, value in values.items()
+        if not (
+            (inspect.isfunction(value) or isinstance(value, type))
+            and getattr(value, "__module__", None) == module
+            and getattr(value, "__qualname__", None) == prefix + name
+        )
+    }
+
+
+def _is_setting(name: str, value: Any) -> bool:
+    """Whether a global or class attribute may configure the step: data, or a function or class bound to
+    it (``ACT = relu`` rebound at run time); not a module (read for its own globals), a model instance, a
+    property or Python's own names."""
     return not (
         name.startswith("__")
-        or isinstance(value, (ModuleType, type, staticmethod, classmethod, property, nn.Module))
-        or inspect.isroutine(value)
-        or inspect.isdatadescriptor(value)
+        or isinstance(value, (ModuleType, property, nn.Module))
+        or (inspect.isdatadescriptor(value) and not isinstance(value, type))
     )
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), enum.Enum, torch.dtype, torch.device)
+_CONTAINERS = (list, tuple, dict, set, frozenset)
 # How many values one description may hold before the code is simply checked each run (a dataset
 # held on the model, say); a container of more plain values than _LONG is hashed whole.
 _BUDGET = 200_000
@@ -271,6 +378,7 @@ class _Describer:
         # each object described once (a config every block holds), then named by the order it came in (the
         # same in every run); the object is kept so that its id stays its own
         self.done: dict[int, tuple[Any, str]] = {}
+        self.met: set[str] = set()  # the modules of the classes and functions described: their code may run
 
     def __call__(self, value: Any) -> str:
         self.left -= 1
@@ -282,8 +390,10 @@ class _Describer:
             return f"tensor{tuple(value.shape)}{value.dtype}"
         if isinstance(value, nn.Module) and id(value) in self.tree:
             return "module"  # described on its own, as a submodule
-        if isinstance(value, type) or _is_builtin_routine(value):
-            return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+        if not isinstance(value, _CONTAINERS):  # the many containers of plain data skip these tests
+            named = self._named(value)
+            if named is not None:
+                return named
         key = id(value)
         if key in self.done:
             return self.done[key][1]
@@ -297,6 +407,18 @@ class _Describer:
         self.done[key] = (value, f"<as #{len(self.done)}>")
         return text
 
+    def _named(self, value: Any) -> str | None:
+        """A class, TorchScript or C function by its name (and code), or None for any other value."""
+        if isinstance(value, torch.jit.ScriptFunction):  # TorchScript: its code is its source
+            return f"script {value.qualified_name}#{hashlib.sha256(str(value.code).encode()).hexdigest()[:16]}"
+        if not (isinstance(value, type) or _is_builtin_routine(value)):
+            return None
+        if isinstance(value, type):
+            self.met.add(value.__module__)
+        if inspect.isfunction(getattr(value, "__wrapped__", None)):  # functools.lru_cache's wrapper
+            return f"{_class_name(type(value))}({self(value.__wrapped__)})"
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
+
     def module(self, module: nn.Module) -> str:
         """A module's attributes but the state torch and Lightning keep on every module, its hooks, and
         the children of one outside the model's tree."""
@@ -304,12 +426,21 @@ class _Describer:
         values = {name: value for name, value in vars(module).items() if name not in framework}
         hooks = ", ".join(sorted(self(hook) for name in _HOOKS for hook in getattr(module, name, {}).values()))
         children = {} if id(module) in self.tree else dict(module.named_children())
-        return f"{type(module).__qualname__}{self(values)}[{hooks}]{self(children) if children else ''}"
+        return f"{_class_name(type(module))}{self(values)}[{hooks}]{self(children) if children else ''}"
+
+    def _alone(self, value: Any) -> str:
+        """``value`` described without reference to what was described before, nor for what comes after."""
+        describe = _Describer(self.values, self.tree)
+        describe.left, describe.met = self.left, self.met
+        text = describe(value)
+        self.left = describe.left
+        return text
 
     def _function(self, function: Any) -> str:
         """A function by name and code (one written in a notebook cell has no file to hash), its
         defaults and what its closure holds."""
-        code = hashlib.sha256(marshal.dumps(function.__code__)).hexdigest()[:16]
+        code = _code_digest(function.__code__)
+        self.met.add(function.__module__)
         cells = []
         for cell in function.__closure__ or ():
             try:
@@ -328,7 +459,7 @@ class _Describer:
             return self._function(value)
         if isinstance(value, nn.Module):  # outside the model's tree (a teacher kept in a list)
             return self.module(value)
-        name = type(value).__qualname__
+        name = _class_name(type(value))
         if isinstance(value, (Mapping, list, tuple, set, frozenset)) and len(value) > _LONG and self.values:
             plain = _plain_text(value)
             if plain is not None:  # a vocabulary, a table: one hash, not a description per entry
@@ -336,16 +467,34 @@ class _Describer:
         # joined, not repr()-ed: repr would escape the quotes of what is inside once more at each level
         if isinstance(value, Mapping):
             return f"{name}{{{', '.join(sorted(f'{self(key)}: {self(item)}' for key, item in value.items()))}}}"
-        if isinstance(value, (list, tuple, set, frozenset)):
-            described = [self(item) for item in value]
-            return f"{name}[{', '.join(sorted(described) if isinstance(value, (set, frozenset)) else described)}]"
+        if isinstance(value, (set, frozenset)):  # in no order: each member described on its own, then sorted
+            return f"{name}{{{', '.join(sorted(self._alone(item) for item in value))}}}"
+        if isinstance(value, (list, tuple)):
+            return f"{name}[{', '.join(self(item) for item in value)}]"
         if not _holds_settings(type(value)):
             return name  # a Trainer, an optimizer, a logger: state of torch, Lightning, the standard library
-        if hasattr(value, "tobytes") and hasattr(value, "shape"):  # a numpy array: small ones by their values
+        if hasattr(type(value), "tobytes") and hasattr(type(value), "shape"):  # a numpy array: small ones by value
             data = value.tobytes() if self.values and value.nbytes <= _ARRAY_BYTES else b""
             return f"{name}{tuple(value.shape)}{value.dtype}#{hashlib.sha256(data).hexdigest()[:16]}"
+        self.met.add(type(value).__module__)
         attributes = _attributes(value)
         return f"{name}{self(attributes) if attributes else ''}"
+
+
+def _code_digest(code: CodeType) -> str:
+    """A digest of what a function's code does: its bytecode as compiled (``co_code``, not the specialized
+    form a run leaves, which marshal writes), the names and constants it uses, and its nested functions'."""
+    digest = hashlib.sha256(code.co_code)
+    digest.update(repr(code.co_names).encode())
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            text = _code_digest(constant)
+        elif isinstance(constant, frozenset):  # `x in {"a", "b"}`: in no order, so sorted
+            text = repr(sorted(constant, key=repr))
+        else:
+            text = repr(constant)
+        digest.update(text.encode())
+    return digest.hexdigest()[:16]
 
 
 def _is_builtin_routine(value: Any) -> bool:
@@ -371,13 +520,18 @@ def _holds_settings(cls: type) -> bool:
 
 
 def _plain_text(values: Mapping[Any, Any] | Collection[Any]) -> str | None:
-    """The repr of a container of scalars alone (a mapping's keys and values), else None."""
+    """The repr of a container of scalars, or of tuples of them, alone (a mapping's keys and values), else None.
+    A mapping in its order (insertion's, the same in every run of one program), a set sorted."""
     items = [*values.keys(), *values.values()] if isinstance(values, Mapping) else values
-    if not all(isinstance(item, _SCALARS) for item in items):
+    if not all(isinstance(item, _SCALARS) or _scalars(item) for item in items):
         return None
     if isinstance(values, Mapping):
-        return repr(sorted(values.items(), key=repr))
-    return repr(sorted(values, key=repr) if isinstance(values, (set, frozenset)) else values)  # a set's order varies
+        return repr(list(values.items()))
+    return repr(sorted(values, key=repr) if isinstance(values, (set, frozenset)) else values)
+
+
+def _scalars(item: Any) -> bool:
+    return isinstance(item, tuple) and all(isinstance(part, _SCALARS) for part in item)
 
 
 def _attributes(value: Any) -> dict[str, Any]:
@@ -418,6 +572,8 @@ def _method_code(cls: type) -> Iterator[CodeType]:
             continue
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
+        elif isinstance(value, functools.cached_property):
+            value = value.func
         for function in (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,):
             if inspect.isfunction(function):
                 code = getattr(inspect.unwrap(function), "__code__", None)

@@ -476,6 +476,132 @@ def test_data_the_models_code_reads_elsewhere_changes_the_fingerprint(
         sys.modules.pop(name)
 
 
+REBINDS_MODULE = """
+import functools
+from torch import nn
+
+from their_lib.config import Settings
+
+
+def plain(x):
+    return x
+
+
+ACT = plain  # rebound from the command line
+
+
+def deco(fn):  # no functools.wraps: the function it runs is in its closure
+    def wrapper(*args):
+        return fn(*args)
+
+    return wrapper
+
+
+@deco
+def helper(x):
+    return x * 2 if DEBUG else x
+
+
+class Net(nn.Linear):
+    @functools.cached_property
+    def slow(self):
+        return CACHED
+
+    def forward(self, x):
+        return ACT(helper(super().forward(x))) if Settings.HOST_CHECK else x
+
+
+DEBUG = False
+CACHED = False
+"""
+
+
+def test_what_the_models_code_reaches_through_names_changes_the_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A global rebound to another function, one read behind a decorator without functools.wraps or in a
+    cached_property, a class-level setting of an installed package's config class (a second review)."""
+    installed = tmp_path / "site-packages" / "their_lib"
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text("")
+    (installed / "config.py").write_text("class Settings:\n    HOST_CHECK = False\n")
+    (tmp_path / "rebinds_model.py").write_text(REBINDS_MODULE)
+    monkeypatch.syspath_prepend(str(installed.parent))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import rebinds_model
+    from their_lib.config import Settings
+
+    model = rebinds_model.Net(2, 2)
+    seen = [fingerprint(model)]
+    for owner, name, value in (
+        (rebinds_model, "ACT", _double),
+        (rebinds_model, "DEBUG", True),
+        (rebinds_model, "CACHED", True),
+        (Settings, "HOST_CHECK", True),
+    ):
+        monkeypatch.setattr(owner, name, value)
+        seen.append(fingerprint(model))
+    assert len(set(seen)) == 5
+    for name in ("rebinds_model", "their_lib", "their_lib.config"):
+        sys.modules.pop(name)
+
+
+def test_the_key_holds_the_modules_the_models_code_reaches_not_every_module_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config object's module, reached only through a setting, counts with the globals its code reads; a
+    module of the user's that the model never reaches does not (a test suite loads hundreds: with them all in
+    the key it outgrew its budget, and the cache was off)."""
+    (tmp_path / "reach_config.py").write_text(
+        "FLASH = False\n\nclass Config:\n    def use_flash(self):\n        return FLASH\n"
+    )
+    (tmp_path / "reach_unrelated.py").write_text("DEBUG = False\n\nclass Other:\n    LEVEL = 0\n")
+    (tmp_path / "reach_model.py").write_text(
+        "from torch import nn\n\nclass Net(nn.Linear):\n    def __init__(self, config):\n"
+        "        super().__init__(2, 2)\n        self.config = config\n\n    def forward(self, x):\n"
+        "        return x * 2 if self.config.use_flash() else x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import reach_config
+    import reach_model
+    import reach_unrelated
+
+    model = reach_model.Net(reach_config.Config())
+    before = fingerprint(model)
+    monkeypatch.setattr(reach_unrelated, "DEBUG", True)
+    monkeypatch.setattr(reach_unrelated.Other, "LEVEL", 1)
+    assert fingerprint(model) == before
+    monkeypatch.setattr(reach_config, "FLASH", True)
+    assert fingerprint(model) != before
+    for name in ("reach_config", "reach_model", "reach_unrelated"):
+        sys.modules.pop(name)
+
+
+def test_a_lazily_imported_module_is_neither_loaded_nor_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """importlib.util.LazyLoader's module loads on any attribute read: reading its __file__ ran an optional
+    dependency's failing import, which failed the fit."""
+    import importlib.util
+
+    (tmp_path / "optional_dep.py").write_text("raise ImportError('optional_dep is not installed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.find_spec("optional_dep")
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    lazy = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "optional_dep", lazy)
+    spec.loader.exec_module(lazy)
+    assert fingerprint(nn.Linear(2, 2)) is not None
+
+
+def test_a_module_hook_for_every_module_changes_the_fingerprint() -> None:
+    model = nn.Linear(2, 2)
+    before = fingerprint(model)
+    handle = nn.modules.module.register_module_forward_hook(lambda module, args, out: out.sum().item())
+    try:
+        assert fingerprint(model) != before
+    finally:
+        handle.remove()
+
+
 def test_a_description_holds_no_address_nor_a_sets_order() -> None:
     """Either differs from run to run: the key would never be found again."""
     describe = _Describer()
@@ -494,11 +620,12 @@ def test_an_object_many_modules_hold_is_described_once() -> None:
     describe = _Describer()
     assert "field399" in describe([config])
     again = describe([config])
-    assert again.startswith("list[<as #") and len(again) < 30
+    assert again.startswith("builtins.list[<as #") and len(again) < 40
 
 
 def test_a_deep_structure_is_described_in_linear_space() -> None:
-    """Descriptions nested by repr() escaped every quote once more per level: 2**depth characters."""
+    """Descriptions nested by repr() escaped every quote once more per level: 2**depth characters, which
+    filled 24 GB in the test suite."""
     deep: object = "leaf"
     for _ in range(20):  # 2**20 characters before: a failure here stays small
         deep = [deep]
