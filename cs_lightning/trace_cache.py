@@ -36,10 +36,14 @@ from torch.utils._pytree import tree_flatten
 from cs_lightning.cache import Entries, cache_dir, write_atomic
 from cs_lightning.user_code import BOOKKEEPING, is_own_file, is_user_file, model_packages
 
-__all__ = ["TraceCache", "fingerprint", "imported_code", "input_signature"]
+__all__ = ["TraceCache", "Uncached", "fingerprint", "imported_code", "input_signature"]
 
 _FORMAT = 2
 _FOLDER = "trace"
+
+
+class Uncached(Exception):
+    """Why a step's check cannot be remembered (it then runs at every fit): the message says why and the fix."""
 
 
 def input_signature(inputs: Any) -> list[Any]:
@@ -56,12 +60,16 @@ def input_signature(inputs: Any) -> list[Any]:
         else:
             try:
                 described.append(_Describer(values=False)(leaf))
-            except Exception as error:  # too large, or failing when read: the step is then checked each run
-                raise _Indescribable from error
+            except _Indescribable as error:
+                raise Uncached(
+                    f"the batch holds more than {_BUDGET:,} values besides tensors; fix: keep them out of the batch"
+                ) from error
+            except Exception as error:  # a batch object failing when read: never the fit's failure
+                raise Uncached(f"reading the batch's {type(leaf).__qualname__} failed ({error!r})") from error
     return described
 
 
-def fingerprint(module: nn.Module) -> str | None:
+def fingerprint(module: nn.Module) -> str:
     """Identify the code a model runs and how it is configured, as a hash.
 
     It covers the source files of the model's module classes and their bases and of the modules their
@@ -70,16 +78,21 @@ def fingerprint(module: nn.Module) -> str | None:
     an argument) and hooks, the data its classes hold, and the module globals that that code names
     (``if DEBUG:``, ``ACT = relu`` rebound at run time): any of them can decide whether the step
     captures as one graph. A check that passed for one fingerprint need not run again for the same
-    inputs (as a CS-X compile cache skips a graph it compiled before): see :class:`TraceCache`. None
-    when some class has no source file (defined in ``python -c`` or a notebook) or a setting is too
-    large to describe: such code is always checked.
+    inputs (as a CS-X compile cache skips a graph it compiled before): see :class:`TraceCache`.
+
+    Raises:
+        Uncached: some class has no source file (defined in ``python -c`` or a notebook), or a setting is
+            too large to describe or fails when read: such code is checked at every fit.
     """
     classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
     files: set[str] = set()
     for cls in classes:
         found = _source_files(cls)
         if found is None:
-            return None
+            raise Uncached(
+                f"class {cls.__qualname__} has no source file to hash (defined in `python -c`, a notebook"
+                " cell or by exec); fix: define it in a .py file"
+            )
         files |= found
     packages = model_packages(classes)
     seeds = {cls.__module__ for cls in classes}
@@ -89,9 +102,15 @@ def fingerprint(module: nn.Module) -> str | None:
         describe = _Describer(tree=tree)
         try:
             settings = [_settings(module, describe), _global_hooks(describe)]
-            described = repr([settings, _class_data(classes, scope, describe), _globals_read(scope, names, describe)])
-        except Exception:  # noqa: BLE001 - too large (_Indescribable), or a setting failing when read (a lazy mapping)
-            return None
+            data = [_class_data(classes, scope, describe), _globals_read(scope, names, describe)]
+            described = repr([settings, data, _loaded_code(scope)])
+        except _Indescribable as error:
+            raise Uncached(
+                f"its settings and the data its code reads hold more than {_BUDGET:,} values (a data set kept on"
+                " the model?); fix: keep data on the DataModule"
+            ) from error
+        except Exception as error:  # a setting failing when read (a lazy mapping): never the fit's failure
+            raise Uncached(f"reading one of its settings failed ({error!r})") from error
         held = {name for name in describe.met - scope.keys() if _is_code(sys.modules.get(name))}
         if not held:
             break
@@ -163,11 +182,19 @@ def _module_of(value: Any) -> ModuleType | None:
 
 def _names_in(module: ModuleType) -> set[str]:
     """The names the functions and classes ``module`` defines use, as globals or attributes."""
-    found: set[str] = set()
+    return {name for code in _codes(module) for name in _names(code)}
+
+
+def _codes(module: ModuleType) -> Iterator[CodeType]:
+    """The code of the functions and classes ``module`` defines, as loaded."""
     for value in _defined_in(module):
-        for code in _method_code(value) if isinstance(value, type) else _function_code(value):
-            found.update(_names(code))
-    return found
+        yield from _method_code(value) if isinstance(value, type) else _function_code(value)
+
+
+def _loaded_code(scope: Mapping[str, ModuleType]) -> list[tuple[str, str]]:
+    """Per module, a digest of the code it runs as loaded: a file edited after its import holds other
+    code than the process runs (a notebook's kernel not restarted), and its hash alone would vouch for it."""
+    return [(name, _code_digest(*_codes(module))) for name, module in sorted(scope.items())]
 
 
 def code_modules(packages: Collection[str]) -> list[ModuleType]:
@@ -481,19 +508,21 @@ class _Describer:
         return f"{name}{self(attributes) if attributes else ''}"
 
 
-def _code_digest(code: CodeType) -> str:
-    """A digest of what a function's code does: its bytecode as compiled (``co_code``, not the specialized
+def _code_digest(*codes: CodeType) -> str:
+    """A digest of what functions' code does: its bytecode as compiled (``co_code``, not the specialized
     form a run leaves, which marshal writes), the names and constants it uses, and its nested functions'."""
-    digest = hashlib.sha256(code.co_code)
-    digest.update(repr(code.co_names).encode())
-    for constant in code.co_consts:
-        if isinstance(constant, CodeType):
-            text = _code_digest(constant)
-        elif isinstance(constant, frozenset):  # `x in {"a", "b"}`: in no order, so sorted
-            text = repr(sorted(constant, key=repr))
-        else:
-            text = repr(constant)
-        digest.update(text.encode())
+    digest = hashlib.sha256()
+    for code in codes:
+        digest.update(code.co_code)
+        digest.update(repr(code.co_names).encode())
+        for constant in code.co_consts:
+            if isinstance(constant, CodeType):
+                text = _code_digest(constant)
+            elif isinstance(constant, frozenset):  # `x in {"a", "b"}`: in no order, so sorted
+                text = repr(sorted(constant, key=repr))
+            else:
+                text = repr(constant)
+            digest.update(text.encode())
     return digest.hexdigest()[:16]
 
 
@@ -613,19 +642,15 @@ class TraceCache:
         self._entries = Entries(self.folder, "*.json")
 
     @staticmethod
-    def key(code: str, inputs: Any, options: Mapping[str, Any]) -> str | None:
-        """The entry key of model code ``code`` run on ``inputs`` under the check's ``options``; None for
-        inputs that cannot be described (the step is then checked each run)."""
+    def key(code: str, inputs: Any, options: Mapping[str, Any]) -> str:
+        """The entry key of model code ``code`` run on ``inputs`` under the check's ``options``; raises
+        `Uncached` for inputs that cannot be described (the step is then checked each run)."""
         from cs_lightning import __version__
 
-        try:
-            signature = input_signature(inputs)
-        except _Indescribable:
-            return None
         described = {
             "format": _FORMAT,
             "code": code,
-            "inputs": signature,
+            "inputs": input_signature(inputs),
             "options": {name: repr(value) for name, value in sorted(options.items())},
             "torch": torch.__version__,
             "python": list(sys.version_info[:2]),

@@ -26,7 +26,7 @@ from cs_lightning import CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.cache import cache_dir
 from cs_lightning.cli import main
 from cs_lightning.deferred import mt19937
-from cs_lightning.trace_cache import TraceCache, _Describer, fingerprint, input_signature
+from cs_lightning.trace_cache import TraceCache, Uncached, _Describer, fingerprint, input_signature
 
 MODEL_SOURCE = """
 import torch
@@ -297,6 +297,15 @@ def test_a_changed_helper_module_misses(tmp_path: Path) -> None:
     assert len(TraceCache().entries()) == 1
     with pytest.raises(GraphBreakError, match="user_helper.py"):
         _fit(_load(_write_model(tmp_path, helper="return y * 2 if y.sum() > 0 else y")))
+
+
+def test_a_file_edited_after_its_import_does_not_vouch_for_the_code_that_runs(tmp_path: Path) -> None:
+    """A notebook's kernel runs the code it imported, whatever the file holds now: the key is that code's."""
+    good = fingerprint(_load(_write_model(tmp_path))())
+    running = _load(_write_model(tmp_path, helper="return y * 2 if y.sum() > 0 else y"))()
+    _write_model(tmp_path)  # the file back as it was, the process still running the edit
+    assert fingerprint(running) != good
+    assert fingerprint(_load(_write_model(tmp_path))()) == good
 
 
 def test_a_helper_the_step_imports_as_it_runs_is_checked_for_changes(
@@ -589,7 +598,7 @@ def test_a_lazily_imported_module_is_neither_loaded_nor_fatal(tmp_path: Path, mo
     lazy = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "optional_dep", lazy)
     spec.loader.exec_module(lazy)
-    assert fingerprint(nn.Linear(2, 2)) is not None
+    assert fingerprint(nn.Linear(2, 2))
 
 
 def test_a_module_hook_for_every_module_changes_the_fingerprint() -> None:
@@ -638,15 +647,17 @@ def test_a_closure_holding_itself_is_described() -> None:
 
     model = nn.Linear(2, 2)
     model.walk = walk
-    assert fingerprint(model) is not None
+    assert fingerprint(model)
 
 
 def test_a_setting_too_large_to_describe_or_failing_when_read_leaves_the_model_always_checked() -> None:
     model = nn.Linear(4, 4)
     model.samples = [{"text": str(i)} for i in range(100_000)]  # a dataset held on the model
-    assert fingerprint(model) is None
+    with pytest.raises(match="more than 200,000 values .* fix: keep data on the DataModule"):
+        fingerprint(model)
     model.samples = LazyMapping(size=3)  # its items are read when used: never a crash here
-    assert fingerprint(model) is None
+    with pytest.raises(match="reading one of its settings failed .*not loaded yet"):
+        fingerprint(model)
 
 
 class LazyMapping(dict):
@@ -699,8 +710,29 @@ def test_a_class_built_by_exec_in_a_script_has_no_fingerprint() -> None:
         compile("class Exec(nn.Linear):\n    def forward(self, x):\n        return x.relu()\n", "<string>", "exec"),
         namespace,
     )
-    assert fingerprint(namespace["Exec"](4, 4)) is None
-    assert fingerprint(nn.Linear(4, 4)) is not None
+    with pytest.raises(match="class Exec has no source file .* fix: define it in a .py file"):
+        fingerprint(namespace["Exec"](4, 4))
+    assert fingerprint(nn.Linear(4, 4))
+
+
+def test_a_fit_says_once_why_its_check_is_not_remembered(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A model defined where no file holds its code is checked at every fit: the user is told why, once."""
+    namespace: dict[str, object] = {"__name__": "notebook_cell"}
+    exec(compile(MODEL_SOURCE.replace("{extra}", "pass"), "<ipython-input-1>", "exec"), namespace)
+    sys.path.insert(0, str(_write_model(tmp_path).parent))  # for its `import user_helper`
+    try:
+        with caplog.at_level(logging.INFO):
+            _fit(namespace["Net"])
+            _fit(namespace["Net"])
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("user_helper", None)
+    told = [r.getMessage() for r in caplog.records if "is not remembered" in r.getMessage()]
+    assert told == [
+        "cs_lightning trace cache: the check of Net is not remembered, it runs at every fit: class Net has no source"
+        " file to hash (defined in `python -c`, a notebook cell or by exec); fix: define it in a .py file"
+    ]
+    assert TraceCache().entries() == []
 
 
 @dataclasses.dataclass(eq=False)
@@ -714,7 +746,6 @@ class DataclassModule(nn.Module):
 
 def test_a_dataclass_module_keeps_its_fingerprint() -> None:
     """@dataclass writes __init__ and __repr__ from <string>: those do not make the class unfingerprinted."""
-    assert fingerprint(DataclassModule()) is not None
     assert fingerprint(DataclassModule()) == fingerprint(DataclassModule())
     assert fingerprint(DataclassModule()) != fingerprint(DataclassModule(width=8))
 

@@ -14,11 +14,12 @@ from functools import partial
 
 from lightning import __version__ as lightning_version
 from lightning.pytorch import LightningModule
+from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.types import STEP_OUTPUT
 
 from cs_lightning import trace
 from cs_lightning.time_to_first_loss import skipped
-from cs_lightning.trace_cache import TraceCache, fingerprint, imported_code
+from cs_lightning.trace_cache import TraceCache, Uncached, fingerprint, imported_code
 
 # What the trace check's verdict depends on besides code and inputs (part of its cache key).
 _CHECK_OPTIONS = {"check": "lazy trace", "host_reads": "refused", "shapes": "static"}
@@ -42,8 +43,11 @@ def checked_step(
     which a rank that was refused never joins), so a read only another rank makes is never vouched for."""
     cache = TraceCache()
     options = {**_CHECK_OPTIONS, "precision": precision, "lightning": lightning_version}
-    code = fingerprint(module)  # read at the step it vouches for, and only when checking
-    key = None if code is None else cache.key(code, args, options)
+    try:  # read at the step it vouches for, and only when checking
+        key: str | None = cache.key(fingerprint(module), args, options)
+    except Uncached as why:
+        _tell_uncached(type(module).__qualname__, str(why))
+        key = None
     if key is not None and cache.hit(key):
         return step(), True, None
     loaded = set(sys.modules)
@@ -60,3 +64,13 @@ def checked_step(
     # rank 0 vouches for all: a read only rank 0 makes (self.print) fails there, after the others passed
     about = {"model": type(module).__qualname__, "imported": imported_code(module, loaded)}
     return output, True, partial(cache.store, key, about)
+
+
+_told: set[tuple[str, str]] = set()
+
+
+def _tell_uncached(model: str, why: str) -> None:
+    """Say once per process why a model's check is not remembered: a user waits for it at every fit."""
+    if (model, why) not in _told:
+        _told.add((model, why))
+        rank_zero_info(f"cs_lightning trace cache: the check of {model} is not remembered, it runs at every fit: {why}")
