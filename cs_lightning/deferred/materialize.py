@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import ctypes
-import functools
 import gc
 import mmap
 import os
@@ -23,6 +21,7 @@ from torch.nn.modules.instancenorm import _InstanceNorm
 
 from cs_lightning.deferred.independent import replay_independent
 from cs_lightning.deferred.oplog import Recording, Ref
+from cs_lightning.deferred.pages import MADV_DONTNEED, advise, advise_huge_pages
 from cs_lightning.deferred.recorder import DeferredTensor, recording_paused, user_stacklevel
 from cs_lightning.deferred.replay import TRUNC_NORMAL, Executor, replay_exact
 from cs_lightning.errors import DeferredInitUsageError, DeferredInitWarning, UsageError
@@ -484,7 +483,7 @@ def _from_checkpoint(
     where = device if device is not None else recording.storages[ref.sid].device
     value = source if source.dtype == recorded else source.to(recorded)  # copy_'s cast
     out = torch.empty_strided(ref.size, ref.stride, dtype=cast_to(dtype, recorded), device=where)
-    return out.copy_(value)
+    return advise_huge_pages(out).copy_(value)
 
 
 class MappedFiles:
@@ -498,8 +497,6 @@ class MappedFiles:
     a hook edited the checkpoint in place) is left mapped, as is every range where
     ``/proc/self/pagemap`` cannot tell: unmapping would lose the edit.
     """
-
-    _DONTNEED = 4
 
     def __init__(self) -> None:
         self.ranges: list[tuple[int, int]] = []
@@ -523,7 +520,7 @@ class MappedFiles:
         page = mmap.PAGESIZE
         first, last = -(-start // page) * page, end // page * page  # whole pages of this tensor only
         if last > first and _file_pages_only(first, last):
-            _libc().madvise(first, last - first, self._DONTNEED)
+            advise(first, last, MADV_DONTNEED)
 
 
 def _file_pages_only(first: int, last: int) -> bool:
@@ -540,13 +537,6 @@ def _file_pages_only(first: int, last: int) -> bool:
     # A swapped-out page was anonymous memory too: a copy-on-write edit written to swap.
     written = (((entries & present) != 0) & ((entries & file_page) == 0)) | ((entries & swapped) != 0)
     return entries.size == (last - first) // page and not written.any()
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return libc
 
 
 def _assign(

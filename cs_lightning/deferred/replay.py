@@ -32,6 +32,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cs_lightning.deferred import mt19937
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
+from cs_lightning.deferred.pages import advise_huge_pages
 from cs_lightning.errors import DeferredInitError
 
 aten = torch.ops.aten
@@ -103,7 +104,8 @@ class Executor:
                 self.bases[sid] = self._spare[(s.nbytes, s.dtype, self.device_of(sid))].pop()
             except IndexError:
                 itemsize = torch.empty((), dtype=s.dtype, device="meta").element_size()
-                self.bases[sid] = torch.empty(s.nbytes // itemsize, dtype=s.dtype, device=self.device_of(sid))
+                fresh = torch.empty(s.nbytes // itemsize, dtype=s.dtype, device=self.device_of(sid))
+                self.bases[sid] = advise_huge_pages(fresh)
         return self.bases[sid]
 
     def view(self, ref: Ref) -> torch.Tensor:
@@ -170,9 +172,10 @@ class Executor:
             and tuple(out.stride()) == ref.stride
             and out.storage_offset() == ref.offset
         ):
-            self.bases[sid] = out.as_strided((n,), (1,), 0)
+            # a creation (torch.empty in a constructor) has written nothing yet: the init that fills it comes next
+            self.bases[sid] = advise_huge_pages(out.as_strided((n,), (1,), 0))
         else:  # the real kernel chose another layout than the meta one: copy into it
-            self.bases[sid] = torch.empty(n, dtype=s.dtype, device=out.device)
+            self.bases[sid] = advise_huge_pages(torch.empty(n, dtype=s.dtype, device=out.device))
             self.view(ref).copy_(out)
 
     def advance(self, op: Op) -> None:

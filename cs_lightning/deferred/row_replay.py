@@ -33,6 +33,7 @@ import torch
 from torch.utils._pytree import tree_unflatten
 
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
+from cs_lightning.deferred.pages import advise_huge_pages
 from cs_lightning.deferred.replay import (
     TRUNC_NORMAL,
     Executor,
@@ -188,7 +189,7 @@ def _start_rows(executor: Executor, sid: int, span: tuple[int, int], given: torc
     """Rows ``span`` of a sharded storage as its pending ops find them (in ``given`` if there is one): what a
     flush made of it, else uninitialized, as eager's ``empty`` (a fill or factory then writes every row)."""
     lo, hi = span
-    rows = given if given is not None else torch.empty(hi - lo, dtype=executor.storages[sid].dtype)
+    rows = given if given is not None else advise_huge_pages(torch.empty(hi - lo, dtype=executor.storages[sid].dtype))
     if sid in executor.bases:
         rows.copy_(executor.bases[sid][lo:hi])
     return rows
