@@ -115,7 +115,9 @@ def fingerprint(module: nn.Module) -> str:
         if not held:
             break
         seeds |= held
-    files |= {_file_of(loaded) for loaded in scope.values()}
+    # and every module of the user's own code by its file: one the model does not reach by name may still
+    # patch what it runs (`F.gelu = my_gelu` in a module imported at start), so changing it misses
+    files |= {_file_of(loaded) for loaded in [*scope.values(), *code_modules(())]}
     digest = hashlib.sha256(torch.__version__.encode())
     for name in sorted(files):
         digest.update(name.encode())

@@ -586,6 +586,23 @@ def test_the_key_holds_the_modules_the_models_code_reaches_not_every_module_load
         sys.modules.pop(name)
 
 
+def test_a_module_of_the_users_the_model_does_not_reach_counts_by_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module imported at start may patch what the model runs (`F.gelu = fast_gelu`) without the model's
+    code naming it: an edit to it misses."""
+    patch = tmp_path / "reach_patches.py"
+    patch.write_text("def fast_gelu(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import reach_patches  # noqa: F401 - imported for its effect, as a patch module is
+
+    model = nn.Linear(2, 2)
+    before = fingerprint(model)
+    patch.write_text("def fast_gelu(x):\n    return x * float(x.sum())\n")
+    assert fingerprint(model) != before
+    sys.modules.pop("reach_patches")
+
+
 def test_a_lazily_imported_module_is_neither_loaded_nor_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """importlib.util.LazyLoader's module loads on any attribute read: reading its __file__ ran an optional
     dependency's failing import, which failed the fit."""
@@ -653,10 +670,10 @@ def test_a_closure_holding_itself_is_described() -> None:
 def test_a_setting_too_large_to_describe_or_failing_when_read_leaves_the_model_always_checked() -> None:
     model = nn.Linear(4, 4)
     model.samples = [{"text": str(i)} for i in range(100_000)]  # a dataset held on the model
-    with pytest.raises(match="more than 200,000 values .* fix: keep data on the DataModule"):
+    with pytest.raises(Uncached, match="more than 200,000 values .* fix: keep data on the DataModule"):
         fingerprint(model)
     model.samples = LazyMapping(size=3)  # its items are read when used: never a crash here
-    with pytest.raises(match="reading one of its settings failed .*not loaded yet"):
+    with pytest.raises(Uncached, match="reading one of its settings failed .*not loaded yet"):
         fingerprint(model)
 
 
@@ -710,7 +727,7 @@ def test_a_class_built_by_exec_in_a_script_has_no_fingerprint() -> None:
         compile("class Exec(nn.Linear):\n    def forward(self, x):\n        return x.relu()\n", "<string>", "exec"),
         namespace,
     )
-    with pytest.raises(match="class Exec has no source file .* fix: define it in a .py file"):
+    with pytest.raises(Uncached, match="class Exec has no source file .* fix: define it in a .py file"):
         fingerprint(namespace["Exec"](4, 4))
     assert fingerprint(nn.Linear(4, 4))
 
