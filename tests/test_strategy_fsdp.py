@@ -146,6 +146,8 @@ def test_options_are_checked_with_the_fix() -> None:
 
     with pytest.raises(ValueError, match=r"state_dict_type='both'.*'sharded', 'full'"):
         CSXFSDPStrategy(state_dict_type="both")
+    with pytest.raises(ValueError, match=r"state_dict_type='shraded' is not supported; did you mean 'sharded'\? use"):
+        CSXFSDPStrategy(state_dict_type="shraded")
     with pytest.raises(TypeError, match=r"block_classes: 3 is not an nn.Module class"):
         CSXFSDPStrategy(block_classes=[3])  # type: ignore[list-item]  # the wrong type is the test
     with pytest.raises(ValueError, match=r"block_classes: 'sharded_models.Nope' cannot be imported"):
@@ -560,6 +562,36 @@ def test_resuming_a_full_checkpoint_with_other_param_groups_is_refused_naming_th
         " saved with (configure_optimizers), or load the model weights alone instead of ckpt_path to start a new"
         " optimizer."
     )
+
+
+class _RebuiltOnEveryCall(L.LightningModule):
+    def configure_model(self) -> None:  # no guard: trainer.test builds new layers over the sharded model
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.net(batch[0]).pow(2).mean()
+
+    def test_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
+        self.log("loss", self.net(batch[0]).pow(2).mean())
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_configure_model_building_layers_again_on_a_sharded_model_is_refused_with_the_fix() -> None:
+    """torch's own words were an AssertionError about "composable distributed APIs", from cs_lightning's line."""
+    from cs_lightning.errors import UsageError
+
+    trainer = L.Trainer(
+        strategy="csx_fsdp", devices=1, accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    data = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    trainer.fit(_RebuiltOnEveryCall(), data)
+    with pytest.raises(
+        UsageError, match=r"built new layers on a model that an earlier run .* Fix: build them only on the first"
+    ):
+        trainer.test(trainer.lightning_module, data)
 
 
 def test_a_full_checkpoint_keys_the_optimizer_groups_by_model_position_before_the_first_step_too(

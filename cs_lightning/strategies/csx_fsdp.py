@@ -35,7 +35,7 @@ from typing_extensions import override
 
 from cs_lightning.deferred.materialize import cast_to
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
-from cs_lightning.errors import ShardingError, UsageError, UsageTypeError
+from cs_lightning.errors import ShardingError, UsageError, UsageTypeError, did_you_mean
 from cs_lightning.strategies.checkpoints import (
     SHARDED_REST,
     check_checkpoint_matches,
@@ -138,7 +138,10 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         **kwargs: Any,
     ) -> None:
         if state_dict_type not in STATE_DICT_TYPES:
-            raise UsageError(f"state_dict_type={state_dict_type!r} is not supported; use one of {STATE_DICT_TYPES}.")
+            hint = did_you_mean(str(state_dict_type), STATE_DICT_TYPES)
+            raise UsageError(
+                f"state_dict_type={state_dict_type!r} is not supported; {hint}use one of {STATE_DICT_TYPES}."
+            )
         decided = sorted(set(kwargs) & self.decided_arguments.keys())
         if decided:
             name = decided[0]
@@ -353,6 +356,13 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
     def _materialize_sharded(self, module: nn.Module, provided: Collection[str], rng: str) -> None:
         """Shard the recorded model and make each rank's rows only (see ``deferred.sharded``). A model FSDP2
         cannot shard is refused while it is still recorded: it can be trained another way (``strategy="csx"``)."""
+        if isinstance(module, FSDPModule):  # FSDP2 shards a module once; torch says so with an assertion
+            raise UsageError(
+                "csx_fsdp: configure_model() built new layers on a model that an earlier run of this Trainer sharded"
+                " (trainer.validate, test or predict after fit calls it again), and a model is sharded once. Fix: build"
+                " them only on the first call, returning early from configure_model() when they exist"
+                " (`if getattr(self, 'net', None) is not None: return`)"
+            )
         _check_shardable(module, _blocks(module, self.block_classes), self._weight_dtype)
         started = time.perf_counter()
 
