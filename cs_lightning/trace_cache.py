@@ -98,18 +98,22 @@ def fingerprint(module: nn.Module) -> str:
     seeds = {cls.__module__ for cls in classes}
     tree = {id(m) for m in module.modules()}
     while True:  # until what the settings hold adds no module: once for most models, twice at most for most others
-        scope, names = _reachable(seeds, packages)
         describe = _Describer(tree=tree)
         try:
+            scope, names = _reachable(seeds, packages)
             settings = [_settings(module, describe), _global_hooks(describe)]
-            data = [_class_data(classes, scope, describe), _globals_read(scope, names, describe)]
+            data = [
+                _class_data(classes, scope, describe),
+                _globals_read(scope, names, describe),
+                _made(scope, describe),
+            ]
             described = repr([settings, data, _loaded_code(scope)])
         except _Indescribable as error:
             raise Uncached(
                 f"its settings and the data its code reads hold more than {_BUDGET:,} values (a data set kept on"
                 " the model?); fix: keep data on the DataModule"
             ) from error
-        except Exception as error:  # a setting failing when read (a lazy mapping): never the fit's failure
+        except Exception as error:  # a setting or module failing when read (a lazy mapping): never the fit's failure
             raise Uncached(f"reading one of its settings failed ({error!r})") from error
         held = {name for name in describe.met - scope.keys() if _is_code(sys.modules.get(name))}
         if not held:
@@ -176,7 +180,7 @@ def _module_of(value: Any) -> ModuleType | None:
     if isinstance(value, ModuleType):
         return value
     owner = value if inspect.isfunction(value) or isinstance(value, type) else type(value)
-    name = getattr(owner, "__module__", None)
+    name = _module_name(owner)
     return sys.modules.get(name) if isinstance(name, str) else None
 
 
@@ -189,6 +193,46 @@ def _codes(module: ModuleType) -> Iterator[CodeType]:
     """The code of the functions and classes ``module`` defines, as loaded."""
     for value in _defined_in(module):
         yield from _method_code(value) if isinstance(value, type) else _function_code(value)
+
+
+def _made(scope: Mapping[str, ModuleType], describe: _Describer) -> list[tuple[str, str]]:
+    """What the functions written in the user's modules in ``scope`` and their classes were made with, which
+    their code does not hold: defaults (``def act(x, strict=STRICT)``), a decorator's closure
+    (``@gate(flags.STRICT)``, behind ``functools.wraps``) and attributes set on them (``act.strict = True``)."""
+    made = []
+    for name, module in sorted(scope.items()):
+        if not is_own_file(_file_of(module)):
+            continue
+        for value in _defined_in(module):
+            for function in _functions(value):
+                cells = _cells(function)
+                attributes = {key: held for key, held in vars(function).items() if key != "__wrapped__"}
+                if function.__defaults__ or function.__kwdefaults__ or cells or attributes:
+                    parts = (function.__defaults__, function.__kwdefaults__, cells, attributes)
+                    made.append((f"{name}.{function.__qualname__}", describe(parts)))
+    return made
+
+
+def _functions(value: Any) -> Iterator[Any]:
+    """A function and those it wraps, or a class's methods (static, class, properties' accessors)."""
+    for item in vars(value).values() if isinstance(value, type) else (value,):
+        if isinstance(item, (staticmethod, classmethod)):
+            item = item.__func__
+        for function in (item.fget, item.fset, item.fdel) if isinstance(item, property) else (item,):
+            while inspect.isfunction(function):
+                yield function
+                function = getattr(function, "__wrapped__", None)
+
+
+def _cells(function: Any) -> list[Any]:
+    """What a function's closure holds ("<empty>" for a cell not yet filled)."""
+    held = []
+    for cell in function.__closure__ or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:
+            held.append("<empty>")
+    return held
 
 
 def _loaded_code(scope: Mapping[str, ModuleType]) -> list[tuple[str, str]]:
@@ -249,12 +293,12 @@ def _settings(module: nn.Module, describe: _Describer) -> list[tuple[str, str, s
 @functools.cache
 def _framework_attributes() -> frozenset[str]:
     """The attributes nn.Module and LightningModule give every instance: their state, not settings."""
-    names = set(vars(nn.Module())) - {"training"}  # train or eval mode does pick a code path
+    names = set(vars(nn.Module()))
     with contextlib.suppress(ImportError):  # the strategies that use the cache run on Lightning
         from lightning.pytorch import LightningModule
 
         names |= set(vars(LightningModule()))
-    return frozenset(names)
+    return frozenset(names - {"training"})  # train or eval mode (a frozen backbone's) does pick a code path
 
 
 def _class_data(
@@ -291,7 +335,18 @@ def _file_of(module: ModuleType) -> str:
 
 def _defined_in(module: ModuleType) -> list[Any]:
     """The functions and classes a module defines (not those it imports)."""
-    return [value for value in list(vars(module).values()) if getattr(value, "__module__", None) == module.__name__]
+    return [value for value in list(vars(module).values()) if _module_name(value) == module.__name__]
+
+
+def _module_name(value: Any) -> Any:
+    """``value.__module__``, or None for a module (whose ``__getattr__``, PEP 562's, may import a submodule of
+    that name) and for an object failing when read (a proxy)."""
+    if isinstance(value, ModuleType):
+        return None
+    try:
+        return getattr(value, "__module__", None)
+    except Exception:  # noqa: BLE001 - a proxy raising anything: no module of the user's defines it
+        return None
 
 
 def _globals_read(
@@ -330,13 +385,16 @@ def _function_code(value: Any) -> list[CodeType]:
         if item is None or id(item) in seen:
             continue
         seen.add(id(item))
-        item = getattr(item, "__func__", getattr(item, "func", item))  # static/class methods, cached_property
-        todo.append(getattr(item, "__wrapped__", None))
+        # only what wraps a function is unwrapped: a closure may hold any object, whose attributes may do anything
+        if isinstance(item, (staticmethod, classmethod)) or inspect.ismethod(item):
+            item = item.__func__
+        elif isinstance(item, (functools.cached_property, functools.partial)):
+            item = item.func
+        if inspect.isroutine(item):  # a functools.wraps wrapper, functools.lru_cache's
+            todo.append(getattr(item, "__wrapped__", None))
         if inspect.isfunction(item):
             found.append(item.__code__)
-            for cell in item.__closure__ or ():
-                with contextlib.suppress(ValueError):  # a cell not yet filled
-                    todo.append(cell.cell_contents)
+            todo.extend(_cells(item))
     return found
 
 
@@ -444,6 +502,9 @@ class _Describer:
             self.met.add(value.__module__)
         if inspect.isfunction(getattr(value, "__wrapped__", None)):  # functools.lru_cache's wrapper
             return f"{_class_name(type(value))}({self(value.__wrapped__)})"
+        bound = getattr(value, "__self__", None)
+        if bound is not None and not isinstance(bound, (ModuleType, type)):  # `options.get`: its dict configures it
+            return f"{type(bound).__qualname__}.{value.__name__} of {self(bound)}"
         return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__qualname__)}"
 
     def module(self, module: nn.Module) -> str:
@@ -465,16 +526,11 @@ class _Describer:
 
     def _function(self, function: Any) -> str:
         """A function by name and code (one written in a notebook cell has no file to hash), its
-        defaults and what its closure holds."""
+        defaults, what its closure holds and the attributes set on it."""
         code = _code_digest(function.__code__)
         self.met.add(function.__module__)
-        cells = []
-        for cell in function.__closure__ or ():
-            try:
-                cells.append(self(cell.cell_contents))
-            except ValueError:  # a cell not yet filled
-                cells.append("<empty>")
-        parts = (function.__defaults__, function.__kwdefaults__, cells)
+        attributes = {key: held for key, held in vars(function).items() if key != "__wrapped__"}
+        parts = (function.__defaults__, function.__kwdefaults__, _cells(function), attributes)
         return f"{function.__module__}.{function.__qualname__}#{code}{self(parts)}"
 
     def _compound(self, value: Any) -> str:
@@ -501,6 +557,8 @@ class _Describer:
         if not _holds_settings(type(value)):
             return name  # a Trainer, an optimizer, a logger: state of torch, Lightning, the standard library
         if hasattr(type(value), "tobytes") and hasattr(type(value), "shape"):  # a numpy array: small ones by value
+            if getattr(value.dtype, "hasobject", False):  # its bytes are addresses: its items, described
+                return f"{name}{tuple(value.shape)}{self(value.tolist())}"
             data = value.tobytes() if self.values and value.nbytes <= _ARRAY_BYTES else b""
             return f"{name}{tuple(value.shape)}{value.dtype}#{hashlib.sha256(data).hexdigest()[:16]}"
         self.met.add(type(value).__module__)

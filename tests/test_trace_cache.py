@@ -603,6 +603,115 @@ def test_a_module_of_the_users_the_model_does_not_reach_counts_by_its_file(
     sys.modules.pop("reach_patches")
 
 
+MADE_MODULE = """
+import functools
+import os
+
+from torch import nn
+
+ON = os.environ.get("MADE_ON") == "1"  # read at import only: no function names it
+WHICH = os.environ.get("MADE_WHICH")
+
+
+def gate(flag):
+    def deco(f):
+        @functools.wraps(f)
+        def wrapper(x):
+            return x * 2 if flag else f(x)
+
+        return wrapper
+
+    return deco
+
+
+@gate(ON and WHICH == "closure")
+def act(x):
+    return x
+
+
+def scale(x, strict=ON and WHICH == "default"):
+    return x * 2 if strict else x
+
+
+def clip(x):
+    return x * 2 if clip.strict else x
+
+
+clip.strict = ON and WHICH == "attribute"
+
+
+class Net(nn.Linear):
+    def forward(self, x):
+        return clip(scale(act(super().forward(x))))
+"""
+
+
+@pytest.mark.parametrize("which", ["closure", "default", "attribute"])
+def test_what_a_function_was_made_with_changes_the_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    """A decorator's closure behind functools.wraps, a default argument, an attribute set on a function: each
+    set from a value read at import that no function names (a probe's stale hits)."""
+    (tmp_path / "made_model.py").write_text(MADE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("MADE_WHICH", which)
+    seen = []
+    for on in ("0", "1"):
+        monkeypatch.setenv("MADE_ON", on)
+        sys.modules.pop("made_model", None)
+        import made_model
+
+        seen.append(fingerprint(made_model.Net(2, 2)))
+    sys.modules.pop("made_model")
+    assert seen[0] != seen[1]
+
+
+def test_eval_mode_and_a_bound_method_of_a_dict_change_the_fingerprint() -> None:
+    """A frozen backbone (`self.block.eval()`) and `self.option = options.get` were read as the same settings."""
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout())
+    model.option = {"log_norm": False}.get
+    seen = [fingerprint(model)]
+    model[1].eval()
+    seen.append(fingerprint(model))
+    model.option = {"log_norm": True}.get
+    seen.append(fingerprint(model))
+    assert len(set(seen)) == 3
+
+
+def test_a_numpy_array_of_objects_is_described_by_its_items_not_their_addresses() -> None:
+    np = pytest.importorskip("numpy")
+
+    def tags(*words: str) -> object:  # new string objects each call: equal values at other addresses
+        return np.array(["".join(["tag-", word]) for word in words], dtype=object)
+
+    assert _Describer()(tags("a", "b")) == _Describer()(tags("a", "b")) != _Describer()(tags("a", "c"))
+
+
+def test_a_module_failing_when_read_leaves_the_fit_going(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package whose __getattr__ (PEP 562) imports submodules, a proxy global raising on any read: the key
+    was read with getattr, and the fit died with ModuleNotFoundError or the proxy's error."""
+    package = tmp_path / "lazy_ops"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import importlib\n\ndef __getattr__(name):\n    return importlib.import_module(f'.{name}', __name__)\n"
+    )
+    (package / "double.py").write_text("def double(x):\n    return x * 2\n")
+    (tmp_path / "lazy_model.py").write_text(
+        "from torch import nn\nimport lazy_ops\n\nclass Proxy:\n    def __getattribute__(self, name):\n"
+        "        raise RuntimeError('no context')\n\nPROXY = Proxy()\n\nclass Net(nn.Linear):\n"
+        "    def forward(self, x):\n        return lazy_ops.double.double(super().forward(x)) if PROXY else x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import lazy_model
+
+    try:
+        assert fingerprint(lazy_model.Net(2, 2))
+    except Uncached as why:  # a check at every fit is the worst a module may cost
+        assert "no context" in str(why)
+    for name in ("lazy_model", "lazy_ops", "lazy_ops.double"):
+        sys.modules.pop(name, None)
+
+
 def test_a_lazily_imported_module_is_neither_loaded_nor_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """importlib.util.LazyLoader's module loads on any attribute read: reading its __file__ ran an optional
     dependency's failing import, which failed the fit."""
