@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,25 +20,38 @@ needs_thp = pytest.mark.skipif(
 )
 
 
-def _huge_kb(tensor: torch.Tensor) -> int:
-    """AnonHugePages of the mappings under ``tensor``'s memory, from /proc/self/smaps (advice splits a mapping)."""
+def _mappings(tensor: torch.Tensor) -> list[dict[str, str]]:
+    """The fields of /proc/self/smaps of the mappings under ``tensor``'s memory (advice splits a mapping)."""
     low, high = tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size()
-    total, inside = 0, False
+    found: list[dict[str, str]] = []
+    inside = False
     for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()[0]
+        head, _, rest = line.partition(" ")
         if "-" in head and not head.endswith(":"):
             start, end = (int(x, 16) for x in head.split("-"))
             inside = start < high and low < end
-        elif inside and head == "AnonHugePages:":
-            total += int(line.split()[1])
-    return total
+            found += [{}] if inside else []
+        elif inside:
+            found[-1][head.rstrip(":")] = rest.strip()
+    return found
+
+
+def _asked(tensor: torch.Tensor) -> bool:
+    """Whether huge pages were asked for under ``tensor`` (its mappings' VmFlags hold "hg"). Whether they were
+    given depends on the process: memory the allocator reuses is already backed by small pages."""
+    return any("hg" in mapping.get("VmFlags", "").split() for mapping in _mappings(tensor))
 
 
 @needs_thp
 def test_a_large_cpu_tensor_gets_huge_pages_when_asked_before_it_is_written() -> None:
-    asked = advise_huge_pages(torch.empty(8 << 20))  # 32 MB
-    asked.fill_(1.0)
-    assert _huge_kb(asked) >= 8 << 10  # at least 4 huge pages of 2 MiB
+    """In a fresh process, so that the memory is new: 2 MiB pages back it."""
+    script = (
+        "import torch\nfrom pathlib import Path\nfrom cs_lightning.deferred.pages import advise_huge_pages\n"
+        "asked = advise_huge_pages(torch.empty(8 << 20)); asked.fill_(1.0)\n"
+        "print(Path('/proc/self/smaps_rollup').read_text().split('AnonHugePages:')[1].split()[0])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert int(run.stdout.split()[-1]) >= 8 << 10  # at least 4 huge pages of 2 MiB (kB)
 
 
 def test_small_and_non_cpu_tensors_are_left_as_they_are() -> None:
@@ -63,7 +77,31 @@ def test_materialized_weights_sit_on_huge_pages_and_equal_eager(mode: str) -> No
     torch.manual_seed(3)
     model = deferred_init(Wide)
     materialize(model, mode=mode)
-    assert _huge_kb(model.embed.weight) >= 4 << 10
+    assert _asked(model.embed.weight)
     if mode == "exact":
         for (name, got), want in zip(model.state_dict().items(), eager.state_dict().values(), strict=True):
             assert torch.equal(got, want), name
+
+
+@needs_thp
+def test_a_ranks_shards_sit_on_huge_pages() -> None:
+    import lightning as L
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Sharded(L.LightningModule):
+        def configure_model(self) -> None:
+            self.net = Wide()
+
+        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.net.proj(self.net.embed(batch[0])).pow(2).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    module = Sharded()
+    trainer = L.Trainer(
+        strategy="csx_fsdp", devices=1, accelerator="cpu", max_steps=1, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(module, DataLoader(TensorDataset(torch.randint(0, 8192, (8, 4))), batch_size=4))
+    assert _asked(module.net.embed.weight.to_local())

@@ -30,10 +30,12 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.fsdp import FSDPModule, fully_shard, register_fsdp_forward_method
+from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 from typing_extensions import override
 
 from cs_lightning.deferred.materialize import cast_to
+from cs_lightning.deferred.pages import advise_huge_pages
 from cs_lightning.deferred.sharded import load_rows, materialize_sharded, sharded_optimizer_state
 from cs_lightning.errors import ShardingError, UsageError, UsageTypeError, did_you_mean
 from cs_lightning.strategies.checkpoints import (
@@ -369,7 +371,7 @@ class CSXFSDPStrategy(CSXSystemMixin, _FSDP2):
         def prepare(model: nn.Module) -> None:
             self._shard(model)
             # allocate what each rank holds: its shards, the buffers (set right after)
-            model._apply(lambda t: torch.empty_like(t, device=self.root_device) if t.is_meta else t)
+            model._apply(lambda t: _allocated(t, self.root_device) if t.is_meta else t)
 
         self.sharded_whole = materialize_sharded(
             module,
@@ -441,6 +443,13 @@ def _held_states(optimizer_state: dict[str, Any], prefix: str, keys: Collection[
         if any(f"{prefix}.{name}.{entry}" in keys for entry in entries)
     }
     return {**optimizer_state, "state": held}
+
+
+def _allocated(meta: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Real memory for a meta tensor (a DTensor shard: its local rows), huge pages asked for before it is filled."""
+    real = torch.empty_like(meta, device=device)
+    advise_huge_pages(real.to_local() if isinstance(real, DTensor) else real)
+    return real
 
 
 def _blocks(module: nn.Module, classes: tuple[type[nn.Module], ...] | None) -> list[nn.Module]:
