@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import CodeType, ModuleType
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import nn
@@ -113,10 +113,14 @@ def fingerprint(module: nn.Module) -> str:
                 f"its settings and the data its code reads hold more than {_BUDGET:,} values (a data set kept on"
                 " the model?); fix: keep data on the DataModule"
             ) from error
-        except Exception as error:  # a setting or module failing when read (a lazy mapping): never the fit's failure
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        # a setting or module failing when read (a lazy mapping, a proxy; pytest's mark generator raises a
+        # BaseException): never the fit's failure
+        except BaseException as error:
             raise Uncached(f"reading one of its settings failed ({error!r})") from error
-        held = {name for name in describe.met - scope.keys() if _is_code(sys.modules.get(name))}
-        if not held:
+        held = {found.__name__ for found in map(sys.modules.get, describe.met) if _is_code(found)} - scope.keys()
+        if not held:  # by a module's own name: one kept in sys.modules under an alias too is found again
             break
         seeds |= held
     # and every module of the user's own code by its file: one the model does not reach by name may still
@@ -159,7 +163,7 @@ def _reachable(seeds: Iterable[str], packages: Collection[str]) -> tuple[dict[st
     return scope, names
 
 
-def _is_code(module: ModuleType | None) -> bool:
+def _is_code(module: ModuleType | None) -> TypeGuard[ModuleType]:
     """Whether ``module`` is code a fingerprint hashes: a source file of the user's or of an installed
     package (not torch's, Lightning's, the standard library's, nor a lazily imported module not loaded yet)."""
     if module is None or _is_lazy(module):
@@ -219,7 +223,9 @@ def _functions(value: Any) -> Iterator[Any]:
         if isinstance(item, (staticmethod, classmethod)):
             item = item.__func__
         for function in (item.fget, item.fset, item.fdel) if isinstance(item, property) else (item,):
-            while inspect.isfunction(function):
+            seen = set()
+            while inspect.isfunction(function) and id(function) not in seen:  # `f.__wrapped__ = f` ends too
+                seen.add(id(function))
                 yield function
                 function = getattr(function, "__wrapped__", None)
 
@@ -313,7 +319,8 @@ def _class_data(
         if cls.__module__.partition(".")[0] in BOOKKEEPING:
             continue
         data = {name: value for name, value in vars(cls).items() if _is_setting(name, value)}
-        held.add((_class_name(cls), describe(_not_written_here(data, cls.__module__, f"{cls.__qualname__}."))))
+        # on its own: two classes of one name (a factory's) come in no fixed order, and texts refer back
+        held.add((_class_name(cls), describe.alone(_not_written_here(data, cls.__module__, f"{cls.__qualname__}."))))
     return sorted(held)
 
 
@@ -341,11 +348,11 @@ def _defined_in(module: ModuleType) -> list[Any]:
 def _module_name(value: Any) -> Any:
     """``value.__module__``, or None for a module (whose ``__getattr__``, PEP 562's, may import a submodule of
     that name) and for an object failing when read (a proxy)."""
-    if isinstance(value, ModuleType):
-        return None
     try:
-        return getattr(value, "__module__", None)
-    except Exception:  # noqa: BLE001 - a proxy raising anything: no module of the user's defines it
+        return None if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - a proxy raising anything: no module of the user's defines it
         return None
 
 
@@ -395,7 +402,19 @@ def _function_code(value: Any) -> list[CodeType]:
         if inspect.isfunction(item):
             found.append(item.__code__)
             todo.extend(_cells(item))
+        elif not isinstance(item, type) and callable(item):  # a class-based decorator keeping the function
+            todo.extend(value for value in _attributes_or_none(item) if inspect.isfunction(value))
     return found
+
+
+def _attributes_or_none(value: Any) -> list[Any]:
+    """The values of an object's ``__dict__``; none for one without, or failing when read."""
+    try:
+        return list(vars(value).values())
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - no __dict__, or a proxy raising anything
+        return []
 
 
 def _names(code: CodeType) -> Iterator[str]:
@@ -425,12 +444,12 @@ def _not_written_here(values: Mapping[str, Any], module: str, prefix: str) -> di
 
 
 def _is_setting(name: str, value: Any) -> bool:
-    """Whether a global or class attribute may configure the step: data, or a function or class bound to
-    it (``ACT = relu`` rebound at run time); not a module (read for its own globals), a model instance, a
-    property or Python's own names."""
+    """Whether a global or class attribute may configure the step: data, an object (a gate module kept at
+    module level), or a function or class bound to it (``ACT = relu`` rebound at run time); not a module
+    (read for its own globals), a property or Python's own names."""
     return not (
         name.startswith("__")
-        or isinstance(value, (ModuleType, property, nn.Module))
+        or isinstance(value, (ModuleType, property))
         or (inspect.isdatadescriptor(value) and not isinstance(value, type))
     )
 
@@ -516,7 +535,7 @@ class _Describer:
         children = {} if id(module) in self.tree else dict(module.named_children())
         return f"{_class_name(type(module))}{self(values)}[{hooks}]{self(children) if children else ''}"
 
-    def _alone(self, value: Any) -> str:
+    def alone(self, value: Any) -> str:
         """``value`` described without reference to what was described before, nor for what comes after."""
         describe = _Describer(self.values, self.tree)
         describe.left, describe.met = self.left, self.met
@@ -548,10 +567,11 @@ class _Describer:
             if plain is not None:  # a vocabulary, a table: one hash, not a description per entry
                 return f"{name}#{hashlib.sha256(plain.encode()).hexdigest()[:16]}"
         # joined, not repr()-ed: repr would escape the quotes of what is inside once more at each level
-        if isinstance(value, Mapping):
-            return f"{name}{{{', '.join(sorted(f'{self(key)}: {self(item)}' for key, item in value.items()))}}}"
+        if isinstance(value, Mapping):  # in the order of the keys' texts: back references then number alike
+            items = sorted(((self.alone(key), item) for key, item in value.items()), key=lambda pair: pair[0])
+            return f"{name}{{{', '.join(f'{key}: {self(item)}' for key, item in items)}}}"
         if isinstance(value, (set, frozenset)):  # in no order: each member described on its own, then sorted
-            return f"{name}{{{', '.join(sorted(self._alone(item) for item in value))}}}"
+            return f"{name}{{{', '.join(sorted(self.alone(item) for item in value))}}}"
         if isinstance(value, (list, tuple)):
             return f"{name}[{', '.join(self(item) for item in value)}]"
         if not _holds_settings(type(value)):
@@ -663,9 +683,7 @@ def _method_code(cls: type) -> Iterator[CodeType]:
             value = value.func
         for function in (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,):
             if inspect.isfunction(function):
-                code = getattr(inspect.unwrap(function), "__code__", None)
-                if isinstance(code, CodeType):
-                    yield code
+                yield from _function_code(function)  # through __wrapped__ and closures, a cycle too
 
 
 _DATACLASS_METHODS = frozenset(

@@ -9,9 +9,12 @@ import logging
 import multiprocessing
 import os
 import shutil
+import subprocess
 import sys
+import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -710,6 +713,144 @@ def test_a_module_failing_when_read_leaves_the_fit_going(tmp_path: Path, monkeyp
         assert "no context" in str(why)
     for name in ("lazy_model", "lazy_ops", "lazy_ops.double"):
         sys.modules.pop(name, None)
+
+
+REVIEWED_MODULE = """
+from torch import nn
+
+import rev_flags
+
+
+class deco:  # a class-based decorator: `act` is this object, keeping the function
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, x):
+        return self.f(x)
+
+
+@deco
+def act(x):
+    return x * 2 if rev_flags.STRICT else x
+
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.strict = False
+
+    def forward(self, x):
+        return x * 2 if self.strict else x
+
+
+GATE = Gate()  # kept at module level, not in the model
+
+
+def make(width):  # classes of one name, in no fixed order
+    class Block:
+        cfg = [width]
+
+    return Block
+
+
+A, B = make(1), make(2)
+SHARED = [3]
+TABLE = dict.fromkeys({"q", "k", "v", "o"}, SHARED)  # in the set's order, which varies by process
+
+
+def helper(x):
+    return x
+
+
+helper.__wrapped__ = helper  # a cycle inspect.unwrap refuses
+
+
+class Net(nn.Linear):
+    def forward(self, x):
+        y = GATE(act(helper(super().forward(x))))
+        return y * A.cfg[0] * B.cfg[0] * TABLE["q"][0]
+
+
+Net.forward.__wrapped__ = Net.forward
+"""
+
+
+def _reviewed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    (tmp_path / "rev_flags.py").write_text("STRICT = False\n")
+    (tmp_path / "rev_model.py").write_text(REVIEWED_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("rev_flags", "rev_model"):
+        sys.modules.pop(name, None)
+    import rev_model
+
+    return rev_model
+
+
+def test_a_class_based_decorator_and_a_module_level_module_are_in_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review's stale hits: a flag read inside a function a decorator object keeps, a setting of an
+    nn.Module kept as a module global; wrapper cycles (`f.__wrapped__ = f`) hung the key or failed the fit."""
+    model_module = _reviewed(tmp_path, monkeypatch)
+    model = model_module.Net(2, 2)
+    seen = [fingerprint(model)]
+    monkeypatch.setattr(sys.modules["rev_flags"], "STRICT", True)
+    seen.append(fingerprint(model))
+    monkeypatch.setattr(model_module.GATE, "strict", True)
+    seen.append(fingerprint(model))
+    assert len(set(seen)) == 3
+
+
+class _BaseFailure(BaseException):
+    """Raised by a proxy on any read: not an Exception, as pytest's own outcomes are not."""
+
+
+class _Proxy:
+    def __getattribute__(self, name: str) -> Any:
+        raise _BaseFailure(name)
+
+
+def test_a_proxy_raising_a_base_exception_leaves_the_check_uncached_not_the_fit_failed() -> None:
+    model = nn.Linear(2, 2)
+    model.__dict__["context"] = _Proxy()  # nn.Module.__setattr__ would read it
+    with pytest.raises(Uncached, match="reading one of its settings failed"):
+        fingerprint(model)
+
+
+def test_a_module_kept_under_an_alias_ends_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config class whose __module__ names an alias in sys.modules made the search for held modules loop."""
+    (tmp_path / "rev_cfg.py").write_text("class Cfg:\n    flag = False\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import rev_cfg
+
+    monkeypatch.setitem(sys.modules, "rev_cfg_alias", rev_cfg)
+    monkeypatch.setattr(rev_cfg.Cfg, "__module__", "rev_cfg_alias")
+    model = nn.Linear(2, 2)
+    model.cfg = rev_cfg.Cfg()
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(fingerprint(model)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert done
+    sys.modules.pop("rev_cfg")
+
+
+def test_the_key_is_the_same_in_processes_of_other_hash_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Classes of one name and a dict filled from a set were described in an order that varied by process."""
+    _reviewed(tmp_path, monkeypatch)
+    script = (
+        "import rev_model\nfrom cs_lightning.trace_cache import fingerprint\nprint(fingerprint(rev_model.Net(2, 2)))\n"
+    )
+    keys = set()
+    for seed in ("1", "2", "3"):
+        env = {
+            **os.environ,
+            "PYTHONHASHSEED": seed,
+            "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        }
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+        keys.add(run.stdout.split()[-1])
+    assert len(keys) == 1
 
 
 def test_a_lazily_imported_module_is_neither_loaded_nor_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

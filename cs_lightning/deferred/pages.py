@@ -6,7 +6,9 @@ The first write to fresh memory takes a page fault per page: with 4 KiB pages, 1
 map 2 MiB per fault, and in the kernel's default mode ("madvise") only memory that asks for them with
 ``madvise(MADV_HUGEPAGE)`` gets them (torch asks for every allocation only when
 ``THP_MEM_ALLOC_ENABLE=1`` is set before it is imported). Advice only: with transparent huge pages off,
-or on another system, nothing changes, and the values written are the same either way.
+or on another system, nothing changes, and the values written are the same either way. The advice
+stays with the memory when the tensor is freed (glibc may keep it in its heap for later allocations):
+memory the model's tensors filled once, which the process held at its peak anyway.
 """
 
 from __future__ import annotations

@@ -172,7 +172,8 @@ class Executor:
             and tuple(out.stride()) == ref.stride
             and out.storage_offset() == ref.offset
         ):
-            # a creation (torch.empty in a constructor) has written nothing yet: the init that fills it comes next
+            # torch.empty in a constructor has written nothing yet, so the init that fills it gets huge pages (a
+            # creation that fills its output, torch.ones, has its pages already: the advice then changes nothing)
             self.bases[sid] = advise_huge_pages(out.as_strided((n,), (1,), 0))
         else:  # the real kernel chose another layout than the meta one: copy into it
             self.bases[sid] = advise_huge_pages(torch.empty(n, dtype=s.dtype, device=out.device))
