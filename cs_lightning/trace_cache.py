@@ -149,7 +149,7 @@ def _reachable(seeds: Iterable[str], packages: Collection[str]) -> tuple[dict[st
     frontier = [sys.modules.get(name) for name in sorted(seeds)]
     while frontier:
         for module in frontier:
-            if module is None or module.__name__ in scope or not _is_code(module):
+            if not _is_code(module) or module.__name__ in scope:  # sys.modules may hold anything
                 continue
             scope[module.__name__] = module
             if is_own_file(_file_of(module)) or module.__name__.partition(".")[0] in packages:
@@ -622,18 +622,20 @@ def _holds_settings(cls: type) -> bool:
         return False
     if cls.__module__ in ("argparse", "types", "builtins"):
         return True
-    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
-    return isinstance(file, str) and is_user_file(file)
+    module = sys.modules.get(cls.__module__)
+    return _is_code(module) or (
+        isinstance(module, ModuleType) and not _is_lazy(module) and is_user_file(_file_of(module))
+    )
 
 
 def _plain_text(values: Mapping[Any, Any] | Collection[Any]) -> str | None:
     """The repr of a container of scalars, or of tuples of them, alone (a mapping's keys and values), else None.
-    A mapping in its order (insertion's, the same in every run of one program), a set sorted."""
+    A mapping and a set sorted: one filled from a set is in an order that varies by process."""
     items = [*values.keys(), *values.values()] if isinstance(values, Mapping) else values
     if not all(isinstance(item, _SCALARS) or _scalars(item) for item in items):
         return None
     if isinstance(values, Mapping):
-        return repr(list(values.items()))
+        return repr(sorted(values.items(), key=repr))
     return repr(sorted(values, key=repr) if isinstance(values, (set, frozenset)) else values)
 
 
