@@ -84,7 +84,7 @@ def fingerprint(module: nn.Module) -> str:
         Uncached: some class has no source file (defined in ``python -c`` or a notebook), or a setting is
             too large to describe or fails when read: such code is checked at every fit.
     """
-    classes = {cls for m in module.modules() for cls in type(m).__mro__ if cls is not object}
+    classes = _model_classes(module)
     files: set[str] = set()
     for cls in classes:
         found = _source_files(cls)
@@ -209,10 +209,8 @@ def _made(scope: Mapping[str, ModuleType], describe: _Describer) -> list[tuple[s
             continue
         for value in _defined_in(module):
             for function in _functions(value):
-                cells = _cells(function)
-                attributes = {key: held for key, held in vars(function).items() if key != "__wrapped__"}
-                if function.__defaults__ or function.__kwdefaults__ or cells or attributes:
-                    parts = (function.__defaults__, function.__kwdefaults__, cells, attributes)
+                parts = _made_with(function)
+                if any(parts):
                     made.append((f"{name}.{function.__qualname__}", describe(parts)))
     return made
 
@@ -220,14 +218,19 @@ def _made(scope: Mapping[str, ModuleType], describe: _Describer) -> list[tuple[s
 def _functions(value: Any) -> Iterator[Any]:
     """A function and those it wraps, or a class's methods (static, class, properties' accessors)."""
     for item in vars(value).values() if isinstance(value, type) else (value,):
-        if isinstance(item, (staticmethod, classmethod)):
-            item = item.__func__
-        for function in (item.fget, item.fset, item.fdel) if isinstance(item, property) else (item,):
+        for function in _accessors(item):
             seen = set()
             while inspect.isfunction(function) and id(function) not in seen:  # `f.__wrapped__ = f` ends too
                 seen.add(id(function))
                 yield function
                 function = getattr(function, "__wrapped__", None)
+
+
+def _made_with(function: Any) -> tuple[Any, ...]:
+    """What a function holds besides its code: defaults, keyword defaults, its closure's contents, the
+    attributes set on it (not ``__wrapped__``, the function it wraps, followed on its own)."""
+    attributes = {key: held for key, held in vars(function).items() if key != "__wrapped__"}
+    return function.__defaults__, function.__kwdefaults__, _cells(function), attributes
 
 
 def _cells(function: Any) -> list[Any]:
@@ -269,9 +272,13 @@ def imported_code(model: nn.Module, before: Collection[str]) -> dict[str, str]:
     ``before`` (the names in ``sys.modules`` then), with their digests: a step that imports a helper
     as it runs (``from helpers import post`` inside it) runs code that a fingerprint taken before
     the step did not see. `TraceCache.hit` checks them."""
-    classes = {cls for m in model.modules() for cls in type(m).__mro__}
-    new = [loaded for loaded in code_modules(model_packages(classes)) if loaded.__name__ not in before]
+    new = [loaded for loaded in code_modules(model_packages(_model_classes(model))) if loaded.__name__ not in before]
     return {_file_of(loaded): _digest(_file_of(loaded)) for loaded in new}
+
+
+def _model_classes(model: nn.Module) -> set[type]:
+    """The classes of a model's modules and their bases."""
+    return {cls for m in model.modules() for cls in type(m).__mro__ if cls is not object}
 
 
 def _digest(path: str) -> str:
@@ -408,9 +415,9 @@ def _function_code(value: Any) -> list[CodeType]:
 
 
 def _attributes_or_none(value: Any) -> list[Any]:
-    """The values of an object's ``__dict__``; none for one without, or failing when read."""
+    """The values of an object's attributes (`_attributes`); none for one failing when read."""
     try:
-        return list(vars(value).values())
+        return list(_attributes(value).values())
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - no __dict__, or a proxy raising anything
@@ -548,9 +555,7 @@ class _Describer:
         defaults, what its closure holds and the attributes set on it."""
         code = _code_digest(function.__code__)
         self.met.add(function.__module__)
-        attributes = {key: held for key, held in vars(function).items() if key != "__wrapped__"}
-        parts = (function.__defaults__, function.__kwdefaults__, _cells(function), attributes)
-        return f"{function.__module__}.{function.__qualname__}#{code}{self(parts)}"
+        return f"{function.__module__}.{function.__qualname__}#{code}{self(_made_with(function))}"
 
     def _compound(self, value: Any) -> str:
         if isinstance(value, functools.partial):
@@ -679,13 +684,21 @@ def _method_code(cls: type) -> Iterator[CodeType]:
         if isinstance(value, type) and value.__qualname__.startswith(f"{cls.__qualname__}."):
             yield from _method_code(value)  # a class defined in this one's body
             continue
-        if isinstance(value, (staticmethod, classmethod)):
-            value = value.__func__
-        elif isinstance(value, functools.cached_property):
-            value = value.func
-        for function in (value.fget, value.fset, value.fdel) if isinstance(value, property) else (value,):
+        for function in _accessors(value):
             if inspect.isfunction(function):
                 yield from _function_code(function)  # through __wrapped__ and closures, a cycle too
+
+
+def _accessors(member: Any) -> tuple[Any, ...]:
+    """What runs for a class body's member: a static or class method's function, a cached_property's, a
+    property's getter, setter and deleter, or the member itself."""
+    if isinstance(member, (staticmethod, classmethod)):
+        return (member.__func__,)
+    if isinstance(member, functools.cached_property):
+        return (member.func,)
+    if isinstance(member, property):
+        return member.fget, member.fset, member.fdel
+    return (member,)
 
 
 _DATACLASS_METHODS = frozenset(

@@ -69,6 +69,14 @@ def _write_model(folder: Path, extra: str = "pass", helper: str = "return y") ->
     return path
 
 
+def _importable(folder: Path, monkeypatch: pytest.MonkeyPatch, sources: dict[str, str]) -> None:
+    """Write each file of ``sources`` (a path under ``folder``, folders made) and put ``folder`` on sys.path."""
+    for name, text in sources.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    monkeypatch.syspath_prepend(str(folder))
+
+
 def _load(path: Path) -> type[LightningModule]:
     """The Net class of freshly written files, as a new process importing them would see it."""
     import importlib.util
@@ -564,16 +572,17 @@ def test_the_key_holds_the_modules_the_models_code_reaches_not_every_module_load
     """A config object's module, reached only through a setting, counts with the globals its code reads; a
     module of the user's that the model never reaches does not (a test suite loads hundreds: with them all in
     the key it outgrew its budget, and the cache was off)."""
-    (tmp_path / "reach_config.py").write_text(
-        "FLASH = False\n\nclass Config:\n    def use_flash(self):\n        return FLASH\n"
+    _importable(
+        tmp_path,
+        monkeypatch,
+        {
+            "reach_config.py": "FLASH = False\n\nclass Config:\n    def use_flash(self):\n        return FLASH\n",
+            "reach_unrelated.py": "DEBUG = False\n\nclass Other:\n    LEVEL = 0\n",
+            "reach_model.py": "from torch import nn\n\nclass Net(nn.Linear):\n    def __init__(self, config):\n"
+            "        super().__init__(2, 2)\n        self.config = config\n\n    def forward(self, x):\n"
+            "        return x * 2 if self.config.use_flash() else x\n",
+        },
     )
-    (tmp_path / "reach_unrelated.py").write_text("DEBUG = False\n\nclass Other:\n    LEVEL = 0\n")
-    (tmp_path / "reach_model.py").write_text(
-        "from torch import nn\n\nclass Net(nn.Linear):\n    def __init__(self, config):\n"
-        "        super().__init__(2, 2)\n        self.config = config\n\n    def forward(self, x):\n"
-        "        return x * 2 if self.config.use_flash() else x\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
     import reach_config
     import reach_model
     import reach_unrelated
@@ -655,8 +664,7 @@ def test_what_a_function_was_made_with_changes_the_fingerprint(
 ) -> None:
     """A decorator's closure behind functools.wraps, a default argument, an attribute set on a function: each
     set from a value read at import that no function names (a probe's stale hits)."""
-    (tmp_path / "made_model.py").write_text(MADE_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _importable(tmp_path, monkeypatch, {"made_model.py": MADE_MODULE})
     monkeypatch.setenv("MADE_WHICH", which)
     seen = []
     for on in ("0", "1"):
@@ -693,18 +701,19 @@ def test_a_numpy_array_of_objects_is_described_by_its_items_not_their_addresses(
 def test_a_module_failing_when_read_leaves_the_fit_going(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A package whose __getattr__ (PEP 562) imports submodules, a proxy global raising on any read: the key
     was read with getattr, and the fit died with ModuleNotFoundError or the proxy's error."""
-    package = tmp_path / "lazy_ops"
-    package.mkdir()
-    (package / "__init__.py").write_text(
-        "import importlib\n\ndef __getattr__(name):\n    return importlib.import_module(f'.{name}', __name__)\n"
+    _importable(
+        tmp_path,
+        monkeypatch,
+        {
+            "lazy_ops/__init__.py": "import importlib\n\ndef __getattr__(name):\n"
+            "    return importlib.import_module(f'.{name}', __name__)\n",
+            "lazy_ops/double.py": "def double(x):\n    return x * 2\n",
+            "lazy_model.py": "from torch import nn\nimport lazy_ops\n\nclass Proxy:\n"
+            "    def __getattribute__(self, name):\n        raise RuntimeError('no context')\n\nPROXY = Proxy()\n\n"
+            "class Net(nn.Linear):\n    def forward(self, x):\n"
+            "        return lazy_ops.double.double(super().forward(x)) if PROXY else x\n",
+        },
     )
-    (package / "double.py").write_text("def double(x):\n    return x * 2\n")
-    (tmp_path / "lazy_model.py").write_text(
-        "from torch import nn\nimport lazy_ops\n\nclass Proxy:\n    def __getattribute__(self, name):\n"
-        "        raise RuntimeError('no context')\n\nPROXY = Proxy()\n\nclass Net(nn.Linear):\n"
-        "    def forward(self, x):\n        return lazy_ops.double.double(super().forward(x)) if PROXY else x\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
     import lazy_model
 
     try:
@@ -776,9 +785,7 @@ Net.forward.__wrapped__ = Net.forward
 
 
 def _reviewed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    (tmp_path / "rev_flags.py").write_text("STRICT = False\n")
-    (tmp_path / "rev_model.py").write_text(REVIEWED_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _importable(tmp_path, monkeypatch, {"rev_flags.py": "STRICT = False\n", "rev_model.py": REVIEWED_MODULE})
     for name in ("rev_flags", "rev_model"):
         sys.modules.pop(name, None)
     import rev_model
@@ -819,8 +826,7 @@ def test_a_proxy_raising_a_base_exception_leaves_the_check_uncached_not_the_fit_
 
 def test_a_module_kept_under_an_alias_ends_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A config class whose __module__ names an alias in sys.modules made the search for held modules loop."""
-    (tmp_path / "rev_cfg.py").write_text("class Cfg:\n    flag = False\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _importable(tmp_path, monkeypatch, {"rev_cfg.py": "class Cfg:\n    flag = False\n"})
     import rev_cfg
 
     monkeypatch.setitem(sys.modules, "rev_cfg_alias", rev_cfg)

@@ -21,7 +21,7 @@ from torch.nn.modules.instancenorm import _InstanceNorm
 
 from cs_lightning.deferred.independent import replay_independent
 from cs_lightning.deferred.oplog import Recording, Ref
-from cs_lightning.deferred.pages import MADV_DONTNEED, advise, advise_huge_pages
+from cs_lightning.deferred.pages import MADV_DONTNEED, advise, advise_huge_pages, whole_pages
 from cs_lightning.deferred.recorder import DeferredTensor, recording_paused, user_stacklevel
 from cs_lightning.deferred.replay import TRUNC_NORMAL, Executor, replay_exact
 from cs_lightning.errors import DeferredInitUsageError, DeferredInitWarning, UsageError
@@ -517,8 +517,7 @@ class MappedFiles:
         k = bisect.bisect_right(self.ranges, (start, float("inf"))) - 1
         if k < 0 or not (self.ranges[k][0] <= start and end <= self.ranges[k][1]):
             return  # not in a file mapping: memory of its own, which the caller may still use
-        page = mmap.PAGESIZE
-        first, last = -(-start // page) * page, end // page * page  # whole pages of this tensor only
+        first, last = whole_pages(start, end)  # of this tensor only
         if last > first and _file_pages_only(first, last):
             advise(first, last, MADV_DONTNEED)
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["MADV_DONTNEED", "MADV_HUGEPAGE", "advise", "advise_huge_pages"]
+__all__ = ["MADV_DONTNEED", "MADV_HUGEPAGE", "advise", "advise_huge_pages", "whole_pages"]
 
 MADV_DONTNEED = 4  # linux/mman.h
 MADV_HUGEPAGE = 14
@@ -42,10 +42,15 @@ def _madvise() -> Callable[[int, int, int], int] | None:
     return madvise
 
 
+def whole_pages(start: int, end: int) -> tuple[int, int]:
+    """The first and past-the-last address of the whole pages inside [start, end)."""
+    return -(-start // mmap.PAGESIZE) * mmap.PAGESIZE, end // mmap.PAGESIZE * mmap.PAGESIZE
+
+
 def advise(start: int, end: int, advice: int) -> None:
     """``madvise`` the whole pages in the addresses [start, end); refused or not Linux, nothing changes."""
     madvise = _madvise()
-    first, last = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE, end // mmap.PAGESIZE * mmap.PAGESIZE
+    first, last = whole_pages(start, end)
     if madvise is not None and last > first:
         madvise(first, last - first, advice)
 
