@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.utils._pytree import TreeSpec
 
 from cs_lightning.errors import DeferredInitError
 
 if TYPE_CHECKING:
+    from cs_lightning.deferred.arguments import Structure
     from cs_lightning.deferred.replay import Executor
 
 
@@ -64,7 +64,7 @@ class Op:
 
     func: Callable[..., Any]  # an aten OpOverload, or an init function (record_call)
     flat: list[Any]
-    spec: TreeSpec
+    spec: Structure  # of flat's values: see arguments.py
     reads: frozenset[int]
     writes: frozenset[int]
     overwrites: frozenset[int]

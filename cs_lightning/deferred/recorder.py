@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
+from cs_lightning.deferred.arguments import Structure, flatten, unflatten
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.deferred.replay import (
     Executor,
@@ -125,7 +125,7 @@ class DeferredTensor(torch.Tensor):
         cls, func: torch._ops.OpOverload, types: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Any:
         # Reached only outside a recording: views and value reads still work.
-        recorder = next(x._cs_recording for x in tree_flatten((args, kwargs))[0] if isinstance(x, DeferredTensor))
+        recorder = next(x._cs_recording for x in flatten((args, kwargs))[0] if isinstance(x, DeferredTensor))
         return recorder.dispatch(func, args, kwargs or {})
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
@@ -220,12 +220,12 @@ def _written_args(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> lis
     return [w for w in written if isinstance(w, torch.Tensor)]
 
 
-def _check_fill_arguments(func: torch._ops.OpOverload, flat: list, spec: TreeSpec) -> None:
+def _check_fill_arguments(func: torch._ops.OpOverload, flat: list, spec: Structure) -> None:
     """Raise now, at the constructor's line, what eager raises for a fill's arguments (``normal_``
     with ``std < 0``), rather than at materialize: the same fill of an empty tensor checks them
     and draws nothing."""
     empty = torch.empty(0, dtype=flat[0].dtype, device=flat[0].device)
-    args, kwargs = tree_unflatten([empty, *flat[1:]], spec)
+    args, kwargs = unflatten([empty, *flat[1:]], spec)
     func(*args, **kwargs)
 
 
@@ -348,7 +348,7 @@ class Recorder(Recording):
 
     # -- dispatch ------------------------------------------------------------------
     def dispatch(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
-        flat, spec = tree_flatten((args, kwargs))
+        flat, spec = flatten((args, kwargs))
         fakes = [i for i, x in enumerate(flat) if isinstance(x, DeferredTensor)]
         reals = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor) and not isinstance(x, DeferredTensor)]
         is_random = torch.Tag.nondeterministic_seeded in func.tags
@@ -368,7 +368,7 @@ class Recorder(Recording):
                     "input size instead, as in nn.Linear(in_features, out_features))."
                 )
         if func in _METADATA_QUERIES:
-            margs, mkwargs = tree_unflatten([self.meta(x) if i in fakes else x for i, x in enumerate(flat)], spec)
+            margs, mkwargs = unflatten([self.meta(x) if i in fakes else x for i, x in enumerate(flat)], spec)
             return func(*margs, **mkwargs)
         if not _returns_tensor(func) and not _written_args(func, args, kwargs):
             return self._concrete_call(func, flat, spec, fakes)  # .item(), bool(), ...
@@ -378,7 +378,7 @@ class Recorder(Recording):
         self,
         func: torch._ops.OpOverload,
         flat: list,
-        spec: TreeSpec,
+        spec: Structure,
         fakes: list[int],
         reals: list[int],
         is_random: bool,
@@ -388,7 +388,7 @@ class Recorder(Recording):
             metas[i] = self.meta(flat[i])
         for i in reals:
             metas[i] = torch.empty_strided(flat[i].size(), flat[i].stride(), dtype=flat[i].dtype, device="meta")
-        margs, mkwargs = tree_unflatten(metas, spec)
+        margs, mkwargs = unflatten(metas, spec)
         device = self._result_device(flat, mkwargs)
         if "device" in mkwargs:
             mkwargs["device"] = torch.device("meta")
@@ -410,11 +410,11 @@ class Recorder(Recording):
                 f"{func} writes a recorded value into a tensor created outside the "
                 f"recording, in {constructor_site()}; create that tensor inside it."
             )
-        out_flat, out_spec = tree_flatten(mout)
+        out_flat, out_spec = flatten(mout)
         if not fakes and not reals and all(isinstance(m, torch.Tensor) and m.numel() == 0 for m in out_flat):
             # Nothing to allocate or draw: real, so that UninitializedParameter and other
             # placeholders built on torch.empty(0) keep working.
-            args, kwargs = tree_unflatten(flat, spec)
+            args, kwargs = unflatten(flat, spec)
             return func(*args, **kwargs)
         result, creates = [], []
         for j, m in enumerate(out_flat):
@@ -431,13 +431,13 @@ class Recorder(Recording):
                 result.append(fake)
         if written or creates:
             self._log(func, flat, spec, fakes, reals, metas, written, creates, mout, device, is_random)
-        return tree_unflatten(result, out_spec)
+        return unflatten(result, out_spec)
 
     def _run_for_real(
         self,
         func: torch._ops.OpOverload,
         flat: list,
-        spec: TreeSpec,
+        spec: Structure,
         fakes: list[int],
         margs: tuple,
         mkwargs: dict,
@@ -459,13 +459,11 @@ class Recorder(Recording):
                 "To keep the whole model deferred, make this draw outside the constructor.",
             )
         out = self._concrete_call(func, flat, spec, fakes)
-        flat_out, out_spec = tree_flatten(out)
-        return tree_unflatten(
-            [self._record_constant(t) if isinstance(t, torch.Tensor) else t for t in flat_out], out_spec
-        )
+        flat_out, out_spec = flatten(out)
+        return unflatten([self._record_constant(t) if isinstance(t, torch.Tensor) else t for t in flat_out], out_spec)
 
     def _is_view(self, mout: Any) -> bool:
-        outs = [m for m in tree_flatten(mout)[0] if isinstance(m, torch.Tensor)]
+        outs = [m for m in flatten(mout)[0] if isinstance(m, torch.Tensor)]
         return all(m.untyped_storage()._cdata in self._sids for m in outs)
 
     def _same_object(self, original: DeferredTensor, meta: torch.Tensor) -> DeferredTensor:
@@ -490,7 +488,7 @@ class Recorder(Recording):
         self,
         func: torch._ops.OpOverload,
         flat: list,
-        spec: TreeSpec,
+        spec: Structure,
         fakes: list[int],
         reals: list[int],
         metas: list,
@@ -586,29 +584,29 @@ class Recorder(Recording):
 
     @staticmethod
     def _pin_factory_defaults(
-        func: torch._ops.OpOverload, logged: list, spec: TreeSpec, mout: Any, device: torch.device
-    ) -> tuple[list, TreeSpec]:
+        func: torch._ops.OpOverload, logged: list, spec: Structure, mout: Any, device: torch.device
+    ) -> tuple[list, Structure]:
         # dtype=None means "the default dtype when it runs"; Lightning changes that
         # default inside init_module(), so record the one in force now.
-        args, kwargs = tree_unflatten(logged, spec)
+        args, kwargs = unflatten(logged, spec)
         names = {a.name for a in func._schema.arguments}
         if "dtype" in names and kwargs.get("dtype") is None and isinstance(mout, torch.Tensor):
             kwargs["dtype"] = mout.dtype
         if "device" in names and kwargs.get("device") is None:
             kwargs["device"] = device
-        return tree_flatten((args, kwargs))
+        return flatten((args, kwargs))
 
     def _record_constant(self, value: torch.Tensor) -> DeferredTensor:
         """``torch.tensor(...)`` inside the recording: a tracked storage holding a value."""
-        flat, spec = tree_flatten(((value,), {}))
+        flat, spec = flatten(((value,), {}))
         return self._record(aten.clone.default, flat, spec, [], [0], False)
 
     # -- reading values --------------------------------------------------------------
-    def _concrete_call(self, func: torch._ops.OpOverload, flat: list, spec: TreeSpec, fakes: list[int]) -> Any:
+    def _concrete_call(self, func: torch._ops.OpOverload, flat: list, spec: Structure, fakes: list[int]) -> Any:
         values = list(flat)
         for i in fakes:
             values[i] = self.concrete(flat[i], func)
-        args, kwargs = tree_unflatten(values, spec)
+        args, kwargs = unflatten(values, spec)
         return func(*args, **kwargs)
 
     def concrete(self, fake: DeferredTensor, what: Any) -> torch.Tensor:
@@ -716,7 +714,7 @@ class Recorder(Recording):
         """
         ref = self.ref(tensor)
         full = _covers_storage(self.meta(tensor))
-        flat, spec = tree_flatten(((tensor, *args), kwargs))
+        flat, spec = flatten(((tensor, *args), kwargs))
         logged = [ref if x is tensor else x for x in flat]
         if any(isinstance(x, torch.Tensor) for x in logged):
             raise DeferredInitError(

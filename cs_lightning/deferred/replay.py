@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from cs_lightning.deferred import mt19937
+from cs_lightning.deferred.arguments import flatten, unflatten
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.deferred.pages import advise_huge_pages
 from cs_lightning.errors import DeferredInitError
@@ -142,7 +142,7 @@ class Executor:
 
     def _resolve(self, op: Op) -> tuple:
         flat = [self.view(x) if isinstance(x, Ref) else self._const(x) if isinstance(x, Const) else x for x in op.flat]
-        args, kwargs = tree_unflatten(flat, op.spec)
+        args, kwargs = unflatten(flat, op.spec)
         if self.device is not None and kwargs.get("device") is not None:
             kwargs["device"] = self.device
         return args, kwargs
@@ -159,7 +159,7 @@ class Executor:
             out = op.func(*args, **kwargs)
         if not op.creates:
             return
-        outs = tree_flatten(out)[0]
+        outs = flatten(out)[0]
         for j, ref in op.creates:
             self._adopt(ref, outs[j])
 
@@ -219,7 +219,7 @@ class Executor:
         if op.func in _FACTORIES:
             return (), {}
         flat = [self._const(x) if isinstance(x, Const) else x for x in op.flat]
-        args, kwargs = tree_unflatten(flat, op.spec)
+        args, kwargs = unflatten(flat, op.spec)
         return args[1:], kwargs
 
 
@@ -492,7 +492,7 @@ def truncated_normal(op: Op) -> _Fill | None:
     """
     if op.func is not TRUNC_NORMAL or not _one_round_is_normal():
         return None
-    args, kwargs = tree_unflatten(op.flat, op.spec)
+    args, kwargs = unflatten(op.flat, op.spec)
     bound = inspect.signature(TRUNC_NORMAL).bind(*args, **kwargs)
     bound.apply_defaults()
     target, mean, std, a, b = (bound.arguments[name] for name in ("tensor", "mean", "std", "a", "b"))

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
-from torch.utils._pytree import tree_unflatten
 
+from cs_lightning.deferred.arguments import unflatten
 from cs_lightning.deferred.oplog import Const, Op, Recording, Ref, Storage
 from cs_lightning.deferred.pages import advise_huge_pages
 from cs_lightning.deferred.replay import (
@@ -284,7 +284,7 @@ def _row_op(op: Op, storage: Storage, spans: list[tuple[int, int]]) -> _RowOp | 
     if op.func in _CONSTANT:
         return _RowOp("set", aten.fill_.Scalar, (_CONSTANT[op.func],))
     if op.func is aten.full.default:
-        return _RowOp("set", aten.fill_.Scalar, (tree_unflatten(op.flat, op.spec)[0][1],))
+        return _RowOp("set", aten.fill_.Scalar, (unflatten(op.flat, op.spec)[0][1],))
     chunk = chunkable(op)
     if chunk is not None:
         func, target = chunk
@@ -311,7 +311,7 @@ def _row_op(op: Op, storage: Storage, spans: list[tuple[int, int]]) -> _RowOp | 
 def _args_after_target(op: Op) -> tuple[tuple, dict]:
     if op.creates and not (op.flat and isinstance(op.flat[0], Ref)):  # randn/rand: the defaults
         return (), {}
-    args, kwargs = tree_unflatten(op.flat, op.spec)
+    args, kwargs = unflatten(op.flat, op.spec)
     return tuple(args[1:]), {key: v for key, v in kwargs.items() if key != "generator"}
 
 
@@ -397,7 +397,7 @@ def _trunc_rows(
     full = torch.empty(storage.nbytes // out.element_size(), dtype=out.dtype)
     target = op.flat[0]
     view = full.as_strided(target.size, target.stride, target.offset)
-    args, kwargs = tree_unflatten([view if isinstance(x, Ref) else x for x in op.flat], op.spec)
+    args, kwargs = unflatten([view if isinstance(x, Ref) else x for x in op.flat], op.spec)
     op.func(*args, **kwargs)
     out.copy_(full[lo:hi])
     stream.restart()
@@ -409,7 +409,7 @@ def _apply(op: Op, out: torch.Tensor, lo: int, hi: int) -> None:
     if not isinstance(part, tuple):  # no element here (a view that cannot be cut is never an "apply" op)
         return
     view = out.as_strided(*part)
-    args, kwargs = tree_unflatten(
+    args, kwargs = unflatten(
         [view if isinstance(x, Ref) else x.value if isinstance(x, Const) else x for x in op.flat], op.spec
     )
     op.func(*args, **kwargs)
