@@ -95,3 +95,16 @@ def test_a_lightning_whose_connector_moved_gets_one_warning_and_csx_still_trains
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-3:] == ["1", "CSXStrategy 2", "CSXStrategy 2"]
+
+
+def test_importing_the_strategies_leaves_torch_distributed_checkpoint_unloaded() -> None:
+    """csx_fsdp reads sharded checkpoints with it, imported when one is read: not a cost of every import."""
+    done = _run("""
+        import sys
+        import lightning.pytorch as pl
+        import cs_lightning
+        from lightning.pytorch.strategies import StrategyRegistry
+        print("csx_fsdp" in StrategyRegistry, "torch.distributed.checkpoint" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
