@@ -19,9 +19,10 @@ No Lightning needed; the csx strategy uses these under ``configure_model``.
 
 How: a dispatch mode records every aten op that creates or writes a tensor's storage
 (``recorder.py``) into a :class:`~cs_lightning.deferred.oplog.Recording` (``oplog.py``, the op-log
-types the recorder and the replays share); ``materialize`` replays the live part of that log in order
-(``replay.py``), jumping the CPU generator over the draws of dead ops (``mt19937.py``),
-or, in the independent mode, per tensor on its own generator (``independent.py``).
+types the recorder and the replays share; each op's arguments kept flat, ``arguments.py``);
+``materialize`` replays the live part of that log in order (``replay.py``), jumping the CPU
+generator over the draws of dead ops (``mt19937.py``), or, in the independent mode, per tensor
+on its own generator (``independent.py``).
 
 Limits, each reported rather than hidden:
 
