@@ -84,6 +84,16 @@ def test_the_shipped_polynomial_is_what_berlekamp_massey_finds() -> None:
     assert mt19937._SHIPPED_PHI.read_bytes() == found.to_bytes(mt19937._POLYNOMIAL_BYTES, "little")
 
 
+@pytest.mark.parametrize("count", [2 * 19937 + 356, 2 * 19937 + 360, 2 * 19937 + 361])  # 6, 0 and 7 padding bits
+def test_the_recurrence_check_holds_for_phi_alone(count: int) -> None:
+    bits = mt19937._low_bits(count)
+    phi = int.from_bytes(mt19937._SHIPPED_PHI.read_bytes(), "little")
+    assert mt19937._annihilates(mt19937._reciprocal(phi), bits)
+    assert not mt19937._annihilates(mt19937._reciprocal(phi ^ (1 << 777)), bits)
+    bits[-3] ^= 1  # one bit of the sequence off, among the last 256 checked
+    assert not mt19937._annihilates(mt19937._reciprocal(phi), bits)
+
+
 @pytest.mark.parametrize("damage", ["missing", "truncated", "wrong"])
 def test_a_damaged_polynomial_file_is_refused_and_phi_found_again(
     damage: str, tmp_path, monkeypatch: pytest.MonkeyPatch
