@@ -4,6 +4,7 @@ are kept flat, with the structure that rebuilds them."""
 import ast
 from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -81,6 +82,8 @@ def test_arguments_flatten_to_their_values_and_back(tree: object) -> None:
     assert _same(unflatten(values, structure), tree)
     # the values come in the order the arguments are written in, and can be swapped one for one
     assert _same(unflatten(values, structure), unflatten(list(values), structure))
+    with pytest.raises(ValueError, match="more than"):  # a value too many is a mistake, never dropped
+        unflatten([*values, 0], structure)
 
 
 def test_ops_returning_several_tensors_are_recorded() -> None:

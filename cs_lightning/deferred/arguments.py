@@ -37,7 +37,14 @@ def _take(node: Any, values: list[Any]) -> Structure:
 
 def unflatten(values: list[Any], structure: Structure) -> Any:
     """The tree of ``structure`` holding ``values`` (as many as ``flatten`` gave)."""
-    return _build(structure, iter(values))
+    remaining = iter(values)
+    tree = _build(structure, remaining)
+    if next(remaining, _END) is not _END:
+        raise ValueError(f"unflatten: {len(values)} values, more than the structure holds")
+    return tree
+
+
+_END = object()
 
 
 def _build(structure: Structure, values: Iterator[Any]) -> Any:
