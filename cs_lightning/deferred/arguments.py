@@ -40,7 +40,7 @@ def unflatten(values: list[Any], structure: Structure) -> Any:
     remaining = iter(values)
     tree = _build(structure, remaining)
     if next(remaining, _END) is not _END:
-        raise ValueError(f"unflatten: {len(values)} values, more than the structure holds")
+        raise AssertionError(f"unflatten: {len(values)} values, more than the structure holds")  # a caller's bug
     return tree
 
 
