@@ -628,9 +628,7 @@ def _holds_settings(cls: type) -> bool:
     if cls.__module__ in ("argparse", "types", "builtins"):
         return True
     module = sys.modules.get(cls.__module__)
-    return _is_code(module) or (
-        isinstance(module, ModuleType) and not _is_lazy(module) and is_user_file(_file_of(module))
-    )
+    return isinstance(module, ModuleType) and not _is_lazy(module) and is_user_file(_file_of(module))
 
 
 def _plain_text(values: Mapping[Any, Any] | Collection[Any]) -> str | None:
