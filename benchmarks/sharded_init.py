@@ -193,6 +193,7 @@ def materialize_alone(case: str, ranks: int, config: Config) -> dict:
 def _rows_alone(model: nn.Module, rank: int, ranks: int) -> None:
     """Rank ``rank``'s rows (``torch.chunk`` on dim 0) of every parameter, by row replay (as deferred.sharded)."""
     from cs_lightning.deferred.materialize import by_recording, deferred_tensors, module_slots
+    from cs_lightning.deferred.pages import advise_huge_pages
     from cs_lightning.deferred.row_replay import replay_rows
 
     for recording, group in by_recording(deferred_tensors(module_slots(model, {}), {})):
@@ -205,7 +206,8 @@ def _rows_alone(model: nn.Module, rank: int, ranks: int) -> None:
                 (start * width, min(rows, start + -(-rows // ranks)) * width) for start in starts
             ]
         ranges = {sid: spans[rank] for sid, spans in every_rank.items()}
-        shards = {sid: torch.empty(hi - lo) for sid, (lo, hi) in ranges.items()}
+        # in memory asking for huge pages, as csx_fsdp allocates each rank's shards
+        shards = {sid: advise_huge_pages(torch.empty(hi - lo)) for sid, (lo, hi) in ranges.items()}
         ignore = lambda *args: None
         replay_rows(
             recording,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -38,6 +39,33 @@ def test_jumps_are_available_on_this_torch_and_refuse_other_states() -> None:
     assert available()
     with pytest.raises(ValueError, match="not a CPU generator state"):
         advance(torch.zeros(7, dtype=torch.uint8), 5)
+
+
+def _recurrence(words: list[int], length: int) -> list[int]:
+    """mt19937's word recurrence as its paper states it, one word at a time (the test's reference)."""
+    out = list(words)
+    while len(out) < length:
+        mixed = (out[-624] & 0x80000000) | (out[-623] & 0x7FFFFFFF)
+        out.append(out[-227] ^ (mixed >> 1) ^ (0x9908B0DF if mixed & 1 else 0))
+    return out
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=624, max_size=624), st.integers(624, 2000))
+@settings(max_examples=10)
+def test_the_sequence_drawn_through_torch_is_the_recurrence(words, length) -> None:
+    """Jumps read the words after a state from torch's own generator, untempering its outputs."""
+    got = mt19937._sequence(np.array(words, dtype=np.uint32), length)
+    assert got.tolist() == _recurrence(words, length)
+
+
+def test_a_torch_that_drew_otherwise_is_found_out_and_drawn_instead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If torch's outputs stopped being the tempered words, jumps would go wrong: the check refuses them."""
+    monkeypatch.setattr(mt19937, "_untemper", lambda outputs: outputs)
+    mt19937.available.cache_clear()
+    try:
+        assert not available()
+    finally:
+        mt19937.available.cache_clear()
 
 
 def test_long_jumps_equal_drawing() -> None:
@@ -149,7 +177,7 @@ def forget_powers() -> None:
     """This process's powers of x, as a new process starts (the cache folder stays)."""
     mt19937._POWERS.clear()
     mt19937._ASKED.clear()
-    mt19937._one_bits.cache_clear()
+    mt19937._digits.cache_clear()
 
 
 def test_a_power_found_by_an_earlier_process_is_read_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:

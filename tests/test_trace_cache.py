@@ -248,7 +248,7 @@ def test_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:
 def test_cli_cache_info_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     _fit(_load(_write_model(tmp_path)))
     mt19937._POWERS.clear()  # what this process found: forgotten, as in a fresh one
-    mt19937._one_bits.cache_clear()
+    mt19937._digits.cache_clear()
     mt19937.advance(torch.get_rng_state(), 40_000_000)  # a jump table found, and kept
     (cache_dir() / "mt19937" / "phi.bin").write_bytes(b"an earlier version's file")  # not a jump table
     assert len(mt19937.stored().files()) == 1  # the power of x (phi ships with the package)

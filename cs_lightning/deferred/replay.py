@@ -44,7 +44,7 @@ ORTHOGONAL = torch.nn.init.orthogonal_
 # Elements per scratch chunk: a multiple of 16, which keeps normal_'s draw count
 # (it redraws a 16-element tail when the size is not a multiple of 16) unchanged.
 _CHUNK = 1 << 18
-# Skipped draws up to this many are drawn (~1.7 ns each); more are jumped over (~2 ms for a
+# Skipped draws up to this many are drawn (~1.7 ns each); more are jumped over (~1 ms for a
 # distance jumped before, 10-30 ms for a new one). From _JUMP_KNOWN_FROM on, a distance met
 # before (in this process or, through the cache folder, an earlier one) is jumped.
 _JUMP_FROM = 1 << 23
