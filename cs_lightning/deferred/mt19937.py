@@ -131,12 +131,12 @@ _BATCH = 256  # windows XORed per numpy call: 256 * 624 words = 640 KB, cache-si
 @functools.lru_cache(maxsize=64)  # distances repeat: layers of one size skip the same draws
 def _digits(k: int) -> tuple[np.ndarray, np.ndarray]:
     """The nonzero 4-bit digits of x^k mod phi(x) (bit j of a digit: the coefficient of x^(start + j)),
-    and where each starts."""
+    and where each starts (kept small: 14 KB an entry)."""
     data = np.frombuffer(_x_power_mod(k).to_bytes(_POLYNOMIAL_BYTES, "little"), np.uint8)
-    digits = np.empty(2 * data.size, dtype=np.intp)
+    digits = np.empty(2 * data.size, dtype=np.uint8)
     digits[0::2], digits[1::2] = data & 0xF, data >> 4
     nonzero = np.flatnonzero(digits)
-    return digits[nonzero], 4 * nonzero
+    return digits[nonzero], (4 * nonzero).astype(np.int32)
 
 
 def _pattern_table(sequence: np.ndarray) -> np.ndarray:
