@@ -6,7 +6,7 @@ strategy), the optimizer and schedulers in ``configure_optimizers``, after the w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -49,7 +49,16 @@ class CSXModule(LightningModule):
                 raise UsageTypeError(
                     f"CSXModule({name}={value!r}) must be callable; pass a function such as lambda: ..."
                 )
-        if isinstance(schedulers, (str, bytes)) or not all(callable(s) for s in schedulers):
+        if callable(schedulers):
+            raise UsageTypeError(
+                f"CSXModule(schedulers={schedulers!r}) must be a list of callables taking the optimizer;"
+                " put the one you have in a list: schedulers=[...]"
+            )
+        if (
+            isinstance(schedulers, (str, bytes))
+            or not isinstance(schedulers, Iterable)
+            or not all(callable(s) for s in schedulers)
+        ):
             raise UsageTypeError(
                 f"CSXModule(schedulers={schedulers!r}) must be a list of callables taking the optimizer,"
                 " e.g. [lambda optimizer: LinearLR(optimizer, ...)]"
@@ -68,7 +77,7 @@ class CSXModule(LightningModule):
     @override
     def configure_model(self) -> None:
         if self.model is None and self._model_fn is not None:
-            self.model = self._model_fn()
+            self.model = _returned(self._model_fn(), nn.Module, "model", "model=lambda: MyNet(...)")
 
     @override
     def forward(self, batch: Any) -> torch.Tensor:
@@ -93,7 +102,10 @@ class CSXModule(LightningModule):
 
     @override
     def configure_optimizers(self) -> OptimizerLRScheduler:
-        optimizer = self._optimizer if isinstance(self._optimizer, Optimizer) else self._optimizer(self._built())
+        optimizer = self._optimizer
+        if not isinstance(optimizer, Optimizer):
+            example = "optimizer=lambda model: torch.optim.SGD(model.parameters(), lr=0.1)"
+            optimizer = _returned(optimizer(self._built()), Optimizer, "optimizer", example)
         schedulers = [{"scheduler": make(optimizer), "interval": "step"} for make in self._schedulers]
         # Lightning takes scheduler config dicts here; its type alias names only its dataclass
         return [optimizer], schedulers  # type: ignore[return-value]
@@ -101,3 +113,14 @@ class CSXModule(LightningModule):
     def _built(self) -> nn.Module:
         assert self.model is not None  # configure_model() built it: Lightning calls it before any step
         return self.model
+
+
+def _returned(value: Any, kind: type, name: str, example: str) -> Any:
+    """``value``, which the ``name`` callable returned, if it is a ``kind``; else the error that says so."""
+    if not isinstance(value, kind):
+        expected = {nn.Module: "torch.nn.Module", Optimizer: "torch.optim.Optimizer"}[kind]
+        raise UsageTypeError(
+            f"CSXModule({name}=...) returned {value!r:.80} ({type(value).__name__}) where a {expected} was"
+            f" expected; the callable must return it, e.g. {example}"
+        )
+    return value

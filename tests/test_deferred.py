@@ -1014,6 +1014,23 @@ def test_reading_random_values_in_a_constructor_warns_and_stays_exact() -> None:
     assert lazy.inner.gate.open == eager.inner.gate.open
 
 
+class FormatsItsNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 1)
+        self.said = f"{self.lin.weight.norm():.3f} {self.lin.weight.norm():.2e} {self.lin.weight.norm()}"
+
+
+def test_a_value_formatted_in_a_constructor_reads_as_in_eager() -> None:
+    """f"{w.norm():.3f}" formats the number, as torch does for a one-element tensor."""
+    with pytest.warns(DeferredInitWarning, match="reads the value"):
+        eager, lazy = assert_identical(FormatsItsNorm)
+    assert lazy.said == eager.said
+    with pytest.raises(TypeError, match="unsupported format string"):  # as torch: no spec for a whole tensor
+        with recording():
+            f"{nn.Linear(2, 2).weight:.3f}"
+
+
 def test_ops_without_meta_kernel_use_real_values() -> None:
     class Indices(nn.Module):
         def __init__(self) -> None:

@@ -92,9 +92,31 @@ def test_a_built_model_and_optimizer_are_accepted() -> None:
     [
         (dict(model=3), r"model=3\) must be callable"),
         (dict(schedulers=["LinearLR"]), r"schedulers=\['LinearLR'\]\) must be a list of callables"),
+        (dict(schedulers=lambda optimizer: None), r"put the one you have in a list: schedulers=\[...\]"),
+        (dict(schedulers=7), r"schedulers=7\) must be a list of callables"),
         (dict(optimizer=torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)), r"optimizer=<Optimizer instance>"),
     ],
 )
 def test_bad_arguments_name_the_argument_and_the_fix(arguments: dict, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         _module(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            dict(model=lambda: None),
+            r"CSXModule\(model=...\) returned None \(NoneType\) where a torch.nn.Module was expected; .*"
+            r" model=lambda: MyNet",
+        ),
+        (
+            dict(optimizer=lambda model: [model.parameters()]),
+            r"CSXModule\(optimizer=...\) returned \[<generator .*\] \(list\) where a torch.optim.Optimizer was"
+            r" expected; .* optimizer=lambda model: torch.optim",
+        ),
+    ],
+)
+def test_a_callable_returning_the_wrong_thing_is_named_as_fit_starts(arguments: dict, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        _train(_module(**arguments), "csx", steps=1)

@@ -132,6 +132,13 @@ class DeferredTensor(torch.Tensor):
         kind = "Parameter" if getattr(self, "_is_param", False) else "Tensor"
         return f"Deferred{kind}(size={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
 
+    def __format__(self, format_spec: str) -> str:
+        """As torch formats a tensor: a one-element tensor as its number (``f"{w.norm():.3f}"``), any
+        other as its repr, and only with no format spec."""
+        if self.dim() == 0:
+            return format(self.item(), format_spec)
+        return object.__format__(self, format_spec)
+
     def __deepcopy__(self, memo: dict[int, Any]) -> torch.Tensor:
         if id(self) in memo:
             return memo[id(self)]
