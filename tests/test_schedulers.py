@@ -480,6 +480,11 @@ def test_is_a_torch_scheduler_with_torch_methods():
     scheduler.step()
     assert scheduler.get_last_lr() == [torch.tensor(0.00625).item()]
     assert lightning_config(scheduler) == {"scheduler": scheduler, "interval": "step", "frequency": 1}
+    with pytest.raises(ValueError, match=r"lightning_config\(frequency=0\): .* leave it out"):
+        lightning_config(scheduler, frequency=0)
+    with pytest.raises(TypeError, match=r"lightning_config\(scheduler=...\) got SGD, not a scheduler; pass the"):
+        lightning_config(optimizer)  # type: ignore[arg-type]
+    assert lightning_config(scheduler, frequency=2, name="lr")["frequency"] == 2
 
 
 def test_sequential_children_count_from_their_milestone_and_nest():

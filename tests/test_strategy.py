@@ -17,7 +17,7 @@ from lightning_models import Regressor, SkipsFirst, data, fit, mlp, trainer
 from cs_lightning import CSXDDPStrategy, CSXFSDPStrategy, CSXStrategy, GraphBreakError, TimeToFirstLoss
 from cs_lightning.deferred import is_deferred
 from cs_lightning.errors import CheckpointMismatchError, DeferredInitWarning, UsageError
-from cs_lightning.schedulers import OneCycleLR
+from cs_lightning.schedulers import CosineDecayLR, CosineDecayWD, LinearLR, OneCycleLR, lightning_config
 from cs_lightning.strategies.checkpoints import sharded_checkpoint_problem
 
 
@@ -238,6 +238,31 @@ def test_a_schedule_an_update_would_refuse_within_max_steps_is_refused_before_st
     with pytest.raises(UsageError, match=r"^OneCycleLR: step 4 gives lr=-0.0357129"):
         run.fit(model, data())
     assert run.global_step == 0
+
+
+class _TwoSchedules(Regressor):
+    def __init__(self, second_weight_decay: bool) -> None:
+        super().__init__()
+        self.second_weight_decay = second_weight_decay
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.parameters(), lr=0.1, weight_decay=0.01)
+        warmup = LinearLR(optimizer, initial_learning_rate=0.0, end_learning_rate=0.1, total_iters=4)
+        second = (CosineDecayWD if self.second_weight_decay else CosineDecayLR)(optimizer, 0.1, 0.0, 8)
+        return [optimizer], [lightning_config(warmup), lightning_config(second)]
+
+
+def test_two_closed_form_schedules_of_one_rate_are_refused_before_step_0() -> None:
+    """Each writes the group's lr every step, so the later would apply alone: refused, as the CLI does."""
+    run = trainer("csx", max_steps=3)
+    with pytest.raises(
+        UsageError,
+        match=r"^configure_optimizers: scheduler 1 \(CosineDecayLR\) sets 'lr' of param group 0"
+        r" \(untagged\), as scheduler 0 \(LinearLR\) does, so only the later would apply; fix: ",
+    ):
+        run.fit(_TwoSchedules(second_weight_decay=False), data())
+    assert run.global_step == 0
+    assert fit(_TwoSchedules(second_weight_decay=True), "csx", steps=3)[0].global_step == 3  # lr and weight decay
 
 
 def test_explicit_scheduler_config_wins() -> None:

@@ -973,6 +973,17 @@ def lightning_config(scheduler: Scheduler, **overrides: Any) -> dict[str, Any]:
     ``{"optimizer": opt, "lr_scheduler": lightning_config(s)}``. ``overrides`` (e.g.
     ``name=...``) are added to the config.
     """
+    if not isinstance(scheduler, _TorchLRScheduler):
+        raise UsageTypeError(
+            f"lightning_config(scheduler=...) got {type(scheduler).__name__}, not a scheduler; pass the scheduler"
+            " made on the optimizer, e.g. lightning_config(LinearLR(optimizer, ...))"
+        )
+    frequency = overrides.get("frequency", 1)
+    if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 1:
+        raise UsageError(
+            f"lightning_config(frequency={frequency!r}): the scheduler steps every `frequency` optimizer steps,"
+            " a whole number >= 1; leave it out to step every step (frequency=1)"
+        )
     return {"scheduler": scheduler, "interval": "step", "frequency": 1, **overrides}
 
 

@@ -140,22 +140,38 @@ def build(spec: Any, optimizer: torch.optim.Optimizer, key: KeyPath = ("schedule
 
 
 def _refuse_two_writers(built: list[Scheduler], key: KeyPath) -> None:
-    """Two schedulers of one list that set the same value of a param group: each step writes both,
-    so only the later one applies (in cerebras.pytorch 2.10 too), while a table would show both."""
-    for later_index, later in enumerate(built):
-        for index, earlier in enumerate(built[:later_index]):
-            shared = sorted(set(earlier._targets) & set(later._targets))
-            if earlier.param_group_key != later.param_group_key or not shared:
+    """Two schedulers of one list that set the same value of a param group: refused (see ``two_writers``)."""
+    found = two_writers(built)
+    if found is not None:
+        index, later, groups = found
+        raise ConfigError(
+            (*key, later),
+            f"{type(built[later]).__name__} sets {built[later].param_group_key!r} of {groups}, as "
+            f"{format_key_path((*key, index))} ({type(built[index]).__name__}) does{TWO_WRITERS_FIX}",
+        )
+
+
+TWO_WRITERS_FIX = (
+    ", so only the later would apply; fix: compose them in one SequentialLR (one after the other) or "
+    "ChainedScheduler (multiplied), or give them param_group_tags of different param groups"
+)
+
+
+def two_writers(schedulers: Sequence[Any]) -> tuple[int, int, str] | None:
+    """The first two closed-form schedulers (their indices) that set the same value of a param group, and
+    which groups; None if there are none. Each step writes both, so only the later one applies (in
+    cerebras.pytorch 2.10 too), while a table or a plot would show both."""
+    for later_index, later in enumerate(schedulers):
+        for index, earlier in enumerate(schedulers[:later_index]):
+            if not (isinstance(earlier, Scheduler) and isinstance(later, Scheduler)):
                 continue
-            groups = later.optimizer.param_groups
-            raise ConfigError(
-                (*key, later_index),
-                f"{type(later).__name__} sets {later.param_group_key!r} of "
-                f"{', '.join(_group_name(index, groups[index]) for index in shared)}, as "
-                f"{format_key_path((*key, index))} ({type(earlier).__name__}) does, so only the later "
-                "would apply; fix: compose them in one SequentialLR (one after the other) or "
-                "ChainedScheduler (multiplied), or give them param_group_tags of different param groups",
-            )
+            if earlier.optimizer is not later.optimizer or earlier.param_group_key != later.param_group_key:
+                continue
+            shared = sorted(set(earlier._targets) & set(later._targets))
+            if shared:
+                groups = later.optimizer.param_groups
+                return index, later_index, ", ".join(_group_name(k, groups[k]) for k in shared)
+    return None
 
 
 def _group_name(index: int, group: dict) -> str:

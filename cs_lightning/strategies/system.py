@@ -58,6 +58,7 @@ from cs_lightning.deferred.recorder import current_recorder, jump_past_draws
 from cs_lightning.errors import DeferredInitWarning, UsageError
 from cs_lightning.schedulers import Scheduler
 from cs_lightning.schedulers.from_torch import convert_lightning_configs
+from cs_lightning.schedulers.registry import TWO_WRITERS_FIX, two_writers
 from cs_lightning.schedulers.resume import check_scheduler_states
 from cs_lightning.step_closure import StepBoundary, run_at_once
 from cs_lightning.strategies.checkpoints import (
@@ -352,6 +353,7 @@ class CSXSystemMixin(Strategy):
         convert_lightning_configs(
             self.lr_scheduler_configs, strict=self.options.strict_schedulers, site=_defined_at(configure)
         )
+        _refuse_two_writers([config.scheduler for config in self.lr_scheduler_configs])
         for config in self.lr_scheduler_configs:
             if isinstance(config.scheduler, Scheduler) and (config.interval != "step" or config.frequency != 1):
                 config.scheduler._expect_skipped_updates()  # asked for: a bare one is made to step every step
@@ -518,6 +520,17 @@ def _load_loader_states(loop: _FitLoop) -> None:
             loader.load_state_dict({**state, "served": 0})
         elif loop.restarting:
             loader.load_state_dict(state)
+
+
+def _refuse_two_writers(schedulers: list[Any]) -> None:
+    found = two_writers(schedulers)
+    if found is not None:
+        index, later, groups = found
+        raise UsageError(
+            f"configure_optimizers: scheduler {later} ({type(schedulers[later]).__name__}) sets "
+            f"{schedulers[later].param_group_key!r} of {groups}, as scheduler {index} "
+            f"({type(schedulers[index]).__name__}) does{TWO_WRITERS_FIX}"
+        )
 
 
 def _hold_the_real_parameters(optimizers: list[Optimizer]) -> None:
