@@ -33,8 +33,9 @@ def cache_variable() -> str | None:
     return next((name for name in ("CS_LIGHTNING_CACHE_DIR", "XDG_CACHE_HOME") if os.environ.get(name)), None)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename; the file's
+    permissions are ``mode``, by default 0644.
 
     Raises OSError when the folder cannot be made or written; nothing is left behind then.
     """
@@ -44,7 +45,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         with os.fdopen(descriptor, "wb") as file:
             if hasattr(os, "fchmod"):  # mkstemp's 0600 would hide a shared cache from other users
                 with contextlib.suppress(OSError):  # a file system without modes writes all the same
-                    os.fchmod(file.fileno(), 0o644)
+                    os.fchmod(file.fileno(), 0o644 if mode is None else mode)
             file.write(data)
         os.replace(temporary, path)
     except BaseException:

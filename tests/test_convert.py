@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -458,6 +460,34 @@ def test_convert_overwrites_an_existing_output_only_with_force(tmp_path):
     # written to a temporary file renamed into place (a new inode), and no temporary file is left
     assert (tmp_path / "run.yaml").stat().st_ino != inode
     assert sorted(snapshot(tmp_path)) == ["mz.yaml", "run.yaml"]
+
+
+def test_force_writes_through_a_link_and_keeps_the_files_permissions(tmp_path):
+    (tmp_path / "mz.yaml").write_bytes((DATA / "gpt_trainer.yaml").read_bytes())
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "run.yaml").write_text("# old\n")
+    (tmp_path / "configs" / "run.yaml").chmod(0o640)
+    (tmp_path / "run.yaml").symlink_to("configs/run.yaml")
+    forced = run_cli("convert", "mz.yaml", "-o", "run.yaml", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert (tmp_path / "run.yaml").is_symlink()  # the link stays; the file it names is the new config
+    assert yaml.safe_load((tmp_path / "configs" / "run.yaml").read_text())["trainer"]["max_steps"] == 5000
+    assert (tmp_path / "configs" / "run.yaml").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_an_output_that_is_no_regular_file_is_refused_even_with_force(tmp_path):
+    """A device or a pipe: renaming the new file over it would replace the device itself."""
+    (tmp_path / "mz.yaml").write_bytes((DATA / "gpt_trainer.yaml").read_bytes())
+    os.mkfifo(tmp_path / "pipe")
+    before = snapshot(tmp_path)
+    refused = run_cli("convert", "mz.yaml", "-o", "pipe", "--force", cwd=tmp_path)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        "cs-lightning: error: --out: 'pipe' is not a regular file (a device, a pipe or a socket); "
+        "fix: give a file path\n"
+    )
+    assert snapshot(tmp_path) == before and stat.S_ISFIFO((tmp_path / "pipe").stat().st_mode)
 
 
 def test_a_cerebras_only_optimizer_with_a_schedule_converts_and_its_schedule_is_checked(tmp_path, capsys):

@@ -26,6 +26,10 @@ def check_output_path(out: Path, inputs: Sequence[Path], force: bool, *, inputs_
         in_the_way = file_in_the_way(out.parent)
         problem = f"{str(out.parent)!r} {in_the_way}" if in_the_way else f"no folder {str(out.parent)!r}"
         raise ConfigError("--out", f"cannot write {str(out)!r}: {problem}; fix: give a path in an existing folder")
+    if out.exists() and not out.is_file():  # renaming a file over it would replace the device itself
+        raise ConfigError(
+            "--out", f"{str(out)!r} is not a regular file (a device, a pipe or a socket); fix: give a file path"
+        )
     if out.exists() and not force:
         raise ConfigError(
             "--out", f"{str(out)!r} already exists; fix: give another path, or pass --force to overwrite it"
@@ -33,9 +37,13 @@ def check_output_path(out: Path, inputs: Sequence[Path], force: bool, *, inputs_
 
 
 def write_output(out: Path, data: bytes) -> None:
-    """Write through a temporary file renamed into place: a failure leaves `out` as it was."""
+    """Write through a temporary file renamed into place: a failure leaves `out` as it was. A symbolic
+    link is written through (the file it names is replaced, the link stays), and a file written over
+    keeps its permissions."""
+    target = Path(os.path.realpath(out))
     try:
-        write_atomic(out, data)
+        mode = target.stat().st_mode & 0o7777 if target.exists() else None
+        write_atomic(target, data, mode=mode)
     except OSError as err:
         raise ConfigError("--out", f"cannot write {str(out)!r} ({err.strerror}); fix: give a writable path") from None
 
