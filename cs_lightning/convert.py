@@ -536,7 +536,7 @@ def _canonical(block: Any, key: KeyPath) -> dict[str, Any]:
     """One scheduler block -> `{ClassName: {args}}` with the class's own names, children too."""
     name, args, args_key = parse_block(block, key, "scheduler")
     cls = _scheduler_class(name, args_key)  # the name is the key, as in schedulers[0].Name
-    args = with_new_names(cls, args)
+    args = with_new_names(cls, args, args_key)
     if isinstance(args.get("schedulers"), list):
         args["schedulers"] = [
             _canonical(child, (*args_key, "schedulers", i)) for i, child in enumerate(args["schedulers"])
@@ -563,7 +563,7 @@ def _legacy_item(item: Any, key: KeyPath, notes: list[str]) -> tuple[dict[str, A
     for ignored, meaning in _IGNORED_BY_1_9.get(cls.__name__, {}).items():
         if ignored in args:
             notes.append(f"warning: {format_key_path((*key, ignored))}: {args.pop(ignored)!r} dropped: {meaning}")
-    return {cls.__name__: with_new_names(cls, args)}, main
+    return {cls.__name__: with_new_names(cls, args, key)}, main
 
 
 def _legacy_schedule(spec: Any, key: KeyPath, notes: list[str]) -> list[dict[str, Any]]:

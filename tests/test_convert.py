@@ -749,6 +749,20 @@ LINEAR_1_9 = {"scheduler": "Linear", "initial_learning_rate": 0.0, "end_learning
             "optimizer.learning_rate[1].learning_rate: got -0.1; a learning rate must be >= 0",
         ),
         ({**LINEAR_1_9, "steps": 2.5}, "optimizer.learning_rate.steps: got 2.5; steps must be an int"),
+        (
+            [
+                LINEAR_1_9,
+                {
+                    "scheduler": "Exponential",
+                    "initial_learning_rate": 0.1,
+                    "decay_steps": 5,
+                    "decay_rate": 0.5,
+                    "steps": 20,
+                },
+            ],
+            "optimizer.learning_rate[1].decay_steps: decay_steps: 5 and steps: 20 both give ExponentialLR's "
+            "total_iters; fix: keep the one you mean",
+        ),
     ],
 )
 def test_a_legacy_schedule_refused_is_said_at_its_key_and_in_its_words(learning_rate, message):

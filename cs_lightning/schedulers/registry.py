@@ -222,10 +222,20 @@ def legacy_arguments(cls: type, args: Mapping[str, Any]) -> list[tuple[str, str]
     ]
 
 
-def with_new_names(cls: type, args: Mapping[str, Any]) -> dict[str, Any]:
-    """``args`` with Model Zoo 1.x spellings (``steps``, ``decay_steps``, ...) under the names ``cls`` takes."""
-    renamed = dict(args)
+def with_new_names(cls: type, args: Mapping[str, Any], path: KeyPath) -> dict[str, Any]:
+    """``args`` (at ``path``) with Model Zoo 1.x spellings (``steps``, ``decay_steps``, ...) under the names
+    ``cls`` takes; two spellings of one argument (``steps`` and ``decay_steps``) are refused, not one dropped."""
+    renamed: dict[str, Any] = dict(args)
+    spelled: dict[str, str] = {}
     for old, new in legacy_arguments(cls, args):
+        if new in spelled:
+            raise ConfigError(
+                (*path, old),
+                f"{old}: {args[old]!r} and {spelled[new]}: {args[spelled[new]]!r} both give {cls.__name__}'s "
+                f"{new}; fix: keep the one you mean (a sequence's stages end at its milestones, which a SequentialLR"
+                " block can give)",
+            )
+        spelled[new] = old
         renamed[new] = renamed.pop(old)
     return renamed
 
@@ -245,7 +255,7 @@ def _legacy_block(item: Mapping[str, Any], path: KeyPath) -> dict[str, Any]:
     """``{scheduler: Linear, steps: 10, ...}`` -> ``{Linear: {total_iters: 10, ...}}``: a legacy item keeps
     its legacy argument names too, as Model Zoo 1.x wrote them."""
     name, args = item["scheduler"], {k: v for k, v in item.items() if k != "scheduler"}
-    return {name: with_new_names(_resolve_at(name, (*path, "scheduler")), args)}
+    return {name: with_new_names(_resolve_at(name, (*path, "scheduler")), args, path)}
 
 
 def _build_legacy(spec: Any, optimizer: torch.optim.Optimizer, path: KeyPath) -> Scheduler:
