@@ -32,11 +32,24 @@ class StepCheckpoint(ModelCheckpoint):
             )
 
     @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if 0 <= trainer.max_steps <= trainer.global_step:
+            # the run's last step, saved where it stands: in its epoch, mid-epoch if so, as a step checkpoint
+            # (once training ends, Lightning counts the epoch as done: the name and a resume would say the next)
+            self._save_this_step(trainer)
+
+    @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._save_this_step(trainer)  # training ended otherwise: max_epochs, a time limit, a stop
+        super().on_train_end(trainer, pl_module)
+
+    def _save_this_step(self, trainer: pl.Trainer) -> None:
         # skipped, as ModelCheckpoint skips any save, when this step is saved already (a multiple of N), in
         # fast_dev_run, and outside fit
         if not self._should_skip_saving_checkpoint(trainer):
             candidates = self._monitor_candidates(trainer)
             self._save_topk_checkpoint(trainer, candidates)
             self._save_last_checkpoint(trainer, candidates)
-        super().on_train_end(trainer, pl_module)

@@ -45,6 +45,18 @@ def test_the_last_step_is_saved_when_it_is_no_multiple_of_the_steps(tmp_path: Pa
     assert torch.load(trainer.checkpoint_callback.best_model_path, weights_only=True)["global_step"] == 10
 
 
+def test_the_last_step_is_saved_in_its_epoch_as_a_step_checkpoint(tmp_path: Path) -> None:
+    """6 batches an epoch: step 10 is the 4th batch of epoch 1. Saved once training ended, it was named and
+    restored as epoch 2 (Lightning counts the epoch done by then): a resume skipped the rest of epoch 1."""
+    _fit(tmp_path, "auto", max_steps=10)
+    names = sorted(path.name for path in tmp_path.glob("*.ckpt"))
+    assert names == ["epoch=0-step=4.ckpt", "epoch=1-step=10.ckpt", "epoch=1-step=8.ckpt"]
+    saved = torch.load(tmp_path / "epoch=1-step=10.ckpt", weights_only=True)
+    loop = saved["loops"]["fit_loop"]
+    assert saved["epoch"] == 1 and loop["epoch_progress"]["current"]["completed"] == 1  # epoch 1 still running
+    assert loop["epoch_loop.batch_progress"]["current"]["processed"] == 4  # its 4th batch
+
+
 def test_a_last_step_saved_already_is_not_saved_twice(tmp_path: Path) -> None:
     _fit(tmp_path, "auto", max_steps=8)
     assert _steps(tmp_path) == [4, 8]
