@@ -48,6 +48,8 @@ def test_names_resolve_case_insensitively_and_by_dotted_path() -> None:
         ({"AdamW": {"lr": True}}, "optimizer.AdamW.lr", "expected a number, got True; fix: write a number such as"),
         ({"AdamW": {"lr": "3.0e-3"}}, "optimizer.AdamW.lr", "got '3.0e-3'; fix: write it without quotes: 3.0e-3"),
         ({"SGD": {"lr": 0.1, "momentum": [0.9]}}, "optimizer.SGD.momentum", "expected a number, got [0.9]"),
+        ({"AdamW": {"lr": float("inf")}}, "optimizer.AdamW.lr", "expected a finite number, got inf; fix: write a"),
+        ({"SGD": {"lr": 0.1, "weight_decay": float("nan")}}, "optimizer.SGD.weight_decay", "a finite number, got nan"),
         ({"AdamW": {"betas": 0.9}}, "optimizer.AdamW.betas", "expected 2 numbers, got 0.9; fix: write a list such as"),
         ({"Adam": {"betas": [0.9, "0.95"]}}, "optimizer.Adam.betas", "expected 2 numbers, got [0.9, '0.95']"),
         ({"Adam": {"betas": "0.9, 0.95"}}, "optimizer.Adam.betas", "expected 2 numbers"),
