@@ -105,7 +105,8 @@ def _entry(item: Any, key: KeyPath) -> TaggedGroup:
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
         raise ConfigError(
             (*key, "adjust_learning_rate"),
-            f"expected a finite number >= 0 (the group's learning rate is this times the schedule), got {scale!r}",
+            f"expected a finite number >= 0 (the group's learning rate is this times the schedule), got {scale!r};"
+            " fix: write a number such as 0.5 (1 keeps the schedule's rate)",
         )
     return TaggedGroup(tag, tuple(patterns), float(scale), key)
 

@@ -2040,3 +2040,16 @@ def test_a_second_run_into_the_same_folder_without_a_logger_is_one_line(tmp_path
     assert err.startswith("cs-lightning: error: trainer.default_root_dir: ") and "config.yaml' exists" in err, err
     assert len(err.strip().splitlines()) == 1 and "fix: give another --trainer.default_root_dir" in err
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
+
+
+def test_python_dash_m_runs_the_command_as_the_console_script(tmp_path: Path) -> None:
+    """Where the console script is not on PATH (a venv not activated): the same command, the same name."""
+    run = [sys.executable, "-m", "cs_lightning.cli"]
+    helped = subprocess.run([*run, "--help"], capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: cs-lightning ")
+    refused = subprocess.run(
+        [*run, "convert", "missing.yaml", "-o", "run.yaml"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert (refused.returncode, refused.stderr) == (2, refused.stderr.splitlines()[0] + "\n")
+    assert refused.stderr.startswith("cs-lightning: error: source: 'missing.yaml' is not a file")
+    assert list(tmp_path.iterdir()) == []

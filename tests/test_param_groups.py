@@ -111,6 +111,16 @@ def test_each_group_learns_at_its_scale_times_the_cerebras_schedule() -> None:
             "param_groups[1].params",
             "so param_groups[0] (tag 'emb') could only name parameters already there",
         ),
+        (
+            [{"tag": "h", "params": ["blocks.*.qkv.weight"], "adjust_learning_rate": -1}],
+            "param_groups[0].adjust_learning_rate",
+            "got -1; fix: write a number such as 0.5",
+        ),
+        (
+            [{"tag": "h", "params": "*", "adjust_learning_rate": "abc"}],
+            "param_groups[0].adjust_learning_rate",
+            "got 'abc'; fix: write a number",
+        ),
     ],
 )
 def test_a_bad_block_is_refused_naming_its_key(spec, key: str, words: str) -> None:
