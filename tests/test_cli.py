@@ -1480,8 +1480,8 @@ ONE_LINE_FAILURES = {
     ),
     "a Trainer argument Lightning refuses without backquotes": (
         ["fit", "--trainer.limit_train_batches", "-1"],
-        "trainer.limit_train_batches: MisconfigurationException: You have passed invalid value -1 for "
-        "limit_train_batches, it has to be in [0.0, 1.0] or an int.; fix: correct trainer.limit_train_batches",
+        "trainer.limit_train_batches: You have passed invalid value -1 for "
+        "limit_train_batches, it has to be in [0.0, 1.0] or an int; fix: correct trainer.limit_train_batches",
     ),
     "a misspelt option in a strategy block given inline": (
         ["fit", "--trainer.strategy", '{"class_path": "cs_lightning.CSXStrategy", "init_args": {"trace_chek": false}}'],
@@ -1526,8 +1526,8 @@ ONE_LINE_FAILURES = {
     ),
     "a Trainer argument Lightning refuses": (
         ["fit", "--trainer.gradient_clip_algorithm", "bogus"],
-        "trainer.gradient_clip_algorithm: MisconfigurationException: `gradient_clip_algorithm` bogus is invalid. "
-        "Allowed algorithms: ['value', 'norm'].; fix: correct trainer.gradient_clip_algorithm",
+        "trainer.gradient_clip_algorithm: `gradient_clip_algorithm` bogus is invalid. "
+        "Allowed algorithms: ['value', 'norm']; fix: correct trainer.gradient_clip_algorithm",
     ),
     "a plugin argument that has no default": (
         ["fit", "--trainer.plugins", "TransformerEnginePrecision"],

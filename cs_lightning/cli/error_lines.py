@@ -19,6 +19,7 @@ from jsonargparse import ArgumentParser, Namespace
 from lightning.pytorch.accelerators import AcceleratorRegistry
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.strategies import StrategyRegistry
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from cs_lightning.cli.block_arguments import SCHEDULERS_INSTEAD
 from cs_lightning.config_blocks import colon_hint, load_inline, refused_at
@@ -448,9 +449,11 @@ def instantiation_error(config: Namespace, err: Exception) -> ConfigError:
     # invalid) or bare (invalid value -1.0 for limit_train_batches)
     quoted, bare = re.findall(r"`(?:Trainer\()?(\w+)[`=]", text), re.findall(r"\b[a-z]+_\w+", text)
     named = [name for name in quoted + bare if isinstance(trainer, Namespace) and name in trainer]
+    # Lightning's MisconfigurationException says no more than the message does; torch's TypeError and the like do
+    said = text.rstrip(".") if isinstance(err, MisconfigurationException) else f"{type(err).__name__}: {text}"
     if named:
-        return ConfigError(("trainer", named[0]), f"{type(err).__name__}: {text}; fix: correct trainer.{named[0]}")
-    return ConfigError("trainer", f"{type(err).__name__}: {text}; fix: correct the trainer: block")
+        return ConfigError(("trainer", named[0]), f"{said}; fix: correct trainer.{named[0]}")
+    return ConfigError("trainer", f"{said}; fix: correct the trainer: block")
 
 
 # The Trainer arguments that take a list of classes (or one), each given as a class_path.
