@@ -1652,6 +1652,13 @@ ONE_LINE_FAILURES = {
         "nothing to set (and its option is trace_check); fix: give the class too: --trainer.strategy "
         "cs_lightning.CSXDDPStrategy --trainer.strategy.trace_check false",
     ),
+    "a strategy option given a value it refuses, on a strategy given by name": (
+        ["fit", "--trainer.strategy.init_mode", "exactt"],
+        "trainer.strategy: 'csx' is given by name, which takes no options, so --trainer.strategy.init_mode has "
+        "nothing to set; fix: give the class too: --trainer.strategy cs_lightning.CSXStrategy "
+        "--trainer.strategy.init_mode <value> (init_mode='exactt' is not supported; did you mean 'exact'? use one "
+        "of ('exact', 'independent'))",
+    ),
     "a strategy name given as its class_path": (
         ["fit", "--config", "run.yaml", "--config", "fsdp_by_name.yaml"],
         "trainer.strategy.class_path: 'csx_fsdp' is the strategy's name, and class_path takes its class's import "

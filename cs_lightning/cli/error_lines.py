@@ -10,6 +10,7 @@ import itertools
 import re
 import sys
 import traceback
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -251,11 +252,27 @@ def _option_of_a_name(key: KeyPath, name: str, option: str, value: str) -> Confi
     class_path = _registered_class_path(key, name) or "<class path>"
     meant = _closest_option(registered, option)
     spelt = "" if meant == option else f" (and its option is {meant})"
+    refused = _refused_option_value(registered, meant, value)
     return ConfigError(
         key,
         f"{name!r} is given by name, which takes no options, so --{dotted}.{option} has nothing to set{spelt}; "
-        f"fix: give the class too: --{dotted} {class_path} --{dotted}.{meant} {value}",
+        f"fix: give the class too: --{dotted} {class_path} --{dotted}.{meant} "
+        + (f"<value> ({refused})" if refused else value),
     )
+
+
+def _refused_option_value(registered: object, option: str, value: str) -> str | None:
+    """Why a csx strategy would refuse ``option`` set to ``value`` (YAML text), so the fix suggests no value
+    that fails next; None when it takes it, or when the option is not one of the csx strategies' own."""
+    if not (isinstance(registered, type) and issubclass(registered, CSXSystemMixin) and option in CSX_OPTION_NAMES):
+        return None
+    try:
+        with warnings.catch_warnings():  # the option alone (compile_backend without compile): only refusals count
+            warnings.simplefilter("ignore")
+            CSXOptions(**{option: yaml.safe_load(value)})
+    except (ValueError, TypeError, yaml.YAMLError) as err:
+        return str(err)
+    return None
 
 
 def _registered_class(key: KeyPath, name: str) -> object:
