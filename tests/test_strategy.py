@@ -240,6 +240,20 @@ def test_a_schedule_an_update_would_refuse_within_max_steps_is_refused_before_st
     assert run.global_step == 0
 
 
+@pytest.mark.parametrize(("batches", "refused"), [(4, False), (8, True)])
+def test_a_run_in_epochs_has_its_schedule_checked_on_the_steps_its_data_gives(batches: int, refused: bool) -> None:
+    """max_epochs=1 over 8 batches is 8 steps: the 5th update would use a negative rate, refused before step 0;
+    4 batches an epoch end before it."""
+    run = trainer("csx", max_epochs=1, limit_train_batches=batches)
+    if not refused:
+        run.fit(_GoesNegative(), data())
+        assert run.global_step == 4
+        return
+    with pytest.raises(UsageError, match=r"^OneCycleLR: step 4 gives lr=-0.0357129"):
+        run.fit(_GoesNegative(), data())
+    assert run.global_step == 0
+
+
 class _TwoSchedules(Regressor):
     def __init__(self, second_weight_decay: bool) -> None:
         super().__init__()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import inspect
+import math
 import os
 import time
 import warnings
@@ -357,13 +358,26 @@ class CSXSystemMixin(Strategy):
         for config in self.lr_scheduler_configs:
             if isinstance(config.scheduler, Scheduler) and (config.interval != "step" or config.frequency != 1):
                 config.scheduler._expect_skipped_updates()  # asked for: a bare one is made to step every step
-        # Where the scheduler's steps are the run's optimizer steps (Lightning counts a frequency in batches of
-        # each epoch; under manual optimization the user steps it; in epochs, the steps are known with the data)
-        if trainer.max_steps >= 0 and module.automatic_optimization:
-            for config in self.lr_scheduler_configs:
-                if isinstance(config.scheduler, Scheduler) and config.interval == "step" and config.frequency == 1:
-                    # as a CS-X compiles the schedule with the run: a value an update would refuse mid-run, now
-                    config.scheduler.check_steps(trainer.max_steps)
+        if trainer.max_steps >= 0:  # in epochs, the steps are known with the data: see on_train_start
+            self._check_schedules(trainer.max_steps)
+
+    @override
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        trainer = self._connected_module.trainer
+        steps = trainer.estimated_stepping_batches  # the data's batches, accumulation, limits, max_epochs
+        if trainer.max_steps < 0 and math.isfinite(steps):
+            self._check_schedules(int(steps))
+
+    def _check_schedules(self, steps: int) -> None:
+        """As a CS-X compiles the schedule with the run: a value an update of the first ``steps`` would refuse
+        mid-run, refused before step 0. Only where the scheduler's steps are the run's optimizer steps:
+        Lightning counts a frequency in batches of each epoch; under manual optimization the user steps it."""
+        if not self._connected_module.automatic_optimization:
+            return
+        for config in self.lr_scheduler_configs:
+            if isinstance(config.scheduler, Scheduler) and config.interval == "step" and config.frequency == 1:
+                config.scheduler.check_steps(steps)
 
     @override
     def training_step(self, *args: Any, **kwargs: Any) -> STEP_OUTPUT:
