@@ -113,6 +113,7 @@ def _twist_blocks(words: np.ndarray, blocks: int) -> np.ndarray:
     jump one step short and take the last step for real.
     """
     patterns, starts = _digits(_exponent(blocks))
+    # 3 words more than the last window needs: a digit's last bit is 3 words on from where it starts
     table = _pattern_table(_sequence(words, _DEGREE + _N + 3))
     rows, length = table.shape
     windows = np.lib.stride_tricks.as_strided(
@@ -184,7 +185,7 @@ def _untemper(outputs: np.ndarray) -> np.ndarray:
     """The words whose tempered values are ``outputs`` (mt19937's tempering, undone step by step)."""
     y = outputs ^ (outputs >> np.uint32(18))
     y ^= (y << np.uint32(15)) & np.uint32(0xEFC60000)
-    x = y.copy()
+    x = y
     for _ in range(4):  # y = x ^ ((x << 7) & mask): each round fixes 7 more bits of x
         x = y ^ ((x << np.uint32(7)) & np.uint32(0x9D2C5680))
     return x ^ (x >> np.uint32(11)) ^ (x >> np.uint32(22))

@@ -365,9 +365,10 @@ class CSXSystemMixin(Strategy):
     def on_train_start(self) -> None:
         super().on_train_start()
         trainer = self._connected_module.trainer
-        steps = trainer.estimated_stepping_batches  # the data's batches, accumulation, limits, max_epochs
-        if trainer.max_steps < 0 and math.isfinite(steps):
-            self._check_schedules(int(steps))
+        if trainer.max_steps < 0:  # a run in epochs: the data's batches, accumulation, limits and max_epochs
+            steps = trainer.estimated_stepping_batches
+            if math.isfinite(steps):
+                self._check_schedules(int(steps))
 
     def _check_schedules(self, steps: int) -> None:
         """As a CS-X compiles the schedule with the run: a value an update of the first ``steps`` would refuse
