@@ -1259,8 +1259,8 @@ def test_a_refusal_after_training_began_keeps_the_run_folder(tmp_path: Path, cap
     config = {
         "imports": [str(tmp_path / "late_refusal.py")],
         "model": {"class_path": "late_refusal.BadScheduler"},
-        # counted in epochs: a max_steps would have it refused before step 0
-        "trainer": {"max_epochs": 3, "default_root_dir": str(tmp_path)},
+        # endless: a max_steps, or max_epochs, would have it refused before step 0
+        "trainer": {"max_epochs": -1, "default_root_dir": str(tmp_path)},
     }
     assert main(["fit", "--config", str(write(tmp_path / "run.yaml", config))]) == 2
     assert "step 4 gives lr=-0.0357129" in capfd.readouterr().err.splitlines()[-1]
