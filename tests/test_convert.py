@@ -473,6 +473,11 @@ def test_force_writes_through_a_link_and_keeps_the_files_permissions(tmp_path):
     assert (tmp_path / "run.yaml").is_symlink()  # the link stays; the file it names is the new config
     assert yaml.safe_load((tmp_path / "configs" / "run.yaml").read_text())["trainer"]["max_steps"] == 5000
     assert (tmp_path / "configs" / "run.yaml").stat().st_mode & 0o777 == 0o640
+    (tmp_path / "dangling.yaml").symlink_to("no/such/folder/run.yaml")  # written through, it would make folders
+    refused = run_cli("convert", "mz.yaml", "-o", "dangling.yaml", cwd=tmp_path)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert "'dangling.yaml' links to" in refused.stderr and "in no folder; fix:" in refused.stderr
+    assert not (tmp_path / "no").exists()
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")

@@ -26,6 +26,11 @@ def check_output_path(out: Path, inputs: Sequence[Path], force: bool, *, inputs_
         in_the_way = file_in_the_way(out.parent)
         problem = f"{str(out.parent)!r} {in_the_way}" if in_the_way else f"no folder {str(out.parent)!r}"
         raise ConfigError("--out", f"cannot write {str(out)!r}: {problem}; fix: give a path in an existing folder")
+    target = Path(os.path.realpath(out))  # what write_output writes: a link's file
+    if not target.parent.is_dir():
+        raise ConfigError(
+            "--out", f"{str(out)!r} links to {str(target)!r}, in no folder; fix: give a path in an existing folder"
+        )
     if out.exists() and not out.is_file():  # renaming a file over it would replace the device itself
         raise ConfigError(
             "--out", f"{str(out)!r} is not a regular file (a device, a pipe or a socket); fix: give a file path"
