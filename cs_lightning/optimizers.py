@@ -257,8 +257,8 @@ _NOT_A_NUMBER = (str, bool, list, tuple, dict)
 
 
 def _check_kinds(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
-    """A value is not of another kind than the constructor's default: a number (a finite one where the default
-    is: torch takes ``lr: .inf`` and trains to NaN), or a tuple of numbers.
+    """A value is not of another kind than the constructor's default: a number (not NaN, and a finite ``lr``:
+    torch takes ``lr: .inf`` and trains to NaN), or a tuple of numbers.
 
     torch checks its numbers with comparisons, so text reaches the user as "'<=' not supported
     between 'float' and 'str'", and ``lr: true`` is not refused at all (it trains at 1.0)."""
@@ -269,7 +269,11 @@ def _check_kinds(cls: type, args: Mapping[str, Any], key: KeyPath) -> None:
             quoted = number_in_text(value) is not None
             fix = f"write it without quotes: {value}" if quoted else f"write a number such as {default}"
             raise ConfigTypeError((*key, arg), f"expected a number, got {value!r}; fix: {fix}")
-        if _is_number(default) and math.isfinite(default) and _is_number(value) and not math.isfinite(value):
+        if (
+            _is_number(default)
+            and isinstance(value, float)
+            and (math.isnan(value) or (arg == "lr" and math.isinf(value)))
+        ):
             raise ConfigError(
                 (*key, arg), f"expected a finite number, got {value!r}; fix: write a number such as {default}"
             )

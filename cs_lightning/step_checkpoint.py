@@ -32,13 +32,12 @@ class StepCheckpoint(ModelCheckpoint):
             )
 
     @override
-    def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
         if 0 <= trainer.max_steps <= trainer.global_step:
-            # the run's last step, saved where it stands: in its epoch, mid-epoch if so, as a step checkpoint
-            # (once training ends, Lightning counts the epoch as done: the name and a resume would say the next)
+            # the run's last step, after its validation if one runs there, saved where it stands: in its epoch,
+            # mid-epoch if so (once training ends, Lightning counts the epoch done: the name and a resume would
+            # say the next)
             self._save_this_step(trainer)
 
     @override

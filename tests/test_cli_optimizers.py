@@ -63,6 +63,12 @@ def test_mistakes_name_the_key_path_and_the_fix(spec, key: str, words: str) -> N
     assert words in str(info.value) and "fix:" in str(info.value)
 
 
+def test_only_nan_and_an_infinite_lr_are_refused_as_not_finite() -> None:
+    """An int is finite however large (math.isfinite overflowed on it); ASGD's t0: .inf means never average."""
+    optimizer_factory({"AdamW": {"lr": 10**400}})
+    optimizer_factory({"ASGD": {"lr": 0.01, "t0": float("inf")}})
+
+
 ADAMW = {"AdamW": {"lr": 0.003, "weight_decay": 0.2}}
 
 

@@ -478,6 +478,13 @@ def test_force_writes_through_a_link_and_keeps_the_files_permissions(tmp_path):
     assert (refused.returncode, refused.stdout) == (2, "")
     assert "'dangling.yaml' links to" in refused.stderr and "in no folder; fix:" in refused.stderr
     assert not (tmp_path / "no").exists()
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    refused = run_cli("convert", "mz.yaml", "-o", "loop.yaml", "--force", cwd=tmp_path)
+    assert (
+        refused.stderr
+        == "cs-lightning: error: --out: 'loop.yaml' is a symbolic link that loops; fix: give a file path\n"
+    )
+    assert (tmp_path / "loop.yaml").is_symlink()
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")

@@ -73,3 +73,22 @@ def test_a_monitor_is_refused_naming_model_checkpoint() -> None:
         ValueError, match=r"^StepCheckpoint\(monitor='val_loss'\): it saves by steps, .*ModelCheckpoint"
     ):
         cs_lightning.StepCheckpoint(monitor="val_loss", every_n_train_steps=4)
+
+
+class _Validated(_Regressor):
+    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
+        self.log("v", float(self.global_step))
+
+
+def test_the_last_step_is_saved_after_its_validation(tmp_path: Path) -> None:
+    """Validation every 2 steps runs at step 10 too: the last checkpoint has its metrics, as ModelCheckpoint's."""
+    data = DataLoader(TensorDataset(torch.randn(12, 4, generator=torch.Generator().manual_seed(0))), batch_size=2)
+    checkpoints = cs_lightning.StepCheckpoint(
+        dirpath=tmp_path, every_n_train_steps=4, save_top_k=-1, filename="{epoch}-{step}-{v:.0f}"
+    )
+    trainer = pl.Trainer(
+        accelerator="cpu", max_steps=10, val_check_interval=2, num_sanity_val_steps=0, logger=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path, callbacks=[checkpoints],
+    )  # fmt: skip
+    trainer.fit(_Validated(), data, data)
+    assert "epoch=1-step=10-v=10.ckpt" in {path.name for path in tmp_path.glob("*.ckpt")}

@@ -254,6 +254,18 @@ def test_a_run_in_epochs_has_its_schedule_checked_on_the_steps_its_data_gives(ba
     assert run.global_step == 0
 
 
+class _Unsized(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(data().dataset)
+
+
+def test_a_run_in_epochs_over_data_of_unknown_length_is_not_checked_and_trains() -> None:
+    """Lightning's estimate is then max_steps, -1: nothing to check before step 0."""
+    run = trainer("csx", max_epochs=1)
+    run.fit(_TwoSchedules(second_weight_decay=True), torch.utils.data.DataLoader(_Unsized(), batch_size=8))
+    assert run.global_step == 8
+
+
 class _TwoSchedules(Regressor):
     def __init__(self, second_weight_decay: bool) -> None:
         super().__init__()
@@ -277,6 +289,27 @@ def test_two_closed_form_schedules_of_one_rate_are_refused_before_step_0() -> No
         run.fit(_TwoSchedules(second_weight_decay=False), data())
     assert run.global_step == 0
     assert fit(_TwoSchedules(second_weight_decay=True), "csx", steps=3)[0].global_step == 3  # lr and weight decay
+
+
+class _StepsOneScheduleItself(_TwoSchedules):
+    """Manual optimization: the warmup for 4 steps, then the decay; never both in one step."""
+
+    def __init__(self) -> None:
+        super().__init__(second_weight_decay=False)
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        optimizer = self.optimizers()
+        loss = torch.nn.functional.mse_loss(self(batch[0]), batch[1])
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+        warmup, decay = self.lr_schedulers()
+        (warmup if self.global_step <= 4 else decay).step()
+
+
+def test_two_schedules_of_one_rate_stepped_by_the_user_are_the_users_to_order() -> None:
+    assert fit(_StepsOneScheduleItself(), "csx", steps=6)[0].global_step == 6
 
 
 def test_explicit_scheduler_config_wins() -> None:

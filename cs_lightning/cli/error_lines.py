@@ -267,10 +267,14 @@ def _refused_option_value(registered: object, option: str, value: str) -> str | 
     if not (isinstance(registered, type) and issubclass(registered, CSXSystemMixin) and option in CSX_OPTION_NAMES):
         return None
     try:
+        given = yaml.safe_load(value)
+    except yaml.YAMLError:  # not YAML: the value is the user's to correct, as they wrote it
+        return None
+    try:
         with warnings.catch_warnings():  # the option alone (compile_backend without compile): only refusals count
             warnings.simplefilter("ignore")
-            CSXOptions(**{option: yaml.safe_load(value)})
-    except (ValueError, TypeError, yaml.YAMLError) as err:
+            CSXOptions(**{option: given})
+    except (ValueError, TypeError) as err:
         return str(err)
     return None
 

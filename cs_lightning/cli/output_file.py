@@ -27,6 +27,8 @@ def check_output_path(out: Path, inputs: Sequence[Path], force: bool, *, inputs_
         problem = f"{str(out.parent)!r} {in_the_way}" if in_the_way else f"no folder {str(out.parent)!r}"
         raise ConfigError("--out", f"cannot write {str(out)!r}: {problem}; fix: give a path in an existing folder")
     target = Path(os.path.realpath(out))  # what write_output writes: a link's file
+    if target.is_symlink():  # realpath stops on a loop of links
+        raise ConfigError("--out", f"{str(out)!r} is a symbolic link that loops; fix: give a file path")
     if not target.parent.is_dir():
         raise ConfigError(
             "--out", f"{str(out)!r} links to {str(target)!r}, in no folder; fix: give a path in an existing folder"

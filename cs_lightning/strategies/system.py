@@ -354,7 +354,8 @@ class CSXSystemMixin(Strategy):
         convert_lightning_configs(
             self.lr_scheduler_configs, strict=self.options.strict_schedulers, site=_defined_at(configure)
         )
-        _refuse_two_writers([config.scheduler for config in self.lr_scheduler_configs])
+        if module.automatic_optimization:  # under manual optimization the user steps them, maybe one at a time
+            _refuse_two_writers([config.scheduler for config in self.lr_scheduler_configs])
         for config in self.lr_scheduler_configs:
             if isinstance(config.scheduler, Scheduler) and (config.interval != "step" or config.frequency != 1):
                 config.scheduler._expect_skipped_updates()  # asked for: a bare one is made to step every step
@@ -366,8 +367,8 @@ class CSXSystemMixin(Strategy):
         super().on_train_start()
         trainer = self._connected_module.trainer
         if trainer.max_steps < 0:  # a run in epochs: the data's batches, accumulation, limits and max_epochs
-            steps = trainer.estimated_stepping_batches
-            if math.isfinite(steps):
+            steps = trainer.estimated_stepping_batches  # -1 (max_steps) for data of unknown length
+            if math.isfinite(steps) and steps >= 0:
                 self._check_schedules(int(steps))
 
     def _check_schedules(self, steps: int) -> None:
